@@ -1,0 +1,55 @@
+# Fusee: the two commands are `make run` and `make test`. Everything else is for developers.
+# Each target installs missing Debian packages first (scripts/install-deps.sh, as root).
+
+JOBS          ?= 2
+BUILD_DIR     ?= build
+ASAN_DIR      ?= build-asan
+FUZZ_DIR      ?= build-fuzz
+FUZZ_SECONDS  ?= 60
+CMAKE_FLAGS   ?=
+
+.PHONY: all deps build test test-asan fuzz run format format-check clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+build: deps
+	cmake -S . -B $(BUILD_DIR) -DFUSEE_WERROR=ON $(CMAKE_FLAGS)
+	cmake --build $(BUILD_DIR) -j$(JOBS)
+
+test: build
+	ctest --test-dir $(BUILD_DIR) -j$(JOBS) --output-on-failure
+
+# The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer.
+test-asan: deps
+	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DFUSEE_WERROR=ON \
+	  -DFUSEE_SANITIZE=address,undefined $(CMAKE_FLAGS)
+	cmake --build $(ASAN_DIR) -j$(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir $(ASAN_DIR) -j$(JOBS) --output-on-failure
+
+# libFuzzer over the frame decoder and every body decoder, for FUZZ_SECONDS.
+fuzz: deps
+	cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFUSEE_FUZZ=ON \
+	  -DCMAKE_CXX_COMPILER=clang++ -DFUSEE_SANITIZE=address,undefined
+	cmake --build $(FUZZ_DIR) -j$(JOBS)
+	rm -rf $(FUZZ_DIR)/seeds && mkdir -p $(FUZZ_DIR)/seeds $(FUZZ_DIR)/corpus
+	$(FUZZ_DIR)/tests/fuzz/fuzz_seeds $(FUZZ_DIR)/seeds
+	$(FUZZ_DIR)/tests/fuzz/protocol_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	  -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus $(FUZZ_DIR)/seeds
+
+run: build
+	@echo "fusee: the server arrives with the server-core issue; 'make run' will start it." >&2
+	@exit 1
+
+format:
+	find protocol tests app actors bench -name '*.cpp' -o -name '*.hpp' | xargs -r clang-format -i
+
+format-check:
+	find protocol tests app actors bench -name '*.cpp' -o -name '*.hpp' | \
+	  xargs -r clang-format --dry-run --Werror
+
+clean:
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR)

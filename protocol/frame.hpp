@@ -1,0 +1,67 @@
+// Frames (PROTOCOL.md §2): "FSE1" kind:u8 len:u32le crc:u32le body[len], crc = CRC32C(kind ++ body).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "protocol/result.hpp"
+#include "protocol/wire.hpp"
+
+namespace fusee::proto {
+
+inline constexpr size_t frame_header_size = 13;
+/// The largest body a frame may carry: 96 MiB.
+inline constexpr uint32_t max_body_size = 96u << 20;
+/// The largest record: small enough that any record can be appended and recovered in one frame.
+inline constexpr uint32_t max_record_size = max_body_size - 64;
+
+struct frame {
+  uint8_t kind = 0;
+  bytes body;
+};
+
+/// CRC32C over kind ++ body.
+uint32_t frame_crc(uint8_t kind, byte_view body);
+
+/// Appends one frame to `out`.
+void append_frame(bytes& out, uint8_t kind, byte_view body);
+bytes encode_frame(uint8_t kind, byte_view body);
+
+/// Why the frame decoder stopped. Each maps to the ERR code PROTOCOL.md §2 names.
+enum class frame_error : uint8_t {
+  bad_magic,     ///< ERR BAD_FRAME
+  bad_checksum,  ///< ERR BAD_FRAME
+  too_large,     ///< ERR TOO_LARGE (the body is not read)
+};
+
+err_code to_err_code(frame_error e);
+
+/// Incremental decoder: feed bytes in any chunking, take whole frames out.
+/// After a failure it stays failed (the connection must close); it never reads past what was fed.
+class frame_decoder {
+public:
+  void feed(const uint8_t* data, size_t size);
+  void feed(byte_view data) { feed(data.data(), data.size()); }
+
+  /// The next whole frame, std::nullopt if more bytes are needed, or the (sticky) error.
+  result<std::optional<frame>> next();
+
+  /// Set once next() has failed.
+  std::optional<frame_error> failure() const { return failure_; }
+  /// Bytes fed and not yet returned as frames.
+  size_t buffered() const { return buf_.size() - pos_; }
+
+private:
+  error fail(frame_error e, std::string message);
+
+  bytes buf_;
+  size_t pos_ = 0;
+  std::optional<frame_error> failure_;
+  std::string failure_message_;
+};
+
+/// The `id` of a request or answer body (its first 8 bytes), if it has one.
+std::optional<uint64_t> peek_id(byte_view body);
+
+} // namespace fusee::proto

@@ -1,0 +1,523 @@
+#include "protocol/messages.hpp"
+
+#include <array>
+#include <type_traits>
+#include <utility>
+
+namespace fusee::proto {
+
+namespace {
+
+// -- field descriptions ---------------------------------------------------------------------
+// describe(f, x) lists the fields of x in wire order and the rules they must keep. The same
+// function drives the encoder, the decoder and the validator, so layout and rules cannot drift
+// apart. f(name, field) encodes or decodes one field; f.check(cond, code, message) states a rule
+// at the point where the decoder can first test it (version and offers before the fields whose
+// presence depends on them); f.rest(name, bytes) is "the remaining bytes".
+
+template <class F>
+bool shardless(F& f, const request_head& h, const char* what) {
+  return f.check(h.shard == no_shard && h.epoch == epoch_t{0}, err_code::bad_body, [&] {
+    return std::string{what} + " concerns no single shard: its head must carry shard " +
+           "0xFFFFFFFF and epoch 0, not shard " + std::to_string(h.shard.value()) + " epoch " +
+           std::to_string(h.epoch.value());
+  });
+}
+
+template <class F>
+bool describe(F& f, request_head& x) {
+  return f("id", x.id) && f("shard", x.shard) && f("epoch", x.epoch);
+}
+
+template <class F>
+bool describe(F& f, grant_entry& x) {
+  return f("shard", x.shard) && f("epoch", x.epoch) && f("durable_lsn", x.durable_lsn);
+}
+
+template <class F>
+bool describe(F& f, position& x) {
+  return f("shard", x.shard) && f("epoch", x.epoch) && f("lsn", x.lsn);
+}
+
+template <class F>
+bool describe(F& f, shard_epoch& x) {
+  return f("shard", x.shard) && f("epoch", x.epoch);
+}
+
+template <class F>
+bool describe(F& f, idle_entry& x) {
+  return f("shard", x.shard) && f("epoch", x.epoch) && f("flags", x.flags) &&
+         f.check((x.flags & ~(idle_busy | idle_expired)) == 0, err_code::bad_body,
+                 [&] { return "idle entry flags " + std::to_string(x.flags) + " has unknown bits"; }) &&
+         f("due_in_ms", x.due_in_ms) && f("steps", x.steps) && f("open_us", x.open_us) &&
+         f("types", x.types);
+}
+
+template <class F>
+bool describe(F& f, hello& x) {
+  return f("head", x.head) && f("version", x.version) &&
+         f.check(x.version == protocol_version, err_code::version,
+                 [&] {
+                   return "protocol version " + std::to_string(x.version) +
+                          " is not supported (this side speaks " +
+                          std::to_string(protocol_version) + ")";
+                 }) &&
+         f("offers", x.offers) &&
+         f.check((x.offers & ~known_offers) == 0, err_code::bad_offer,
+                 [&] {
+                   return "offers 0x" + std::to_string(x.offers) + " include unknown bits (known: " +
+                          "INVOKED=1, SERVE_CALLS=2)";
+                 }) &&
+         f("max_shards", x.max_shards) &&
+         ((x.offers & offer_invoked) == 0 ||
+          (f("invocation", x.invocation) &&
+           f.check(x.invocation != invocation_id{0}, err_code::unknown_invocation,
+                   [] { return std::string{"invocation id 0 is never issued"}; }))) &&
+         f("name", x.name) && f("types", x.types) && shardless(f, x.head, "HELLO");
+}
+
+template <class F>
+bool describe(F& f, append& x) {
+  return f("head", x.head) && f("first_lsn", x.first_lsn) &&
+         f.check(x.first_lsn.value() >= 1, err_code::bad_body,
+                 [] { return std::string{"first_lsn 0: LSNs start at 1"}; }) &&
+         f("records", x.records) &&
+         f.check(!x.records.empty(), err_code::bad_body,
+                 [] { return std::string{"an APPEND must carry at least one record"}; });
+}
+
+template <class F>
+bool describe(F& f, recover_log& x) {
+  return f("head", x.head) && f("after_lsn", x.after_lsn) && f("max_bytes", x.max_bytes);
+}
+
+template <class F>
+bool describe(F& f, checkpoint& x) {
+  return f("head", x.head) && f("lsn", x.lsn) && f("data", x.data);
+}
+
+template <class F>
+bool describe(F& f, load_checkpoint& x) {
+  return f("head", x.head);
+}
+
+template <class F>
+bool describe(F& f, ping& x) {
+  return f("head", x.head) && shardless(f, x.head, "PING");
+}
+
+template <class F>
+bool describe(F& f, client_hello& x) {
+  return f("head", x.head) && f("version", x.version) &&
+         f.check(x.version == protocol_version, err_code::version,
+                 [&] {
+                   return "protocol version " + std::to_string(x.version) +
+                          " is not supported (this side speaks " +
+                          std::to_string(protocol_version) + ")";
+                 }) &&
+         f("name", x.name) && shardless(f, x.head, "CLIENT_HELLO");
+}
+
+template <class F>
+bool describe(F& f, call& x) {
+  return f("head", x.head) && f("method", x.method) && f("type", x.type) && f("args", x.args) &&
+         f("park_ms", x.park_ms);
+}
+
+template <class F>
+bool describe(F& f, call_reply& x) {
+  return f("head", x.head) && f("relay", x.relay) && f("ok", x.ok) &&
+         f.check(x.ok <= 1, err_code::bad_body,
+                 [&] { return "ok must be 0 or 1, not " + std::to_string(x.ok); }) &&
+         f("body", x.body);
+}
+
+template <class F>
+bool describe(F& f, relay& x) {
+  return f("head", x.head) && f("target", x.target) && f("outbox_id", x.outbox_id) &&
+         f("payload", x.payload);
+}
+
+template <class F>
+bool describe(F& f, message_ack& x) {
+  return f("head", x.head) && f("from", x.from) && f("from_epoch", x.from_epoch) &&
+         f("outbox_id", x.outbox_id);
+}
+
+template <class F>
+bool describe(F& f, drain& x) {
+  return f("head", x.head) && f("shards", x.shards) && shardless(f, x.head, "DRAIN");
+}
+
+template <class F>
+bool describe(F& f, idle& x) {
+  return f("head", x.head) && f("entries", x.entries) && shardless(f, x.head, "IDLE");
+}
+
+template <class F>
+bool describe(F& f, release& x) {
+  return f("head", x.head);
+}
+
+template <class F>
+bool describe(F& f, ok& x) {
+  return f("id", x.id) && f.rest("payload", x.payload);
+}
+
+template <class F>
+bool describe(F& f, err& x) {
+  return f("id", x.id) && f("code", x.code) &&
+         f.check(x.code != 0, err_code::bad_body, [] { return std::string{"ERR code 0"}; }) &&
+         f("message", x.message);
+}
+
+template <class F>
+bool describe(F& f, lease& x) {
+  return f("id", x.id) && f("shard_count", x.shard_count) &&
+         f("ping_interval_ms", x.ping_interval_ms) && f("timeout_ms", x.timeout_ms) &&
+         f("remaining_ms", x.remaining_ms) && f("grants", x.grants);
+}
+
+template <class F>
+bool describe(F& f, grant& x) {
+  return f("id", x.id) && f("grants", x.grants);
+}
+
+template <class F>
+bool describe(F& f, durable& x) {
+  return f("id", x.id) && f("positions", x.positions);
+}
+
+template <class F>
+bool describe(F& f, log_page& x) {
+  return f("id", x.id) && f("shard", x.shard) && f("first_lsn", x.first_lsn) &&
+         f("records", x.records) && f("more", x.more) &&
+         f.check(x.more <= 1, err_code::bad_body,
+                 [&] { return "more must be 0 or 1, not " + std::to_string(x.more); }) &&
+         f("durable_lsn", x.durable_lsn);
+}
+
+template <class F>
+bool describe(F& f, checkpoint_data& x) {
+  return f("id", x.id) && f("lsn", x.lsn) && f("data", x.data);
+}
+
+template <class F>
+bool describe(F& f, relayed_call& x) {
+  return f("id", x.id) && f("relay", x.relay) && f("shard", x.shard) && f("method", x.method) &&
+         f("type", x.type) && f("args", x.args);
+}
+
+template <class F>
+bool describe(F& f, call_result& x) {
+  return f("id", x.id) && f("status", x.status) &&
+         f.check(x.status <= static_cast<uint8_t>(call_status::bad_request), err_code::bad_body,
+                 [&] { return "CALL_RESULT status " + std::to_string(x.status) + " is not 0-4"; }) &&
+         f("body", x.body);
+}
+
+template <class F>
+bool describe(F& f, message& x) {
+  return f("id", x.id) && f("target", x.target) && f("from", x.from) &&
+         f("from_epoch", x.from_epoch) && f("outbox_id", x.outbox_id) && f("payload", x.payload);
+}
+
+template <class F>
+bool describe(F& f, ack& x) {
+  return f("id", x.id) && f("from", x.from) && f("from_epoch", x.from_epoch) &&
+         f("outbox_id", x.outbox_id);
+}
+
+template <class F>
+bool describe(F& f, revoked& x) {
+  return f("id", x.id) && f("shards", x.shards) && f("reason", x.reason);
+}
+
+template <class F>
+bool describe(F& f, io_failed& x) {
+  return f("id", x.id) && f("shard", x.shard) && f("epoch", x.epoch) && f("message", x.message);
+}
+
+template <class T>
+struct is_strong : std::false_type {};
+template <class Tag, class Rep>
+struct is_strong<strong<Tag, Rep>> : std::true_type {};
+
+template <class T>
+constexpr size_t min_wire_size() {
+  if constexpr (std::is_integral_v<T>)
+    return sizeof(T);
+  else if constexpr (is_strong<T>::value)
+    return sizeof(typename T::rep);
+  else
+    return 1;  // a blob's length byte; structs are at least that
+}
+
+/// True if T has a field description for visitor F (messages and their parts, not primitives).
+template <class F, class T>
+concept describable = requires(F& f, T& x) { describe(f, x); };
+
+// -- the three visitors ---------------------------------------------------------------------
+
+/// Writes fields. describe() takes non-const references; the encoder only reads them.
+struct encoder {
+  writer w;
+
+  bool operator()(const char*, uint8_t v) { return w.u8(v), true; }
+  bool operator()(const char*, uint16_t v) { return w.u16(v), true; }
+  bool operator()(const char*, uint32_t v) { return w.u32(v), true; }
+  bool operator()(const char*, uint64_t v) { return w.u64(v), true; }
+  template <class Tag, class Rep>
+  bool operator()(const char* n, strong<Tag, Rep> v) {
+    return (*this)(n, v.value());
+  }
+  bool operator()(const char*, const std::string& v) { return w.str(v), true; }
+  bool operator()(const char*, bytes& v) { return w.blob(v), true; }  // not const: must beat vector<T>&
+  template <class T>
+  bool operator()(const char* n, std::vector<T>& v) {
+    w.count(v.size());
+    for (auto& x : v)
+      (*this)(n, x);
+    return true;
+  }
+  template <class T>
+    requires describable<encoder, T>
+  bool operator()(const char*, T& x) {
+    return describe(*this, x);
+  }
+  bool rest(const char*, const bytes& v) { return w.raw(v), true; }
+  template <class Msg>
+  bool check(bool, err_code, Msg&&) {
+    return true;
+  }
+};
+
+/// Reads fields and applies rules as soon as their fields are read.
+struct decoder {
+  reader& r;
+
+  bool operator()(const char* n, uint8_t& v) { return r.u8(v, n); }
+  bool operator()(const char* n, uint16_t& v) { return r.u16(v, n); }
+  bool operator()(const char* n, uint32_t& v) { return r.u32(v, n); }
+  bool operator()(const char* n, uint64_t& v) { return r.u64(v, n); }
+  template <class Tag, class Rep>
+  bool operator()(const char* n, strong<Tag, Rep>& v) {
+    Rep raw{};
+    if (!(*this)(n, raw))
+      return false;
+    v = strong<Tag, Rep>{raw};
+    return true;
+  }
+  bool operator()(const char* n, std::string& v) { return r.str(v, n); }
+  bool operator()(const char* n, bytes& v) {
+    if (!r.blob(v, n))
+      return false;
+    if (v.size() > max_record_size)
+      return r.fail(err_code::bad_body, std::string{n} + ": " + std::to_string(v.size()) +
+                                            " bytes exceed the record limit of " +
+                                            std::to_string(max_record_size));
+    return true;
+  }
+  template <class T>
+  bool operator()(const char* n, std::vector<T>& v) {
+    uint32_t count = 0;
+    if (!r.count(count, min_wire_size<T>(), n))
+      return false;
+    v.clear();
+    for (uint32_t i = 0; i < count; ++i) {
+      T item{};
+      if (!(*this)(n, item))
+        return false;
+      v.push_back(std::move(item));
+    }
+    return true;
+  }
+  template <class T>
+    requires describable<decoder, T>
+  bool operator()(const char*, T& x) {
+    return describe(*this, x);
+  }
+  bool rest(const char*, bytes& v) { return r.rest(v); }
+  template <class Msg>
+  bool check(bool cond, err_code code, Msg&& msg) {
+    return cond || r.fail(code, msg());
+  }
+};
+
+/// Applies the rules without any bytes; the first broken rule is kept.
+struct checker {
+  std::optional<error> failure;
+
+  template <class T>
+  bool operator()(const char*, T&) {
+    return true;
+  }
+  template <class T>
+    requires describable<checker, T>
+  bool operator()(const char*, T& x) {
+    return describe(*this, x);
+  }
+  bool operator()(const char*, std::string&) { return true; }
+  bool operator()(const char*, bytes& v) {
+    if (v.size() <= max_record_size)
+      return true;
+    failure = error{err_code::bad_body, "a byte field exceeds the record limit"};
+    return false;
+  }
+  template <class T>
+  bool operator()(const char* n, std::vector<T>& v) {
+    for (auto& x : v)
+      if (!(*this)(n, x))
+        return false;
+    return true;
+  }
+  template <class Tag, class Rep>
+  bool operator()(const char*, strong<Tag, Rep>&) {
+    return true;
+  }
+  bool rest(const char*, bytes&) { return true; }
+  template <class Msg>
+  bool check(bool cond, err_code code, Msg&& msg) {
+    if (cond)
+      return true;
+    failure = error{code, msg()};
+    return false;
+  }
+};
+
+template <class T>
+result<any_message> decode_as(byte_view body) {
+  reader r{body};
+  auto label = kind_name(static_cast<uint8_t>(T::tag));
+  r.set_context(label);
+  decoder d{r};
+  T x{};
+  if (!describe(d, x))
+    return *r.error();
+  if (r.remaining() != 0)
+    return fail(err_code::bad_body, label + ": " + std::to_string(r.remaining()) +
+                                        " bytes left over after the body");
+  return any_message{std::move(x)};
+}
+
+using decode_fn = result<any_message> (*)(byte_view);
+
+template <size_t... I>
+constexpr std::array<decode_fn, 128> make_decoders(std::index_sequence<I...>) {
+  std::array<decode_fn, 128> t{};
+  ((t[static_cast<uint8_t>(std::variant_alternative_t<I, any_message>::tag)] =
+      &decode_as<std::variant_alternative_t<I, any_message>>),
+   ...);
+  return t;
+}
+
+constexpr auto decoders =
+  make_decoders(std::make_index_sequence<std::variant_size_v<any_message>>{});
+
+} // namespace
+
+std::string kind_name(uint8_t k) {
+  switch (static_cast<kind>(k)) {
+    case kind::hello: return "HELLO";
+    case kind::append: return "APPEND";
+    case kind::recover_log: return "RECOVER_LOG";
+    case kind::checkpoint: return "CHECKPOINT";
+    case kind::load_checkpoint: return "LOAD_CHECKPOINT";
+    case kind::ping: return "PING";
+    case kind::client_hello: return "CLIENT_HELLO";
+    case kind::call: return "CALL";
+    case kind::call_reply: return "CALL_REPLY";
+    case kind::relay: return "RELAY";
+    case kind::message_ack: return "MESSAGE_ACK";
+    case kind::drain: return "DRAIN";
+    case kind::idle: return "IDLE";
+    case kind::release: return "RELEASE";
+    case kind::ok: return "OK";
+    case kind::err: return "ERR";
+    case kind::lease: return "LEASE";
+    case kind::grant: return "GRANT";
+    case kind::durable: return "DURABLE";
+    case kind::log_page: return "LOG_PAGE";
+    case kind::checkpoint_data: return "CHECKPOINT_DATA";
+    case kind::relayed_call: return "RELAYED_CALL";
+    case kind::call_result: return "CALL_RESULT";
+    case kind::message: return "MESSAGE";
+    case kind::ack: return "ACK";
+    case kind::revoked: return "REVOKED";
+    case kind::io_failed: return "IO_FAILED";
+  }
+  return "kind " + std::to_string(k);
+}
+
+kind kind_of(const any_message& m) {
+  return std::visit([](const auto& x) { return std::decay_t<decltype(x)>::tag; }, m);
+}
+
+void encode_body(const any_message& m, bytes& out) {
+  std::visit(
+    [&](const auto& x) {
+      encoder e{writer{out}};
+      describe(e, const_cast<std::decay_t<decltype(x)>&>(x));
+    },
+    m);
+}
+
+void append_frame(bytes& out, const any_message& m) {
+  bytes body;
+  encode_body(m, body);
+  append_frame(out, static_cast<uint8_t>(kind_of(m)), body);
+}
+
+bytes encode(const any_message& m) {
+  bytes out;
+  append_frame(out, m);
+  return out;
+}
+
+result<any_message> decode(uint8_t k, byte_view body) {
+  if (k >= decoders.size() || decoders[k] == nullptr)
+    return fail(err_code::unknown_kind, "frame kind " + std::to_string(k) + " is not defined");
+  return decoders[k](body);
+}
+
+result<any_message> decode_request(uint8_t k, byte_view body) {
+  if (!is_request_kind(k) || k >= decoders.size() || decoders[k] == nullptr)
+    return fail(err_code::unknown_kind,
+                "frame kind " + std::to_string(k) + " is not a request this server knows");
+  return decoders[k](body);
+}
+
+result<any_message> decode_response(uint8_t k, byte_view body) {
+  if (is_request_kind(k) || k >= decoders.size() || decoders[k] == nullptr)
+    return fail(err_code::unknown_kind,
+                "frame kind " + std::to_string(k) + " is not one the server sends");
+  return decoders[k](body);
+}
+
+std::optional<error> validate(const any_message& m) {
+  return std::visit(
+    [](const auto& x) -> std::optional<error> {
+      checker c;  // describe() takes references; the checker never writes through them
+      describe(c, const_cast<std::decay_t<decltype(x)>&>(x));
+      if (c.failure)
+        c.failure->message = kind_name(static_cast<uint8_t>(x.tag)) + ": " + c.failure->message;
+      return c.failure;
+    },
+    m);
+}
+
+ok make_client_hello_ok(uint64_t id, uint32_t shard_count) {
+  ok m{id, {}};
+  writer{m.payload}.u32(shard_count);
+  return m;
+}
+
+std::optional<uint32_t> client_hello_shard_count(const ok& m) {
+  reader r{m.payload};
+  uint32_t n = 0;
+  if (!r.u32(n, "shard_count") || r.remaining() != 0)
+    return std::nullopt;
+  return n;
+}
+
+} // namespace fusee::proto

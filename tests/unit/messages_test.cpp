@@ -1,0 +1,150 @@
+#include <doctest/doctest.h>
+
+#include <set>
+
+#include "protocol/messages.hpp"
+#include "samples.hpp"
+#include "test_util.hpp"
+
+using namespace fusee::proto;
+using fusee::test::from_hex;
+
+namespace {
+
+any_message round_trip(const any_message& m) {
+  auto wire = encode(m);
+  frame_decoder d;
+  d.feed(wire);
+  auto f = d.next();
+  REQUIRE(f.has_value());
+  REQUIRE(f->has_value());
+  CHECK(d.buffered() == 0);
+  auto back = decode(**f);
+  if (!back)
+    FAIL(back.err().to_string());
+  return *back;
+}
+
+bytes body_of(const any_message& m) {
+  bytes out;
+  encode_body(m, out);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("every frame kind round trips") {
+  std::set<kind> kinds;
+  for (const auto& m : fusee::test::sample_messages()) {
+    CAPTURE(kind_name(static_cast<uint8_t>(kind_of(m))));
+    CHECK_FALSE(validate(m));
+    CHECK(round_trip(m) == m);
+    kinds.insert(kind_of(m));
+  }
+  CHECK(kinds.size() == std::variant_size_v<any_message>);  // the samples cover every kind
+}
+
+TEST_CASE("requests and answers are decoded only in their direction") {
+  auto ping_body = body_of(ping{});
+  CHECK(decode_request(6, ping_body).has_value());
+  auto r = decode_response(6, ping_body);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.err().code == err_code::unknown_kind);
+  auto ok_body = body_of(ok{1, {}});
+  CHECK(decode_response(64, ok_body).has_value());
+  CHECK(decode_request(64, ok_body).err().code == err_code::unknown_kind);
+  CHECK(decode_request(15, ping_body).err().code == err_code::unknown_kind);
+  CHECK(decode_request(0, ping_body).err().code == err_code::unknown_kind);
+  CHECK(decode(200, ping_body).err().code == err_code::unknown_kind);
+}
+
+TEST_CASE("a body with bytes left over is BAD_BODY") {
+  auto body = body_of(ping{});
+  body.push_back(0);
+  auto r = decode(6, body);
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.err().code == err_code::bad_body);
+  CHECK(r.err().message.find("left over") != std::string::npos);
+  CHECK(r.err().message.find("PING") != std::string::npos);
+}
+
+TEST_CASE("HELLO: version is checked right after the head, then offers") {
+  SUBCASE("version 2 is VERSION even when the rest would not decode") {
+    bytes body;
+    writer w{body};
+    w.u64(1);           // id
+    w.u32(0xFFFFFFFF);  // shard
+    w.u64(0);           // epoch
+    w.u32(2);           // version, and nothing else
+    auto r = decode(1, body);
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.err().code == err_code::version);
+  }
+  SUBCASE("unknown offer bits are BAD_OFFER") {
+    hello h;
+    h.offers = 4;
+    auto r = decode(1, body_of(h));
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.err().code == err_code::bad_offer);
+    CHECK(validate(h)->code == err_code::bad_offer);
+  }
+  SUBCASE("the invocation id is on the wire only with INVOKED") {
+    hello a;
+    a.offers = offer_serve_calls;
+    hello b = a;
+    b.offers |= offer_invoked;
+    b.invocation = invocation_id{5};
+    CHECK(body_of(b).size() == body_of(a).size() + 8);
+  }
+  SUBCASE("INVOKED with invocation 0 is refused") {
+    hello h;
+    h.offers = offer_invoked;
+    CHECK(decode(1, body_of(h)).err().code == err_code::unknown_invocation);
+  }
+  SUBCASE("a HELLO naming a shard is BAD_BODY") {
+    hello h;
+    h.head.shard = shard_id{0};
+    auto r = decode(1, body_of(h));
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.err().code == err_code::bad_body);
+    CHECK(r.err().message.find("0xFFFFFFFF") != std::string::npos);
+  }
+}
+
+TEST_CASE("rules of individual kinds") {
+  append a{request_head{1, shard_id{0}, epoch_t{1}}, lsn_t{1}, {}};
+  CHECK(decode(2, body_of(a)).err().message.find("at least one record") != std::string::npos);
+  a.records.push_back(bytes{1});
+  a.first_lsn = lsn_t{0};
+  CHECK(decode(2, body_of(a)).err().code == err_code::bad_body);
+
+  call_reply cr{request_head{1, shard_id{0}, epoch_t{1}}, 1, 2, {}};
+  CHECK(decode(9, body_of(cr)).err().code == err_code::bad_body);
+
+  idle i{request_head{}, {idle_entry{shard_id{1}, epoch_t{1}, 4, 0, 0, 0, {}}}};
+  CHECK(decode(13, body_of(i)).err().message.find("unknown bits") != std::string::npos);
+  CHECK(validate(i));
+
+  call_result res{1, 5, {}};
+  CHECK(decode(72, body_of(res)).err().code == err_code::bad_body);
+  log_page lp{1, shard_id{0}, lsn_t{1}, {}, 2, lsn_t{0}};
+  CHECK(decode(69, body_of(lp)).err().code == err_code::bad_body);
+  err e{1, 0, "x"};
+  CHECK(decode(65, body_of(e)).err().code == err_code::bad_body);
+  err future{1, 999, "a code from a later version"};
+  CHECK(decode(65, body_of(future)).has_value());
+}
+
+TEST_CASE("OK answering CLIENT_HELLO carries shard_count") {
+  auto m = make_client_hello_ok(3, 16);
+  CHECK(body_of(m) == from_hex("0300000000000000 10000000"));
+  CHECK(client_hello_shard_count(m) == 16u);
+  CHECK_FALSE(client_hello_shard_count(ok{3, {}}));
+}
+
+TEST_CASE("an ERR answers with the refused request's id") {
+  auto e = make_err(42, error{err_code::lsn_gap, "expected first_lsn 5, got 7"});
+  CHECK(e.id == 42);
+  CHECK(e.code == 6);
+  CHECK(std::string{name(err_code::lsn_gap)} == "LSN_GAP");
+}
