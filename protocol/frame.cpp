@@ -63,6 +63,8 @@ result<std::optional<frame>> frame_decoder::next() {
   if (failure_)
     return error{to_err_code(*failure_), failure_message_};
   size_t avail = buf_.size() - pos_;
+  if (avail == 0)
+    return std::optional<frame>{};
   const uint8_t* p = buf_.data() + pos_;
   // Check the magic as soon as its bytes arrive, so garbage fails fast.
   size_t m = avail < 4 ? avail : 4;
