@@ -55,7 +55,7 @@ bool detect_sse42() {
 const bool has_sse42 = detect_sse42();
 #endif
 
-} // namespace
+}  // namespace
 
 uint32_t crc32c_portable(const void* data, size_t size, uint32_t crc) {
   auto p = static_cast<const uint8_t*>(data);
@@ -87,10 +87,9 @@ bool crc32c_hardware() {
 
 uint32_t crc32c(const void* data, size_t size, uint32_t crc) {
 #if defined(__x86_64__)
-  if (has_sse42)
-    return crc32c_sse42(static_cast<const uint8_t*>(data), size, crc);
+  if (has_sse42) return crc32c_sse42(static_cast<const uint8_t*>(data), size, crc);
 #endif
   return crc32c_portable(data, size, crc);
 }
 
-} // namespace fusee::proto
+}  // namespace fusee::proto

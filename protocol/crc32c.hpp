@@ -1,4 +1,5 @@
-// CRC32C (Castagnoli, reflected 0x82F63B78, init and xorout 0xFFFFFFFF), as frames and the WAL use it.
+// CRC32C (Castagnoli, reflected 0x82F63B78, init and xorout 0xFFFFFFFF), as frames and the WAL use
+// it.
 #pragma once
 
 #include <cstddef>
@@ -15,4 +16,4 @@ uint32_t crc32c_portable(const void* data, size_t size, uint32_t crc = 0);
 /// True if crc32c() uses the CPU's SSE4.2 crc32 instruction.
 bool crc32c_hardware();
 
-} // namespace fusee::proto
+}  // namespace fusee::proto

@@ -26,7 +26,9 @@ enum class err_code : uint16_t {
 };
 
 /// True for the codes PROTOCOL.md defines.
-constexpr bool is_known(uint16_t code) { return code >= 1 && code <= 14; }
+constexpr bool is_known(uint16_t code) {
+  return code >= 1 && code <= 14;
+}
 
 /// The upper-case name used in PROTOCOL.md ("BAD_FRAME"), or "UNKNOWN" for other values.
 std::string_view name(err_code code);
@@ -40,4 +42,4 @@ struct error {
   std::string to_string() const;
 };
 
-} // namespace fusee::proto
+}  // namespace fusee::proto

@@ -14,7 +14,7 @@ uint32_t load_le32(const uint8_t* p) {
   return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
 }
 
-} // namespace
+}  // namespace
 
 uint32_t frame_crc(uint8_t kind, byte_view body) {
   return crc32c(body.data(), body.size(), crc32c(&kind, 1));
@@ -41,8 +41,7 @@ err_code to_err_code(frame_error e) {
 }
 
 void frame_decoder::feed(const uint8_t* data, size_t size) {
-  if (failure_ || size == 0)
-    return;
+  if (failure_ || size == 0) return;
   if (pos_ > 0 && pos_ == buf_.size()) {
     buf_.clear();
     pos_ = 0;
@@ -60,18 +59,15 @@ error frame_decoder::fail(frame_error e, std::string message) {
 }
 
 result<std::optional<frame>> frame_decoder::next() {
-  if (failure_)
-    return error{to_err_code(*failure_), failure_message_};
+  if (failure_) return error{to_err_code(*failure_), failure_message_};
   size_t avail = buf_.size() - pos_;
-  if (avail == 0)
-    return std::optional<frame>{};
+  if (avail == 0) return std::optional<frame>{};
   const uint8_t* p = buf_.data() + pos_;
   // Check the magic as soon as its bytes arrive, so garbage fails fast.
   size_t m = avail < 4 ? avail : 4;
   if (std::memcmp(p, magic, m) != 0)
     return fail(frame_error::bad_magic, "bad magic: a frame must start with \"FSE1\"");
-  if (avail < frame_header_size)
-    return std::optional<frame>{};
+  if (avail < frame_header_size) return std::optional<frame>{};
   uint8_t kind = p[4];
   uint32_t len = load_le32(p + 5);
   uint32_t crc = load_le32(p + 9);
@@ -94,12 +90,11 @@ result<std::optional<frame>> frame_decoder::next() {
 }
 
 std::optional<uint64_t> peek_id(byte_view body) {
-  if (body.size() < 8)
-    return std::nullopt;
+  if (body.size() < 8) return std::nullopt;
   uint64_t v = 0;
   for (int i = 0; i < 8; ++i)
     v |= uint64_t{body[i]} << (8 * i);
   return v;
 }
 
-} // namespace fusee::proto
+}  // namespace fusee::proto

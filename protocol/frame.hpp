@@ -1,4 +1,5 @@
-// Frames (PROTOCOL.md §2): "FSE1" kind:u8 len:u32le crc:u32le body[len], crc = CRC32C(kind ++ body).
+// Frames (PROTOCOL.md §2): "FSE1" kind:u8 len:u32le crc:u32le body[len], crc = CRC32C(kind ++
+// body).
 #pragma once
 
 #include <cstddef>
@@ -64,4 +65,4 @@ private:
 /// The `id` of a request or answer body (its first 8 bytes), if it has one.
 std::optional<uint64_t> peek_id(byte_view body);
 
-} // namespace fusee::proto
+}  // namespace fusee::proto

@@ -12,4 +12,4 @@ std::string to_hex(const uint8_t* data, size_t size) {
   return out;
 }
 
-} // namespace fusee::proto
+}  // namespace fusee::proto

@@ -17,17 +17,14 @@ std::string format_invocation_id(invocation_id id) {
 }
 
 std::optional<invocation_id> parse_invocation_id(std::string_view text) {
-  if (text.size() != 16)
-    return std::nullopt;
+  if (text.size() != 16) return std::nullopt;
   uint64_t v = 0;
   for (char c : text) {
     int d = hex_digit(c);
-    if (d < 0)
-      return std::nullopt;
+    if (d < 0) return std::nullopt;
     v = (v << 4) | static_cast<uint64_t>(d);
   }
-  if (v == 0)
-    return std::nullopt;
+  if (v == 0) return std::nullopt;
   return invocation_id{v};
 }
 
@@ -38,9 +35,8 @@ invocation_id random_invocation_id() {
       std::fputs("fusee: OpenSSL RAND_bytes failed; cannot make invocation ids\n", stderr);
       std::abort();
     }
-    if (v != 0)
-      return invocation_id{v};
+    if (v != 0) return invocation_id{v};
   }
 }
 
-} // namespace fusee::proto
+}  // namespace fusee::proto

@@ -44,7 +44,7 @@ std::optional<invocation_id> parse_invocation_id(std::string_view text);
 /// A fresh random nonzero id from OpenSSL's RAND_bytes. Aborts if the RNG fails (no safe fallback).
 invocation_id random_invocation_id();
 
-} // namespace fusee::proto
+}  // namespace fusee::proto
 
 template <class Tag, class Rep>
 struct std::hash<fusee::proto::strong<Tag, Rep>> {

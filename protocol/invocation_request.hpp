@@ -48,4 +48,4 @@ std::string to_json(const invocation_request& r);
 /// a repeated key is an error.
 result<invocation_request> parse_invocation_request(std::string_view json);
 
-} // namespace fusee::proto
+}  // namespace fusee::proto

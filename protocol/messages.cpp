@@ -47,8 +47,9 @@ bool describe(F& f, shard_epoch& x) {
 template <class F>
 bool describe(F& f, idle_entry& x) {
   return f("shard", x.shard) && f("epoch", x.epoch) && f("flags", x.flags) &&
-         f.check((x.flags & ~(idle_busy | idle_expired)) == 0, err_code::bad_body,
-                 [&] { return "idle entry flags " + std::to_string(x.flags) + " has unknown bits"; }) &&
+         f.check(
+             (x.flags & ~(idle_busy | idle_expired)) == 0, err_code::bad_body,
+             [&] { return "idle entry flags " + std::to_string(x.flags) + " has unknown bits"; }) &&
          f("due_in_ms", x.due_in_ms) && f("steps", x.steps) && f("open_us", x.open_us) &&
          f("types", x.types);
 }
@@ -65,8 +66,8 @@ bool describe(F& f, hello& x) {
          f("offers", x.offers) &&
          f.check((x.offers & ~known_offers) == 0, err_code::bad_offer,
                  [&] {
-                   return "offers 0x" + std::to_string(x.offers) + " include unknown bits (known: " +
-                          "INVOKED=1, SERVE_CALLS=2)";
+                   return "offers 0x" + std::to_string(x.offers) +
+                          " include unknown bits (known: " + "INVOKED=1, SERVE_CALLS=2)";
                  }) &&
          f("max_shards", x.max_shards) &&
          ((x.offers & offer_invoked) == 0 ||
@@ -81,9 +82,9 @@ bool describe(F& f, append& x) {
   return f("head", x.head) && f("first_lsn", x.first_lsn) &&
          f.check(x.first_lsn.value() >= 1, err_code::bad_body,
                  [] { return std::string{"first_lsn 0: LSNs start at 1"}; }) &&
-         f("records", x.records) &&
-         f.check(!x.records.empty(), err_code::bad_body,
-                 [] { return std::string{"an APPEND must carry at least one record"}; });
+         f("records", x.records) && f.check(!x.records.empty(), err_code::bad_body, [] {
+           return std::string{"an APPEND must carry at least one record"};
+         });
 }
 
 template <class F>
@@ -211,8 +212,9 @@ bool describe(F& f, relayed_call& x) {
 template <class F>
 bool describe(F& f, call_result& x) {
   return f("id", x.id) && f("status", x.status) &&
-         f.check(x.status <= static_cast<uint8_t>(call_status::bad_request), err_code::bad_body,
-                 [&] { return "CALL_RESULT status " + std::to_string(x.status) + " is not 0-4"; }) &&
+         f.check(
+             x.status <= static_cast<uint8_t>(call_status::bad_request), err_code::bad_body,
+             [&] { return "CALL_RESULT status " + std::to_string(x.status) + " is not 0-4"; }) &&
          f("body", x.body);
 }
 
@@ -255,7 +257,9 @@ constexpr size_t min_wire_size() {
 
 /// True if T has a field description for visitor F (messages and their parts, not primitives).
 template <class F, class T>
-concept describable = requires(F& f, T& x) { describe(f, x); };
+concept describable = requires(F& f, T& x) {
+  describe(f, x);
+};
 
 // -- the three visitors ---------------------------------------------------------------------
 
@@ -272,7 +276,9 @@ struct encoder {
     return (*this)(n, v.value());
   }
   bool operator()(const char*, const std::string& v) { return w.str(v), true; }
-  bool operator()(const char*, bytes& v) { return w.blob(v), true; }  // not const: must beat vector<T>&
+  bool operator()(const char*, bytes& v) {
+    return w.blob(v), true;
+  }  // not const: must beat vector<T>&
   template <class T>
   bool operator()(const char* n, std::vector<T>& v) {
     w.count(v.size());
@@ -281,10 +287,8 @@ struct encoder {
     return true;
   }
   template <class T>
-    requires describable<encoder, T>
-  bool operator()(const char*, T& x) {
-    return describe(*this, x);
-  }
+  requires describable<encoder, T>
+  bool operator()(const char*, T& x) { return describe(*this, x); }
   bool rest(const char*, const bytes& v) { return w.raw(v), true; }
   template <class Msg>
   bool check(bool, err_code, Msg&&) {
@@ -303,15 +307,13 @@ struct decoder {
   template <class Tag, class Rep>
   bool operator()(const char* n, strong<Tag, Rep>& v) {
     Rep raw{};
-    if (!(*this)(n, raw))
-      return false;
+    if (!(*this)(n, raw)) return false;
     v = strong<Tag, Rep>{raw};
     return true;
   }
   bool operator()(const char* n, std::string& v) { return r.str(v, n); }
   bool operator()(const char* n, bytes& v) {
-    if (!r.blob(v, n))
-      return false;
+    if (!r.blob(v, n)) return false;
     if (v.size() > max_record_size)
       return r.fail(err_code::bad_body, std::string{n} + ": " + std::to_string(v.size()) +
                                             " bytes exceed the record limit of " +
@@ -321,22 +323,18 @@ struct decoder {
   template <class T>
   bool operator()(const char* n, std::vector<T>& v) {
     uint32_t count = 0;
-    if (!r.count(count, min_wire_size<T>(), n))
-      return false;
+    if (!r.count(count, min_wire_size<T>(), n)) return false;
     v.clear();
     for (uint32_t i = 0; i < count; ++i) {
       T item{};
-      if (!(*this)(n, item))
-        return false;
+      if (!(*this)(n, item)) return false;
       v.push_back(std::move(item));
     }
     return true;
   }
   template <class T>
-    requires describable<decoder, T>
-  bool operator()(const char*, T& x) {
-    return describe(*this, x);
-  }
+  requires describable<decoder, T>
+  bool operator()(const char*, T& x) { return describe(*this, x); }
   bool rest(const char*, bytes& v) { return r.rest(v); }
   template <class Msg>
   bool check(bool cond, err_code code, Msg&& msg) {
@@ -353,22 +351,18 @@ struct checker {
     return true;
   }
   template <class T>
-    requires describable<checker, T>
-  bool operator()(const char*, T& x) {
-    return describe(*this, x);
-  }
+  requires describable<checker, T>
+  bool operator()(const char*, T& x) { return describe(*this, x); }
   bool operator()(const char*, std::string&) { return true; }
   bool operator()(const char*, bytes& v) {
-    if (v.size() <= max_record_size)
-      return true;
+    if (v.size() <= max_record_size) return true;
     failure = error{err_code::bad_body, "a byte field exceeds the record limit"};
     return false;
   }
   template <class T>
   bool operator()(const char* n, std::vector<T>& v) {
     for (auto& x : v)
-      if (!(*this)(n, x))
-        return false;
+      if (!(*this)(n, x)) return false;
     return true;
   }
   template <class Tag, class Rep>
@@ -378,8 +372,7 @@ struct checker {
   bool rest(const char*, bytes&) { return true; }
   template <class Msg>
   bool check(bool cond, err_code code, Msg&& msg) {
-    if (cond)
-      return true;
+    if (cond) return true;
     failure = error{code, msg()};
     return false;
   }
@@ -392,11 +385,10 @@ result<any_message> decode_as(byte_view body) {
   r.set_context(label);
   decoder d{r};
   T x{};
-  if (!describe(d, x))
-    return *r.error();
+  if (!describe(d, x)) return *r.error();
   if (r.remaining() != 0)
-    return fail(err_code::bad_body, label + ": " + std::to_string(r.remaining()) +
-                                        " bytes left over after the body");
+    return fail(err_code::bad_body,
+                label + ": " + std::to_string(r.remaining()) + " bytes left over after the body");
   return any_message{std::move(x)};
 }
 
@@ -406,45 +398,72 @@ template <size_t... I>
 constexpr std::array<decode_fn, 128> make_decoders(std::index_sequence<I...>) {
   std::array<decode_fn, 128> t{};
   ((t[static_cast<uint8_t>(std::variant_alternative_t<I, any_message>::tag)] =
-      &decode_as<std::variant_alternative_t<I, any_message>>),
+        &decode_as<std::variant_alternative_t<I, any_message>>),
    ...);
   return t;
 }
 
 constexpr auto decoders =
-  make_decoders(std::make_index_sequence<std::variant_size_v<any_message>>{});
+    make_decoders(std::make_index_sequence<std::variant_size_v<any_message>>{});
 
-} // namespace
+}  // namespace
 
 std::string kind_name(uint8_t k) {
   switch (static_cast<kind>(k)) {
-    case kind::hello: return "HELLO";
-    case kind::append: return "APPEND";
-    case kind::recover_log: return "RECOVER_LOG";
-    case kind::checkpoint: return "CHECKPOINT";
-    case kind::load_checkpoint: return "LOAD_CHECKPOINT";
-    case kind::ping: return "PING";
-    case kind::client_hello: return "CLIENT_HELLO";
-    case kind::call: return "CALL";
-    case kind::call_reply: return "CALL_REPLY";
-    case kind::relay: return "RELAY";
-    case kind::message_ack: return "MESSAGE_ACK";
-    case kind::drain: return "DRAIN";
-    case kind::idle: return "IDLE";
-    case kind::release: return "RELEASE";
-    case kind::ok: return "OK";
-    case kind::err: return "ERR";
-    case kind::lease: return "LEASE";
-    case kind::grant: return "GRANT";
-    case kind::durable: return "DURABLE";
-    case kind::log_page: return "LOG_PAGE";
-    case kind::checkpoint_data: return "CHECKPOINT_DATA";
-    case kind::relayed_call: return "RELAYED_CALL";
-    case kind::call_result: return "CALL_RESULT";
-    case kind::message: return "MESSAGE";
-    case kind::ack: return "ACK";
-    case kind::revoked: return "REVOKED";
-    case kind::io_failed: return "IO_FAILED";
+  case kind::hello:
+    return "HELLO";
+  case kind::append:
+    return "APPEND";
+  case kind::recover_log:
+    return "RECOVER_LOG";
+  case kind::checkpoint:
+    return "CHECKPOINT";
+  case kind::load_checkpoint:
+    return "LOAD_CHECKPOINT";
+  case kind::ping:
+    return "PING";
+  case kind::client_hello:
+    return "CLIENT_HELLO";
+  case kind::call:
+    return "CALL";
+  case kind::call_reply:
+    return "CALL_REPLY";
+  case kind::relay:
+    return "RELAY";
+  case kind::message_ack:
+    return "MESSAGE_ACK";
+  case kind::drain:
+    return "DRAIN";
+  case kind::idle:
+    return "IDLE";
+  case kind::release:
+    return "RELEASE";
+  case kind::ok:
+    return "OK";
+  case kind::err:
+    return "ERR";
+  case kind::lease:
+    return "LEASE";
+  case kind::grant:
+    return "GRANT";
+  case kind::durable:
+    return "DURABLE";
+  case kind::log_page:
+    return "LOG_PAGE";
+  case kind::checkpoint_data:
+    return "CHECKPOINT_DATA";
+  case kind::relayed_call:
+    return "RELAYED_CALL";
+  case kind::call_result:
+    return "CALL_RESULT";
+  case kind::message:
+    return "MESSAGE";
+  case kind::ack:
+    return "ACK";
+  case kind::revoked:
+    return "REVOKED";
+  case kind::io_failed:
+    return "IO_FAILED";
   }
   return "kind " + std::to_string(k);
 }
@@ -455,11 +474,11 @@ kind kind_of(const any_message& m) {
 
 void encode_body(const any_message& m, bytes& out) {
   std::visit(
-    [&](const auto& x) {
-      encoder e{writer{out}};
-      describe(e, const_cast<std::decay_t<decltype(x)>&>(x));
-    },
-    m);
+      [&](const auto& x) {
+        encoder e{writer{out}};
+        describe(e, const_cast<std::decay_t<decltype(x)>&>(x));
+      },
+      m);
 }
 
 void append_frame(bytes& out, const any_message& m) {
@@ -496,14 +515,14 @@ result<any_message> decode_response(uint8_t k, byte_view body) {
 
 std::optional<error> validate(const any_message& m) {
   return std::visit(
-    [](const auto& x) -> std::optional<error> {
-      checker c;  // describe() takes references; the checker never writes through them
-      describe(c, const_cast<std::decay_t<decltype(x)>&>(x));
-      if (c.failure)
-        c.failure->message = kind_name(static_cast<uint8_t>(x.tag)) + ": " + c.failure->message;
-      return c.failure;
-    },
-    m);
+      [](const auto& x) -> std::optional<error> {
+        checker c;  // describe() takes references; the checker never writes through them
+        describe(c, const_cast<std::decay_t<decltype(x)>&>(x));
+        if (c.failure)
+          c.failure->message = kind_name(static_cast<uint8_t>(x.tag)) + ": " + c.failure->message;
+        return c.failure;
+      },
+      m);
 }
 
 ok make_client_hello_ok(uint64_t id, uint32_t shard_count) {
@@ -515,9 +534,8 @@ ok make_client_hello_ok(uint64_t id, uint32_t shard_count) {
 std::optional<uint32_t> client_hello_shard_count(const ok& m) {
   reader r{m.payload};
   uint32_t n = 0;
-  if (!r.u32(n, "shard_count") || r.remaining() != 0)
-    return std::nullopt;
+  if (!r.u32(n, "shard_count") || r.remaining() != 0) return std::nullopt;
   return n;
 }
 
-} // namespace fusee::proto
+}  // namespace fusee::proto

@@ -50,7 +50,9 @@ enum class kind : uint8_t {
   io_failed = 76,
 };
 
-constexpr bool is_request_kind(uint8_t k) { return k >= 1 && k <= 63; }
+constexpr bool is_request_kind(uint8_t k) {
+  return k >= 1 && k <= 63;
+}
 /// "APPEND"; "kind 99" for kinds the protocol does not define.
 std::string kind_name(uint8_t k);
 
@@ -66,10 +68,10 @@ inline constexpr uint64_t nothing_due = 0xFFFFFFFFFFFFFFFFull;
 
 /// CALL_RESULT status.
 enum class call_status : uint8_t {
-  ok = 0,            ///< the holder answered ok; body is its JSON result
-  failed = 1,        ///< the holder answered with an error; body is its JSON error
+  ok = 0,      ///< the holder answered ok; body is its JSON result
+  failed = 1,  ///< the holder answered with an error; body is its JSON error
   parked_too_long = 2,
-  holder_lost = 3,   ///< the holder went away with the call in flight: it may have run
+  holder_lost = 3,  ///< the holder went away with the call in flight: it may have run
   bad_request = 4,
 };
 
@@ -121,7 +123,7 @@ struct hello {
   request_head head;
   uint32_t version = protocol_version;
   uint32_t offers = 0;
-  uint32_t max_shards = 0;  ///< 0 = all
+  uint32_t max_shards = 0;     ///< 0 = all
   invocation_id invocation{};  ///< on the wire only if offers has offer_invoked
   std::string name;
   std::vector<std::string> types;
@@ -242,7 +244,8 @@ struct ok {
 struct err {
   static constexpr kind tag = kind::err;
   uint64_t id = 0;
-  uint16_t code = 0;  ///< an err_code; unknown nonzero values are accepted for forward compatibility
+  uint16_t code =
+      0;  ///< an err_code; unknown nonzero values are accepted for forward compatibility
   std::string message;
   bool operator==(const err&) const = default;
 };
@@ -347,11 +350,10 @@ struct io_failed {
   bool operator==(const io_failed&) const = default;
 };
 
-using any_message =
-  std::variant<hello, append, recover_log, checkpoint, load_checkpoint, ping, client_hello, call,
-               call_reply, relay, message_ack, drain, idle, release, ok, err, lease, grant,
-               durable, log_page, checkpoint_data, relayed_call, call_result, message, ack,
-               revoked, io_failed>;
+using any_message = std::variant<hello, append, recover_log, checkpoint, load_checkpoint, ping,
+                                 client_hello, call, call_reply, relay, message_ack, drain, idle,
+                                 release, ok, err, lease, grant, durable, log_page, checkpoint_data,
+                                 relayed_call, call_result, message, ack, revoked, io_failed>;
 
 kind kind_of(const any_message& m);
 
@@ -369,7 +371,9 @@ result<any_message> decode_request(uint8_t kind, byte_view body);
 /// As decode(), for a worker or client: kinds that are not from the server are ERR UNKNOWN_KIND.
 result<any_message> decode_response(uint8_t kind, byte_view body);
 /// Decodes a frame's body.
-inline result<any_message> decode(const frame& f) { return decode(f.kind, f.body); }
+inline result<any_message> decode(const frame& f) {
+  return decode(f.kind, f.body);
+}
 
 /// The rules a decoded message must keep beyond its layout (versions, offers, flag bits, ranges,
 /// shard-less heads). decode() applies it; senders may call it before encoding.
@@ -385,4 +389,4 @@ inline err make_err(uint64_t id, const error& e) {
   return err{id, static_cast<uint16_t>(e.code), e.message};
 }
 
-} // namespace fusee::proto
+}  // namespace fusee::proto

@@ -45,6 +45,8 @@ private:
 };
 
 /// Makes an error value: `return fail(err_code::bad_body, "...")`.
-inline error fail(err_code code, std::string message) { return error{code, std::move(message)}; }
+inline error fail(err_code code, std::string message) {
+  return error{code, std::move(message)};
+}
 
-} // namespace fusee::proto
+}  // namespace fusee::proto

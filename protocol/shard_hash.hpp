@@ -22,4 +22,4 @@ constexpr shard_id shard_for(std::string_view workflow_id, uint32_t shard_count)
   return shard_id{static_cast<uint32_t>(fnv1a64(workflow_id) % shard_count)};
 }
 
-} // namespace fusee::proto
+}  // namespace fusee::proto

@@ -29,8 +29,7 @@ struct mac_ctx_deleter {
 /// HMAC-SHA256 over the concatenation of `parts`.
 sha256_digest hmac_parts(byte_view key, std::initializer_list<byte_view> parts) {
   static EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
-  if (mac == nullptr)
-    crypto_failure("EVP_MAC_fetch(HMAC)");
+  if (mac == nullptr) crypto_failure("EVP_MAC_fetch(HMAC)");
   std::unique_ptr<EVP_MAC_CTX, mac_ctx_deleter> ctx{EVP_MAC_CTX_new(mac)};
   char digest[] = "SHA256";
   OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
@@ -56,29 +55,24 @@ sha256_digest sign_digest(std::string_view secret, std::string_view t, std::stri
 }
 
 std::optional<uint64_t> parse_decimal(std::string_view s) {
-  if (s.empty() || s.size() > 20)
-    return std::nullopt;
+  if (s.empty() || s.size() > 20) return std::nullopt;
   uint64_t v = 0;
   for (char c : s) {
-    if (c < '0' || c > '9')
-      return std::nullopt;
+    if (c < '0' || c > '9') return std::nullopt;
     uint64_t d = static_cast<uint64_t>(c - '0');
-    if (v > (UINT64_MAX - d) / 10)
-      return std::nullopt;
+    if (v > (UINT64_MAX - d) / 10) return std::nullopt;
     v = v * 10 + d;
   }
   return v;
 }
 
 std::optional<sha256_digest> parse_digest(std::string_view s) {
-  if (s.size() != 64)
-    return std::nullopt;
+  if (s.size() != 64) return std::nullopt;
   sha256_digest out{};
   for (size_t i = 0; i < 32; ++i) {
     int hi = hex_digit(s[2 * i]);
     int lo = hex_digit(s[2 * i + 1]);
-    if (hi < 0 || lo < 0)
-      return std::nullopt;
+    if (hi < 0 || lo < 0) return std::nullopt;
     out[i] = static_cast<uint8_t>(hi << 4 | lo);
   }
   return out;
@@ -88,7 +82,7 @@ signature_failure failure(signature_error e, std::string message) {
   return signature_failure{e, std::move(message)};
 }
 
-} // namespace
+}  // namespace
 
 sha256_digest hmac_sha256(byte_view key, byte_view data) {
   return hmac_parts(key, {data});
@@ -118,34 +112,30 @@ std::optional<signature_failure> verify(std::string_view header, std::string_vie
   size_t start = 0;
   while (start <= header.size()) {
     size_t comma = header.find(',', start);
-    if (comma == std::string_view::npos)
-      comma = header.size();
+    if (comma == std::string_view::npos) comma = header.size();
     auto part = header.substr(start, comma - start);
     start = comma + 1;
     auto eq = part.find('=');
     if (eq == std::string_view::npos || eq == 0)
-      return failure(signature_error::malformed,
-                     "signature entry \"" + std::string{part.substr(0, 80)} + "\" is not key=value");
+      return failure(signature_error::malformed, "signature entry \"" +
+                                                     std::string{part.substr(0, 80)} +
+                                                     "\" is not key=value");
     auto key = part.substr(0, eq);
     auto value = part.substr(eq + 1);
     if (key == "t") {
-      if (t_text)
-        return failure(signature_error::malformed, "signature has more than one t=");
+      if (t_text) return failure(signature_error::malformed, "signature has more than one t=");
       t_text = value;
     } else if (key == "v1") {
       auto d = parse_digest(value);
-      if (!d)
-        return failure(signature_error::malformed, "v1= must be 64 lowercase hex digits");
+      if (!d) return failure(signature_error::malformed, "v1= must be 64 lowercase hex digits");
       given.push_back(*d);
     }
   }
-  if (!t_text)
-    return failure(signature_error::malformed, "signature has no t=");
+  if (!t_text) return failure(signature_error::malformed, "signature has no t=");
   auto t = parse_decimal(*t_text);
   if (!t)
     return failure(signature_error::malformed, "t= must be a decimal Unix time in milliseconds");
-  if (given.empty())
-    return failure(signature_error::malformed, "signature has no v1=");
+  if (given.empty()) return failure(signature_error::malformed, "signature has no v1=");
   if (*t < now_ms && now_ms - *t > tolerance_ms)
     return failure(signature_error::too_old, "signature is " + std::to_string(now_ms - *t) +
                                                  " ms old; the tolerance is " +
@@ -165,4 +155,4 @@ std::optional<signature_failure> verify(std::string_view header, std::string_vie
   return std::nullopt;
 }
 
-} // namespace fusee::proto
+}  // namespace fusee::proto

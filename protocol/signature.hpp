@@ -1,5 +1,5 @@
-// Invocation signatures (PROTOCOL.md §8): header `fusee-signature: t=<unix ms>,v1=<hex>[,v1=<hex>...]`
-// with v1 = lowercase hex HMAC-SHA256(secret, "<t>." + body).
+// Invocation signatures (PROTOCOL.md §8): header `fusee-signature: t=<unix
+// ms>,v1=<hex>[,v1=<hex>...]` with v1 = lowercase hex HMAC-SHA256(secret, "<t>." + body).
 #pragma once
 
 #include <array>
@@ -45,4 +45,4 @@ std::optional<signature_failure> verify(std::string_view header, std::string_vie
                                         std::span<const std::string> secrets, uint64_t now_ms,
                                         uint64_t tolerance_ms = default_signature_tolerance_ms);
 
-} // namespace fusee::proto
+}  // namespace fusee::proto

@@ -31,10 +31,8 @@ bool reader::fail(err_code code, std::string message) {
 }
 
 bool reader::need(size_t n, const char* what, const char* field) {
-  if (error_)
-    return false;
-  if (remaining() >= n)
-    return true;
+  if (error_) return false;
+  if (remaining() >= n) return true;
   return fail(err_code::bad_body, std::string{field} + ": body ends at byte " +
                                       std::to_string(in_.size()) + ", " + what + " needs " +
                                       std::to_string(n) + " (" + std::to_string(remaining()) +
@@ -50,36 +48,31 @@ uint64_t reader::get_le(int n) {
 }
 
 bool reader::u8(uint8_t& v, const char* field) {
-  if (!need(1, "u8", field))
-    return false;
+  if (!need(1, "u8", field)) return false;
   v = static_cast<uint8_t>(get_le(1));
   return true;
 }
 
 bool reader::u16(uint16_t& v, const char* field) {
-  if (!need(2, "u16", field))
-    return false;
+  if (!need(2, "u16", field)) return false;
   v = static_cast<uint16_t>(get_le(2));
   return true;
 }
 
 bool reader::u32(uint32_t& v, const char* field) {
-  if (!need(4, "u32", field))
-    return false;
+  if (!need(4, "u32", field)) return false;
   v = static_cast<uint32_t>(get_le(4));
   return true;
 }
 
 bool reader::u64(uint64_t& v, const char* field) {
-  if (!need(8, "u64", field))
-    return false;
+  if (!need(8, "u64", field)) return false;
   v = get_le(8);
   return true;
 }
 
 bool reader::varint(uint64_t& v, const char* field) {
-  if (error_)
-    return false;
+  if (error_) return false;
   uint64_t out = 0;
   for (int i = 0; i < 10; ++i) {
     if (pos_ >= in_.size())
@@ -100,8 +93,7 @@ bool reader::varint(uint64_t& v, const char* field) {
 
 bool reader::blob_view(byte_view& v, const char* field) {
   uint64_t len = 0;
-  if (!varint(len, field))
-    return false;
+  if (!varint(len, field)) return false;
   if (len > remaining())
     return fail(err_code::bad_body, std::string{field} + ": length " + std::to_string(len) +
                                         " but " + std::to_string(remaining()) + " bytes left");
@@ -112,37 +104,38 @@ bool reader::blob_view(byte_view& v, const char* field) {
 
 bool reader::blob(bytes& v, const char* field) {
   byte_view view;
-  if (!blob_view(view, field))
-    return false;
+  if (!blob_view(view, field)) return false;
   v.assign(view.begin(), view.end());
   return true;
 }
 
 bool reader::str(std::string& v, const char* field) {
   byte_view view;
-  if (!blob_view(view, field))
-    return false;
-  if (!valid_utf8(view))
-    return fail(err_code::bad_body, std::string{field} + ": not valid UTF-8");
+  if (!blob_view(view, field)) return false;
+  if (!valid_utf8(view)) return fail(err_code::bad_body, std::string{field} + ": not valid UTF-8");
   v.assign(reinterpret_cast<const char*>(view.data()), view.size());
   return true;
 }
 
+bool reader::skip(size_t n, const char* field) {
+  if (!need(n, "the skipped bytes", field)) return false;
+  pos_ += n;
+  return true;
+}
+
 bool reader::rest(bytes& v) {
-  if (error_)
-    return false;
+  if (error_) return false;
   v.assign(in_.begin() + static_cast<ptrdiff_t>(pos_), in_.end());
   pos_ = in_.size();
   return true;
 }
 
 bool reader::count(uint32_t& n, size_t min_item_size, const char* field) {
-  if (!u32(n, field))
-    return false;
+  if (!u32(n, field)) return false;
   if (min_item_size > 0 && n > remaining() / min_item_size)
     return fail(err_code::bad_body, std::string{field} + ": list of " + std::to_string(n) +
-                                        " items cannot fit in the " +
-                                        std::to_string(remaining()) + " bytes left");
+                                        " items cannot fit in the " + std::to_string(remaining()) +
+                                        " bytes left");
   return true;
 }
 
@@ -150,4 +143,4 @@ bool valid_utf8(byte_view data) {
   return simdjson::validate_utf8(reinterpret_cast<const char*>(data.data()), data.size());
 }
 
-} // namespace fusee::proto
+}  // namespace fusee::proto

@@ -63,6 +63,8 @@ public:
   bool blob(bytes& v, const char* field);
   /// A blob holding valid UTF-8.
   bool str(std::string& v, const char* field);
+  /// Steps over n bytes.
+  bool skip(size_t n, const char* field);
   /// Everything not yet read.
   bool rest(bytes& v);
   /// A list's `u32 count`; fails if fewer than count * min_item_size bytes remain, so a hostile
@@ -92,4 +94,4 @@ private:
 /// True if `data` is well-formed UTF-8.
 bool valid_utf8(byte_view data);
 
-} // namespace fusee::proto
+}  // namespace fusee::proto

@@ -10,14 +10,14 @@
 using namespace fusee::proto;
 
 int main(int argc, char** argv) {
-  if (argc != 2)
-    return 2;
+  if (argc != 2) return 2;
   std::string dir = argv[1];
   int n = 0;
   auto write = [&](uint8_t mode, const bytes& payload) {
     std::ofstream f(dir + "/seed-" + std::to_string(n++), std::ios::binary);
     f.put(static_cast<char>(mode));
-    f.write(reinterpret_cast<const char*>(payload.data()), static_cast<std::streamsize>(payload.size()));
+    f.write(reinterpret_cast<const char*>(payload.data()),
+            static_cast<std::streamsize>(payload.size()));
   };
   bytes stream;
   for (const auto& m : fusee::test::sample_messages()) {
@@ -30,8 +30,8 @@ int main(int argc, char** argv) {
     write(2, body);
   }
   write(1, stream);
-  invocation_request r{1, invocation_id{0x00f3a1c2b4d5e6f7}, {shard_id{3}, shard_id{9}}, 60000,
-                       reason_call | reason_timer, "127.0.0.1:7400"};
+  invocation_request r{1,     invocation_id{0x00f3a1c2b4d5e6f7}, {shard_id{3}, shard_id{9}},
+                       60000, reason_call | reason_timer,        "127.0.0.1:7400"};
   auto json = to_json(r);
   write(7, bytes(json.begin(), json.end()));
   auto sig = sign("k", 1764489600000, "body");

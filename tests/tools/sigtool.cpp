@@ -20,15 +20,19 @@ std::string unhex(const std::string& hex) {
 
 const char* reason_name(fusee::proto::signature_error e) {
   switch (e) {
-    case fusee::proto::signature_error::malformed: return "malformed";
-    case fusee::proto::signature_error::too_old: return "too_old";
-    case fusee::proto::signature_error::too_new: return "too_new";
-    case fusee::proto::signature_error::mismatch: return "mismatch";
+  case fusee::proto::signature_error::malformed:
+    return "malformed";
+  case fusee::proto::signature_error::too_old:
+    return "too_old";
+  case fusee::proto::signature_error::too_new:
+    return "too_new";
+  case fusee::proto::signature_error::mismatch:
+    return "mismatch";
   }
   return "?";
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -40,8 +44,7 @@ int main(int argc, char** argv) {
   if (args.size() == 4 && args[0] == "verify") {
     std::vector<std::string> secrets{unhex(args[1])};
     auto r = fusee::proto::verify(args[3], body, secrets, std::stoull(args[2]));
-    if (!r)
-      return 0;
+    if (!r) return 0;
     std::cout << reason_name(r->reason) << ": " << r->message << "\n";
     return 1;
   }

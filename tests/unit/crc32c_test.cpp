@@ -33,7 +33,7 @@ std::vector<vector> rfc3720_vectors() {
           {"iSCSI read PDU", pdu, 0xD9963A56}};
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("crc32c matches the RFC 3720 test vectors, in both implementations") {
   for (const auto& v : rfc3720_vectors()) {

@@ -27,17 +27,15 @@ std::pair<std::vector<frame>, bool> run(const bytes& stream, const std::vector<s
     pos += c;
     for (;;) {
       auto r = d.next();
-      if (!r)
-        return {got, true};
-      if (!*r)
-        break;
+      if (!r) return {got, true};
+      if (!*r) break;
       got.push_back(std::move(**r));
     }
   }
   return {got, false};
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("every prefix of a valid stream yields only the whole frames in it") {
   auto stream = sample_stream();
@@ -117,8 +115,7 @@ TEST_CASE("random bytes: the frame decoder fails with BAD_FRAME or TOO_LARGE, ne
         CHECK_FALSE(r.err().message.empty());
         break;
       }
-      if (!*r)
-        break;
+      if (!*r) break;
     }
   }
 }

@@ -14,13 +14,12 @@ std::vector<frame> drain_all(frame_decoder& d) {
   for (;;) {
     auto r = d.next();
     REQUIRE(r.has_value());
-    if (!*r)
-      return out;
+    if (!*r) return out;
     out.push_back(std::move(**r));
   }
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a frame is magic, kind, length, crc of kind ++ body, body") {
   auto f = encode_frame(6, from_hex("0102"));

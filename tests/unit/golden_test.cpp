@@ -23,16 +23,16 @@ void check_golden(const any_message& m, std::string_view hex) {
   CHECK(*back == m);
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("golden HELLO") {
   // id 1, shard 0xFFFFFFFF, epoch 0, version 1, offers SERVE_CALLS, max_shards 0, name "w1",
   // types ["order"]
-  check_golden(hello{request_head{1, no_shard, epoch_t{0}}, 1, offer_serve_calls, 0, {}, "w1",
-                     {"order"}},
-               "46534531 01 2d000000 58862929"
-               "0100000000000000 ffffffff 0000000000000000"
-               "01000000 02000000 00000000 027731 01000000 056f72646572");
+  check_golden(
+      hello{request_head{1, no_shard, epoch_t{0}}, 1, offer_serve_calls, 0, {}, "w1", {"order"}},
+      "46534531 01 2d000000 58862929"
+      "0100000000000000 ffffffff 0000000000000000"
+      "01000000 02000000 00000000 027731 01000000 056f72646572");
 }
 
 TEST_CASE("golden LEASE") {
@@ -45,7 +45,8 @@ TEST_CASE("golden LEASE") {
 
 TEST_CASE("golden APPEND") {
   // id 0, shard 3, epoch 7, first_lsn 1, records ["step-1"]
-  check_golden(append{request_head{0, shard_id{3}, epoch_t{7}}, lsn_t{1},
+  check_golden(append{request_head{0, shard_id{3}, epoch_t{7}},
+                      lsn_t{1},
                       {bytes{'s', 't', 'e', 'p', '-', '1'}}},
                "46534531 02 27000000 c095a567"
                "0000000000000000 03000000 0700000000000000"

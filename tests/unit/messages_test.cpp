@@ -20,8 +20,7 @@ any_message round_trip(const any_message& m) {
   REQUIRE(f->has_value());
   CHECK(d.buffered() == 0);
   auto back = decode(**f);
-  if (!back)
-    FAIL(back.err().to_string());
+  if (!back) FAIL(back.err().to_string());
   return *back;
 }
 
@@ -31,7 +30,7 @@ bytes body_of(const any_message& m) {
   return out;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("every frame kind round trips") {
   std::set<kind> kinds;

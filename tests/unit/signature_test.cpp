@@ -13,12 +13,14 @@ using fusee::test::to_bytes;
 
 namespace {
 
-std::string hex(const sha256_digest& d) { return to_hex(d.data(), d.size()); }
+std::string hex(const sha256_digest& d) {
+  return to_hex(d.data(), d.size());
+}
 
 constexpr uint64_t t0 = 1764489600000;  // 2025-11-30T08:00:00Z in ms
 const std::string body = R"({"version":1,"invocation":"00f3a1c2b4d5e6f7","shards":[3,9]})";
 
-} // namespace
+}  // namespace
 
 TEST_CASE("HMAC-SHA256 matches the RFC 4231 test vectors") {
   // Test case 1
@@ -102,10 +104,9 @@ TEST_CASE("secret rotation: several v1 entries and several secrets") {
 TEST_CASE("malformed headers are refused as malformed") {
   std::vector<std::string> secrets{"k"};
   auto good_v1 = sign("k", t0, body).substr(sign("k", t0, body).find(",v1=") + 1);
-  for (std::string h : {std::string{""}, std::string{"garbage"}, good_v1,
-                        "t=" + std::to_string(t0), "t=" + std::to_string(t0) + ",v1=abc",
-                        "t=12x4," + good_v1, "t=," + good_v1, "t=1,t=1," + good_v1,
-                        "t=" + std::to_string(t0) + ",," + good_v1,
+  for (std::string h : {std::string{""}, std::string{"garbage"}, good_v1, "t=" + std::to_string(t0),
+                        "t=" + std::to_string(t0) + ",v1=abc", "t=12x4," + good_v1, "t=," + good_v1,
+                        "t=1,t=1," + good_v1, "t=" + std::to_string(t0) + ",," + good_v1,
                         "t=99999999999999999999999," + good_v1,
                         "t=" + std::to_string(t0) + ",v1=" + std::string(64, 'A')}) {
     CAPTURE(h);

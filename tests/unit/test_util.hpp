@@ -31,8 +31,7 @@ inline proto::bytes from_hex(std::string_view hex) {
       hi = -1;
     }
   }
-  if (hi >= 0)
-    throw std::invalid_argument("odd number of hex digits");
+  if (hi >= 0) throw std::invalid_argument("odd number of hex digits");
   return out;
 }
 
@@ -46,4 +45,4 @@ inline std::mt19937_64& rng() {
   return gen;
 }
 
-} // namespace fusee::test
+}  // namespace fusee::test

@@ -18,16 +18,14 @@ std::optional<uint64_t> read_varint(const bytes& in, std::string* err = nullptr)
   reader r{in};
   uint64_t v = 0;
   if (!r.varint(v, "v")) {
-    if (err)
-      *err = r.error()->message;
+    if (err) *err = r.error()->message;
     return std::nullopt;
   }
-  if (r.remaining() != 0)
-    return std::nullopt;
+  if (r.remaining() != 0) return std::nullopt;
   return v;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("integers are little-endian") {
   bytes out;
@@ -67,7 +65,7 @@ TEST_CASE("overlong, overflowing and truncated varints are errors") {
   std::string err;
   CHECK_FALSE(read_varint(from_hex("8000"), &err));  // 0 in two bytes
   CHECK(err.find("overlong") != std::string::npos);
-  CHECK_FALSE(read_varint(from_hex("ff00")));  // 127 in two bytes
+  CHECK_FALSE(read_varint(from_hex("ff00")));                        // 127 in two bytes
   CHECK_FALSE(read_varint(from_hex("ffffffffffffffffff02"), &err));  // 2^64
   CHECK(err.find("exceeds") != std::string::npos);
   CHECK_FALSE(read_varint(from_hex("ffffffffffffffffff81")));  // 11 bytes
