@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "actors/lease_rules.hpp"
 #include "protocol/crc32c.hpp"
 #include "protocol/frame.hpp"
 #include "protocol/wire.hpp"
@@ -58,8 +59,7 @@ bool write_all(int fd, const uint8_t* p, size_t n, uint64_t off) {
   while (n > 0) {
     ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(off));
     if (w < 0) {
-      if (errno == EINTR)
-        continue;
+      if (errno == EINTR) continue;
       return false;
     }
     p += w;
@@ -72,10 +72,8 @@ bool write_all(int fd, const uint8_t* p, size_t n, uint64_t off) {
 bool read_all(int fd, uint8_t* p, size_t n, uint64_t off) {
   while (n > 0) {
     ssize_t r = ::pread(fd, p, n, static_cast<off_t>(off));
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      return false;
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
     p += r;
     n -= static_cast<size_t>(r);
     off += static_cast<uint64_t>(r);
@@ -85,8 +83,7 @@ bool read_all(int fd, uint8_t* p, size_t n, uint64_t off) {
 
 bool fsync_dir(const fs::path& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0)
-    return false;
+  if (fd < 0) return false;
   bool ok = ::fsync(fd) == 0;
   ::close(fd);
   return ok;
@@ -102,8 +99,7 @@ bool write_file_durably(const fs::path& path, const bytes& data, std::string* er
     return false;
   }
   bool ok = write_all(fd, data.data(), data.size(), 0) && ::fdatasync(fd) == 0;
-  if (!ok)
-    *err = errno_text("write " + tmp.string());
+  if (!ok) *err = errno_text("write " + tmp.string());
   ::close(fd);
   if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) {
     *err = errno_text("rename " + tmp.string());
@@ -125,7 +121,7 @@ uint32_t batch_crc(uint32_t len, uint64_t seq, uint32_t prev, proto::byte_view b
   return proto::crc32c(body.data(), body.size(), proto::crc32c(head.data(), head.size()));
 }
 
-} // namespace
+}  // namespace
 
 /// Where one records section sits on disk.
 struct section_ref {
@@ -137,9 +133,9 @@ struct section_ref {
 };
 
 struct shard_state {
-  epoch_t epoch{};         ///< last granted
-  session_id holder = 0;   ///< live lease, 0 = none
-  uint64_t last_lsn = 0;   ///< last queued
+  epoch_t epoch{};        ///< last granted
+  session_id holder = 0;  ///< live lease, 0 = none
+  uint64_t last_lsn = 0;  ///< last queued
   uint64_t durable_lsn = 0;
   uint64_t ckpt_lsn = 0;
   std::vector<section_ref> index;
@@ -173,8 +169,7 @@ struct wal_writer::impl {
 
   ~impl() {
     for (auto& [seq, s] : segments)
-      if (s.fd >= 0)
-        ::close(s.fd);
+      if (s.fd >= 0) ::close(s.fd);
   }
 
   segment& active() { return segments.rbegin()->second; }
@@ -188,10 +183,8 @@ struct wal_writer::impl {
       std::string line;
       uint64_t shards_found = 0, format = 0;
       while (std::getline(in, line)) {
-        if (line.rfind("shards=", 0) == 0)
-          shards_found = std::stoull(line.substr(7));
-        if (line.rfind("format=", 0) == 0)
-          format = std::stoull(line.substr(7));
+        if (line.rfind("shards=", 0) == 0) shards_found = std::stoull(line.substr(7));
+        if (line.rfind("format=", 0) == 0) format = std::stoull(line.substr(7));
       }
       if (format != format_version) {
         *err = meta.string() + ": unsupported data dir format " + std::to_string(format);
@@ -386,8 +379,7 @@ struct wal_writer::impl {
   bool load_checkpoint_lsns(std::string* err) {
     for (uint32_t s = 0; s < shards.size(); ++s) {
       auto p = ckpt_dir / ("shard-" + std::to_string(s) + ".ckpt");
-      if (!fs::exists(p))
-        continue;
+      if (!fs::exists(p)) continue;
       bytes data;
       std::string e;
       if (!read_checkpoint_file(p, &shards[s].ckpt_lsn, &data, &e)) {
@@ -468,14 +460,12 @@ struct wal_writer::impl {
     b.u32(n);
     for (uint32_t s = 0; s < shards.size(); ++s) {
       auto& st = shards[s];
-      if (st.epoch.value() == 0 && st.last_lsn == 0)
-        continue;
+      if (st.epoch.value() == 0 && st.last_lsn == 0) continue;
       b.u32(s);
       b.u64(st.epoch.value());
       b.u64(st.last_lsn);
     }
-    if (!write_batch(body, err))
-      return false;
+    if (!write_batch(body, err)) return false;
     return true;
   }
 
@@ -517,8 +507,7 @@ struct wal_writer::impl {
       {
         std::unique_lock<std::mutex> lk{mtx};
         cv.wait(lk, [&] { return !queue.empty() || stopping; });
-        if (queue.empty() && stopping)
-          return;
+        if (queue.empty() && stopping) return;
         work.swap(queue);
       }
       process(work);
@@ -526,30 +515,18 @@ struct wal_writer::impl {
     }
   }
 
-  /// STALE_EPOCH or NOT_HOLDER, or nothing if (session, epoch) holds the shard.
   std::optional<proto::error> check_holder(const shard_state& st, uint32_t shard, session_id s,
                                            epoch_t e) const {
-    if (st.holder == s && st.epoch == e && s != 0)
-      return std::nullopt;
-    bool was_granted = e.value() >= 1 && e <= st.epoch;
-    bool live_elsewhere = e == st.epoch && st.holder != 0;
-    if (was_granted && !live_elsewhere)
-      return proto::error{err_code::stale_epoch,
-                          "shard " + std::to_string(shard) + " epoch " +
-                            std::to_string(e.value()) + " is no longer live (current epoch " +
-                            std::to_string(st.epoch.value()) + ")"};
-    return proto::error{err_code::not_holder, "this connection does not hold shard " +
-                                                std::to_string(shard) + " under epoch " +
-                                                std::to_string(e.value())};
+    return refuse_shard_request(shard, e, st.epoch, st.holder != 0, st.holder == s && s != 0);
   }
 
   std::optional<proto::error> check_shard(uint32_t shard) const {
     if (shard >= shards.size())
       return proto::error{err_code::bad_body, "no shard " + std::to_string(shard) + " (there are " +
-                                                std::to_string(shards.size()) + ")"};
+                                                  std::to_string(shards.size()) + ")"};
     if (broken)
       return proto::error{err_code::io, "the log failed earlier (" + broken_reason +
-                                          "); appends are refused until restart"};
+                                            "); appends are refused until restart"};
     return std::nullopt;
   }
 
@@ -565,7 +542,7 @@ struct wal_writer::impl {
     std::map<session_id, std::map<uint32_t, proto::position>> acks;
     std::vector<granted_shard> grants;
     std::vector<wal_revoke> revokes;
-    std::vector<wal_entry*> after_commit;  // checkpoints, loads, reads
+    std::vector<wal_entry*> after_commit;                  // checkpoints, loads, reads
     std::vector<std::pair<session_id, uint32_t>> touched;  // for IO_FAILED
     uint64_t base = active().size + batch_header_size;
     uint64_t records = 0;
@@ -586,8 +563,8 @@ struct wal_writer::impl {
           sink->on_refused(a->session, a->request_id,
                            proto::error{err_code::lsn_gap,
                                         "shard " + std::to_string(s) + ": first_lsn must be " +
-                                          std::to_string(st.last_lsn + 1) + ", not " +
-                                          std::to_string(a->first_lsn.value())});
+                                            std::to_string(st.last_lsn + 1) + ", not " +
+                                            std::to_string(a->first_lsn.value())});
           continue;
         }
         w.u8(sec_records);
@@ -624,8 +601,7 @@ struct wal_writer::impl {
         uint32_t s = r->shard.value();
         if (s < shards.size()) {
           auto& st = shards[s];
-          if (st.epoch == r->epoch && (r->session == 0 || st.holder == r->session))
-            st.holder = 0;
+          if (st.epoch == r->epoch && (r->session == 0 || st.holder == r->session)) st.holder = 0;
         }
         revokes.push_back(*r);
       } else {
@@ -655,16 +631,14 @@ struct wal_writer::impl {
         pos.push_back(p);
       sink->on_durable(session, std::move(pos));
     }
-    if (!grants.empty())
-      sink->on_granted(std::move(grants));
+    if (!grants.empty()) sink->on_granted(std::move(grants));
     for (auto& r : revokes)
       sink->on_revoked(r.token, r.shard, r.epoch);
     for (auto* e : after_commit)
       serve_after_commit(*e);
     if (active().size > opts.segment_bytes) {
       std::string err;
-      if (!new_segment(&err))
-        fail(err, {}, {});
+      if (!new_segment(&err)) fail(err, {}, {});
     }
   }
 
@@ -679,8 +653,7 @@ struct wal_writer::impl {
     for (auto& g : grants) {
       g.epoch = epoch_t{0};  // not granted
     }
-    if (!grants.empty())
-      sink->on_granted(std::move(grants));
+    if (!grants.empty()) sink->on_granted(std::move(grants));
   }
 
   void serve_after_commit(wal_entry& e) {
@@ -697,10 +670,10 @@ struct wal_writer::impl {
       }
       if (c->lsn.value() > st.durable_lsn) {
         sink->on_refused(c->session, c->request_id,
-                         proto::error{err_code::bad_body,
-                                      "checkpoint lsn " + std::to_string(c->lsn.value()) +
-                                        " is past the shard's durable LSN " +
-                                        std::to_string(st.durable_lsn)});
+                         proto::error{err_code::bad_body, "checkpoint lsn " +
+                                                              std::to_string(c->lsn.value()) +
+                                                              " is past the shard's durable LSN " +
+                                                              std::to_string(st.durable_lsn)});
         return;
       }
       bytes file;
@@ -717,8 +690,8 @@ struct wal_writer::impl {
       }
       n_fsyncs += 2;
       st.ckpt_lsn = std::max(st.ckpt_lsn, c->lsn.value());
+      retire();  // before the OK, so a caller that saw the OK sees the segments gone
       sink->on_answer(c->session, proto::ok{c->request_id, {}});
-      retire();
     } else if (auto* l = std::get_if<wal_load_checkpoint>(&e)) {
       uint32_t s = l->shard.value();
       if (auto err = check_shard(s)) {
@@ -757,8 +730,8 @@ struct wal_writer::impl {
       sink->on_refused(r.session, r.request_id, *err);
       return;
     }
-    proto::log_page page{r.request_id, r.shard, lsn_t{r.after.value() + 1}, {}, 0,
-                         lsn_t{st.durable_lsn}};
+    proto::log_page page{r.request_id, r.shard, lsn_t{r.after.value() + 1},
+                         {},           0,       lsn_t{st.durable_lsn}};
     uint64_t want = r.after.value() + 1;
     if (want > st.durable_lsn) {
       sink->on_answer(r.session, std::move(page));
@@ -771,9 +744,9 @@ struct wal_writer::impl {
       sink->on_refused(r.session, r.request_id,
                        proto::error{err_code::bad_body,
                                     "shard " + std::to_string(s) + ": records before LSN " +
-                                      std::to_string(first) +
-                                      " were retired after a checkpoint; load the checkpoint "
-                                      "and recover after its LSN"});
+                                        std::to_string(first) +
+                                        " were retired after a checkpoint; load the checkpoint "
+                                        "and recover after its LSN"});
       return;
     }
     --it;
@@ -784,15 +757,22 @@ struct wal_writer::impl {
     for (; it != st.index.end() && !stop; ++it) {
       bytes region(it->size);
       auto seg = segments.find(it->segment);
-      if (seg == segments.end() || !read_all(seg->second.fd, region.data(), region.size(), it->offset)) {
-        sink->on_refused(r.session, r.request_id,
-                         proto::error{err_code::io, errno_text("read log of shard " + std::to_string(s))});
+      if (seg == segments.end() ||
+          !read_all(seg->second.fd, region.data(), region.size(), it->offset)) {
+        sink->on_refused(
+            r.session, r.request_id,
+            proto::error{err_code::io, errno_text("read log of shard " + std::to_string(s))});
         return;
       }
       reader rr{region};
       for (uint32_t i = 0; i < it->count; ++i) {
         uint32_t len = 0;
-        rr.u32(len, "record");
+        if (!rr.u32(len, "record") || rr.remaining() < len) {
+          sink->on_refused(r.session, r.request_id,
+                           proto::error{err_code::io, "log of shard " + std::to_string(s) +
+                                                          " is damaged on disk"});
+          return;
+        }
         uint64_t this_lsn = it->first_lsn + i;
         if (this_lsn < lsn) {
           rr.skip(len, "record");
@@ -804,8 +784,7 @@ struct wal_writer::impl {
         }
         bytes rec(region.begin() + static_cast<ptrdiff_t>(rr.offset()),
                   region.begin() + static_cast<ptrdiff_t>(rr.offset() + len));
-        if (!rr.skip(len, "record"))
-          break;
+        if (!rr.skip(len, "record")) break;
         total += len;
         page.records.push_back(std::move(rec));
         lsn = this_lsn + 1;
@@ -825,8 +804,7 @@ struct wal_writer::impl {
           covered = false;
           break;
         }
-      if (!covered)
-        return;
+      if (!covered) return;
       uint64_t seq = oldest.seq;
       ::close(oldest.fd);
       fs::remove(wal_dir / seg_name(seq));
@@ -842,7 +820,9 @@ struct wal_writer::impl {
 
 wal_writer::wal_writer(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 
-wal_writer::~wal_writer() { stop(); }
+wal_writer::~wal_writer() {
+  stop();
+}
 
 std::unique_ptr<wal_writer> wal_writer::open(const wal_options& opts, wal_sink* sink,
                                              std::string* error, wal_recovery_report* report) {
@@ -861,8 +841,7 @@ std::unique_ptr<wal_writer> wal_writer::open(const wal_options& opts, wal_sink* 
     *error = "cannot create " + p->wal_dir.string() + ": " + ec.message();
     return nullptr;
   }
-  if (!p->check_meta(error))
-    return nullptr;
+  if (!p->check_meta(error)) return nullptr;
   std::vector<std::pair<uint64_t, fs::path>> segs;
   for (auto& ent : fs::directory_iterator(p->wal_dir)) {
     auto name = ent.path().filename().string();
@@ -875,12 +854,10 @@ std::unique_ptr<wal_writer> wal_writer::open(const wal_options& opts, wal_sink* 
   for (size_t i = 0; i < segs.size(); ++i)
     if (!p->recover_segment(segs[i].first, segs[i].second, i + 1 == segs.size(), rep, error))
       return nullptr;
-  if (!p->load_checkpoint_lsns(error))
-    return nullptr;
+  if (!p->load_checkpoint_lsns(error)) return nullptr;
   for (auto& st : p->shards)
     st.durable_lsn = st.last_lsn;
-  if (p->segments.empty() && !p->new_segment(error))
-    return nullptr;
+  if (p->segments.empty() && !p->new_segment(error)) return nullptr;
   auto* raw = p.get();
   p->thread = std::thread([raw] { raw->run(); });
   return std::unique_ptr<wal_writer>(new wal_writer(std::move(p)));
@@ -904,8 +881,7 @@ void wal_writer::submit(std::vector<wal_entry> es) {
 }
 
 void wal_writer::stop() {
-  if (!impl_ || !impl_->thread.joinable())
-    return;
+  if (!impl_ || !impl_->thread.joinable()) return;
   {
     std::lock_guard<std::mutex> lk{impl_->mtx};
     impl_->stopping = true;
@@ -914,7 +890,9 @@ void wal_writer::stop() {
   impl_->thread.join();
 }
 
-epoch_t wal_writer::recovered_epoch(shard_id s) const { return impl_->shards.at(s.value()).epoch; }
+epoch_t wal_writer::recovered_epoch(shard_id s) const {
+  return impl_->shards.at(s.value()).epoch;
+}
 
 lsn_t wal_writer::recovered_durable_lsn(shard_id s) const {
   return lsn_t{impl_->shards.at(s.value()).durable_lsn};
@@ -929,8 +907,7 @@ std::vector<double> wal_writer::measure_fsync_us(const fs::path& dir, int n) {
   std::vector<double> out;
   auto path = dir / "fusee-disk-check.tmp";
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return out;
+  if (fd < 0) return out;
   bytes block(4096, 0x5a);
   for (int i = 0; i < n; ++i) {
     auto t0 = std::chrono::steady_clock::now();
@@ -945,4 +922,4 @@ std::vector<double> wal_writer::measure_fsync_us(const fs::path& dir, int n) {
   return out;
 }
 
-} // namespace fusee::server
+}  // namespace fusee::server

@@ -89,8 +89,8 @@ struct wal_read {
   uint32_t max_bytes = 0;
 };
 
-using wal_entry = std::variant<wal_append, wal_grant, wal_revoke, wal_checkpoint,
-                               wal_load_checkpoint, wal_read>;
+using wal_entry =
+    std::variant<wal_append, wal_grant, wal_revoke, wal_checkpoint, wal_load_checkpoint, wal_read>;
 
 // -- what the writer reports ------------------------------------------------------------------
 
@@ -118,7 +118,8 @@ public:
 };
 
 struct wal_options {
-  std::filesystem::path dir;  ///< data dir; the log lives in dir/wal, checkpoints in dir/checkpoints
+  std::filesystem::path
+      dir;  ///< data dir; the log lives in dir/wal, checkpoints in dir/checkpoints
   uint32_t shards = 16;
   uint64_t segment_bytes = 64ull << 20;  ///< start a new segment once the active one is larger
   uint32_t max_read_bytes = 16u << 20;   ///< cap on one RECOVER_LOG page (the first record always)
@@ -138,7 +139,8 @@ public:
   /// Opens (creating if needed) and recovers the log. Fails with a message on a shard-count
   /// mismatch or on corruption anywhere but the tail of the last segment.
   static std::unique_ptr<wal_writer> open(const wal_options& opts, wal_sink* sink,
-                                          std::string* error, wal_recovery_report* report = nullptr);
+                                          std::string* error,
+                                          wal_recovery_report* report = nullptr);
   ~wal_writer();
   wal_writer(const wal_writer&) = delete;
   wal_writer& operator=(const wal_writer&) = delete;
@@ -173,4 +175,4 @@ private:
   std::unique_ptr<impl> impl_;
 };
 
-} // namespace fusee::server
+}  // namespace fusee::server

@@ -1,0 +1,406 @@
+#include "actors/directory.hpp"
+
+#include <deque>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "actors/atoms.hpp"
+#include "actors/lease_rules.hpp"
+#include "actors/wal_writer.hpp"
+#include "protocol/messages.hpp"
+
+namespace fusee::server {
+
+namespace {
+
+using proto::bytes;
+
+struct lease_slot {
+  session_id holder = 0;
+  caf::actor holder_actor;
+  epoch_t epoch{};
+  bool serve_calls = false;
+  bool busy = false;  ///< a grant or revocation is in the log
+};
+
+struct worker {
+  caf::actor actor;
+  uint64_t order = 0;  ///< connection order, for standby grants
+  uint32_t max_shards = 0;
+  uint32_t pending = 0;
+  bool serve_calls = false;
+  uint64_t hello_id = 0;
+  bool answered = false;  ///< LEASE sent
+  std::vector<proto::grant_entry> initial;
+  std::set<uint32_t> held;
+  std::set<uint32_t> released;  ///< given back by RELEASE: never offered again to this worker
+};
+
+struct parked_call {
+  caf::actor client;
+  uint64_t request_id = 0;
+  std::string method, type;
+  bytes args;
+  uint64_t seq = 0;
+};
+
+struct inflight_call {
+  caf::actor client;
+  uint64_t request_id = 0;
+  session_id holder = 0;
+  uint32_t shard = 0;
+};
+
+struct parked_message {
+  uint32_t from = 0;
+  uint64_t from_epoch = 0;
+  uint64_t outbox_id = 0;
+  bytes payload;
+};
+
+struct pending_revoke {
+  uint32_t shard = 0;
+  caf::actor answer_to;  ///< RELEASE answers OK once the revocation is through the log
+  uint64_t request_id = 0;
+};
+
+struct directory_state {
+  directory_config cfg;
+  wal_writer* wal = nullptr;
+  std::vector<lease_slot> slots;
+  std::unordered_map<session_id, worker> workers;
+  uint64_t next_order = 1;
+  uint64_t next_token = 1;
+  std::unordered_map<uint64_t, std::pair<session_id, uint32_t>> pending_grants;
+  std::unordered_map<uint64_t, pending_revoke> pending_revokes;
+  std::vector<std::deque<parked_call>> parked_calls;
+  std::vector<std::deque<parked_message>> parked_messages;
+  std::unordered_map<uint64_t, inflight_call> inflight;
+  uint64_t next_relay = 1;
+  uint64_t next_call_seq = 1;
+  static inline const char* name = "directory";
+};
+
+using self_ptr = caf::stateful_actor<directory_state>*;
+
+void send_frame(const caf::actor& to, const proto::any_message& m) {
+  caf::anon_send(to, write_atom::value, proto::encode(m));
+}
+
+bytes error_json(const std::string& message) {
+  std::string s = "{\"error\":\"";
+  for (char c : message)
+    if (c == '"' || c == '\\')
+      (s += '\\') += c;
+    else if (static_cast<unsigned char>(c) >= 0x20)
+      s += c;
+  s += "\"}";
+  return bytes(s.begin(), s.end());
+}
+
+void answer_call(const caf::actor& client, uint64_t id, proto::call_status st, bytes body) {
+  send_frame(client, proto::call_result{id, static_cast<uint8_t>(st), std::move(body)});
+}
+
+/// Refusal for a shard request by `s` under `epoch`, judged by the directory's view.
+std::optional<proto::error> check(directory_state& st, session_id s, uint32_t shard,
+                                  uint64_t epoch) {
+  if (shard >= st.slots.size())
+    return proto::error{proto::err_code::bad_body, "no shard " + std::to_string(shard)};
+  auto& slot = st.slots[shard];
+  return refuse_shard_request(shard, epoch_t{epoch}, slot.epoch, slot.holder != 0,
+                              slot.holder == s);
+}
+
+void dispatch_call(directory_state& st, uint32_t shard, parked_call&& c) {
+  auto& slot = st.slots[shard];
+  uint64_t relay = st.next_relay++;
+  st.inflight[relay] = inflight_call{c.client, c.request_id, slot.holder, shard};
+  send_frame(slot.holder_actor, proto::relayed_call{0, relay, shard_id{shard}, std::move(c.method),
+                                                    std::move(c.type), std::move(c.args)});
+}
+
+void flush_parked(directory_state& st, uint32_t shard) {
+  auto& slot = st.slots[shard];
+  if (slot.holder == 0 || !slot.serve_calls) return;
+  auto calls = std::move(st.parked_calls[shard]);
+  st.parked_calls[shard].clear();
+  for (auto& c : calls)
+    dispatch_call(st, shard, std::move(c));
+  auto msgs = std::move(st.parked_messages[shard]);
+  st.parked_messages[shard].clear();
+  for (auto& m : msgs)
+    send_frame(slot.holder_actor,
+               proto::message{0, shard_id{shard}, shard_id{m.from}, epoch_t{m.from_epoch},
+                              m.outbox_id, std::move(m.payload)});
+}
+
+uint32_t capacity(const worker& w) {
+  if (w.max_shards == 0) return UINT32_MAX;
+  uint32_t used = static_cast<uint32_t>(w.held.size()) + w.pending;
+  return used >= w.max_shards ? 0 : w.max_shards - used;
+}
+
+void grant(directory_state& st, session_id s, worker& w, uint32_t shard) {
+  auto& slot = st.slots[shard];
+  slot.busy = true;
+  w.pending++;
+  uint64_t token = st.next_token++;
+  st.pending_grants[token] = {s, shard};
+  st.wal->submit(wal_grant{token, s, shard_id{shard}});
+}
+
+/// Gives free shards to waiting workers in connection order.
+void offer_free(directory_state& st) {
+  std::vector<std::pair<uint64_t, session_id>> order;
+  for (auto& [s, w] : st.workers)
+    if (w.answered) order.emplace_back(w.order, s);
+  std::sort(order.begin(), order.end());
+  for (uint32_t shard = 0; shard < st.slots.size(); ++shard) {
+    auto& slot = st.slots[shard];
+    if (slot.holder != 0 || slot.busy) continue;
+    for (auto& [o, s] : order) {
+      auto& w = st.workers[s];
+      if (capacity(w) == 0 || w.released.count(shard)) continue;
+      grant(st, s, w, shard);
+      break;
+    }
+  }
+}
+
+/// Ends `shard`'s lease in the directory at once and in the log in order.
+void revoke(directory_state& st, uint32_t shard, caf::actor answer_to = {}, uint64_t req = 0) {
+  auto& slot = st.slots[shard];
+  session_id holder = slot.holder;
+  uint64_t token = st.next_token++;
+  st.pending_revokes[token] = pending_revoke{shard, std::move(answer_to), req};
+  slot.busy = true;
+  st.wal->submit(wal_revoke{token, shard_id{shard}, slot.epoch, holder});
+  slot.holder = 0;
+  slot.holder_actor = caf::actor{};
+  slot.serve_calls = false;
+  if (auto w = st.workers.find(holder); w != st.workers.end()) w->second.held.erase(shard);
+  // Calls in flight to the lost holder may have run: say so.
+  for (auto i = st.inflight.begin(); i != st.inflight.end();) {
+    if (i->second.holder == holder && i->second.shard == shard) {
+      answer_call(i->second.client, i->second.request_id, proto::call_status::holder_lost,
+                  error_json("the holder of shard " + std::to_string(shard) +
+                             " was lost while the call was in flight; it may have run"));
+      i = st.inflight.erase(i);
+    } else {
+      ++i;
+    }
+  }
+}
+
+void drop_worker(directory_state& st, session_id s) {
+  auto it = st.workers.find(s);
+  if (it == st.workers.end()) return;
+  auto held = it->second.held;
+  st.workers.erase(it);
+  for (auto shard : held)
+    revoke(st, shard);
+}
+
+}  // namespace
+
+caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal) {
+  auto& st = self->state;
+  st.cfg = cfg;
+  st.wal = wal;
+  st.slots.resize(cfg.shards);
+  st.parked_calls.resize(cfg.shards);
+  st.parked_messages.resize(cfg.shards);
+  for (uint32_t s = 0; s < cfg.shards; ++s)
+    st.slots[s].epoch = wal->recovered_epoch(shard_id{s});
+  return {
+      [=](hello_atom, uint64_t s, caf::actor session, uint64_t req, uint32_t max_shards,
+          uint32_t offers) {
+        auto& st = self->state;
+        auto& w = st.workers[s];
+        w.actor = session;
+        w.order = st.next_order++;
+        w.max_shards = max_shards;
+        w.serve_calls = (offers & proto::offer_serve_calls) != 0;
+        w.hello_id = req;
+        for (uint32_t shard = 0; shard < st.slots.size() && capacity(w) > 0; ++shard) {
+          auto& slot = st.slots[shard];
+          if (slot.holder == 0 && !slot.busy) grant(st, s, w, shard);
+        }
+        if (w.pending == 0) {
+          w.answered = true;
+          send_frame(
+              session,
+              proto::lease{req, st.cfg.shards, st.cfg.ping_interval_ms, st.cfg.timeout_ms, 0, {}});
+        }
+      },
+      [=](granted_atom, const std::vector<grant_done>& done) {
+        auto& st = self->state;
+        std::map<session_id, std::vector<proto::grant_entry>> pushes;
+        std::vector<session_id> leased;
+        for (auto& g : done) {
+          st.pending_grants.erase(g.token);
+          auto& slot = st.slots[g.shard];
+          slot.busy = false;
+          auto w = st.workers.find(g.session);
+          if (g.epoch == 0) {  // the log could not write the grant
+            if (w != st.workers.end()) w->second.pending--;
+            continue;
+          }
+          slot.epoch = epoch_t{g.epoch};
+          slot.holder = g.session;
+          if (w == st.workers.end()) {  // the worker left meanwhile: end the new lease at once
+            revoke(st, g.shard);
+            continue;
+          }
+          auto& wk = w->second;
+          wk.pending--;
+          wk.held.insert(g.shard);
+          slot.holder_actor = wk.actor;
+          slot.serve_calls = wk.serve_calls;
+          proto::grant_entry e{shard_id{g.shard}, epoch_t{g.epoch}, lsn_t{g.durable_lsn}};
+          if (!wk.answered) {
+            wk.initial.push_back(e);
+            if (wk.pending == 0) leased.push_back(g.session);
+          } else {
+            pushes[g.session].push_back(e);
+          }
+        }
+        for (auto s : leased) {
+          auto& wk = st.workers[s];
+          wk.answered = true;
+          send_frame(wk.actor, proto::lease{wk.hello_id, st.cfg.shards, st.cfg.ping_interval_ms,
+                                            st.cfg.timeout_ms, 0, std::move(wk.initial)});
+          wk.initial.clear();
+        }
+        for (auto& [s, grants] : pushes)
+          send_frame(st.workers[s].actor, proto::grant{0, std::move(grants)});
+        for (auto& g : done)
+          if (g.epoch != 0) flush_parked(st, g.shard);
+        offer_free(st);
+      },
+      [=](revoked_atom, uint64_t token, uint32_t shard, uint64_t) {
+        auto& st = self->state;
+        auto i = st.pending_revokes.find(token);
+        if (i != st.pending_revokes.end()) {
+          if (i->second.answer_to)
+            send_frame(i->second.answer_to, proto::ok{i->second.request_id, {}});
+          st.pending_revokes.erase(i);
+        }
+        st.slots[shard].busy = false;
+        offer_free(st);
+      },
+      [=](release_atom, uint64_t s, caf::actor session, uint64_t req, uint32_t shard,
+          uint64_t epoch) {
+        auto& st = self->state;
+        if (auto err = check(st, s, shard, epoch)) {
+          send_frame(session, proto::make_err(req, *err));
+          return;
+        }
+        st.workers[s].released.insert(shard);
+        revoke(st, shard, session, req);
+      },
+      [=](bye_atom, uint64_t s) {
+        drop_worker(self->state, s);
+        offer_free(self->state);
+      },
+      [=](timeout_atom, uint64_t s) {
+        auto& st = self->state;
+        auto it = st.workers.find(s);
+        if (it == st.workers.end()) return;
+        proto::revoked r{
+            0, {}, "no frame for " + std::to_string(st.cfg.timeout_ms) + " ms: liveness timeout"};
+        for (auto shard : it->second.held)
+          r.shards.push_back(proto::shard_epoch{shard_id{shard}, st.slots[shard].epoch});
+        caf::anon_send(it->second.actor, close_atom::value, proto::encode(r));
+        drop_worker(st, s);
+        offer_free(st);
+      },
+      [=](call_atom, caf::actor client, uint64_t req, uint32_t shard, std::string& method,
+          std::string& type, bytes& args, uint32_t park_ms) {
+        auto& st = self->state;
+        if (shard >= st.slots.size()) {
+          answer_call(client, req, proto::call_status::bad_request,
+                      error_json("no shard " + std::to_string(shard) + " (there are " +
+                                 std::to_string(st.slots.size()) + ")"));
+          return;
+        }
+        parked_call c{
+            client, req, std::move(method), std::move(type), std::move(args), st.next_call_seq++};
+        auto& slot = st.slots[shard];
+        if (slot.holder != 0 && slot.serve_calls) {
+          dispatch_call(st, shard, std::move(c));
+          return;
+        }
+        uint32_t wait = park_ms == 0 ? st.cfg.park_ms : std::min(park_ms, st.cfg.park_ms);
+        self->delayed_send(self, std::chrono::milliseconds(wait), expire_atom::value, shard, c.seq);
+        st.parked_calls[shard].push_back(std::move(c));
+      },
+      [=](expire_atom, uint32_t shard, uint64_t seq) {
+        auto& q = self->state.parked_calls[shard];
+        for (auto i = q.begin(); i != q.end(); ++i)
+          if (i->seq == seq) {
+            answer_call(i->client, i->request_id, proto::call_status::parked_too_long,
+                        error_json("no holder took shard " + std::to_string(shard) +
+                                   " while the call was parked"));
+            q.erase(i);
+            return;
+          }
+      },
+      [=](reply_atom, uint64_t s, caf::actor session, uint64_t req, uint32_t shard, uint64_t epoch,
+          uint64_t relay, uint8_t ok, bytes& body) {
+        auto& st = self->state;
+        if (auto err = check(st, s, shard, epoch)) {
+          send_frame(session, proto::make_err(req, *err));
+          return;
+        }
+        auto i = st.inflight.find(relay);
+        if (i == st.inflight.end() || i->second.holder != s)
+          return;  // unknown or already answered: ignored
+        answer_call(i->second.client, i->second.request_id,
+                    ok ? proto::call_status::ok : proto::call_status::failed, std::move(body));
+        st.inflight.erase(i);
+      },
+      [=](relay_atom, uint64_t s, caf::actor session, uint64_t req, uint32_t shard, uint64_t epoch,
+          uint32_t target, uint64_t outbox, bytes& payload) {
+        auto& st = self->state;
+        if (auto err = check(st, s, shard, epoch)) {
+          send_frame(session, proto::make_err(req, *err));
+          return;
+        }
+        if (target >= st.slots.size()) {
+          send_frame(session, proto::make_err(req, proto::error{proto::err_code::bad_body,
+                                                                "RELAY target shard " +
+                                                                    std::to_string(target) +
+                                                                    " does not exist"}));
+          return;
+        }
+        auto& t = st.slots[target];
+        if (t.holder != 0 && t.serve_calls)
+          send_frame(t.holder_actor, proto::message{0, shard_id{target}, shard_id{shard},
+                                                    epoch_t{epoch}, outbox, std::move(payload)});
+        else
+          st.parked_messages[target].push_back(
+              parked_message{shard, epoch, outbox, std::move(payload)});
+      },
+      [=](msgack_atom, uint64_t s, caf::actor session, uint64_t req, uint32_t shard, uint64_t epoch,
+          uint32_t from, uint64_t from_epoch, uint64_t outbox) {
+        auto& st = self->state;
+        if (auto err = check(st, s, shard, epoch)) {
+          send_frame(session, proto::make_err(req, *err));
+          return;
+        }
+        if (from >= st.slots.size()) return;
+        auto& f = st.slots[from];
+        if (f.holder != 0 && f.epoch == epoch_t{from_epoch})
+          send_frame(f.holder_actor, proto::ack{0, shard_id{from}, epoch_t{from_epoch}, outbox});
+      },
+  };
+}
+
+caf::actor spawn_directory(caf::actor_system& sys, directory_config cfg, wal_writer* wal) {
+  return sys.spawn(directory_fn, cfg, wal);
+}
+
+}  // namespace fusee::server

@@ -1,0 +1,72 @@
+#include "actors/log_sink.hpp"
+
+#include "actors/atoms.hpp"
+
+namespace fusee::server {
+
+void log_sink::set_directory(caf::actor d) {
+  std::lock_guard<std::mutex> lk{mtx_};
+  directory_ = std::move(d);
+}
+
+void log_sink::add_session(session_id s, caf::actor a) {
+  std::lock_guard<std::mutex> lk{mtx_};
+  sessions_[s] = std::move(a);
+}
+
+void log_sink::remove_session(session_id s) {
+  std::lock_guard<std::mutex> lk{mtx_};
+  sessions_.erase(s);
+}
+
+void log_sink::send_frame(session_id s, const proto::any_message& m) {
+  caf::actor a;
+  {
+    std::lock_guard<std::mutex> lk{mtx_};
+    auto i = sessions_.find(s);
+    if (i == sessions_.end()) return;  // the connection is gone; its lease ended with it
+    a = i->second;
+  }
+  caf::anon_send(a, write_atom::value, proto::encode(m));
+}
+
+void log_sink::on_durable(session_id s, std::vector<proto::position> positions) {
+  send_frame(s, proto::durable{0, std::move(positions)});
+}
+
+void log_sink::on_refused(session_id s, uint64_t request_id, proto::error e) {
+  send_frame(s, proto::make_err(request_id, e));
+}
+
+void log_sink::on_answer(session_id s, proto::any_message answer) {
+  send_frame(s, answer);
+}
+
+void log_sink::on_io_failed(session_id s, shard_id shard, epoch_t epoch, std::string message) {
+  send_frame(s, proto::io_failed{0, shard, epoch, std::move(message)});
+}
+
+void log_sink::on_granted(std::vector<granted_shard> grants) {
+  std::vector<grant_done> out;
+  out.reserve(grants.size());
+  for (auto& g : grants)
+    out.push_back(
+        grant_done{g.token, g.session, g.shard.value(), g.epoch.value(), g.durable_lsn.value()});
+  caf::actor d;
+  {
+    std::lock_guard<std::mutex> lk{mtx_};
+    d = directory_;
+  }
+  caf::anon_send(d, granted_atom::value, std::move(out));
+}
+
+void log_sink::on_revoked(uint64_t token, shard_id shard, epoch_t epoch) {
+  caf::actor d;
+  {
+    std::lock_guard<std::mutex> lk{mtx_};
+    d = directory_;
+  }
+  caf::anon_send(d, revoked_atom::value, token, shard.value(), epoch.value());
+}
+
+}  // namespace fusee::server

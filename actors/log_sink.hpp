@@ -1,0 +1,35 @@
+// Connects the log's writer thread to the actors: it turns the writer's reports into frames for
+// sessions and messages for the directory. Every method runs on the writer thread and only sends.
+#pragma once
+
+#include <mutex>
+#include <unordered_map>
+
+#include <caf/actor.hpp>
+
+#include "actors/wal_writer.hpp"
+
+namespace fusee::server {
+
+class log_sink final : public wal_sink {
+public:
+  void set_directory(caf::actor d);
+  void add_session(session_id s, caf::actor a);
+  void remove_session(session_id s);
+
+  void on_durable(session_id s, std::vector<proto::position> positions) override;
+  void on_refused(session_id s, uint64_t request_id, proto::error e) override;
+  void on_granted(std::vector<granted_shard> grants) override;
+  void on_revoked(uint64_t token, shard_id shard, epoch_t epoch) override;
+  void on_answer(session_id s, proto::any_message answer) override;
+  void on_io_failed(session_id s, shard_id shard, epoch_t epoch, std::string message) override;
+
+private:
+  void send_frame(session_id s, const proto::any_message& m);
+
+  std::mutex mtx_;
+  caf::actor directory_;
+  std::unordered_map<session_id, caf::actor> sessions_;
+};
+
+}  // namespace fusee::server

@@ -1,0 +1,242 @@
+#include "actors/session.hpp"
+
+#include <atomic>
+
+#include <caf/io/all.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/log_sink.hpp"
+#include "actors/wal_writer.hpp"
+#include "protocol/messages.hpp"
+
+namespace fusee::server {
+
+namespace {
+
+using proto::bytes;
+
+std::atomic<uint64_t> next_session_id{1};
+
+enum class role { none, worker, client };
+
+struct session_state {
+  session_config cfg;
+  caf::io::connection_handle hdl;
+  session_id id = 0;
+  caf::actor directory;
+  wal_writer* wal = nullptr;
+  log_sink* sink = nullptr;
+  proto::frame_decoder decoder;
+  role who = role::none;
+  caf::actor_clock::time_point last_rx{};
+  bool closing = false;
+  static inline const char* name = "session";
+};
+
+using session_ptr = caf::stateful_actor<session_state, caf::io::broker>*;
+
+void write_bytes(session_ptr self, const bytes& frame) {
+  auto& st = self->state;
+  if (st.closing) return;
+  self->write(st.hdl, frame.size(), frame.data());
+  self->flush(st.hdl);
+}
+
+void write(session_ptr self, const proto::any_message& m) {
+  write_bytes(self, proto::encode(m));
+}
+
+void shutdown(session_ptr self) {
+  auto& st = self->state;
+  if (st.closing) return;
+  st.closing = true;
+  st.sink->remove_session(st.id);
+  if (st.who == role::worker) caf::anon_send(st.directory, bye_atom::value, st.id);
+  self->close(st.hdl);
+  self->quit();
+}
+
+/// Answers a broken request with ERR and closes the connection (PROTOCOL.md §2).
+void refuse_and_close(session_ptr self, uint64_t id, const proto::error& e) {
+  write(self, proto::make_err(id, e));
+  shutdown(self);
+}
+
+void handle(session_ptr self, proto::any_message&& msg) {
+  auto& st = self->state;
+  auto self_actor = caf::actor_cast<caf::actor>(self);
+  std::visit(
+      [&](auto&& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (!proto::is_request_kind(static_cast<uint8_t>(T::tag))) {
+          return;  // decode_request() yields requests only
+        } else if constexpr (std::is_same_v<T, proto::hello> ||
+                             std::is_same_v<T, proto::client_hello>) {
+          if (st.who != role::none) {
+            refuse_and_close(self, m.head.id,
+                             proto::error{proto::err_code::bad_body, "a second HELLO"});
+            return;
+          }
+          if constexpr (std::is_same_v<T, proto::client_hello>) {
+            st.who = role::client;
+            write(self, proto::make_client_hello_ok(m.head.id, st.cfg.shards));
+          } else {
+            if (m.offers & proto::offer_invoked) {
+              refuse_and_close(
+                  self, m.head.id,
+                  proto::error{proto::err_code::unknown_invocation,
+                               "invocation " + proto::format_invocation_id(m.invocation) +
+                                   " is unknown: this server has no invoker configured"});
+              return;
+            }
+            st.who = role::worker;
+            self->send(st.directory, hello_atom::value, st.id, self_actor, m.head.id, m.max_shards,
+                       m.offers);
+            self->delayed_send(self, std::chrono::milliseconds(st.cfg.ping_interval_ms),
+                               tick_atom::value);
+          }
+          return;
+        } else {
+          if (st.who == role::none) {
+            refuse_and_close(self, m.head.id,
+                             proto::error{proto::err_code::bad_body,
+                                          "the first frame must be HELLO or CLIENT_HELLO, not " +
+                                              proto::kind_name(static_cast<uint8_t>(T::tag))});
+            return;
+          }
+          auto& h = m.head;
+          if constexpr (std::is_same_v<T, proto::append>) {
+            st.wal->submit(
+                wal_append{st.id, h.id, h.shard, h.epoch, m.first_lsn, std::move(m.records)});
+          } else if constexpr (std::is_same_v<T, proto::recover_log>) {
+            st.wal->submit(wal_read{st.id, h.id, h.shard, h.epoch, m.after_lsn, m.max_bytes});
+          } else if constexpr (std::is_same_v<T, proto::checkpoint>) {
+            st.wal->submit(wal_checkpoint{st.id, h.id, h.shard, h.epoch, m.lsn, std::move(m.data)});
+          } else if constexpr (std::is_same_v<T, proto::load_checkpoint>) {
+            st.wal->submit(wal_load_checkpoint{st.id, h.id, h.shard, h.epoch});
+          } else if constexpr (std::is_same_v<T, proto::ping> || std::is_same_v<T, proto::drain> ||
+                               std::is_same_v<T, proto::idle>) {
+            // DRAIN and IDLE matter to invoked workers only; this server has no invoker yet.
+            write(self, proto::ok{h.id, {}});
+          } else if constexpr (std::is_same_v<T, proto::call>) {
+            self->send(st.directory, call_atom::value, self_actor, h.id, h.shard.value(),
+                       std::move(m.method), std::move(m.type), std::move(m.args), m.park_ms);
+          } else if constexpr (std::is_same_v<T, proto::call_reply>) {
+            self->send(st.directory, reply_atom::value, st.id, self_actor, h.id, h.shard.value(),
+                       h.epoch.value(), m.relay, m.ok, std::move(m.body));
+          } else if constexpr (std::is_same_v<T, proto::relay>) {
+            self->send(st.directory, relay_atom::value, st.id, self_actor, h.id, h.shard.value(),
+                       h.epoch.value(), m.target.value(), m.outbox_id, std::move(m.payload));
+          } else if constexpr (std::is_same_v<T, proto::message_ack>) {
+            self->send(st.directory, msgack_atom::value, st.id, self_actor, h.id, h.shard.value(),
+                       h.epoch.value(), m.from.value(), m.from_epoch.value(), m.outbox_id);
+          } else if constexpr (std::is_same_v<T, proto::release>) {
+            self->send(st.directory, release_atom::value, st.id, self_actor, h.id, h.shard.value(),
+                       h.epoch.value());
+          }
+        }
+      },
+      std::move(msg));
+}
+
+caf::behavior session_fn(session_ptr self, caf::io::connection_handle hdl, session_config cfg,
+                         caf::actor directory, wal_writer* wal, log_sink* sink) {
+  auto& st = self->state;
+  st.cfg = cfg;
+  st.hdl = hdl;
+  st.id = next_session_id++;
+  st.directory = std::move(directory);
+  st.wal = wal;
+  st.sink = sink;
+  st.last_rx = self->clock().now();
+  sink->add_session(st.id, caf::actor_cast<caf::actor>(self));
+  self->configure_read(hdl, caf::io::receive_policy::at_most(64 * 1024));
+  return {
+      [=](const caf::io::new_data_msg& msg) {
+        auto& st = self->state;
+        if (st.closing) return;
+        st.last_rx = self->clock().now();
+        st.decoder.feed(reinterpret_cast<const uint8_t*>(msg.buf.data()), msg.buf.size());
+        while (!st.closing) {
+          auto f = st.decoder.next();
+          if (!f) {
+            refuse_and_close(self, 0, f.err());
+            return;
+          }
+          if (!*f) return;
+          auto m = proto::decode_request((*f)->kind, (*f)->body);
+          if (!m) {
+            refuse_and_close(self, proto::peek_id((*f)->body).value_or(0), m.err());
+            return;
+          }
+          handle(self, std::move(*m));
+        }
+      },
+      [=](write_atom, const bytes& frame) { write_bytes(self, frame); },
+      [=](close_atom, const bytes& frame) {
+        write_bytes(self, frame);
+        shutdown(self);
+      },
+      [=](tick_atom) {
+        auto& st = self->state;
+        if (st.closing) return;
+        auto silent = self->clock().now() - st.last_rx;
+        if (silent >= std::chrono::milliseconds(st.cfg.timeout_ms)) {
+          self->send(st.directory, timeout_atom::value, st.id);
+          return;  // the directory answers with close_atom and the REVOKED frame
+        }
+        self->delayed_send(self, std::chrono::milliseconds(st.cfg.ping_interval_ms),
+                           tick_atom::value);
+      },
+      [=](const caf::io::connection_closed_msg&) {
+        auto& st = self->state;
+        st.closing = true;  // nothing more can be written
+        st.sink->remove_session(st.id);
+        if (st.who == role::worker) caf::anon_send(st.directory, bye_atom::value, st.id);
+        self->quit();
+      },
+  };
+}
+
+struct acceptor_state {
+  uint16_t port = 0;
+  static inline const char* name = "acceptor";
+};
+
+using acceptor_ptr = caf::stateful_actor<acceptor_state, caf::io::broker>*;
+
+caf::behavior acceptor_fn(acceptor_ptr self, std::string host, uint16_t port, session_config cfg,
+                          caf::actor directory, wal_writer* wal, log_sink* sink) {
+  auto res = self->add_tcp_doorman(port, host.c_str(), true);
+  if (!res) {
+    self->quit(res.error());
+    return {};
+  }
+  self->state.port = res->second;
+  return {
+      [=](const caf::io::new_connection_msg& msg) {
+        self->fork(session_fn, msg.handle, cfg, directory, wal, sink);
+      },
+      [=](caf::get_atom) { return self->state.port; },
+      [=](const caf::io::acceptor_closed_msg&) { self->quit(); },
+  };
+}
+
+}  // namespace
+
+caf::expected<caf::actor> spawn_acceptor(caf::actor_system& sys, const std::string& host,
+                                         uint16_t port, session_config cfg, caf::actor directory,
+                                         wal_writer* wal, log_sink* sink, uint16_t* bound) {
+  auto a = sys.middleman().spawn_broker(acceptor_fn, host, port, cfg, directory, wal, sink);
+  caf::scoped_actor self{sys};
+  caf::error failure;
+  self->request(a, std::chrono::seconds(5), caf::get_atom::value)
+      .receive([&](uint16_t p) { *bound = p; }, [&](caf::error& e) { failure = std::move(e); });
+  if (failure)
+    return caf::make_error(caf::sec::cannot_open_port, "cannot listen on " + host + ":" +
+                                                           std::to_string(port) + ": " +
+                                                           sys.render(failure));
+  return a;
+}
+
+}  // namespace fusee::server

@@ -1,0 +1,46 @@
+// The server's settings (DESIGN.md §8 names), each declared once in config.cpp with its default,
+// description and bounds; read from a TOML file and overridden by flags.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fusee::app {
+
+struct server_config {
+  // [server]
+  std::string data_dir = "./data";
+  uint32_t shards = 16;
+  std::string listen = "127.0.0.1:7400";
+  std::string admin_listen = "127.0.0.1:7401";
+  std::string advertise;
+  uint64_t segment_mb = 64;
+  // [liveness]
+  uint32_t ping_interval_ms = 1000;
+  uint32_t timeout_ms = 5000;
+  // [invoker]
+  uint32_t park_ms = 30000;
+  uint32_t close_grace_ms = 2000;
+};
+
+struct host_port {
+  std::string host;
+  uint16_t port = 0;
+};
+
+/// "127.0.0.1:7400" -> {host, port}; port 0 picks a free port.
+std::optional<host_port> parse_host_port(const std::string& text);
+
+/// Reads `file` (TOML) into `cfg`, resolving relative paths against the file's directory.
+/// Returns an error naming the key and the file on unknown keys, wrong types or bad ranges.
+std::optional<std::string> load_toml(const std::string& file, server_config& cfg);
+
+/// Checks ranges and cross-setting rules; the message names the setting.
+std::optional<std::string> validate(const server_config& cfg);
+
+/// One line per setting: "[server] shards = 16  -- shards of the data dir (1..4294967294)".
+std::string describe_settings();
+
+}  // namespace fusee::app

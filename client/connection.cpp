@@ -1,0 +1,127 @@
+#include "client/connection.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace fusee::client {
+
+using proto::err_code;
+using proto::error;
+
+connection::~connection() {
+  close();
+}
+
+connection::connection(connection&& other) noexcept
+    : fd_(other.fd_), closed_(other.closed_), decoder_(std::move(other.decoder_)) {
+  other.fd_ = -1;
+}
+
+connection& connection::operator=(connection&& other) noexcept {
+  if (this != &other) {
+    close();
+    fd_ = other.fd_;
+    closed_ = other.closed_;
+    decoder_ = std::move(other.decoder_);
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+void connection::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+proto::result<connection> connection::open(const std::string& host, uint16_t port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  auto port_text = std::to_string(port);
+  if (int rc = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &res); rc != 0)
+    return error{err_code::io, "cannot resolve " + host + ": " + gai_strerror(rc)};
+  int fd = -1;
+  std::string why;
+  for (auto* ai = res; ai != nullptr; ai = ai->ai_next) {
+    fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) continue;
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
+    why = std::strerror(errno);
+    ::close(fd);
+    fd = -1;
+  }
+  ::freeaddrinfo(res);
+  if (fd < 0)
+    return error{err_code::io, "cannot connect to " + host + ":" + port_text + ": " + why};
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  connection c;
+  c.fd_ = fd;
+  return c;
+}
+
+bool connection::send_raw(const proto::bytes& b) {
+  size_t off = 0;
+  while (off < b.size()) {
+    ssize_t n = ::send(fd_, b.data() + off, b.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool connection::send(const proto::any_message& m) {
+  return send_raw(proto::encode(m));
+}
+
+proto::result<proto::any_message> connection::receive(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto f = decoder_.next();
+    if (!f) return f.err();
+    if (*f) return proto::decode_response((*f)->kind, (*f)->body);
+    if (closed_) return error{err_code::io, "connection closed by the server"};
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return error{err_code::io, "timed out"};
+    pollfd p{fd_, POLLIN, 0};
+    int rc = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc == 0) return error{err_code::io, "timed out"};
+    uint8_t buf[64 * 1024];
+    ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      closed_ = true;
+      continue;
+    }
+    decoder_.feed(buf, static_cast<size_t>(n));
+  }
+}
+
+proto::result<proto::lease> hello(connection& c, uint32_t offers, uint32_t max_shards,
+                                  const std::string& name, std::chrono::milliseconds timeout) {
+  proto::hello h;
+  h.head.id = 1;
+  h.offers = offers;
+  h.max_shards = max_shards;
+  h.name = name;
+  if (!c.send(h)) return error{err_code::io, "send failed"};
+  auto r = c.receive(timeout);
+  if (!r) return r.err();
+  if (auto* l = std::get_if<proto::lease>(&*r)) return *l;
+  if (auto* e = std::get_if<proto::err>(&*r))
+    return error{static_cast<err_code>(e->code), e->message};
+  return error{err_code::bad_body, "expected LEASE"};
+}
+
+}  // namespace fusee::client

@@ -1,0 +1,52 @@
+// A small blocking protocol client for workers and clients (tests, tools, the load generator).
+// One connection, frames in and out; no threads, no CAF.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "protocol/messages.hpp"
+#include "protocol/result.hpp"
+
+namespace fusee::client {
+
+class connection {
+public:
+  connection() = default;
+  ~connection();
+  connection(connection&& other) noexcept;
+  connection& operator=(connection&& other) noexcept;
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+
+  /// Connects to host:port (numeric IPv4 or a name), with TCP_NODELAY.
+  static proto::result<connection> open(const std::string& host, uint16_t port);
+
+  /// Sends one message; false if the connection failed.
+  bool send(const proto::any_message& m);
+  /// Sends raw bytes (tests use it for malformed input).
+  bool send_raw(const proto::bytes& b);
+
+  /// The next frame from the server, decoded; an error on time-out (err_code::io, "timed out"),
+  /// on a closed connection or on a bad frame.
+  proto::result<proto::any_message> receive(std::chrono::milliseconds timeout);
+
+  /// True once the peer closed the connection (after receive() reported it).
+  bool closed() const { return closed_; }
+  void close();
+  int fd() const { return fd_; }
+
+private:
+  int fd_ = -1;
+  bool closed_ = false;
+  proto::frame_decoder decoder_;
+};
+
+/// HELLO with the given options and waits for LEASE (or the ERR refusing it).
+proto::result<proto::lease> hello(connection& c, uint32_t offers, uint32_t max_shards,
+                                  const std::string& name,
+                                  std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+}  // namespace fusee::client

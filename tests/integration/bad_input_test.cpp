@@ -1,0 +1,120 @@
+// Malformed input gets a clear ERR and closes only its own connection.
+#include "protocol/crc32c.hpp"
+#include "server_process.hpp"
+#include "worker.hpp"
+
+using namespace fusee;
+using namespace fusee::test;
+using proto::err_code;
+
+namespace {
+
+/// Sends `raw` on a fresh connection and returns the ERR that comes back; checks the close.
+proto::err refused(server_process& s, const proto::bytes& raw) {
+  peer p{s.connect()};
+  REQUIRE(p.conn.send_raw(raw));
+  auto e = p.expect<proto::err>();
+  auto after = p.conn.receive(std::chrono::seconds(5));
+  CHECK_FALSE(after);
+  CHECK(p.conn.closed());
+  return e;
+}
+
+proto::bytes frame_with_body(uint8_t kind, const proto::bytes& body) {
+  return proto::encode_frame(kind, body);
+}
+
+}  // namespace
+
+TEST_CASE("bad frames and bodies: a clear ERR, that connection closes, others keep working") {
+  temp_dir tmp;
+  server_process s(tmp.path() / "data", "[server]\nshards = 2\n");
+  REQUIRE(s.start().empty());
+  peer w{s.connect()};
+  auto lease = w.hello();
+  pinger keep{w.conn, std::chrono::milliseconds(200)};
+  uint64_t e = lease.grants[0].epoch.value();
+
+  SUBCASE("wrong magic") {
+    auto err = refused(s, record("GET / HTTP/1.1\r\n\r\n"));
+    CHECK(err.code == uint16_t(err_code::bad_frame));
+    CHECK(err.id == 0);
+    CHECK(err.message.find("magic") != std::string::npos);
+  }
+  SUBCASE("bad checksum") {
+    auto f = proto::encode(proto::ping{proto::request_head{5}});
+    f[9] ^= 0xFF;
+    auto err = refused(s, f);
+    CHECK(err.code == uint16_t(err_code::bad_frame));
+    CHECK(err.id == 0);
+  }
+  SUBCASE("oversize") {
+    proto::bytes hdr = {'F', 'S', 'E', '1', 2};
+    proto::writer wr{hdr};
+    wr.u32(proto::max_body_size + 1);
+    wr.u32(0);
+    auto err = refused(s, hdr);
+    CHECK(err.code == uint16_t(err_code::too_large));
+  }
+  SUBCASE("unknown kind, with the request's id") {
+    proto::bytes body;
+    proto::writer wr{body};
+    wr.u64(77);
+    auto err = refused(s, frame_with_body(50, body));
+    CHECK(err.code == uint16_t(err_code::unknown_kind));
+    CHECK(err.id == 77);
+  }
+  SUBCASE("a body that does not decode") {
+    proto::bytes body;
+    proto::writer wr{body};
+    wr.u64(78);
+    wr.u32(1);  // a truncated HELLO head
+    auto err = refused(s, frame_with_body(1, body));
+    CHECK(err.code == uint16_t(err_code::bad_body));
+    CHECK(err.id == 78);
+  }
+  SUBCASE("a first frame that is not HELLO") {
+    auto err = refused(s, proto::encode(proto::ping{proto::request_head{79}}));
+    CHECK(err.code == uint16_t(err_code::bad_body));
+    CHECK(err.id == 79);
+  }
+  SUBCASE("a second HELLO") {
+    peer p{s.connect()};
+    p.hello();
+    proto::hello h;
+    h.head.id = 80;
+    REQUIRE(p.conn.send(h));
+    auto err = p.expect<proto::err>();
+    CHECK(err.code == uint16_t(err_code::bad_body));
+    CHECK_FALSE(p.conn.receive(std::chrono::seconds(5)));
+  }
+  SUBCASE("wrong version") {
+    proto::bytes body;
+    proto::writer wr{body};
+    wr.u64(81);
+    wr.u32(0xFFFFFFFF);
+    wr.u64(0);
+    wr.u32(2);
+    auto err = refused(s, frame_with_body(1, body));
+    CHECK(err.code == uint16_t(err_code::version));
+    CHECK(err.id == 81);
+  }
+  SUBCASE("unknown offers") {
+    proto::hello h;
+    h.head.id = 82;
+    h.offers = 8;
+    auto err = refused(s, proto::encode(h));
+    CHECK(err.code == uint16_t(err_code::bad_offer));
+  }
+  SUBCASE("an invocation this server does not know") {
+    proto::hello h;
+    h.head.id = 83;
+    h.offers = proto::offer_invoked;
+    h.invocation = proto::invocation_id{0x1234};
+    auto err = refused(s, proto::encode(h));
+    CHECK(err.code == uint16_t(err_code::unknown_invocation));
+  }
+  // Whatever happened on the other connection, the worker is still served.
+  w.append(0, e, 1, {record("still here")});
+  REQUIRE(w.wait_durable(0, 1));
+}

@@ -1,0 +1,212 @@
+// Leases, epochs, fencing, standbys, max_shards and liveness against a real server process.
+#include "server_process.hpp"
+#include "worker.hpp"
+
+using namespace fusee;
+using namespace fusee::test;
+using proto::err_code;
+
+namespace {
+
+struct fixture {
+  temp_dir tmp;
+  server_process server;
+  explicit fixture(std::string toml = "[server]\nshards = 4\n")
+      : server(tmp.path() / "data", std::move(toml)) {
+    auto err = server.start();
+    REQUIRE_MESSAGE(err.empty(), err);
+  }
+  peer connect() { return peer{server.connect()}; }
+};
+
+uint64_t epoch_of(const proto::lease& l, uint32_t shard) {
+  for (auto& g : l.grants)
+    if (g.shard.value() == shard) return g.epoch.value();
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("a worker leases every free shard, appends and is told when records are durable") {
+  fixture f;
+  auto w = f.connect();
+  auto lease = w.hello();
+  CHECK(lease.id == 1);
+  CHECK(lease.shard_count == 4);
+  CHECK(lease.ping_interval_ms == 1000);
+  CHECK(lease.timeout_ms == 5000);
+  CHECK(lease.remaining_ms == 0);
+  REQUIRE(lease.grants.size() == 4);
+  for (auto& g : lease.grants) {
+    CHECK(g.epoch.value() >= 1);
+    CHECK(g.durable_lsn.value() == 0);
+  }
+  uint64_t e = epoch_of(lease, 2);
+  w.append(2, e, 1, {record("a"), record("bb")});
+  w.append(2, e, 3, {record("ccc")});
+  REQUIRE(w.wait_durable(2, 3));
+  auto recs = recover_all(w, 2, e);
+  REQUIRE(recs.size() == 3);
+  CHECK(recs[2] == record("ccc"));
+  w.ping(7);
+  CHECK(w.expect<proto::ok>().id == 7);
+}
+
+TEST_CASE("appends that break the rules are refused with the right code; the connection stays") {
+  fixture f;
+  auto w = f.connect();
+  auto lease = w.hello();
+  uint64_t e = epoch_of(lease, 0);
+  w.append(0, e, 2, {record("gap")}, 11);
+  auto gap = w.expect<proto::err>();
+  CHECK(gap.id == 11);
+  CHECK(gap.code == uint16_t(err_code::lsn_gap));
+  w.append(0, e + 5, 1, {record("future epoch")}, 12);
+  CHECK(w.expect<proto::err>().code == uint16_t(err_code::not_holder));
+  w.append(9, e, 1, {record("no such shard")}, 13);
+  CHECK(w.expect<proto::err>().code == uint16_t(err_code::bad_body));
+  w.append(0, e, 1, {record("fine")}, 14);
+  REQUIRE(w.wait_durable(0, 1));
+}
+
+TEST_CASE("a standby takes over with higher epochs; the deposed worker is fenced") {
+  fixture f{"[server]\nshards = 4\n[liveness]\nping_interval_ms = 50\ntimeout_ms = 300\n"};
+  auto w1 = f.connect();
+  auto l1 = w1.hello();
+  REQUIRE(l1.grants.size() == 4);
+  uint64_t e1 = epoch_of(l1, 1);
+  w1.append(1, e1, 1, {record("from w1")});
+  REQUIRE(w1.wait_durable(1, 1));
+
+  auto w2 = f.connect();
+  auto l2 = w2.hello();
+  CHECK(l2.grants.empty());  // a standby
+  pinger keep_w2{w2.conn, 50ms};
+
+  // w1 goes silent: the server revokes its leases and closes it; w2 pings and takes over.
+  auto revoked = w1.expect<proto::revoked>(5s);
+  CHECK(revoked.shards.size() == 4);
+  CHECK(revoked.reason.find("liveness") != std::string::npos);
+  std::vector<proto::grant_entry> got;
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (got.size() < 4 && std::chrono::steady_clock::now() < deadline) {
+    auto r = w2.next(100ms);
+    if (r)
+      if (auto* g = std::get_if<proto::grant>(&*r))
+        got.insert(got.end(), g->grants.begin(), g->grants.end());
+  }
+  REQUIRE(got.size() == 4);
+  uint64_t e2 = 0;
+  for (auto& g : got) {
+    CHECK(g.epoch.value() > epoch_of(l1, g.shard.value()));
+    if (g.shard.value() == 1) {
+      e2 = g.epoch.value();
+      CHECK(g.durable_lsn.value() == 1);  // w1's durable record is kept
+    }
+  }
+  // The deposed worker, on a new connection, tries its old epoch: STALE_EPOCH, nothing written.
+  auto w1b = f.connect();
+  w1b.hello();
+  pinger keep_w1b{w1b.conn, 50ms};
+  w1b.append(1, e1, 2, {record("deposed")}, 21);
+  auto err = w1b.expect<proto::err>();
+  CHECK(err.id == 21);
+  CHECK(err.code == uint16_t(err_code::stale_epoch));
+  // The new holder continues at durable_lsn + 1 and sees no trace of the refused append.
+  w2.append(1, e2, 2, {record("from w2")});
+  REQUIRE(w2.wait_durable(1, 2));
+
+  f.server.kill9();
+  REQUIRE(f.server.start().empty());
+  auto w3 = f.connect();
+  auto l3 = w3.hello();
+  uint64_t e3 = epoch_of(l3, 1);
+  CHECK(e3 > e2);  // epochs grow across restarts
+  auto recs = recover_all(w3, 1, e3);
+  REQUIRE(recs.size() == 2);
+  CHECK(recs[0] == record("from w1"));
+  CHECK(recs[1] == record("from w2"));
+}
+
+TEST_CASE("a closed connection hands its shards to the standby in connection order") {
+  fixture f;
+  auto w1 = f.connect();
+  REQUIRE(w1.hello().grants.size() == 4);
+  auto w2 = f.connect();
+  CHECK(w2.hello().grants.empty());
+  auto w3 = f.connect();
+  CHECK(w3.hello().grants.empty());
+  w1.conn.close();
+  auto g = w2.expect<proto::grant>();
+  size_t n = g.grants.size();
+  while (n < 4)
+    n += w2.expect<proto::grant>().grants.size();
+  CHECK(n == 4);
+  CHECK_FALSE(w3.conn.receive(200ms));  // the later standby gets nothing
+}
+
+TEST_CASE("max_shards limits a worker; the rest goes to the next") {
+  fixture f;
+  auto w1 = f.connect();
+  auto l1 = w1.hello(proto::offer_serve_calls, 1);
+  CHECK(l1.grants.size() == 1);
+  auto w2 = f.connect();
+  auto l2 = w2.hello(proto::offer_serve_calls, 2);
+  CHECK(l2.grants.size() == 2);
+  auto w3 = f.connect();
+  auto l3 = w3.hello(proto::offer_serve_calls, 5);
+  CHECK(l3.grants.size() == 1);
+  auto w4 = f.connect();
+  CHECK(w4.hello().grants.empty());
+  w2.conn.close();  // its 2 shards go to w3 (capacity 4 left) before w4
+  size_t n = 0;
+  while (n < 2)
+    n += w3.expect<proto::grant>().grants.size();
+  CHECK(n == 2);
+  CHECK_FALSE(w4.conn.receive(200ms));
+}
+
+TEST_CASE("RELEASE gives a shard back once durable and the releaser is not its standby") {
+  fixture f;
+  auto w1 = f.connect();
+  auto l1 = w1.hello();
+  auto w2 = f.connect();
+  CHECK(w2.hello().grants.empty());
+  uint64_t e = epoch_of(l1, 3);
+  w1.append(3, e, 1, {record("x")});
+  REQUIRE(
+      w1.conn.send(proto::release{proto::request_head{31, proto::shard_id{3}, proto::epoch_t{e}}}));
+  CHECK(w1.expect<proto::ok>().id == 31);
+  CHECK(w1.durable[3] == 1);  // durable before the OK
+  auto g = w2.expect<proto::grant>();
+  REQUIRE(g.grants.size() == 1);
+  CHECK(g.grants[0].shard.value() == 3);
+  CHECK(g.grants[0].durable_lsn.value() == 1);
+  w1.append(3, e, 2, {record("late")}, 32);
+  CHECK(w1.expect<proto::err>().code == uint16_t(err_code::stale_epoch));
+}
+
+TEST_CASE("the shard count is fixed per data dir") {
+  temp_dir tmp;
+  {
+    server_process s(tmp.path() / "data", "[server]\nshards = 4\n");
+    REQUIRE(s.start().empty());
+  }
+  server_process s(tmp.path() / "data", "[server]\nshards = 8\n");
+  auto err = s.start();
+  CHECK(err.find("created with 4 shards") != std::string::npos);
+}
+
+TEST_CASE("bad settings are refused at start with the key named") {
+  temp_dir tmp;
+  for (auto [toml, want] : std::vector<std::pair<std::string, std::string>>{
+           {"[server]\nshard = 4\n", "unknown key `server.shard`"},
+           {"[server]\nshards = 0\n", "`server.shards` = 0 is outside"},
+           {"[server]\nshards = \"4\"\n", "`server.shards` has the wrong type"},
+           {"[liveness]\nping_interval_ms = 500\ntimeout_ms = 400\n", "liveness.timeout_ms"},
+           {"[server\n", "fusee.toml:1"}}) {
+    server_process s(tmp.path() / "data", toml);
+    auto err = s.start();
+    CHECK_MESSAGE(err.find(want) != std::string::npos, err);
+  }
+}

@@ -1,0 +1,143 @@
+#include "server_process.hpp"
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace fusee::test {
+
+namespace fs = std::filesystem;
+
+std::string fusee_binary() {
+  return FUSEE_BINARY;
+}
+
+temp_dir::temp_dir() {
+  std::random_device rd;
+  path_ = fs::temp_directory_path() /
+          ("fusee-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+  fs::create_directories(path_);
+}
+
+temp_dir::~temp_dir() {
+  if (std::getenv("FUSEE_TEST_KEEP")) {
+    std::fprintf(stderr, "kept %s\n", path_.c_str());
+    return;
+  }
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+server_process::server_process(fs::path data_dir, std::string extra_toml,
+                               std::vector<std::string> extra_args)
+    : data_dir_(std::move(data_dir)), extra_toml_(std::move(extra_toml)),
+      extra_args_(std::move(extra_args)) {
+  work_ = data_dir_.parent_path() / (data_dir_.filename().string() + "-run");
+  fs::create_directories(work_);
+}
+
+server_process::~server_process() {
+  if (pid_ > 0) kill9();
+}
+
+std::string server_process::start() {
+  auto ready = work_ / "ready";
+  auto cfg = work_ / "fusee.toml";
+  fs::remove(ready);
+  {
+    std::ofstream out(cfg);
+    out << extra_toml_ << "\n";
+  }
+  auto log_path = work_ / "server.log";
+  std::vector<std::string> args{fusee_binary(), "server",           "--config", cfg.string(),
+                                "--data-dir",   data_dir_.string(), "--listen", "127.0.0.1:0",
+                                "--ready-file", ready.string()};
+  args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+  pid_ = ::fork();
+  if (pid_ < 0) throw std::runtime_error("fork failed");
+  if (pid_ == 0) {
+    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 2);
+      ::dup2(fd, 1);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    std::_Exit(127);
+  }
+  // Await the ready file (or the process's exit), for at most 20 s.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fs::exists(ready)) {
+      std::ifstream in(ready);
+      std::string line;
+      std::getline(in, line);
+      port_ = static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
+      return {};
+    }
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return "server exited before serving: " + log();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  kill9();
+  return "server did not become ready within 20 s: " + log();
+}
+
+void server_process::kill9() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+int server_process::stop() {
+  if (pid_ <= 0) return -1;
+  ::kill(pid_, SIGTERM);
+  int status = wait_exit(std::chrono::seconds(10));
+  if (pid_ > 0) kill9();
+  return status;
+}
+
+int server_process::wait_exit(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (pid_ > 0 && std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return -1;
+}
+
+client::connection server_process::connect() const {
+  auto c = client::connection::open("127.0.0.1", port_);
+  if (!c) throw std::runtime_error(c.err().message);
+  return std::move(*c);
+}
+
+std::string server_process::log() const {
+  std::ifstream in(work_ / "server.log");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace fusee::test

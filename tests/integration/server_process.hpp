@@ -1,0 +1,59 @@
+// Starts a real `fusee server` on a temporary data dir and an ephemeral loopback port, and
+// cleans up after itself. Used by the integration tests.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "client/connection.hpp"
+
+namespace fusee::test {
+
+/// A temporary directory removed on destruction.
+class temp_dir {
+public:
+  temp_dir();
+  ~temp_dir();
+  const std::filesystem::path& path() const { return path_; }
+
+private:
+  std::filesystem::path path_;
+};
+
+class server_process {
+public:
+  /// `extra_toml` is appended to a config file holding nothing else.
+  explicit server_process(std::filesystem::path data_dir, std::string extra_toml = "",
+                          std::vector<std::string> extra_args = {});
+  ~server_process();
+
+  /// Starts the process and waits until it serves (or fails: the returned text says why).
+  std::string start();
+  /// SIGKILL and reap.
+  void kill9();
+  /// SIGTERM and reap; returns the exit status.
+  int stop();
+  /// Waits for the process to exit by itself (e.g. after a refused start); returns its status.
+  int wait_exit(std::chrono::milliseconds timeout);
+  bool running() const { return pid_ > 0; }
+
+  uint16_t port() const { return port_; }
+  client::connection connect() const;
+  /// The server's stderr so far.
+  std::string log() const;
+
+private:
+  std::filesystem::path data_dir_;
+  std::string extra_toml_;
+  std::vector<std::string> extra_args_;
+  int pid_ = -1;
+  uint16_t port_ = 0;
+  std::filesystem::path work_;
+};
+
+/// The fusee binary under test (set by CMake).
+std::string fusee_binary();
+
+}  // namespace fusee::test
