@@ -123,6 +123,7 @@ struct wal_options {
   uint32_t shards = 16;
   uint64_t segment_bytes = 64ull << 20;  ///< start a new segment once the active one is larger
   uint32_t max_read_bytes = 16u << 20;   ///< cap on one RECOVER_LOG page (the first record always)
+  uint32_t spin_us = 0;  ///< longest the writer spins for more work before it sleeps (0: never)
 };
 
 /// What recovery found, for logs and tests.
@@ -164,6 +165,9 @@ public:
     uint64_t retired_segments = 0;
   };
   stats get_stats() const;
+
+  /// Test hook (fault injection): the next batch write fails as if the disk returned EIO.
+  void inject_write_failure();
 
   /// The fdatasync latency floor of the disk under `dir`: n timed write+fdatasync of 4 KiB.
   static std::vector<double> measure_fsync_us(const std::filesystem::path& dir, int n);

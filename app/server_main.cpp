@@ -95,6 +95,14 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     }
     wal->stop();
     sink.set_directory(caf::actor{});
+    auto st = wal->get_stats();
+    std::fprintf(stderr,
+                 "fusee server: log stats: %llu records in %llu batches, %llu fsyncs, "
+                 "%.1f records per batch, %llu segments retired\n",
+                 (unsigned long long)st.records, (unsigned long long)st.batches,
+                 (unsigned long long)st.fsyncs,
+                 st.batches ? double(st.records) / double(st.batches) : 0.0,
+                 (unsigned long long)st.retired_segments);
   }
   return rc;
 }

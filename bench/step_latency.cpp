@@ -1,0 +1,66 @@
+// Step latency: one worker, one shard, sequential APPEND -> DURABLE over loopback TCP.
+//   step_latency HOST:PORT [steps] [record_bytes]
+// Prints p50/p99/mean in microseconds as one line of JSON.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "client/connection.hpp"
+
+using namespace fusee;
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: step_latency HOST:PORT [steps] [record_bytes]\n");
+    return 2;
+  }
+  std::string addr = argv[1];
+  int steps = argc > 2 ? std::stoi(argv[2]) : 5000;
+  size_t size = argc > 3 ? std::stoul(argv[3]) : 100;
+  auto colon = addr.rfind(':');
+  auto c = client::connection::open(addr.substr(0, colon),
+                                    static_cast<uint16_t>(std::stoi(addr.substr(colon + 1))));
+  if (!c) {
+    std::fprintf(stderr, "%s\n", c.err().message.c_str());
+    return 1;
+  }
+  auto lease = client::hello(*c, 0, 1, "bench-step");
+  if (!lease || lease->grants.empty()) {
+    std::fprintf(stderr, "no lease\n");
+    return 1;
+  }
+  auto g = lease->grants[0];
+  uint64_t lsn = g.durable_lsn.value();
+  proto::bytes rec(size, 'x');
+  std::vector<double> us;
+  us.reserve(steps);
+  for (int i = 0; i < steps + 100; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    proto::append a{proto::request_head{0, g.shard, g.epoch}, proto::lsn_t{lsn + 1}, {rec}};
+    c->send(a);
+    ++lsn;
+    for (;;) {
+      auto r = c->receive(std::chrono::seconds(10));
+      if (!r) {
+        std::fprintf(stderr, "%s\n", r.err().message.c_str());
+        return 1;
+      }
+      if (auto* d = std::get_if<proto::durable>(&*r))
+        if (!d->positions.empty() && d->positions.back().lsn.value() >= lsn)
+          break;
+    }
+    auto t1 = std::chrono::steady_clock::now();
+    if (i >= 100)  // warm-up excluded
+      us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+  std::sort(us.begin(), us.end());
+  double mean = 0;
+  for (double v : us)
+    mean += v;
+  mean /= us.size();
+  std::printf("{\"steps\":%d,\"p50_us\":%.1f,\"p99_us\":%.1f,\"mean_us\":%.1f}\n", steps,
+              us[us.size() / 2], us[us.size() * 99 / 100], mean);
+  return 0;
+}

@@ -1,0 +1,94 @@
+// Throughput: W workers, each holding S/W shards, append 100-byte records with a bounded
+// number of records in flight per shard, for D seconds. Reports durable records per second.
+//   throughput HOST:PORT workers seconds [in_flight_per_shard] [record_bytes] [shards]
+// Each worker connection takes shards/workers shards (max_shards), so all of them work.
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/connection.hpp"
+
+using namespace fusee;
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: throughput HOST:PORT workers seconds [in_flight] [bytes]\n");
+    return 2;
+  }
+  std::string addr = argv[1];
+  int workers = std::stoi(argv[2]);
+  double seconds = std::stod(argv[3]);
+  uint64_t in_flight = argc > 4 ? std::stoull(argv[4]) : 8;
+  size_t size = argc > 5 ? std::stoul(argv[5]) : 100;
+  uint32_t shards = argc > 6 ? static_cast<uint32_t>(std::stoul(argv[6])) : 64;
+  auto colon = addr.rfind(':');
+  std::string host = addr.substr(0, colon);
+  auto port = static_cast<uint16_t>(std::stoi(addr.substr(colon + 1)));
+
+  std::vector<client::connection> conns;
+  std::vector<proto::lease> leases;
+  for (int w = 0; w < workers; ++w) {
+    auto c = client::connection::open(host, port);
+    if (!c)
+      return 1;
+    conns.push_back(std::move(*c));
+  }
+  for (int w = 0; w < workers; ++w) {
+    auto l = client::hello(conns[w], 0, (shards + workers - 1) / workers, "bench-tp");
+    if (!l)
+      return 1;
+    leases.push_back(*l);
+  }
+  std::atomic<uint64_t> durable_total{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      auto& c = conns[w];
+      auto& l = leases[w];
+      std::map<uint32_t, uint64_t> next, durable, epoch;
+      for (auto& g : l.grants) {
+        next[g.shard.value()] = g.durable_lsn.value() + 1;
+        durable[g.shard.value()] = g.durable_lsn.value();
+        epoch[g.shard.value()] = g.epoch.value();
+      }
+      proto::bytes rec(size, 'y');
+      uint64_t mine = 0;
+      while (!stop) {
+        for (auto& [s, n] : next) {
+          uint64_t free = in_flight - (n - 1 - durable[s]);
+          if (free == 0)
+            continue;
+          std::vector<proto::bytes> recs(free, rec);
+          c.send(proto::append{proto::request_head{0, proto::shard_id{s}, proto::epoch_t{epoch[s]}},
+                               proto::lsn_t{n}, std::move(recs)});
+          n += free;
+        }
+        auto r = c.receive(std::chrono::milliseconds(100));
+        if (!r)
+          continue;
+        if (auto* d = std::get_if<proto::durable>(&*r))
+          for (auto& p : d->positions) {
+            auto& cur = durable[p.shard.value()];
+            mine += p.lsn.value() - cur;
+            cur = p.lsn.value();
+          }
+      }
+      durable_total += mine;
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (auto& t : threads)
+    t.join();
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("{\"workers\":%d,\"records\":%llu,\"seconds\":%.2f,\"records_per_s\":%.0f}\n",
+              workers, (unsigned long long)durable_total.load(), elapsed,
+              durable_total.load() / elapsed);
+  return 0;
+}
