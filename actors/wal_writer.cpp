@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <map>
 #include <sstream>
 
@@ -112,6 +113,33 @@ bool write_file_durably(const fs::path& path, const bytes& data, std::string* er
   return ok;
 }
 
+/// Creates `path` filled with `size` zero bytes and makes it durable. Writing into a file whose
+/// blocks exist already lets fdatasync skip the metadata update an extending write needs: on the
+/// development machine that is 175 us instead of 240 us per commit (docs/benchmarks.md).
+std::string prepare_zero_file(const fs::path& path, uint64_t size) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return errno_text("create " + path.string());
+  bytes zeros(1 << 20, 0);
+  std::string err;
+  for (uint64_t off = 0; off < size && err.empty(); off += zeros.size()) {
+    auto n = static_cast<size_t>(std::min<uint64_t>(zeros.size(), size - off));
+    if (!write_all(fd, zeros.data(), n, off))
+      err = errno_text("preallocate " + path.string());
+  }
+  if (err.empty() && ::fdatasync(fd) != 0)
+    err = errno_text("fdatasync " + path.string());
+  ::close(fd);
+  return err;
+}
+
+bool all_zero(const uint8_t* p, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (p[i] != 0)
+      return false;
+  return true;
+}
+
 uint32_t batch_crc(uint32_t len, uint64_t seq, uint32_t prev, proto::byte_view body) {
   bytes head;
   writer w{head};
@@ -168,6 +196,7 @@ struct wal_writer::impl {
   bool stopping = false;
   std::thread thread;
 
+  std::future<std::string> spare;  ///< the next segment's file, being zero-filled
   std::atomic<bool> inject_failure{false};
   std::atomic<uint64_t> n_batches{0}, n_records{0}, n_fsyncs{0}, n_retired{0};
 
@@ -348,6 +377,10 @@ struct wal_writer::impl {
         pos += batch_header_size + len;
       }
     }
+    // Segments are preallocated with zeros: zeros after the last batch are the clean end.
+    if (!problem.empty() && pos >= seg_header_size &&
+        all_zero(data.data() + pos, data.size() - pos))
+      problem.clear();
     if (!problem.empty()) {
       if (!last) {
         *err = path.string() + " at offset " + std::to_string(pos) + ": " + problem +
@@ -355,7 +388,10 @@ struct wal_writer::impl {
                "Refusing to start.";
         return false;
       }
-      rep->torn_bytes = data.size() - pos;
+      size_t end = data.size();
+      while (end > pos && data[end - 1] == 0)
+        --end;
+      rep->torn_bytes = end - pos;
       rep->torn_reason = problem;
       if (pos < seg_header_size) {
         // Not even a header: rewrite it.
@@ -370,8 +406,10 @@ struct wal_writer::impl {
         }
         pos = seg_header_size;
       }
-      if (::ftruncate(fd, static_cast<off_t>(pos)) != 0 || ::fdatasync(fd) != 0) {
-        *err = errno_text("truncate torn tail of " + path.string());
+      // Zero the torn bytes, so the space stays preallocated and the next scan ends here.
+      bytes zeros(end > pos ? end - pos : 0, 0);
+      if (!write_all(fd, zeros.data(), zeros.size(), pos) || ::fdatasync(fd) != 0) {
+        *err = errno_text("clear torn tail of " + path.string());
         return false;
       }
     }
@@ -432,12 +470,25 @@ struct wal_writer::impl {
     return true;
   }
 
+  /// Starts preparing the next segment's zero-filled file in the background.
+  void prepare_spare() {
+    spare = std::async(std::launch::async, prepare_zero_file, wal_dir / "next.prep",
+                       opts.segment_bytes);
+  }
+
+  /// Makes a preallocated file the new active segment and writes its snapshot batch.
   bool new_segment(std::string* err) {
     uint64_t seq = segments.empty() ? 1 : segments.rbegin()->first + 1;
     auto path = wal_dir / seg_name(seq);
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    auto prep = wal_dir / "next.prep";
+    std::string perr = spare.valid() ? spare.get() : prepare_zero_file(prep, opts.segment_bytes);
+    if (!perr.empty()) {
+      *err = perr;
+      return false;
+    }
+    int fd = ::open(prep.c_str(), O_RDWR | O_CLOEXEC);
     if (fd < 0) {
-      *err = errno_text("create " + path.string());
+      *err = errno_text("open " + prep.string());
       return false;
     }
     bytes hdr;
@@ -445,11 +496,13 @@ struct wal_writer::impl {
     w.raw(proto::byte_view{seg_magic, 4});
     w.u32(format_version);
     w.u64(seq);
-    if (!write_all(fd, hdr.data(), hdr.size(), 0) || ::fdatasync(fd) != 0 || !fsync_dir(wal_dir)) {
+    if (!write_all(fd, hdr.data(), hdr.size(), 0) || ::fdatasync(fd) != 0 ||
+        ::rename(prep.c_str(), path.c_str()) != 0 || !fsync_dir(wal_dir)) {
       *err = errno_text("initialise " + path.string());
       ::close(fd);
       return false;
     }
+    prepare_spare();
     auto& seg = segments[seq];
     seg.seq = seq;
     seg.fd = fd;
@@ -878,7 +931,7 @@ std::unique_ptr<wal_writer> wal_writer::open(const wal_options& opts, wal_sink* 
     auto name = ent.path().filename().string();
     if (name.rfind("seg-", 0) == 0 && name.size() == 4 + 16 + 4 && name.ends_with(".wal"))
       segs.emplace_back(std::stoull(name.substr(4, 16), nullptr, 16), ent.path());
-    else if (name.ends_with(".tmp"))
+    else if (name.ends_with(".tmp") || name.ends_with(".prep"))
       fs::remove(ent.path(), ec);
   }
   std::sort(segs.begin(), segs.end());
@@ -945,10 +998,12 @@ wal_writer::stats wal_writer::get_stats() const {
                impl_->n_retired};
 }
 
-std::vector<double> wal_writer::measure_fsync_us(const fs::path& dir, int n) {
+std::vector<double> wal_writer::measure_fsync_us(const fs::path& dir, int n, bool preallocated) {
   std::vector<double> out;
   auto path = dir / "fusee-disk-check.tmp";
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (preallocated && !prepare_zero_file(path, static_cast<uint64_t>(n) * 4096).empty())
+    return out;
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | (preallocated ? 0 : O_TRUNC) | O_CLOEXEC, 0644);
   if (fd < 0) return out;
   bytes block(4096, 0x5a);
   for (int i = 0; i < n; ++i) {

@@ -121,7 +121,7 @@ struct wal_options {
   std::filesystem::path
       dir;  ///< data dir; the log lives in dir/wal, checkpoints in dir/checkpoints
   uint32_t shards = 16;
-  uint64_t segment_bytes = 64ull << 20;  ///< start a new segment once the active one is larger
+  uint64_t segment_bytes = 16ull << 20;  ///< preallocated size; a new segment starts past it
   uint32_t max_read_bytes = 16u << 20;   ///< cap on one RECOVER_LOG page (the first record always)
   uint32_t spin_us = 0;  ///< longest the writer spins for more work before it sleeps (0: never)
 };
@@ -169,8 +169,10 @@ public:
   /// Test hook (fault injection): the next batch write fails as if the disk returned EIO.
   void inject_write_failure();
 
-  /// The fdatasync latency floor of the disk under `dir`: n timed write+fdatasync of 4 KiB.
-  static std::vector<double> measure_fsync_us(const std::filesystem::path& dir, int n);
+  /// The fdatasync latency of the disk under `dir`: n timed pwrite+fdatasync of 4 KiB, either
+  /// appending to a growing file or overwriting a preallocated one (what the log does).
+  static std::vector<double> measure_fsync_us(const std::filesystem::path& dir, int n,
+                                              bool preallocated);
 
   struct impl;
 

@@ -36,7 +36,7 @@ const setting settings[] = {
     {"server", "advertise", &server_config::advertise, 0, 0,
      "address put in invocation bodies; empty = listen"},
     {"server", "segment_mb", &server_config::segment_mb, 1, 4096,
-     "size at which the log starts a new segment file, in MiB"},
+     "size of each preallocated log segment file, in MiB"},
     {"liveness", "ping_interval_ms", &server_config::ping_interval_ms, 1, 0xFFFFFFFFull,
      "how often a worker must send a frame"},
     {"liveness", "timeout_ms", &server_config::timeout_ms, 2, 0xFFFFFFFFull,

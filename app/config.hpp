@@ -16,7 +16,7 @@ struct server_config {
   std::string listen = "127.0.0.1:7400";
   std::string admin_listen = "127.0.0.1:7401";
   std::string advertise;
-  uint64_t segment_mb = 64;
+  uint64_t segment_mb = 16;
   // [liveness]
   uint32_t ping_interval_ms = 1000;
   uint32_t timeout_ms = 5000;
