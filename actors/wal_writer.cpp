@@ -118,25 +118,21 @@ bool write_file_durably(const fs::path& path, const bytes& data, std::string* er
 /// development machine that is 175 us instead of 240 us per commit (docs/benchmarks.md).
 std::string prepare_zero_file(const fs::path& path, uint64_t size) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return errno_text("create " + path.string());
+  if (fd < 0) return errno_text("create " + path.string());
   bytes zeros(1 << 20, 0);
   std::string err;
   for (uint64_t off = 0; off < size && err.empty(); off += zeros.size()) {
     auto n = static_cast<size_t>(std::min<uint64_t>(zeros.size(), size - off));
-    if (!write_all(fd, zeros.data(), n, off))
-      err = errno_text("preallocate " + path.string());
+    if (!write_all(fd, zeros.data(), n, off)) err = errno_text("preallocate " + path.string());
   }
-  if (err.empty() && ::fdatasync(fd) != 0)
-    err = errno_text("fdatasync " + path.string());
+  if (err.empty() && ::fdatasync(fd) != 0) err = errno_text("fdatasync " + path.string());
   ::close(fd);
   return err;
 }
 
 bool all_zero(const uint8_t* p, size_t n) {
   for (size_t i = 0; i < n; ++i)
-    if (p[i] != 0)
-      return false;
+    if (p[i] != 0) return false;
   return true;
 }
 
@@ -579,16 +575,15 @@ struct wal_writer::impl {
           cv.wait(lk, [&] { return !queue.empty() || stopping; });
           sleeping = false;
         }
-        if (queue.empty() && stopping)
-          return;
+        if (queue.empty() && stopping) return;
         work.swap(queue);
         queued.store(0, std::memory_order_release);
       }
       auto t0 = std::chrono::steady_clock::now();
       process(work);
       auto took = std::chrono::steady_clock::now() - t0;
-      spin_budget = std::min<std::chrono::nanoseconds>(
-        std::chrono::microseconds(opts.spin_us), 2 * took);
+      spin_budget =
+          std::min<std::chrono::nanoseconds>(std::chrono::microseconds(opts.spin_us), 2 * took);
       work.clear();
     }
   }
@@ -955,8 +950,7 @@ void wal_writer::submit(wal_entry e) {
     impl_->queued.store(impl_->queue.size(), std::memory_order_release);
     wake = impl_->sleeping;
   }
-  if (wake)
-    impl_->cv.notify_one();
+  if (wake) impl_->cv.notify_one();
 }
 
 void wal_writer::submit(std::vector<wal_entry> es) {
@@ -968,8 +962,7 @@ void wal_writer::submit(std::vector<wal_entry> es) {
     impl_->queued.store(impl_->queue.size(), std::memory_order_release);
     wake = impl_->sleeping;
   }
-  if (wake)
-    impl_->cv.notify_one();
+  if (wake) impl_->cv.notify_one();
 }
 
 void wal_writer::stop() {
@@ -983,7 +976,9 @@ void wal_writer::stop() {
   impl_->thread.join();
 }
 
-void wal_writer::inject_write_failure() { impl_->inject_failure = true; }
+void wal_writer::inject_write_failure() {
+  impl_->inject_failure = true;
+}
 
 epoch_t wal_writer::recovered_epoch(shard_id s) const {
   return impl_->shards.at(s.value()).epoch;
@@ -1001,8 +996,7 @@ wal_writer::stats wal_writer::get_stats() const {
 std::vector<double> wal_writer::measure_fsync_us(const fs::path& dir, int n, bool preallocated) {
   std::vector<double> out;
   auto path = dir / "fusee-disk-check.tmp";
-  if (preallocated && !prepare_zero_file(path, static_cast<uint64_t>(n) * 4096).empty())
-    return out;
+  if (preallocated && !prepare_zero_file(path, static_cast<uint64_t>(n) * 4096).empty()) return out;
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | (preallocated ? 0 : O_TRUNC) | O_CLOEXEC, 0644);
   if (fd < 0) return out;
   bytes block(4096, 0x5a);

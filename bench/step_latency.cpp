@@ -48,8 +48,7 @@ int main(int argc, char** argv) {
         return 1;
       }
       if (auto* d = std::get_if<proto::durable>(&*r))
-        if (!d->positions.empty() && d->positions.back().lsn.value() >= lsn)
-          break;
+        if (!d->positions.empty() && d->positions.back().lsn.value() >= lsn) break;
     }
     auto t1 = std::chrono::steady_clock::now();
     if (i >= 100)  // warm-up excluded

@@ -33,14 +33,12 @@ int main(int argc, char** argv) {
   std::vector<proto::lease> leases;
   for (int w = 0; w < workers; ++w) {
     auto c = client::connection::open(host, port);
-    if (!c)
-      return 1;
+    if (!c) return 1;
     conns.push_back(std::move(*c));
   }
   for (int w = 0; w < workers; ++w) {
     auto l = client::hello(conns[w], 0, (shards + workers - 1) / workers, "bench-tp");
-    if (!l)
-      return 1;
+    if (!l) return 1;
     leases.push_back(*l);
   }
   std::atomic<uint64_t> durable_total{0};
@@ -62,16 +60,14 @@ int main(int argc, char** argv) {
       while (!stop) {
         for (auto& [s, n] : next) {
           uint64_t free = in_flight - (n - 1 - durable[s]);
-          if (free == 0)
-            continue;
+          if (free == 0) continue;
           std::vector<proto::bytes> recs(free, rec);
           c.send(proto::append{proto::request_head{0, proto::shard_id{s}, proto::epoch_t{epoch[s]}},
                                proto::lsn_t{n}, std::move(recs)});
           n += free;
         }
         auto r = c.receive(std::chrono::milliseconds(100));
-        if (!r)
-          continue;
+        if (!r) continue;
         if (auto* d = std::get_if<proto::durable>(&*r))
           for (auto& p : d->positions) {
             auto& cur = durable[p.shard.value()];

@@ -1,6 +1,7 @@
 #include "protocol/messages.hpp"
 
 #include <array>
+#include <cstdio>
 #include <type_traits>
 #include <utility>
 
@@ -21,6 +22,15 @@ bool shardless(F& f, const request_head& h, const char* what) {
     return std::string{what} + " concerns no single shard: its head must carry shard " +
            "0xFFFFFFFF and epoch 0, not shard " + std::to_string(h.shard.value()) + " epoch " +
            std::to_string(h.epoch.value());
+  });
+}
+
+/// `version:u32`, checked as soon as it is read (PROTOCOL.md §5: right after the head).
+template <class F>
+bool version_field(F& f, uint32_t& version) {
+  return f("version", version) && f.check(version == protocol_version, err_code::version, [&] {
+    return "protocol version " + std::to_string(version) + " is not supported (this side speaks " +
+           std::to_string(protocol_version) + ")";
   });
 }
 
@@ -56,18 +66,13 @@ bool describe(F& f, idle_entry& x) {
 
 template <class F>
 bool describe(F& f, hello& x) {
-  return f("head", x.head) && f("version", x.version) &&
-         f.check(x.version == protocol_version, err_code::version,
-                 [&] {
-                   return "protocol version " + std::to_string(x.version) +
-                          " is not supported (this side speaks " +
-                          std::to_string(protocol_version) + ")";
-                 }) &&
-         f("offers", x.offers) &&
+  return f("head", x.head) && version_field(f, x.version) && f("offers", x.offers) &&
          f.check((x.offers & ~known_offers) == 0, err_code::bad_offer,
                  [&] {
-                   return "offers 0x" + std::to_string(x.offers) +
-                          " include unknown bits (known: " + "INVOKED=1, SERVE_CALLS=2)";
+                   char hex[16];
+                   std::snprintf(hex, sizeof(hex), "0x%x", x.offers);
+                   return std::string{"offers "} + hex +
+                          " include unknown bits (known: INVOKED=1, SERVE_CALLS=2)";
                  }) &&
          f("max_shards", x.max_shards) &&
          ((x.offers & offer_invoked) == 0 ||
@@ -109,14 +114,8 @@ bool describe(F& f, ping& x) {
 
 template <class F>
 bool describe(F& f, client_hello& x) {
-  return f("head", x.head) && f("version", x.version) &&
-         f.check(x.version == protocol_version, err_code::version,
-                 [&] {
-                   return "protocol version " + std::to_string(x.version) +
-                          " is not supported (this side speaks " +
-                          std::to_string(protocol_version) + ")";
-                 }) &&
-         f("name", x.name) && shardless(f, x.head, "CLIENT_HELLO");
+  return f("head", x.head) && version_field(f, x.version) && f("name", x.name) &&
+         shardless(f, x.head, "CLIENT_HELLO");
 }
 
 template <class F>

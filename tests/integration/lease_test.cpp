@@ -8,21 +8,10 @@ using proto::err_code;
 
 namespace {
 
-struct fixture {
-  temp_dir tmp;
-  server_process server;
-  explicit fixture(std::string toml = "[server]\nshards = 4\n")
-      : server(tmp.path() / "data", std::move(toml)) {
-    auto err = server.start();
-    REQUIRE_MESSAGE(err.empty(), err);
-  }
-  peer connect() { return peer{server.connect()}; }
-};
+using fixture = server_fixture;
 
 uint64_t epoch_of(const proto::lease& l, uint32_t shard) {
-  for (auto& g : l.grants)
-    if (g.shard.value() == shard) return g.epoch.value();
-  return 0;
+  return test::epoch_of(l.grants, shard);
 }
 
 }  // namespace

@@ -7,14 +7,8 @@ using namespace fusee::test;
 
 namespace {
 
-struct fixture {
-  temp_dir tmp;
-  server_process server;
-  explicit fixture(std::string toml = "[server]\nshards = 4\n")
-      : server(tmp.path() / "data", std::move(toml)) {
-    auto err = server.start();
-    REQUIRE_MESSAGE(err.empty(), err);
-  }
+struct fixture : server_fixture {
+  using server_fixture::server_fixture;
   peer client() {
     peer c{server.connect()};
     REQUIRE(c.conn.send(proto::client_hello{proto::request_head{1}, 1, "test-client"}));
@@ -22,19 +16,13 @@ struct fixture {
     CHECK(proto::client_hello_shard_count(ok) == 4u);
     return c;
   }
-  peer worker() { return peer{server.connect()}; }
+  peer worker() { return connect(); }
 };
 
 void call(peer& c, uint64_t id, uint32_t shard, uint32_t park_ms = 5000) {
   REQUIRE(
       c.conn.send(proto::call{proto::request_head{id, proto::shard_id{shard}, proto::epoch_t{0}},
                               "start", "order", record(R"({"n":1})"), park_ms}));
-}
-
-uint64_t epoch_of(const std::vector<proto::grant_entry>& grants, uint32_t shard) {
-  for (auto& g : grants)
-    if (g.shard.value() == shard) return g.epoch.value();
-  return 0;
 }
 
 std::string text(const proto::bytes& b) {

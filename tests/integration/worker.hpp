@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "client/connection.hpp"
+#include "server_process.hpp"
 
 namespace fusee::test {
 
@@ -100,6 +101,25 @@ struct peer {
 
   void ping(uint64_t id = 99) { REQUIRE(conn.send(proto::ping{proto::request_head{id}})); }
 };
+
+/// A server on a fresh data dir, started with `toml` as its configuration.
+struct server_fixture {
+  temp_dir tmp;
+  server_process server;
+  explicit server_fixture(std::string toml = "[server]\nshards = 4\n")
+      : server(tmp.path() / "data", std::move(toml)) {
+    auto err = server.start();
+    REQUIRE_MESSAGE(err.empty(), err);
+  }
+  peer connect() { return peer{server.connect()}; }
+};
+
+/// The epoch a grant list gives `shard`, or 0.
+inline uint64_t epoch_of(const std::vector<proto::grant_entry>& grants, uint32_t shard) {
+  for (auto& g : grants)
+    if (g.shard.value() == shard) return g.epoch.value();
+  return 0;
+}
 
 /// Keeps a connection alive: sends PING every `every` from its own thread (pacing, not syncing).
 class pinger {
