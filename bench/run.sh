@@ -55,9 +55,9 @@ pg_latency() {  # -> "p50 p99" in microseconds, single client
   cat "$work"/pgsock/pgbench_log.* | awk '{print $3}' | sort -n |
     awk '{a[NR]=$1} END {printf "%d %d\n", a[int(NR*0.5)], a[int(NR*0.99)]}'
 }
-pg_tps() {  # concurrency -> records per second
+pg_tps() {  # concurrency -> records per second (pgbench excludes its connection time; -T covers it)
   runuser -u postgres -- "$PG_BIN/pgbench" -h 127.0.0.1 -p "$pg_port" -n -c "$1" -j 2 \
-    -T "$SECONDS_TP" -f "$work/insert.sql" postgres >"$work/pgsock/pgbench.out" 2>&1 || true
+    -T "$((SECONDS_TP * 2))" -f "$work/insert.sql" postgres >"$work/pgsock/pgbench.out" 2>&1 || true
   local tps
   tps=$(awk '/^tps/ {printf "%d\n", $3}' "$work/pgsock/pgbench.out")
   if [ -z "$tps" ]; then sed 's/^/  pgbench: /' "$work/pgsock/pgbench.out" >&2; echo 0; else echo "$tps"; fi
