@@ -21,6 +21,7 @@ using relay_atom = caf::atom_constant<caf::atom("relay")>;
 using msgack_atom = caf::atom_constant<caf::atom("msgack")>;
 using expire_atom = caf::atom_constant<caf::atom("expire")>;
 using write_atom = caf::atom_constant<caf::atom("write")>;
+using queued_atom = caf::atom_constant<caf::atom("queued")>;
 using close_atom = caf::atom_constant<caf::atom("close")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;

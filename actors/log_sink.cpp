@@ -1,6 +1,7 @@
 #include "actors/log_sink.hpp"
 
 #include "actors/atoms.hpp"
+#include "actors/out_lane.hpp"
 
 namespace fusee::server {
 
@@ -9,9 +10,9 @@ void log_sink::set_directory(caf::actor d) {
   directory_ = std::move(d);
 }
 
-void log_sink::add_session(session_id s, caf::actor a) {
+void log_sink::add_session(session_id s, caf::actor a, std::shared_ptr<out_lane> lane) {
   std::lock_guard<std::mutex> lk{mtx_};
-  sessions_[s] = std::move(a);
+  sessions_[s] = target{std::move(a), std::move(lane)};
 }
 
 void log_sink::remove_session(session_id s) {
@@ -20,14 +21,17 @@ void log_sink::remove_session(session_id s) {
 }
 
 void log_sink::send_frame(session_id s, const proto::any_message& m) {
-  caf::actor a;
+  target t;
   {
     std::lock_guard<std::mutex> lk{mtx_};
     auto i = sessions_.find(s);
     if (i == sessions_.end()) return;  // the connection is gone; its lease ended with it
-    a = i->second;
+    t = i->second;
   }
-  caf::anon_send(a, write_atom::value, proto::encode(m));
+  // Straight to the socket from this (the writer) thread when the lane is clear.
+  proto::bytes rest;
+  if (t.lane->try_send(proto::encode(m), &rest) == out_lane::outcome::queue_it)
+    caf::anon_send(t.actor, queued_atom::value, std::move(rest));
 }
 
 void log_sink::on_durable(session_id s, std::vector<proto::position> positions) {

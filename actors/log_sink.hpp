@@ -2,6 +2,7 @@
 // sessions and messages for the directory. Every method runs on the writer thread and only sends.
 #pragma once
 
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 
@@ -11,10 +12,12 @@
 
 namespace fusee::server {
 
+class out_lane;
+
 class log_sink final : public wal_sink {
 public:
   void set_directory(caf::actor d);
-  void add_session(session_id s, caf::actor a);
+  void add_session(session_id s, caf::actor a, std::shared_ptr<out_lane> lane);
   void remove_session(session_id s);
 
   void on_durable(session_id s, std::vector<proto::position> positions) override;
@@ -29,7 +32,11 @@ private:
 
   std::mutex mtx_;
   caf::actor directory_;
-  std::unordered_map<session_id, caf::actor> sessions_;
+  struct target {
+    caf::actor actor;
+    std::shared_ptr<out_lane> lane;
+  };
+  std::unordered_map<session_id, target> sessions_;
 };
 
 }  // namespace fusee::server

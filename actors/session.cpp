@@ -1,11 +1,20 @@
 #include "actors/session.hpp"
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <caf/io/all.hpp>
 
 #include "actors/atoms.hpp"
 #include "actors/log_sink.hpp"
+#include "actors/out_lane.hpp"
 #include "actors/wal_writer.hpp"
 #include "protocol/messages.hpp"
 
@@ -22,6 +31,7 @@ enum class role { none, worker, client };
 struct session_state {
   session_config cfg;
   caf::io::connection_handle hdl;
+  std::shared_ptr<out_lane> lane;
   session_id id = 0;
   caf::actor directory;
   wal_writer* wal = nullptr;
@@ -139,18 +149,21 @@ void handle(session_ptr self, proto::any_message&& msg) {
       std::move(msg));
 }
 
-caf::behavior session_fn(session_ptr self, caf::io::connection_handle hdl, session_config cfg,
-                         caf::actor directory, wal_writer* wal, log_sink* sink) {
+caf::behavior session_fn(session_ptr self, caf::io::connection_handle hdl, int fd,
+                         session_config cfg, caf::actor directory, wal_writer* wal,
+                         log_sink* sink) {
   auto& st = self->state;
   st.cfg = cfg;
   st.hdl = hdl;
+  st.lane = std::make_shared<out_lane>(fd);
   st.id = next_session_id++;
   st.directory = std::move(directory);
   st.wal = wal;
   st.sink = sink;
   st.last_rx = self->clock().now();
-  sink->add_session(st.id, caf::actor_cast<caf::actor>(self));
+  sink->add_session(st.id, caf::actor_cast<caf::actor>(self), st.lane);
   self->configure_read(hdl, caf::io::receive_policy::at_most(64 * 1024));
+  self->ack_writes(hdl, true);
   return {
       [=](const caf::io::new_data_msg& msg) {
         auto& st = self->state;
@@ -173,6 +186,13 @@ caf::behavior session_fn(session_ptr self, caf::io::connection_handle hdl, sessi
         }
       },
       [=](write_atom, const bytes& frame) { write_bytes(self, frame); },
+      [=](queued_atom, const bytes& counted) {  // the lane already counted these bytes
+        auto& st = self->state;
+        if (st.closing) return;
+        self->write(st.hdl, counted.size(), counted.data());
+        self->flush(st.hdl);
+      },
+      [=](const caf::io::data_transferred_msg& msg) { self->state.lane->transferred(msg.written); },
       [=](close_atom, const bytes& frame) {
         write_bytes(self, frame);
         shutdown(self);
@@ -198,45 +218,84 @@ caf::behavior session_fn(session_ptr self, caf::io::connection_handle hdl, sessi
   };
 }
 
-struct acceptor_state {
-  uint16_t port = 0;
-  static inline const char* name = "acceptor";
-};
+using accept_atom = caf::atom_constant<caf::atom("accept")>;
 
-using acceptor_ptr = caf::stateful_actor<acceptor_state, caf::io::broker>*;
-
-caf::behavior acceptor_fn(acceptor_ptr self, std::string host, uint16_t port, session_config cfg,
-                          caf::actor directory, wal_writer* wal, log_sink* sink) {
-  auto res = self->add_tcp_doorman(port, host.c_str(), true);
-  if (!res) {
-    self->quit(res.error());
-    return {};
-  }
-  self->state.port = res->second;
+caf::behavior acceptor_fn(caf::io::broker* self, session_config cfg, caf::actor directory,
+                          wal_writer* wal, log_sink* sink) {
   return {
-      [=](const caf::io::new_connection_msg& msg) {
-        self->fork(session_fn, msg.handle, cfg, directory, wal, sink);
+      [=](accept_atom, int fd) {
+        auto hdl = self->add_scribe(fd);
+        self->fork(session_fn, hdl, fd, cfg, directory, wal, sink);
       },
-      [=](caf::get_atom) { return self->state.port; },
-      [=](const caf::io::acceptor_closed_msg&) { self->quit(); },
   };
 }
 
 }  // namespace
 
-caf::expected<caf::actor> spawn_acceptor(caf::actor_system& sys, const std::string& host,
-                                         uint16_t port, session_config cfg, caf::actor directory,
-                                         wal_writer* wal, log_sink* sink, uint16_t* bound) {
-  auto a = sys.middleman().spawn_broker(acceptor_fn, host, port, cfg, directory, wal, sink);
-  caf::scoped_actor self{sys};
-  caf::error failure;
-  self->request(a, std::chrono::seconds(5), caf::get_atom::value)
-      .receive([&](uint16_t p) { *bound = p; }, [&](caf::error& e) { failure = std::move(e); });
-  if (failure)
-    return caf::make_error(caf::sec::cannot_open_port, "cannot listen on " + host + ":" +
-                                                           std::to_string(port) + ": " +
-                                                           sys.render(failure));
-  return a;
+std::unique_ptr<listener> listener::start(caf::actor_system& sys, const std::string& host,
+                                          uint16_t port, session_config cfg, caf::actor directory,
+                                          wal_writer* wal, log_sink* sink, std::string* err) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  auto port_text = std::to_string(port);
+  if (int rc = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &res); rc != 0) {
+    *err = "cannot resolve listen host " + host + ": " + gai_strerror(rc);
+    return nullptr;
+  }
+  int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  bool ok = fd >= 0 && ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
+            ::bind(fd, res->ai_addr, res->ai_addrlen) == 0 && ::listen(fd, 1024) == 0;
+  ::freeaddrinfo(res);
+  if (!ok) {
+    *err = "cannot listen on " + host + ":" + port_text + ": " + std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    return nullptr;
+  }
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::unique_ptr<listener> l{new listener};
+  l->fd_ = fd;
+  l->port_ = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
+                                              : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  auto broker = sys.middleman().spawn_broker(acceptor_fn, cfg, directory, wal, sink);
+  l->broker_ = new caf::actor(broker);
+  l->thread_ = std::thread([fd, broker] {
+    for (;;) {
+      int c = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (c < 0) {
+        if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE)
+          continue;  // EMFILE: keep serving the connections we have
+        return;      // the socket was shut down: stop
+      }
+      int on = 1;
+      ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+      caf::anon_send(broker, accept_atom::value, c);
+    }
+  });
+  return l;
+}
+
+void listener::stop() {
+  if (fd_ >= 0) {
+    ::shutdown(fd_, SHUT_RDWR);
+    if (thread_.joinable()) thread_.join();
+    ::close(fd_);
+    fd_ = -1;
+  }
+  if (broker_) {
+    caf::anon_send_exit(*broker_, caf::exit_reason::user_shutdown);
+    delete broker_;
+    broker_ = nullptr;
+  }
+}
+
+listener::~listener() {
+  stop();
 }
 
 }  // namespace fusee::server

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include <caf/fwd.hpp>
 
@@ -19,10 +21,26 @@ struct session_config {
   uint32_t timeout_ms = 5000;
 };
 
-/// Spawns the broker that accepts connections on host:port (0 = any free port) and forks a
-/// session for each. `*bound` receives the port.
-caf::expected<caf::actor> spawn_acceptor(caf::actor_system& sys, const std::string& host,
+/// Accepts connections on host:port with its own thread (so each session knows its socket and
+/// can share it with the log's writer thread, see out_lane.hpp) and hands each to a broker that
+/// forks a session.
+class listener {
+public:
+  /// Binds host:port (0 = any free port) and starts accepting; nullptr and `*err` on failure.
+  static std::unique_ptr<listener> start(caf::actor_system& sys, const std::string& host,
                                          uint16_t port, session_config cfg, caf::actor directory,
-                                         wal_writer* wal, log_sink* sink, uint16_t* bound);
+                                         wal_writer* wal, log_sink* sink, std::string* err);
+  ~listener();
+  uint16_t port() const { return port_; }
+  /// Stops accepting and ends the broker; open sessions end when the actor system does.
+  void stop();
+
+private:
+  listener() = default;
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  caf::actor* broker_ = nullptr;
+  std::thread thread_;
+};
 
 }  // namespace fusee::server

@@ -67,16 +67,17 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
         server::directory_config{cfg.shards, cfg.ping_interval_ms, cfg.timeout_ms, cfg.park_ms},
         wal.get());
     sink.set_directory(directory);
-    uint16_t port = 0;
-    auto acceptor = server::spawn_acceptor(
+    std::string lerr;
+    auto acceptor = server::listener::start(
         sys, listen->host, listen->port,
         server::session_config{cfg.shards, cfg.ping_interval_ms, cfg.timeout_ms}, directory,
-        wal.get(), &sink, &port);
+        wal.get(), &sink, &lerr);
     if (!acceptor) {
-      std::fprintf(stderr, "fusee server: %s\n", sys.render(acceptor.error()).c_str());
+      std::fprintf(stderr, "fusee server: %s\n", lerr.c_str());
       caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
       rc = 1;
     } else {
+      uint16_t port = acceptor->port();
       std::fprintf(stderr, "fusee server: %u shards, workers and clients on %s:%u\n", cfg.shards,
                    listen->host.c_str(), port);
       if (!ready_file.empty()) {
@@ -90,7 +91,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       int sig = 0;
       sigwait(&stop_signals, &sig);
       std::fprintf(stderr, "fusee server: signal %d, stopping\n", sig);
-      caf::anon_send_exit(*acceptor, caf::exit_reason::user_shutdown);
+      acceptor->stop();
       caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
     }
     wal->stop();
