@@ -185,7 +185,7 @@ TEST_CASE("damage before the tail stops the start with a clear message") {
   CHECK(err.find("not the last segment") != std::string::npos);
 }
 
-TEST_CASE("RECOVER_LOG pages a large shard; the first record always comes") {
+TEST_CASE("RECOVER_LOG pages a large shard, the first record always comes") {
   temp_dir tmp;
   server_process server(tmp.path() / "data", "[server]\nshards = 1\n");
   REQUIRE(server.start().empty());

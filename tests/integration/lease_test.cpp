@@ -41,7 +41,7 @@ TEST_CASE("a worker leases every free shard, appends and is told when records ar
   CHECK(w.expect<proto::ok>().id == 7);
 }
 
-TEST_CASE("appends that break the rules are refused with the right code; the connection stays") {
+TEST_CASE("appends that break the rules are refused with the right code, the connection stays") {
   fixture f;
   auto w = f.connect();
   auto lease = w.hello();
@@ -58,7 +58,7 @@ TEST_CASE("appends that break the rules are refused with the right code; the con
   REQUIRE(w.wait_durable(0, 1));
 }
 
-TEST_CASE("a standby takes over with higher epochs; the deposed worker is fenced") {
+TEST_CASE("a standby takes over with higher epochs, the deposed worker is fenced") {
   fixture f{"[server]\nshards = 4\n[liveness]\nping_interval_ms = 50\ntimeout_ms = 300\n"};
   auto w1 = f.connect();
   auto l1 = w1.hello();
@@ -134,7 +134,7 @@ TEST_CASE("a closed connection hands its shards to the standby in connection ord
   CHECK_FALSE(w3.conn.receive(200ms));  // the later standby gets nothing
 }
 
-TEST_CASE("max_shards limits a worker; the rest goes to the next") {
+TEST_CASE("max_shards limits a worker, the rest goes to the next") {
   fixture f;
   auto w1 = f.connect();
   auto l1 = w1.hello(proto::offer_serve_calls, 1);

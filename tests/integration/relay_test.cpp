@@ -90,7 +90,7 @@ TEST_CASE("a parked call expires with status 2 and a JSON error") {
   CHECK(waited >= std::chrono::milliseconds(150));
 }
 
-TEST_CASE("a call whose holder goes away in flight fails with status 3; bad shards with 4") {
+TEST_CASE("a call whose holder goes away in flight fails with status 3, bad shards with 4") {
   fixture f;
   auto w = f.worker();
   w.hello();
@@ -107,7 +107,7 @@ TEST_CASE("a call whose holder goes away in flight fails with status 3; bad shar
   CHECK(bad.status == uint8_t(proto::call_status::bad_request));
 }
 
-TEST_CASE("messages are relayed to the target's holder or parked; acks go back to the sender") {
+TEST_CASE("messages are relayed to the target's holder or parked, acks go back to the sender") {
   fixture f;
   auto w1 = f.worker();
   auto l1 = w1.hello(proto::offer_serve_calls, 2);  // shards 0 and 1
