@@ -1,6 +1,7 @@
 #include "app/config.hpp"
 
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <variant>
 
@@ -11,10 +12,13 @@ namespace fusee::app {
 
 namespace {
 
-using field = std::variant<std::string server_config::*, uint32_t server_config::*,
-                           uint64_t server_config::*>;
+namespace fs = std::filesystem;
 
+/// One declared setting of a config struct C: where it lives, its bounds and what it means.
+template <class C>
 struct setting {
+  using field =
+      std::variant<std::string C::*, uint32_t C::*, uint64_t C::*, std::vector<std::string> C::*>;
   const char* table;
   const char* key;
   field target;
@@ -24,8 +28,10 @@ struct setting {
   bool is_path = false;
 };
 
-// Every setting, once. Defaults are the member initialisers of server_config.
-const setting settings[] = {
+constexpr uint64_t u32_max = 0xFFFFFFFFull;
+
+// Every setting, once. Defaults are the member initialisers of server_config / endpoint_config.
+const setting<server_config> server_settings[] = {
     {"server", "data_dir", &server_config::data_dir, 0, 0, "data directory, created if missing",
      true},
     {"server", "shards", &server_config::shards, 1, 0xFFFFFFFEull,
@@ -37,19 +43,41 @@ const setting settings[] = {
      "address put in invocation bodies; empty = listen"},
     {"server", "segment_mb", &server_config::segment_mb, 1, 4096,
      "size of each preallocated log segment file, in MiB"},
-    {"liveness", "ping_interval_ms", &server_config::ping_interval_ms, 1, 0xFFFFFFFFull,
+    {"liveness", "ping_interval_ms", &server_config::ping_interval_ms, 1, u32_max,
      "how often a worker must send a frame"},
-    {"liveness", "timeout_ms", &server_config::timeout_ms, 2, 0xFFFFFFFFull,
+    {"liveness", "timeout_ms", &server_config::timeout_ms, 2, u32_max,
      "silence after which a worker's leases are revoked; more than ping_interval_ms"},
-    {"invoker", "park_ms", &server_config::park_ms, 1, 0xFFFFFFFFull,
+    {"invoker", "park_ms", &server_config::park_ms, 1, u32_max,
      "the longest a call or message waits for a holder"},
-    {"invoker", "close_grace_ms", &server_config::close_grace_ms, 0, 0xFFFFFFFFull,
+    {"invoker", "close_grace_ms", &server_config::close_grace_ms, 0, u32_max,
      "after a 2xx, how long before an invocation's leases are revoked"},
 };
 
-const setting* find(std::string_view table, std::string_view key) {
-  for (auto& s : settings)
-    if (table == s.table && key == s.key) return &s;
+const setting<endpoint_config> endpoint_settings[] = {
+    {"endpoint", "url", &endpoint_config::url, 0, 0, "http:// or https:// URL to POST to"},
+    {"endpoint", "types", &endpoint_config::types, 0, 0,
+     "workflow types it has code for; empty = every type"},
+    {"endpoint", "secret_file", &endpoint_config::secret_file, 0, 0,
+     "file holding the HMAC secret (required unless mutual TLS)", true},
+    {"endpoint", "concurrency", &endpoint_config::concurrency, 1, u32_max,
+     "invocations in flight at once"},
+    {"endpoint", "budget_ms", &endpoint_config::budget_ms, 1, u32_max,
+     "how long one invocation may run"},
+    {"endpoint", "max_shards", &endpoint_config::max_shards, 0, u32_max,
+     "shards per invocation; 0 = no limit"},
+    {"endpoint", "grace_ms", &endpoint_config::grace_ms, 0, u32_max,
+     "how much longer than the budget to wait for an answer before fencing"},
+    {"endpoint", "ca_file", &endpoint_config::ca_file, 0, 0, "https: CA of the endpoint", true},
+    {"endpoint", "cert_file", &endpoint_config::cert_file, 0, 0,
+     "https: client certificate for mutual TLS", true},
+    {"endpoint", "key_file", &endpoint_config::key_file, 0, 0, "https: client key for mutual TLS",
+     true},
+};
+
+template <class C, size_t N>
+const setting<C>* find(const setting<C> (&table)[N], std::string_view tname, std::string_view key) {
+  for (auto& s : table)
+    if (tname == s.table && key == s.key) return &s;
   return nullptr;
 }
 
@@ -57,6 +85,89 @@ std::string where(const std::string& file, const toml::node& n) {
   std::ostringstream out;
   out << file << ":" << n.source().begin.line;
   return out.str();
+}
+
+/// Stores `node` into the field `s` names; an error names the file, line and key.
+template <class C>
+std::optional<std::string> apply(const setting<C>& s, const toml::node& node, C& cfg,
+                                 const std::string& file, const fs::path& base,
+                                 const std::string& name) {
+  auto wrong = [&](const char* want) {
+    return where(file, node) + ": `" + name + "` has the wrong type (expected " + want + ")";
+  };
+  return std::visit(
+      [&](auto member) -> std::optional<std::string> {
+        using T = std::remove_reference_t<decltype(cfg.*member)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          auto v = node.template value<std::string>();
+          if (!v || !node.is_string()) return wrong("a string");
+          cfg.*member = s.is_path && !v->empty() && !base.empty() && fs::path(*v).is_relative()
+                            ? (base / *v).string()
+                            : *v;
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          auto* arr = node.as_array();
+          if (arr == nullptr) return wrong("an array of strings");
+          T out;
+          for (auto& el : *arr) {
+            auto v = el.template value<std::string>();
+            if (!v || !el.is_string()) return wrong("an array of strings");
+            out.push_back(*v);
+          }
+          cfg.*member = std::move(out);
+        } else {
+          auto v = node.template value<int64_t>();
+          if (!v || !node.is_integer()) return wrong("an integer");
+          if (*v < 0 || static_cast<uint64_t>(*v) < s.min || static_cast<uint64_t>(*v) > s.max)
+            return where(file, node) + ": `" + name + "` = " + std::to_string(*v) + " is outside " +
+                   std::to_string(s.min) + ".." + std::to_string(s.max);
+          cfg.*member = static_cast<T>(*v);
+        }
+        return std::nullopt;
+      },
+      s.target);
+}
+
+template <class C, size_t N>
+std::optional<std::string> check_ranges(const setting<C> (&table)[N], const C& cfg,
+                                        const std::string& prefix) {
+  for (auto& s : table) {
+    uint64_t v = 0;
+    bool numeric = true;
+    if (auto* m32 = std::get_if<uint32_t C::*>(&s.target))
+      v = cfg.**m32;
+    else if (auto* m64 = std::get_if<uint64_t C::*>(&s.target))
+      v = cfg.**m64;
+    else
+      numeric = false;
+    if (numeric && (v < s.min || v > s.max))
+      return "`" + prefix + s.table + "." + s.key + "` = " + std::to_string(v) + " is outside " +
+             std::to_string(s.min) + ".." + std::to_string(s.max);
+  }
+  return std::nullopt;
+}
+
+template <class C, size_t N>
+void describe(std::ostringstream& out, const setting<C> (&table)[N], const char* open) {
+  C defaults;
+  for (auto& s : table) {
+    out << open << s.table << (open[1] == '[' ? "]] " : "] ") << s.key << " = ";
+    std::visit(
+        [&](auto member) {
+          using T = std::remove_reference_t<decltype(defaults.*member)>;
+          if constexpr (std::is_same_v<T, std::string>)
+            out << '"' << defaults.*member << '"';
+          else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+            out << "[]";
+          else
+            out << defaults.*member << "  (" << s.min << ".." << s.max << ")";
+        },
+        s.target);
+    out << "\n    " << s.description << "\n";
+  }
+}
+
+bool starts_with(const std::string& s, const char* prefix) {
+  return s.rfind(prefix, 0) == 0;
 }
 
 }  // namespace
@@ -81,71 +192,42 @@ std::optional<std::string> load_toml(const std::string& file, server_config& cfg
     out << file << ":" << e.source().begin.line << ": " << e.description();
     return out.str();
   }
-  auto base = std::filesystem::path(file).parent_path();
+  auto base = fs::path(file).parent_path();
   for (auto&& [table_name, table_node] : root) {
     std::string tname{table_name.str()};
-    if (tname == "endpoint")
-      return where(file, table_node) +
-             ": [[endpoint]] tables are not supported by this build yet (they arrive with the "
-             "invoker)";
+    if (tname == "endpoint") {
+      auto* arr = table_node.as_array();
+      if (arr == nullptr || !arr->is_array_of_tables())
+        return where(file, table_node) + ": `endpoint` must be written as [[endpoint]] tables";
+      for (auto& ep_node : *arr) {
+        endpoint_config ep;
+        for (auto&& [key_name, node] : *ep_node.as_table()) {
+          std::string key{key_name.str()};
+          auto* s = find(endpoint_settings, tname, key);
+          if (s == nullptr)
+            return where(file, node) + ": unknown key `endpoint." + key + "` in [[endpoint]]";
+          if (auto err = apply(*s, node, ep, file, base, "endpoint." + key)) return err;
+        }
+        cfg.endpoints.push_back(std::move(ep));
+      }
+      continue;
+    }
     auto* tbl = table_node.as_table();
     if (tbl == nullptr)
       return where(file, table_node) + ": unknown key `" + tname +
-             "` (expected a table: [server], [liveness] or [invoker])";
+             "` (expected [server], [liveness], [invoker] or [[endpoint]])";
     for (auto&& [key_name, node] : *tbl) {
       std::string key{key_name.str()};
-      auto* s = find(tname, key);
+      auto* s = find(server_settings, tname, key);
       if (s == nullptr) return where(file, node) + ": unknown key `" + tname + "." + key + "`";
-      std::string name = tname + "." + key;
-      bool ok = false;
-      try {
-        ok = std::visit(
-            [&](auto member) -> bool {
-              using T = std::remove_reference_t<decltype(cfg.*member)>;
-              if constexpr (std::is_same_v<T, std::string>) {
-                auto v = node.template value<std::string>();
-                if (!v) return false;
-                cfg.*member = s->is_path && !v->empty() && !base.empty() &&
-                                      std::filesystem::path(*v).is_relative()
-                                  ? (base / *v).string()
-                                  : *v;
-                return true;
-              } else {
-                auto v = node.template value<int64_t>();
-                if (!v || !node.is_integer()) return false;
-                if (*v < 0 || static_cast<uint64_t>(*v) < s->min ||
-                    static_cast<uint64_t>(*v) > s->max)
-                  throw std::out_of_range(where(file, node) + ": `" + name +
-                                          "` = " + std::to_string(*v) + " is outside " +
-                                          std::to_string(s->min) + ".." + std::to_string(s->max));
-                cfg.*member = static_cast<T>(*v);
-                return true;
-              }
-            },
-            s->target);
-      } catch (const std::out_of_range& e) {
-        return std::string{e.what()};
-      }
-      if (!ok)
-        return where(file, node) + ": `" + name + "` has the wrong type (expected " +
-               (std::holds_alternative<std::string server_config::*>(s->target) ? "a string"
-                                                                                : "an integer") +
-               ")";
+      if (auto err = apply(*s, node, cfg, file, base, tname + "." + key)) return err;
     }
   }
   return std::nullopt;
 }
 
-std::optional<std::string> validate(const server_config& cfg) {
-  for (auto& s : settings) {
-    std::string name = std::string{s.table} + "." + s.key;
-    auto* num32 = std::get_if<uint32_t server_config::*>(&s.target);
-    auto* num64 = std::get_if<uint64_t server_config::*>(&s.target);
-    uint64_t v = num32 ? cfg.**num32 : num64 ? cfg.**num64 : 0;
-    if ((num32 || num64) && (v < s.min || v > s.max))
-      return "`" + name + "` = " + std::to_string(v) + " is outside " + std::to_string(s.min) +
-             ".." + std::to_string(s.max);
-  }
+std::optional<std::string> validate(server_config& cfg) {
+  if (auto err = check_ranges(server_settings, cfg, "")) return err;
   if (cfg.timeout_ms <= cfg.ping_interval_ms)
     return "`liveness.timeout_ms` (" + std::to_string(cfg.timeout_ms) +
            ") must be greater than `liveness.ping_interval_ms` (" +
@@ -157,25 +239,42 @@ std::optional<std::string> validate(const server_config& cfg) {
   if (!cfg.advertise.empty() && !parse_host_port(cfg.advertise))
     return "`server.advertise` = \"" + cfg.advertise + "\" is not host:port";
   if (cfg.data_dir.empty()) return "`server.data_dir` is empty";
+  for (size_t i = 0; i < cfg.endpoints.size(); ++i) {
+    auto& ep = cfg.endpoints[i];
+    std::string which = "[[endpoint]] #" + std::to_string(i + 1) +
+                        (ep.url.empty() ? std::string{} : " (" + ep.url + ")") + ": ";
+    if (auto err = check_ranges(endpoint_settings, ep, "")) return which + *err;
+    if (ep.url.empty()) return which + "`endpoint.url` is required";
+    bool https = starts_with(ep.url, "https://");
+    if (!https && !starts_with(ep.url, "http://"))
+      return which + "`endpoint.url` must start with http:// or https://";
+    if (!https && (!ep.ca_file.empty() || !ep.cert_file.empty() || !ep.key_file.empty()))
+      return which + "`endpoint.ca_file`, `cert_file` and `key_file` need an https:// url";
+    if (ep.cert_file.empty() != ep.key_file.empty())
+      return which + "`endpoint.cert_file` and `endpoint.key_file` go together";
+    for (auto* f : {&ep.ca_file, &ep.cert_file, &ep.key_file})
+      if (!f->empty() && !fs::exists(*f)) return which + "file " + *f + " does not exist";
+    bool mutual_tls = !ep.cert_file.empty();
+    if (ep.secret_file.empty()) {
+      if (!mutual_tls)
+        return which + "`endpoint.secret_file` is required unless the endpoint uses mutual TLS";
+      continue;
+    }
+    std::ifstream in(ep.secret_file, std::ios::binary);
+    if (!in) return which + "`endpoint.secret_file` " + ep.secret_file + " cannot be read";
+    std::string secret{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r'))
+      secret.pop_back();
+    if (secret.empty()) return which + "`endpoint.secret_file` " + ep.secret_file + " is empty";
+    ep.secret = std::move(secret);
+  }
   return std::nullopt;
 }
 
 std::string describe_settings() {
-  server_config defaults;
   std::ostringstream out;
-  for (auto& s : settings) {
-    out << "[" << s.table << "] " << s.key << " = ";
-    std::visit(
-        [&](auto member) {
-          using T = std::remove_reference_t<decltype(defaults.*member)>;
-          if constexpr (std::is_same_v<T, std::string>)
-            out << '"' << defaults.*member << '"';
-          else
-            out << defaults.*member << "  (" << s.min << ".." << s.max << ")";
-        },
-        s.target);
-    out << "\n    " << s.description << "\n";
-  }
+  describe(out, server_settings, "[");
+  describe(out, endpoint_settings, "[[");
   return out.str();
 }
 

@@ -9,6 +9,21 @@
 
 namespace fusee::app {
 
+/// One `[[endpoint]]` table: an HTTP endpoint the invoker may wake.
+struct endpoint_config {
+  std::string url;
+  std::vector<std::string> types;  ///< workflow types it has code for; empty = all
+  std::string secret_file;
+  std::string secret;  ///< the file's bytes less trailing CR/LF; never logged
+  uint32_t concurrency = 16;
+  uint32_t budget_ms = 60000;
+  uint32_t max_shards = 0;  ///< 0 = no limit
+  uint32_t grace_ms = 30000;
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+};
+
 struct server_config {
   // [server]
   std::string data_dir = "./data";
@@ -23,6 +38,8 @@ struct server_config {
   // [invoker]
   uint32_t park_ms = 30000;
   uint32_t close_grace_ms = 2000;
+  // [[endpoint]]
+  std::vector<endpoint_config> endpoints;
 };
 
 struct host_port {
@@ -37,8 +54,9 @@ std::optional<host_port> parse_host_port(const std::string& text);
 /// Returns an error naming the key and the file on unknown keys, wrong types or bad ranges.
 std::optional<std::string> load_toml(const std::string& file, server_config& cfg);
 
-/// Checks ranges and cross-setting rules; the message names the setting.
-std::optional<std::string> validate(const server_config& cfg);
+/// Checks ranges and cross-setting rules and reads each endpoint's secret file; the message
+/// names the setting (and the endpoint, by position and url).
+std::optional<std::string> validate(server_config& cfg);
 
 /// One line per setting: "[server] shards = 16  -- shards of the data dir (1..4294967294)".
 std::string describe_settings();

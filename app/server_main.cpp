@@ -31,6 +31,14 @@ struct node_config : caf::actor_system_config {
 
 int run_server(const server_config& cfg, const std::string& ready_file) {
   auto listen = parse_host_port(cfg.listen);
+  if (!cfg.endpoints.empty()) {
+    // Refuse rather than ignore: an operator who configured endpoints expects invocations.
+    std::fprintf(stderr,
+                 "fusee server: %zu [[endpoint]] table(s) configured, but this build has no "
+                 "invoker yet (issue 4); remove them to run without one\n",
+                 cfg.endpoints.size());
+    return 2;
+  }
   // Block the stop signals before any thread exists, so only sigwait below sees them.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);

@@ -1,4 +1,6 @@
 // Leases, epochs, fencing, standbys, max_shards and liveness against a real server process.
+#include <fstream>
+
 #include "server_process.hpp"
 #include "worker.hpp"
 
@@ -188,12 +190,38 @@ TEST_CASE("the shard count is fixed per data dir") {
 
 TEST_CASE("bad settings are refused at start with the key named") {
   temp_dir tmp;
+  auto empty_secret = (tmp.path() / "empty.secret").string();
+  std::ofstream{empty_secret} << "\r\n";
+  auto secret = (tmp.path() / "good.secret").string();
+  std::ofstream{secret} << "s3cret\n";
   for (auto [toml, want] : std::vector<std::pair<std::string, std::string>>{
            {"[server]\nshard = 4\n", "unknown key `server.shard`"},
            {"[server]\nshards = 0\n", "`server.shards` = 0 is outside"},
            {"[server]\nshards = \"4\"\n", "`server.shards` has the wrong type"},
            {"[liveness]\nping_interval_ms = 500\ntimeout_ms = 400\n", "liveness.timeout_ms"},
-           {"[server\n", "fusee.toml:1"}}) {
+           {"[server\n", "fusee.toml:1"},
+           {"[[endpoint]]\nsecret_file = \"" + secret + "\"\n", "`endpoint.url` is required"},
+           {"[[endpoint]]\nurl = \"ftp://x\"\nsecret_file = \"" + secret + "\"\n",
+            "must start with http:// or https://"},
+           {"[[endpoint]]\nurl = \"http://127.0.0.1:9/\"\n", "`endpoint.secret_file` is required"},
+           {"[[endpoint]]\nurl = \"http://127.0.0.1:9/\"\nsecret_file = \"nope\"\n",
+            "cannot be read"},
+           {"[[endpoint]]\nurl = \"http://127.0.0.1:9/\"\nsecret_file = \"" + empty_secret + "\"\n",
+            "is empty"},
+           {"[[endpoint]]\nurl = \"http://127.0.0.1:9/\"\nsecret_file = \"" + secret +
+                "\"\nconcurrency = 0\n",
+            "`endpoint.concurrency` = 0 is outside 1..4294967295"},
+           {"[[endpoint]]\nurl = \"http://127.0.0.1:9/\"\nsecret_file = \"" + secret +
+                "\"\ntypes = \"order\"\n",
+            "`endpoint.types` has the wrong type"},
+           {"[[endpoint]]\nurl = \"http://127.0.0.1:9/\"\nsecret_file = \"" + secret +
+                "\"\nbudget = 5\n",
+            "unknown key `endpoint.budget`"},
+           {"[[endpoint]]\nurl = \"http://127.0.0.1:9/\"\nsecret_file = \"" + secret +
+                "\"\ncert_file = \"" + secret + "\"\n",
+            "need an https:// url"},
+           {"[[endpoint]]\nurl = \"http://127.0.0.1:9/\"\nsecret_file = \"" + secret + "\"\n",
+            "no invoker yet"}}) {
     server_process s(tmp.path() / "data", toml);
     auto err = s.start();
     CHECK_MESSAGE(err.find(want) != std::string::npos, err);
