@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include <CLI/CLI.hpp>
+#include <curl/curl.h>
 
 #include "actors/wal_writer.hpp"
 #include "app/config.hpp"
@@ -33,6 +34,8 @@ int disk_check(const std::string& dir, int n) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // libcurl's global state must be set up before any thread exists (STACK.md §7.16).
+  curl_global_init(CURL_GLOBAL_DEFAULT);
   CLI::App app{"Fusee: a durable workflow server. The server holds the log; workflow code runs "
                "in the application."};
   app.require_subcommand(1);

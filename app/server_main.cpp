@@ -12,6 +12,7 @@
 #include "actors/log_sink.hpp"
 #include "actors/session.hpp"
 #include "actors/wal_writer.hpp"
+#include "app/http_server.hpp"
 
 namespace fusee::app {
 
@@ -88,11 +89,41 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       uint16_t port = acceptor->port();
       std::fprintf(stderr, "fusee server: %u shards, workers and clients on %s:%u\n", cfg.shards,
                    listen->host.c_str(), port);
+    }
+    // The admin HTTP server: /healthz now; /v1/invoker arrives with the invoker.
+    std::unique_ptr<http_server> admin;
+    auto admin_at = parse_host_port(cfg.admin_listen);
+    if (acceptor) {
+      std::string aerr;
+      admin = http_server::start(
+          admin_at->host, admin_at->port,
+          [](const http_exchange& ex) {
+            if (ex.method == "GET" && ex.path == "/healthz")
+              return http_reply{200, "application/json", R"({"status":"ok"})"};
+            return http_reply{404, "application/json",
+                              R"({"error":"no such admin endpoint: )" + ex.method + " " + ex.path +
+                                  R"("})"};
+          },
+          &aerr);
+      if (!admin) {
+        std::fprintf(stderr, "fusee server: `server.admin_listen`: %s\n", aerr.c_str());
+        acceptor->stop();
+        caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
+        rc = 1;
+        acceptor.reset();
+      } else {
+        std::fprintf(stderr, "fusee server: admin HTTP on %s:%u\n", admin_at->host.c_str(),
+                     admin->port());
+      }
+    }
+    if (acceptor) {
+      uint16_t port = acceptor->port();
       if (!ready_file.empty()) {
         auto tmp = ready_file + ".tmp";
         {
           std::ofstream out(tmp);
           out << "listen=" << listen->host << ":" << port << "\n";
+          out << "admin=" << admin_at->host << ":" << admin->port() << "\n";
         }
         std::rename(tmp.c_str(), ready_file.c_str());
       }

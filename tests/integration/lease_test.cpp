@@ -227,3 +227,13 @@ TEST_CASE("bad settings are refused at start with the key named") {
     CHECK_MESSAGE(err.find(want) != std::string::npos, err);
   }
 }
+
+TEST_CASE("the admin HTTP server answers /healthz and names unknown paths") {
+  fixture f;
+  auto [status, body] = http_get(f.server.admin_port(), "/healthz");
+  CHECK(status == 200);
+  CHECK(body == R"({"status":"ok"})");
+  auto [missing, text] = http_get(f.server.admin_port(), "/nope");
+  CHECK(missing == 404);
+  CHECK(text.find("/nope") != std::string::npos);
+}

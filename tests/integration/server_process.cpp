@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include <curl/curl.h>
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +20,25 @@ namespace fs = std::filesystem;
 
 std::string fusee_binary() {
   return FUSEE_BINARY;
+}
+
+std::pair<long, std::string> http_get(uint16_t port, const std::string& path) {
+  CURL* c = curl_easy_init();
+  std::string body;
+  auto url = "http://127.0.0.1:" + std::to_string(port) + path;
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(
+      c, CURLOPT_WRITEFUNCTION, +[](char* d, size_t s, size_t n, void* u) {
+        static_cast<std::string*>(u)->append(d, s * n);
+        return s * n;
+      });
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+  long status = 0;
+  if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_cleanup(c);
+  return {status, body};
 }
 
 temp_dir::temp_dir() {
@@ -58,9 +78,12 @@ std::string server_process::start() {
     out << extra_toml_ << "\n";
   }
   auto log_path = work_ / "server.log";
-  std::vector<std::string> args{fusee_binary(), "server",           "--config", cfg.string(),
-                                "--data-dir",   data_dir_.string(), "--listen", "127.0.0.1:0",
-                                "--ready-file", ready.string()};
+  std::vector<std::string> args{fusee_binary(),   "server",
+                                "--config",       cfg.string(),
+                                "--data-dir",     data_dir_.string(),
+                                "--listen",       "127.0.0.1:0",
+                                "--admin-listen", "127.0.0.1:0",
+                                "--ready-file",   ready.string()};
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   pid_ = ::fork();
   if (pid_ < 0) throw std::runtime_error("fork failed");
@@ -83,8 +106,13 @@ std::string server_process::start() {
     if (fs::exists(ready)) {
       std::ifstream in(ready);
       std::string line;
-      std::getline(in, line);
-      port_ = static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
+      while (std::getline(in, line)) {
+        auto port = static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
+        if (line.rfind("listen=", 0) == 0)
+          port_ = port;
+        else if (line.rfind("admin=", 0) == 0)
+          admin_port_ = port;
+      }
       return {};
     }
     int status = 0;

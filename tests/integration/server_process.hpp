@@ -40,6 +40,7 @@ public:
   bool running() const { return pid_ > 0; }
 
   uint16_t port() const { return port_; }
+  uint16_t admin_port() const { return admin_port_; }
   client::connection connect() const;
   /// The server's stderr so far.
   std::string log() const;
@@ -50,8 +51,12 @@ private:
   std::vector<std::string> extra_args_;
   int pid_ = -1;
   uint16_t port_ = 0;
+  uint16_t admin_port_ = 0;
   std::filesystem::path work_;
 };
+
+/// GET http://127.0.0.1:port/path; returns {status, body} (status 0 if the request failed).
+std::pair<long, std::string> http_get(uint16_t port, const std::string& path);
 
 /// The fusee binary under test (set by CMake).
 std::string fusee_binary();

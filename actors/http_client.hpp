@@ -1,0 +1,62 @@
+// The invoker's HTTP client: one thread drives a libcurl multi handle; submit() is thread-safe and
+// every completion is reported through the callback, on the curl thread (the callback must not
+// block: the endpoint actor's glue turns it into a message). No CAF here.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace fusee::server {
+
+struct http_request {
+  uint64_t id = 0;
+  std::string url;
+  std::vector<std::string> headers;  ///< "name: value"
+  std::string body;
+  uint32_t timeout_ms = 0;  ///< whole transfer; 0 = none
+  std::string ca_file, cert_file, key_file;
+};
+
+struct http_result {
+  uint64_t id = 0;
+  long status = 0;    ///< HTTP status, 0 if the transfer failed
+  std::string error;  ///< curl's message when it failed ("Couldn't connect to server", ...)
+  bool timed_out = false;
+  std::string body;
+  double total_ms = 0;
+};
+
+class http_client {
+public:
+  using completion = std::function<void(http_result)>;
+
+  /// Call curl_global_init() before any thread exists (STACK.md §7.16), then construct.
+  explicit http_client(completion done);
+  ~http_client();
+  http_client(const http_client&) = delete;
+  http_client& operator=(const http_client&) = delete;
+
+  void submit(http_request req);
+  /// Ends the thread; transfers still running complete with error "aborted".
+  void stop();
+  size_t in_flight() const { return in_flight_; }
+
+private:
+  void run();
+
+  completion done_;
+  void* multi_ = nullptr;  // CURLM*
+  std::mutex mtx_;
+  std::deque<http_request> queue_;
+  std::atomic<bool> stop_{false};
+  std::atomic<size_t> in_flight_{0};
+  std::thread thread_;
+};
+
+}  // namespace fusee::server

@@ -1,0 +1,112 @@
+// The invoker's HTTP client (curl multi thread) against our microhttpd server: signed POSTs,
+// refused signatures, refused connections and time-outs.
+#include <doctest/doctest.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include <curl/curl.h>
+
+#include "actors/http_client.hpp"
+#include "app/http_server.hpp"
+#include "protocol/signature.hpp"
+
+using namespace fusee;
+
+namespace {
+
+struct results {
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::map<uint64_t, server::http_result> by_id;
+  void add(server::http_result r) {
+    std::lock_guard<std::mutex> lk{mtx};
+    by_id[r.id] = std::move(r);
+    cv.notify_all();
+  }
+  server::http_result await(uint64_t id) {
+    std::unique_lock<std::mutex> lk{mtx};
+    REQUIRE(cv.wait_for(lk, std::chrono::seconds(20), [&] { return by_id.count(id) > 0; }));
+    return by_id[id];
+  }
+};
+
+uint64_t now_ms() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+/// An endpoint that checks the signature like a handler must (PROTOCOL.md §8).
+app::http_reply handle(const app::http_exchange& ex) {
+  if (ex.path == "/slow")
+    std::this_thread::sleep_for(std::chrono::seconds(2));  // a hanging endpoint, simulated
+  std::vector<std::string> secrets{"s3cret"};
+  auto sig = ex.headers.find("fusee-signature");
+  if (sig == ex.headers.end() || proto::verify(sig->second, ex.body, secrets, now_ms()))
+    return {401, "application/json", R"({"error":"bad signature"})"};
+  if (auto ct = ex.headers.find("content-type");
+      ct == ex.headers.end() || ct->second != "application/json")
+    return {400, "application/json", R"({"error":"content-type"})"};
+  return {200, "application/json", R"({"ok":true,"bytes":)" + std::to_string(ex.body.size()) + "}"};
+}
+
+server::http_request signed_post(uint64_t id, uint16_t port, const std::string& secret,
+                                 const std::string& path = "/invoke") {
+  std::string body = R"({"version":1,"invocation":"00000000000000ab","shards":[1]})";
+  server::http_request r;
+  r.id = id;
+  r.url = "http://127.0.0.1:" + std::to_string(port) + path;
+  r.headers = {"content-type: application/json",
+               "fusee-signature: " + proto::sign(secret, now_ms(), body)};
+  r.body = body;
+  r.timeout_ms = 5000;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("the HTTP client posts signed bodies and reports each outcome by callback") {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  std::string err;
+  auto srv = app::http_server::start("127.0.0.1", 0, handle, &err);
+  REQUIRE_MESSAGE(srv, err);
+  results got;
+  server::http_client client{[&](server::http_result r) { got.add(std::move(r)); }};
+
+  client.submit(signed_post(1, srv->port(), "s3cret"));
+  auto ok = got.await(1);
+  CHECK(ok.status == 200);
+  CHECK(ok.body.find("\"ok\":true") != std::string::npos);
+  CHECK(ok.error.empty());
+
+  client.submit(signed_post(2, srv->port(), "wrong"));
+  CHECK(got.await(2).status == 401);
+
+  auto slow = signed_post(3, srv->port(), "s3cret", "/slow");
+  slow.timeout_ms = 200;
+  client.submit(slow);
+  auto late = got.await(3);
+  CHECK(late.status == 0);
+  CHECK(late.timed_out);
+
+  auto port = srv->port();
+  srv.reset();  // nobody listens any more
+  client.submit(signed_post(4, port, "s3cret"));
+  auto refused = got.await(4);
+  CHECK(refused.status == 0);
+  CHECK_FALSE(refused.timed_out);
+  CHECK(refused.error.find("onnect") != std::string::npos);
+  CHECK(client.in_flight() == 0);
+}
+
+TEST_CASE("the HTTP server refuses oversized bodies with 413") {
+  std::string err;
+  auto srv = app::http_server::start("127.0.0.1", 0, handle, &err, 16);
+  REQUIRE(srv);
+  results got;
+  server::http_client client{[&](server::http_result r) { got.add(std::move(r)); }};
+  client.submit(signed_post(1, srv->port(), "s3cret"));
+  CHECK(got.await(1).status == 413);
+}
