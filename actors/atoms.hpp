@@ -25,6 +25,19 @@ using queued_atom = caf::atom_constant<caf::atom("queued")>;
 using close_atom = caf::atom_constant<caf::atom("close")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
+// invoker
+using due_atom = caf::atom_constant<caf::atom("due")>;
+using leased_atom = caf::atom_constant<caf::atom("leased")>;
+using report_atom = caf::atom_constant<caf::atom("report")>;
+using invoke_atom = caf::atom_constant<caf::atom("invoke")>;
+using httpdone_atom = caf::atom_constant<caf::atom("httpdone")>;
+using bind_atom = caf::atom_constant<caf::atom("bind")>;
+using ended_atom = caf::atom_constant<caf::atom("ended")>;
+using fence_atom = caf::atom_constant<caf::atom("fence")>;
+using fencelater_atom = caf::atom_constant<caf::atom("fencelater")>;
+using idle_atom = caf::atom_constant<caf::atom("idle")>;
+using drain_atom = caf::atom_constant<caf::atom("drain")>;
+using metrics_atom = caf::atom_constant<caf::atom("metrics")>;
 
 /// The log made a lease grant durable (epoch 0: it could not).
 struct grant_done {

@@ -8,6 +8,7 @@
 #include "actors/atoms.hpp"
 #include "actors/lease_rules.hpp"
 #include "actors/wal_writer.hpp"
+#include "protocol/invocation_request.hpp"
 #include "protocol/messages.hpp"
 
 namespace fusee::server {
@@ -21,7 +22,8 @@ struct lease_slot {
   caf::actor holder_actor;
   epoch_t epoch{};
   bool serve_calls = false;
-  bool busy = false;  ///< a grant or revocation is in the log
+  bool draining = false;  ///< DRAIN: no more calls or messages to this holder
+  bool busy = false;      ///< a grant or revocation is in the log
 };
 
 struct worker {
@@ -35,6 +37,15 @@ struct worker {
   std::vector<proto::grant_entry> initial;
   std::set<uint32_t> held;
   std::set<uint32_t> released;  ///< given back by RELEASE: never offered again to this worker
+  uint64_t invocation = 0;      ///< an invoked worker's invocation; 0 = a long-lived worker
+  uint32_t remaining_ms = 0;    ///< budget left when bound
+  std::vector<std::pair<uint64_t, std::vector<uint32_t>>> drains;  ///< DRAIN ids waiting
+};
+
+/// What an invoked worker's IDLE said about one shard, kept until its lease ends.
+struct idle_report {
+  session_id session = 0;
+  proto::idle_entry entry;
 };
 
 struct parked_call {
@@ -79,6 +90,8 @@ struct directory_state {
   std::unordered_map<uint64_t, inflight_call> inflight;
   uint64_t next_relay = 1;
   uint64_t next_call_seq = 1;
+  caf::actor scheduler;  ///< the invoker; null when no endpoint is configured
+  std::unordered_map<uint32_t, idle_report> reports;
   static inline const char* name = "directory";
 };
 
@@ -155,7 +168,7 @@ void grant(directory_state& st, session_id s, worker& w, uint32_t shard) {
 void offer_free(directory_state& st) {
   std::vector<std::pair<uint64_t, session_id>> order;
   for (auto& [s, w] : st.workers)
-    if (w.answered) order.emplace_back(w.order, s);
+    if (w.answered && w.invocation == 0) order.emplace_back(w.order, s);  // invoked: never later
   std::sort(order.begin(), order.end());
   for (uint32_t shard = 0; shard < st.slots.size(); ++shard) {
     auto& slot = st.slots[shard];
@@ -170,9 +183,34 @@ void offer_free(directory_state& st) {
 }
 
 /// Ends `shard`'s lease in the directory at once and in the log in order.
-void revoke(directory_state& st, uint32_t shard, caf::actor answer_to = {}, uint64_t req = 0) {
+/// Tells the invoker how a lease ended: with the holder's IDLE report for it, or without one
+/// (a crash, a revocation, a worker that never reports).
+void report_end(directory_state& st, uint32_t shard, session_id holder, epoch_t epoch,
+                bool invoked) {
+  auto r = st.reports.find(shard);
+  bool reported =
+      r != st.reports.end() && r->second.session == holder && r->second.entry.epoch == epoch;
+  if (st.scheduler) {
+    if (reported) {
+      auto& e = r->second.entry;
+      caf::anon_send(st.scheduler, report_atom::value, shard, e.flags, e.due_in_ms, e.steps,
+                     e.open_us, e.types, false, invoked);
+    } else {
+      caf::anon_send(st.scheduler, report_atom::value, shard, uint8_t{0}, proto::nothing_due,
+                     uint64_t{0}, uint64_t{0}, std::vector<std::string>{}, true, invoked);
+    }
+  }
+  if (r != st.reports.end()) st.reports.erase(r);
+}
+
+void revoke(directory_state& st, uint32_t shard, caf::actor answer_to = {}, uint64_t req = 0,
+            bool invoked_holder = false) {
   auto& slot = st.slots[shard];
   session_id holder = slot.holder;
+  if (auto w = st.workers.find(holder); w != st.workers.end())
+    invoked_holder = w->second.invocation != 0;
+  if (holder != 0) report_end(st, shard, holder, slot.epoch, invoked_holder);
+  slot.draining = false;
   uint64_t token = st.next_token++;
   st.pending_revokes[token] = pending_revoke{shard, std::move(answer_to), req};
   slot.busy = true;
@@ -198,12 +236,33 @@ void drop_worker(directory_state& st, session_id s) {
   auto it = st.workers.find(s);
   if (it == st.workers.end()) return;
   auto held = it->second.held;
+  bool invoked = it->second.invocation != 0;
   st.workers.erase(it);
   for (auto shard : held)
-    revoke(st, shard);
+    revoke(st, shard, {}, 0, invoked);
 }
 
 }  // namespace
+
+/// Answers the DRAINs of session `s` whose calls routed before them are all answered.
+void answer_drains(directory_state& st, session_id s) {
+  auto w = st.workers.find(s);
+  if (w == st.workers.end()) return;
+  auto& drains = w->second.drains;
+  for (auto i = drains.begin(); i != drains.end();) {
+    bool busy = false;
+    for (auto& [relay, c] : st.inflight)
+      if (c.holder == s &&
+          std::find(i->second.begin(), i->second.end(), c.shard) != i->second.end())
+        busy = true;
+    if (busy) {
+      ++i;
+      continue;
+    }
+    send_frame(w->second.actor, proto::ok{i->first, {}});
+    i = drains.erase(i);
+  }
+}
 
 caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal) {
   auto& st = self->state;
@@ -216,24 +275,118 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
     st.slots[s].epoch = wal->recovered_epoch(shard_id{s});
   return {
       [=](hello_atom, uint64_t s, caf::actor session, uint64_t req, uint32_t max_shards,
-          uint32_t offers) {
+          uint32_t offers, uint64_t invocation) {
         auto& st = self->state;
-        auto& w = st.workers[s];
-        w.actor = session;
-        w.order = st.next_order++;
-        w.max_shards = max_shards;
-        w.serve_calls = (offers & proto::offer_serve_calls) != 0;
-        w.hello_id = req;
-        for (uint32_t shard = 0; shard < st.slots.size() && capacity(w) > 0; ++shard) {
-          auto& slot = st.slots[shard];
-          if (slot.holder == 0 && !slot.busy) grant(st, s, w, shard);
+        auto start = [=](std::vector<uint32_t> only, uint32_t remaining_ms) {
+          auto& st = self->state;
+          auto& w = st.workers[s];
+          w.actor = session;
+          w.order = st.next_order++;
+          w.max_shards = max_shards;
+          w.serve_calls = (offers & proto::offer_serve_calls) != 0;
+          w.hello_id = req;
+          w.invocation = invocation;
+          w.remaining_ms = remaining_ms;
+          auto want = [&](uint32_t shard) {
+            return invocation == 0 || std::find(only.begin(), only.end(), shard) != only.end();
+          };
+          for (uint32_t shard = 0; shard < st.slots.size() && capacity(w) > 0; ++shard) {
+            auto& slot = st.slots[shard];
+            if (slot.holder == 0 && !slot.busy && want(shard)) grant(st, s, w, shard);
+          }
+          if (w.pending == 0) {
+            w.answered = true;
+            send_frame(session, proto::lease{req,
+                                             st.cfg.shards,
+                                             st.cfg.ping_interval_ms,
+                                             st.cfg.timeout_ms,
+                                             remaining_ms,
+                                             {}});
+          }
+        };
+        if (invocation == 0) {
+          start({}, 0);
+          return;
         }
-        if (w.pending == 0) {
-          w.answered = true;
-          send_frame(
-              session,
-              proto::lease{req, st.cfg.shards, st.cfg.ping_interval_ms, st.cfg.timeout_ms, 0, {}});
+        auto refuse = [=](proto::err_code code, std::string why) {
+          caf::anon_send(session, close_atom::value,
+                         proto::encode(proto::make_err(req, proto::error{code, std::move(why)})));
+        };
+        auto name = proto::format_invocation_id(proto::invocation_id{invocation});
+        if (!st.scheduler) {
+          refuse(proto::err_code::unknown_invocation,
+                 "invocation " + name + " is unknown: this server has no endpoints");
+          return;
         }
+        self->request(st.scheduler, std::chrono::seconds(5), bind_atom::value, invocation, s)
+            .then(
+                [=](uint32_t code, std::vector<uint32_t>& shards, uint32_t remaining_ms) {
+                  if (code == 7)
+                    refuse(proto::err_code::unknown_invocation,
+                           "invocation " + name + " is unknown or already over");
+                  else if (code == 8)
+                    refuse(proto::err_code::invocation_taken,
+                           "another connection already answers invocation " + name);
+                  else
+                    start(std::move(shards), remaining_ms);
+                },
+                [=](caf::error&) {
+                  refuse(proto::err_code::unknown_invocation,
+                         "invocation " + name + " could not be bound in time");
+                });
+      },
+      [=](caf::put_atom, caf::actor scheduler) {
+        // The invoker is up: every shard nobody holds is due once (`recovery`).
+        auto& st = self->state;
+        st.scheduler = scheduler;
+        for (uint32_t shard = 0; shard < st.slots.size(); ++shard)
+          if (st.slots[shard].holder == 0 && !st.slots[shard].busy)
+            self->send(scheduler, due_atom::value, shard, uint8_t{proto::reason_recovery},
+                       std::string{});
+      },
+      [=](drain_atom, uint64_t s, caf::actor session, uint64_t req,
+          const std::vector<uint32_t>& shards) {
+        auto& st = self->state;
+        auto w = st.workers.find(s);
+        for (auto shard : shards)
+          if (shard < st.slots.size() && st.slots[shard].holder == s)
+            st.slots[shard].draining = true;
+        if (w == st.workers.end()) {
+          send_frame(session, proto::ok{req, {}});
+          return;
+        }
+        w->second.drains.emplace_back(req, shards);
+        answer_drains(st, s);
+      },
+      [=](idle_atom, uint64_t s, caf::actor session, uint64_t req, const proto::bytes& body) {
+        auto& st = self->state;
+        auto m = proto::decode(static_cast<uint8_t>(proto::kind::idle), body);
+        if (m)
+          for (auto& e : std::get<proto::idle>(*m).entries)
+            if (e.shard.value() < st.slots.size() && st.slots[e.shard.value()].holder == s &&
+                st.slots[e.shard.value()].epoch == e.epoch)
+              st.reports[e.shard.value()] = idle_report{s, e};
+        send_frame(session, proto::ok{req, {}});
+      },
+      [=](fence_atom, uint64_t s) {
+        // An invocation ended: the leases it still holds are revoked; the connection stays.
+        auto& st = self->state;
+        auto w = st.workers.find(s);
+        if (w == st.workers.end() || w->second.held.empty()) return;
+        proto::revoked r{0, {}, "the invocation ended"};
+        auto held = w->second.held;
+        for (auto shard : held)
+          r.shards.push_back(proto::shard_epoch{shard_id{shard}, st.slots[shard].epoch});
+        send_frame(w->second.actor, r);
+        for (auto shard : held)
+          revoke(st, shard);
+        offer_free(st);
+      },
+      [=](caf::get_atom) -> uint64_t {
+        uint64_t n = 0;
+        for (auto& q : self->state.parked_calls)
+          n += q.size();
+        return n;
       },
       [=](granted_atom, const std::vector<grant_done>& done) {
         auto& st = self->state;
@@ -270,10 +423,18 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
         for (auto s : leased) {
           auto& wk = st.workers[s];
           wk.answered = true;
-          send_frame(wk.actor, proto::lease{wk.hello_id, st.cfg.shards, st.cfg.ping_interval_ms,
-                                            st.cfg.timeout_ms, 0, std::move(wk.initial)});
+          if (wk.invocation != 0 && st.scheduler)
+            self->send(st.scheduler, leased_atom::value, wk.invocation,
+                       static_cast<uint32_t>(wk.initial.size()));
+          send_frame(wk.actor,
+                     proto::lease{wk.hello_id, st.cfg.shards, st.cfg.ping_interval_ms,
+                                  st.cfg.timeout_ms, wk.remaining_ms, std::move(wk.initial)});
           wk.initial.clear();
         }
+        if (st.scheduler)  // a leased shard is never due
+          for (auto& g : done)
+            if (g.epoch != 0 && st.slots[g.shard].holder == g.session)
+              self->send(st.scheduler, leased_atom::value, g.shard);
         for (auto& [s, grants] : pushes)
           send_frame(st.workers[s].actor, proto::grant{0, std::move(grants)});
         for (auto& g : done)
@@ -329,10 +490,12 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
         parked_call c{
             client, req, std::move(method), std::move(type), std::move(args), st.next_call_seq++};
         auto& slot = st.slots[shard];
-        if (slot.holder != 0 && slot.serve_calls) {
+        if (slot.holder != 0 && slot.serve_calls && !slot.draining) {
           dispatch_call(st, shard, std::move(c));
           return;
         }
+        if (st.scheduler && slot.holder == 0)  // parked: the shard is due (reason `call`)
+          self->send(st.scheduler, due_atom::value, shard, uint8_t{proto::reason_call}, c.type);
         uint32_t wait = park_ms == 0 ? st.cfg.park_ms : std::min(park_ms, st.cfg.park_ms);
         self->delayed_send(self, std::chrono::milliseconds(wait), expire_atom::value, shard, c.seq);
         st.parked_calls[shard].push_back(std::move(c));
@@ -361,6 +524,7 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
         answer_call(i->second.client, i->second.request_id,
                     ok ? proto::call_status::ok : proto::call_status::failed, std::move(body));
         st.inflight.erase(i);
+        answer_drains(st, s);
       },
       [=](relay_atom, uint64_t s, caf::actor session, uint64_t req, uint32_t shard, uint64_t epoch,
           uint32_t target, uint64_t outbox, bytes& payload) {
@@ -377,12 +541,16 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
           return;
         }
         auto& t = st.slots[target];
-        if (t.holder != 0 && t.serve_calls)
+        if (t.holder != 0 && t.serve_calls && !t.draining) {
           send_frame(t.holder_actor, proto::message{0, shard_id{target}, shard_id{shard},
                                                     epoch_t{epoch}, outbox, std::move(payload)});
-        else
+        } else {
           st.parked_messages[target].push_back(
               parked_message{shard, epoch, outbox, std::move(payload)});
+          if (st.scheduler && t.holder == 0)
+            self->send(st.scheduler, due_atom::value, target, uint8_t{proto::reason_message},
+                       std::string{});
+        }
       },
       [=](msgack_atom, uint64_t s, caf::actor session, uint64_t req, uint32_t shard, uint64_t epoch,
           uint32_t from, uint64_t from_epoch, uint64_t outbox) {

@@ -91,17 +91,10 @@ void handle(session_ptr self, proto::any_message&& msg) {
             st.who = role::client;
             write(self, proto::make_client_hello_ok(m.head.id, st.cfg.shards));
           } else {
-            if (m.offers & proto::offer_invoked) {
-              refuse_and_close(
-                  self, m.head.id,
-                  proto::error{proto::err_code::unknown_invocation,
-                               "invocation " + proto::format_invocation_id(m.invocation) +
-                                   " is unknown: this server has no invoker configured"});
-              return;
-            }
             st.who = role::worker;
             self->send(st.directory, hello_atom::value, st.id, self_actor, m.head.id, m.max_shards,
-                       m.offers);
+                       m.offers,
+                       (m.offers & proto::offer_invoked) ? m.invocation.value() : uint64_t{0});
             self->delayed_send(self, std::chrono::milliseconds(st.cfg.ping_interval_ms),
                                tick_atom::value);
           }
@@ -124,10 +117,17 @@ void handle(session_ptr self, proto::any_message&& msg) {
             st.wal->submit(wal_checkpoint{st.id, h.id, h.shard, h.epoch, m.lsn, std::move(m.data)});
           } else if constexpr (std::is_same_v<T, proto::load_checkpoint>) {
             st.wal->submit(wal_load_checkpoint{st.id, h.id, h.shard, h.epoch});
-          } else if constexpr (std::is_same_v<T, proto::ping> || std::is_same_v<T, proto::drain> ||
-                               std::is_same_v<T, proto::idle>) {
-            // DRAIN and IDLE matter to invoked workers only; this server has no invoker yet.
+          } else if constexpr (std::is_same_v<T, proto::ping>) {
             write(self, proto::ok{h.id, {}});
+          } else if constexpr (std::is_same_v<T, proto::drain>) {
+            std::vector<uint32_t> shards;
+            for (auto sh : m.shards)
+              shards.push_back(sh.value());
+            self->send(st.directory, drain_atom::value, st.id, self_actor, h.id, std::move(shards));
+          } else if constexpr (std::is_same_v<T, proto::idle>) {
+            bytes body;
+            proto::encode_body(m, body);
+            self->send(st.directory, idle_atom::value, st.id, self_actor, h.id, std::move(body));
           } else if constexpr (std::is_same_v<T, proto::call>) {
             self->send(st.directory, call_atom::value, self_actor, h.id, h.shard.value(),
                        std::move(m.method), std::move(m.type), std::move(m.args), m.park_ms);

@@ -8,6 +8,7 @@
 
 #include "actors/wal_writer.hpp"
 #include "app/config.hpp"
+#include "app/handler.hpp"
 #include "app/server_main.hpp"
 
 namespace {
@@ -62,7 +63,18 @@ int main(int argc, char** argv) {
   check->add_option("--runs", check_runs, "number of write+fdatasync runs")
       ->check(CLI::Range(10, 1000000));
 
+  fusee::app::handler_config hcfg;
+  auto* handler = app.add_subcommand("handler", "a test HTTP endpoint that runs invocations");
+  handler->add_option("--listen", hcfg.listen, "host:port to serve POSTs on (port 0: any)");
+  handler->add_option("--secret-file", hcfg.secret_file, "the endpoint's HMAC secret")->required();
+  handler->add_option("--ready-file", hcfg.ready_file, "write listen=host:port here once serving");
+  handler->add_option("--linger-ms", hcfg.linger_ms, "leave after this long without a call");
+  handler->add_option("--fail-status", hcfg.fail_status, "answer every POST with this status");
+  handler->add_option("--due-in-ms", hcfg.due_in_ms, "report a timer this far ahead in IDLE");
+
   CLI11_PARSE(app, argc, argv);
+
+  if (*handler) return fusee::app::run_handler(hcfg);
 
   if (*check) return disk_check(check_dir, check_runs);
 

@@ -9,6 +9,8 @@
 
 #include "actors/atoms.hpp"
 #include "actors/directory.hpp"
+#include "actors/http_client.hpp"
+#include "actors/invoker.hpp"
 #include "actors/log_sink.hpp"
 #include "actors/session.hpp"
 #include "actors/wal_writer.hpp"
@@ -32,14 +34,7 @@ struct node_config : caf::actor_system_config {
 
 int run_server(const server_config& cfg, const std::string& ready_file) {
   auto listen = parse_host_port(cfg.listen);
-  if (!cfg.endpoints.empty()) {
-    // Refuse rather than ignore: an operator who configured endpoints expects invocations.
-    std::fprintf(stderr,
-                 "fusee server: %zu [[endpoint]] table(s) configured, but this build has no "
-                 "invoker yet (issue 4); remove them to run without one\n",
-                 cfg.endpoints.size());
-    return 2;
-  }
+
   // Block the stop signals before any thread exists, so only sigwait below sees them.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -90,16 +85,64 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       std::fprintf(stderr, "fusee server: %u shards, workers and clients on %s:%u\n", cfg.shards,
                    listen->host.c_str(), port);
     }
-    // The admin HTTP server: /healthz now; /v1/invoker arrives with the invoker.
+    // The invoker, when endpoints are configured: a curl thread plus scheduler and endpoints.
+    caf::actor scheduler;
+    std::unique_ptr<server::http_client> http;
+    if (acceptor && !cfg.endpoints.empty()) {
+      auto target = std::make_shared<caf::actor>();
+      http = std::make_unique<server::http_client>([target](server::http_result r) {
+        server::deliver_http_result(*target, r.id, r.status, std::move(r.error), r.timed_out,
+                                    r.total_ms);
+      });
+      server::invoker_settings inv;
+      inv.shards = cfg.shards;
+      inv.close_grace_ms = cfg.close_grace_ms;
+      inv.server_address = !cfg.advertise.empty()
+                               ? cfg.advertise
+                               : listen->host + ":" + std::to_string(acceptor->port());
+      for (auto& e : cfg.endpoints)
+        inv.endpoints.push_back(server::endpoint_settings{e.url, e.types, e.secret, e.concurrency,
+                                                          e.budget_ms, e.max_shards, e.grace_ms,
+                                                          e.ca_file, e.cert_file, e.key_file});
+      scheduler = server::spawn_invoker(sys, std::move(inv), http.get(), directory);
+      *target = scheduler;  // set before the first POST can complete
+      caf::anon_send(directory, caf::put_atom::value, scheduler);
+      std::fprintf(stderr, "fusee server: invoker with %zu endpoint(s), server address %s\n",
+                   cfg.endpoints.size(),
+                   (!cfg.advertise.empty() ? cfg.advertise
+                                           : listen->host + ":" + std::to_string(acceptor->port()))
+                       .c_str());
+    }
+    // The admin HTTP server: /healthz and /v1/invoker.
     std::unique_ptr<http_server> admin;
     auto admin_at = parse_host_port(cfg.admin_listen);
     if (acceptor) {
       std::string aerr;
       admin = http_server::start(
           admin_at->host, admin_at->port,
-          [](const http_exchange& ex) {
+          [&sys, directory, scheduler](const http_exchange& ex) {
             if (ex.method == "GET" && ex.path == "/healthz")
               return http_reply{200, "application/json", R"({"status":"ok"})"};
+            if (ex.method == "GET" && ex.path == "/v1/invoker") {
+              // On microhttpd's thread, never a CAF scheduler thread: blocking is fine here.
+              caf::scoped_actor self{sys};
+              uint64_t parked = 0;
+              std::string json;
+              self->request(directory, std::chrono::seconds(5), caf::get_atom::value)
+                  .receive([&](uint64_t n) { parked = n; }, [&](caf::error&) {});
+              if (!scheduler)
+                return http_reply{200, "application/json",
+                                  R"({"endpoints":[],"dueShards":0,"invokingShards":0,)"
+                                  R"("backoffShards":0,"handbacks":0,"crashes":0,)"
+                                  R"("noProgress":0,"parkedCalls":)" +
+                                      std::to_string(parked) + "}"};
+              self->request(scheduler, std::chrono::seconds(5), server::metrics_atom::value, parked)
+                  .receive([&](std::string& j) { json = std::move(j); }, [&](caf::error&) {});
+              if (json.empty())
+                return http_reply{503, "application/json",
+                                  R"({"error":"the invoker did not answer"})"};
+              return http_reply{200, "application/json", json};
+            }
             return http_reply{404, "application/json",
                               R"({"error":"no such admin endpoint: )" + ex.method + " " + ex.path +
                                   R"("})"};
@@ -133,6 +176,9 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       acceptor->stop();
       caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
     }
+    admin.reset();
+    if (scheduler) caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
+    if (http) http->stop();
     wal->stop();
     sink.set_directory(caf::actor{});
     auto st = wal->get_stats();

@@ -47,6 +47,7 @@ private:
 /// HELLO with the given options and waits for LEASE (or the ERR refusing it).
 proto::result<proto::lease> hello(connection& c, uint32_t offers, uint32_t max_shards,
                                   const std::string& name,
-                                  std::chrono::milliseconds timeout = std::chrono::seconds(10));
+                                  std::chrono::milliseconds timeout = std::chrono::seconds(10),
+                                  proto::invocation_id invocation = proto::invocation_id{});
 
 }  // namespace fusee::client

@@ -78,12 +78,10 @@ std::string server_process::start() {
     out << extra_toml_ << "\n";
   }
   auto log_path = work_ / "server.log";
-  std::vector<std::string> args{fusee_binary(),   "server",
-                                "--config",       cfg.string(),
-                                "--data-dir",     data_dir_.string(),
-                                "--listen",       "127.0.0.1:0",
-                                "--admin-listen", "127.0.0.1:0",
-                                "--ready-file",   ready.string()};
+  std::vector<std::string> args{fusee_binary(), "server",       "--config",
+                                cfg.string(),   "--data-dir",   data_dir_.string(),
+                                "--listen",     "127.0.0.1:0",  "--admin-listen",
+                                "127.0.0.1:0",  "--ready-file", ready.string()};
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   pid_ = ::fork();
   if (pid_ < 0) throw std::runtime_error("fork failed");

@@ -1,0 +1,152 @@
+#include "app/handler.hpp"
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include "app/config.hpp"
+#include "app/http_server.hpp"
+#include "client/connection.hpp"
+#include "protocol/invocation_request.hpp"
+#include "protocol/signature.hpp"
+
+namespace fusee::app {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+uint64_t unix_ms() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+http_reply json_reply(unsigned status, const std::string& body) {
+  return http_reply{status, "application/json", body};
+}
+
+std::string error_json(const std::string& m) {
+  std::string out = "{\"error\":\"";
+  for (char c : m)
+    out += (c == '"' || c == '\\') ? '\'' : c;
+  return out + "\"}";
+}
+
+/// Runs one invocation as its worker: lease, answer relayed calls until quiet, DRAIN, IDLE.
+http_reply run_invocation(const handler_config& cfg, const proto::invocation_request& req) {
+  auto at = parse_host_port(req.server);
+  if (!at) return json_reply(400, error_json("bad server address " + req.server));
+  auto c = client::connection::open(at->host, at->port);
+  if (!c) return json_reply(503, error_json("the server could not be reached: " + c.err().message));
+  auto lease = client::hello(*c, proto::offer_invoked | proto::offer_serve_calls, 0,
+                             "fusee-handler", 5s, req.invocation);
+  if (!lease) return json_reply(503, error_json("no lease: " + lease.err().to_string()));
+  std::map<uint32_t, proto::grant_entry> held;
+  for (auto& g : lease->grants)
+    held[g.shard.value()] = g;
+  std::map<uint32_t, uint64_t> steps;
+  uint64_t calls = 0;
+  auto answer = [&](const proto::relayed_call& rc) {
+    auto g = held.find(rc.shard.value());
+    if (g == held.end()) return;
+    std::string body =
+        "{\"handled\":\"" + rc.method + "\",\"shard\":" + std::to_string(rc.shard.value()) + "}";
+    c->send(proto::call_reply{proto::request_head{0, g->second.shard, g->second.epoch}, rc.relay, 1,
+                              proto::bytes(body.begin(), body.end())});
+    ++calls;
+    ++steps[rc.shard.value()];
+  };
+  // Serve until nothing arrives for linger_ms (or the budget is nearly over).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(lease->remaining_ms);
+  for (;;) {
+    auto r = c->receive(std::chrono::milliseconds(cfg.linger_ms));
+    if (!r) break;  // quiet (or closed)
+    if (auto* rc = std::get_if<proto::relayed_call>(&*r)) answer(*rc);
+    if (std::chrono::steady_clock::now() + 200ms > deadline) break;
+  }
+  uint64_t next_id = 10;
+  auto wait_ok = [&](uint64_t id) {
+    for (;;) {
+      auto r = c->receive(5s);
+      if (!r) return false;
+      if (auto* rc = std::get_if<proto::relayed_call>(&*r)) answer(*rc);
+      if (auto* ok = std::get_if<proto::ok>(&*r); ok && ok->id == id) return true;
+    }
+  };
+  proto::drain d{proto::request_head{next_id}, {}};
+  for (auto& [s, g] : held)
+    d.shards.push_back(g.shard);
+  c->send(d);
+  wait_ok(next_id++);
+  proto::idle idle{proto::request_head{next_id}, {}};
+  for (auto& [s, g] : held)
+    idle.entries.push_back(proto::idle_entry{
+        g.shard, g.epoch, 0, cfg.due_in_ms ? cfg.due_in_ms : proto::nothing_due, steps[s], 0, {}});
+  c->send(idle);
+  wait_ok(next_id++);
+  c->close();
+  return json_reply(200, "{\"invocation\":\"" + proto::format_invocation_id(req.invocation) +
+                             "\",\"shards\":" + std::to_string(held.size()) +
+                             ",\"calls\":" + std::to_string(calls) + "}");
+}
+
+}  // namespace
+
+int run_handler(const handler_config& cfg) {
+  auto at = parse_host_port(cfg.listen);
+  if (!at) {
+    std::fprintf(stderr, "fusee handler: --listen %s is not host:port\n", cfg.listen.c_str());
+    return 2;
+  }
+  std::string secret;
+  if (!cfg.secret_file.empty()) {
+    std::ifstream in(cfg.secret_file, std::ios::binary);
+    secret.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r'))
+      secret.pop_back();
+  }
+  if (secret.empty()) {
+    std::fprintf(stderr, "fusee handler: --secret-file is missing or empty\n");
+    return 2;
+  }
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  std::vector<std::string> secrets{secret};
+  std::string err;
+  auto srv = http_server::start(
+      at->host, at->port,
+      [&](const http_exchange& ex) {
+        if (ex.method != "POST") return json_reply(405, error_json("POST only"));
+        if (cfg.fail_status) return json_reply(cfg.fail_status, error_json("configured to fail"));
+        auto sig = ex.headers.find("fusee-signature");
+        if (sig == ex.headers.end()) return json_reply(401, error_json("no fusee-signature"));
+        if (auto bad = proto::verify(sig->second, ex.body, secrets, unix_ms(), cfg.tolerance_ms))
+          return json_reply(401, error_json(bad->message));
+        auto req = proto::parse_invocation_request(ex.body);
+        if (!req) return json_reply(400, error_json(req.err().message));
+        return run_invocation(cfg, *req);
+      },
+      &err);
+  if (!srv) {
+    std::fprintf(stderr, "fusee handler: %s\n", err.c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "fusee handler: serving invocations on %s:%u\n", at->host.c_str(),
+               srv->port());
+  if (!cfg.ready_file.empty()) {
+    auto tmp = cfg.ready_file + ".tmp";
+    std::ofstream(tmp) << "listen=" << at->host << ":" << srv->port() << "\n";
+    std::rename(tmp.c_str(), cfg.ready_file.c_str());
+  }
+  int sig = 0;
+  sigwait(&stop, &sig);
+  return 0;
+}
+
+}  // namespace fusee::app

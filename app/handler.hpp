@@ -1,0 +1,23 @@
+// `fusee handler`: a test endpoint. It serves the invocation POST, checks the signature, connects
+// back as the invoked worker, answers the calls relayed to it with a fixed JSON result, reports
+// IDLE and answers 200 — the seed of the load tool's simulated endpoints.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace fusee::app {
+
+struct handler_config {
+  std::string listen = "127.0.0.1:9000";
+  std::string secret_file;
+  std::string ready_file;
+  uint32_t linger_ms = 100;        ///< leave after this long without a relayed call
+  uint32_t fail_status = 0;        ///< answer every POST with this status instead (tests)
+  uint32_t due_in_ms = 0;          ///< report a timer this far ahead (0: nothing due)
+  uint64_t tolerance_ms = 300000;  ///< signature clock tolerance
+};
+
+int run_handler(const handler_config& cfg);
+
+}  // namespace fusee::app

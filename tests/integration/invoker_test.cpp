@@ -1,0 +1,225 @@
+// The invoker against real HTTP endpoints on loopback: `fusee handler` processes and endpoints
+// served by this test process (to control exactly when and how they answer).
+#include <condition_variable>
+#include <csignal>
+#include <thread>
+
+#include <fstream>
+#include <mutex>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "app/http_server.hpp"
+#include "protocol/invocation_request.hpp"
+#include "protocol/signature.hpp"
+#include "server_process.hpp"
+#include "worker.hpp"
+
+using namespace fusee;
+using namespace fusee::test;
+
+namespace {
+
+/// A `fusee handler` process on an ephemeral port.
+struct handler_process {
+  temp_dir dir;
+  int pid = -1;
+  uint16_t port = 0;
+  explicit handler_process(std::vector<std::string> extra = {}) {
+    auto secret = dir.path() / "secret";
+    std::ofstream(secret) << "s3cret\n";
+    auto ready = dir.path() / "ready";
+    std::vector<std::string> args{fusee_binary(),  "handler",       "--listen",     "127.0.0.1:0",
+                                  "--secret-file", secret.string(), "--ready-file", ready.string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid = ::fork();
+    if (pid == 0) {
+      std::vector<char*> argv;
+      for (auto& a : args)
+        argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      std::_Exit(127);
+    }
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!std::filesystem::exists(ready) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(5ms);
+    std::ifstream in(ready);
+    std::string line;
+    std::getline(in, line);
+    REQUIRE_MESSAGE(!line.empty(), "fusee handler did not start");
+    port = static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
+  }
+  ~handler_process() {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+};
+
+std::string endpoint_toml(uint16_t port, const temp_dir& secret_dir, std::string extra = "") {
+  auto secret = (secret_dir.path() / "ep.secret").string();
+  std::ofstream(secret) << "s3cret\n";
+  return "[server]\nshards = 4\n[invoker]\nclose_grace_ms = 300\n[[endpoint]]\nurl = "
+         "\"http://127.0.0.1:" +
+         std::to_string(port) + "/invoke\"\nsecret_file = \"" + secret + "\"\n" + extra;
+}
+
+std::string metrics(const server_process& s) {
+  return http_get(s.admin_port(), "/v1/invoker").second;
+}
+
+/// The number after "key": in a flat JSON text (enough for the metrics' integer fields).
+long field(const std::string& json, const std::string& key) {
+  auto i = json.find("\"" + key + "\":");
+  if (i == std::string::npos) return -1;
+  return std::stol(json.substr(i + key.size() + 3));
+}
+
+peer client_peer(server_process& s) {
+  peer c{s.connect()};
+  REQUIRE(c.conn.send(proto::client_hello{proto::request_head{1}, 1, "test-client"}));
+  c.expect<proto::ok>();
+  return c;
+}
+
+/// An endpoint inside the test: records each POST and answers when the test says so.
+struct manual_endpoint {
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::vector<std::string> bodies;
+  std::vector<std::string> signatures;
+  unsigned answer = 0;  ///< 0: hold the request until set
+  std::unique_ptr<app::http_server> srv;
+  manual_endpoint() {
+    std::string err;
+    srv = app::http_server::start(
+        "127.0.0.1", 0,
+        [this](const app::http_exchange& ex) {
+          std::unique_lock<std::mutex> lk{mtx};
+          bodies.push_back(ex.body);
+          auto sig = ex.headers.find("fusee-signature");
+          signatures.push_back(sig == ex.headers.end() ? "" : sig->second);
+          cv.notify_all();
+          cv.wait_for(lk, 20s, [&] { return answer != 0; });
+          return app::http_reply{answer ? answer : 504, "application/json", "{}"};
+        },
+        &err);
+    REQUIRE_MESSAGE(srv, err);
+  }
+  ~manual_endpoint() {
+    release(200);
+    srv.reset();
+  }
+  std::string await_post(size_t n) {
+    std::unique_lock<std::mutex> lk{mtx};
+    REQUIRE(cv.wait_for(lk, 20s, [&] { return bodies.size() >= n; }));
+    return bodies[n - 1];
+  }
+  void release(unsigned status) {
+    std::lock_guard<std::mutex> lk{mtx};
+    answer = status;
+    cv.notify_all();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a call for an unheld shard triggers an invocation and is answered") {
+  handler_process handler;
+  temp_dir secrets;
+  temp_dir tmp;
+  server_process server(tmp.path() / "data", endpoint_toml(handler.port, secrets));
+  REQUIRE(server.start().empty());
+  auto c = client_peer(server);
+  REQUIRE(c.conn.send(proto::call{proto::request_head{7, proto::shard_id{2}, proto::epoch_t{0}},
+                                  "start", "", record("{}"), 10000}));
+  auto res = c.expect<proto::call_result>(20s);
+  CHECK(res.id == 7);
+  CHECK(res.status == 0);
+  CHECK(std::string(res.body.begin(), res.body.end()) == R"({"handled":"start","shard":2})");
+  // The endpoint's answer arrives after the call's: wait for the metrics to count it.
+  std::string m;
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  do {
+    m = metrics(server);
+  } while (field(m, "succeeded") < 1 && std::chrono::steady_clock::now() < deadline);
+  CHECK(field(m, "invocations") >= 1);
+  CHECK(field(m, "succeeded") >= 1);
+  CHECK(field(m, "failed") == 0);
+  CHECK(field(m, "steps") >= 1);
+  CHECK(m.find("\"url\":\"http://127.0.0.1:" + std::to_string(handler.port) + "/invoke\"") !=
+        std::string::npos);
+}
+
+TEST_CASE("an endpoint answering 500 backs off and the metrics say so") {
+  handler_process handler{{"--fail-status", "500"}};
+  temp_dir secrets;
+  temp_dir tmp;
+  server_process server(tmp.path() / "data", endpoint_toml(handler.port, secrets));
+  REQUIRE(server.start().empty());
+  std::string m;
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  do {
+    m = metrics(server);
+  } while (field(m, "failuresInARow") < 2 && std::chrono::steady_clock::now() < deadline);
+  CHECK(field(m, "failed") >= 2);
+  CHECK(field(m, "failuresInARow") >= 2);
+  CHECK(field(m, "succeeded") == 0);
+  CHECK(m.find("answered HTTP 500") != std::string::npos);
+  CHECK(server.log().find("failed") != std::string::npos);  // logged with the endpoint
+}
+
+TEST_CASE("an invoked worker binds once, gets its shards and budget, and is fenced at the end") {
+  manual_endpoint ep;
+  temp_dir secrets;
+  temp_dir tmp;
+  server_process server(tmp.path() / "data",
+                        endpoint_toml(ep.srv->port(), secrets, "budget_ms = 60000\n"));
+  REQUIRE(server.start().empty());
+  auto body = ep.await_post(1);  // every shard is due once at start (`recovery`)
+  auto req = proto::parse_invocation_request(body);
+  REQUIRE(req);
+  CHECK((req->reasons & proto::reason_recovery) != 0);
+  CHECK(req->shards.size() == 4);
+  CHECK(req->server == "127.0.0.1:" + std::to_string(server.port()));
+  std::vector<std::string> secrets_list{"s3cret"};
+  CHECK_FALSE(
+      proto::verify(ep.signatures[0], body, secrets_list,
+                    static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              std::chrono::system_clock::now().time_since_epoch())
+                                              .count())));
+
+  peer w{server.connect()};
+  proto::hello h;
+  h.head.id = 1;
+  h.offers = proto::offer_invoked | proto::offer_serve_calls;
+  h.invocation = req->invocation;
+  REQUIRE(w.conn.send(h));
+  auto lease = w.expect<proto::lease>();
+  CHECK(lease.grants.size() == 4);
+  CHECK(lease.remaining_ms > 50000);
+  CHECK(lease.remaining_ms <= 60000);
+
+  peer again{server.connect()};  // a second connection for the same invocation
+  REQUIRE(again.conn.send(h));
+  CHECK(again.expect<proto::err>().code == uint16_t(proto::err_code::invocation_taken));
+  peer unknown{server.connect()};
+  h.invocation = proto::invocation_id{req->invocation.value() ^ 1};
+  REQUIRE(unknown.conn.send(h));
+  CHECK(unknown.expect<proto::err>().code == uint16_t(proto::err_code::unknown_invocation));
+
+  pinger keep{w.conn, 200ms};
+  auto e = lease.grants[0].epoch.value();
+  auto s = lease.grants[0].shard.value();
+  w.append(s, e, 1, {record("during")});
+  REQUIRE(w.wait_durable(s, 1));
+  ep.release(200);  // the endpoint answers; after close_grace_ms the leases are revoked
+  auto revoked = w.expect<proto::revoked>(10s);
+  CHECK(revoked.shards.size() == 4);
+  w.append(s, e, 2, {record("late")}, 55);  // a worker that keeps appending is refused
+  auto err = w.expect<proto::err>();
+  CHECK(err.id == 55);
+  CHECK(err.code == uint16_t(proto::err_code::stale_epoch));
+  std::string m = metrics(server);
+  CHECK(field(m, "succeeded") >= 1);
+}
