@@ -83,8 +83,13 @@ http_reply run_invocation(const handler_config& cfg, const proto::invocation_req
   wait_ok(next_id++);
   proto::idle idle{proto::request_head{next_id}, {}};
   for (auto& [s, g] : held)
-    idle.entries.push_back(proto::idle_entry{
-        g.shard, g.epoch, 0, cfg.due_in_ms ? cfg.due_in_ms : proto::nothing_due, steps[s], 0, {}});
+    idle.entries.push_back(proto::idle_entry{g.shard,
+                                             g.epoch,
+                                             static_cast<uint8_t>(cfg.report_flags),
+                                             cfg.due_in_ms ? cfg.due_in_ms : proto::nothing_due,
+                                             steps[s],
+                                             0,
+                                             {}});
   c->send(idle);
   wait_ok(next_id++);
   c->close();
@@ -130,6 +135,15 @@ int run_handler(const handler_config& cfg) {
           return json_reply(401, error_json(bad->message));
         auto req = proto::parse_invocation_request(ex.body);
         if (!req) return json_reply(400, error_json(req.err().message));
+        std::string reasons, shards;
+        for (uint8_t bit = 1; bit <= proto::reason_code; bit <<= 1)
+          if (req->reasons & bit)
+            (reasons += reasons.empty() ? "" : ",") += proto::reason_name(bit);
+        for (auto s : req->shards)
+          (shards += shards.empty() ? "" : ",") += std::to_string(s.value());
+        std::fprintf(stderr, "fusee handler: invocation %s shards [%s] reasons [%s]\n",
+                     proto::format_invocation_id(req->invocation).c_str(), shards.c_str(),
+                     reasons.c_str());
         return run_invocation(cfg, *req);
       },
       &err);

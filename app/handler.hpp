@@ -15,6 +15,7 @@ struct handler_config {
   uint32_t linger_ms = 100;        ///< leave after this long without a relayed call
   uint32_t fail_status = 0;        ///< answer every POST with this status instead (tests)
   uint32_t due_in_ms = 0;          ///< report a timer this far ahead (0: nothing due)
+  uint32_t report_flags = 0;       ///< IDLE flags to report (1 BUSY, 2 EXPIRED; tests)
   uint64_t tolerance_ms = 300000;  ///< signature clock tolerance
 };
 

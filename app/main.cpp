@@ -71,6 +71,8 @@ int main(int argc, char** argv) {
   handler->add_option("--linger-ms", hcfg.linger_ms, "leave after this long without a call");
   handler->add_option("--fail-status", hcfg.fail_status, "answer every POST with this status");
   handler->add_option("--due-in-ms", hcfg.due_in_ms, "report a timer this far ahead in IDLE");
+  handler->add_option("--report-flags", hcfg.report_flags, "IDLE flags: 1 BUSY, 2 EXPIRED")
+      ->check(CLI::Range(0, 3));
 
   CLI11_PARSE(app, argc, argv);
 

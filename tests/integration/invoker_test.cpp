@@ -4,6 +4,7 @@
 #include <csignal>
 #include <thread>
 
+#include <fcntl.h>
 #include <fstream>
 #include <mutex>
 #include <sys/wait.h>
@@ -32,8 +33,11 @@ struct handler_process {
     std::vector<std::string> args{fusee_binary(),  "handler",       "--listen",     "127.0.0.1:0",
                                   "--secret-file", secret.string(), "--ready-file", ready.string()};
     args.insert(args.end(), extra.begin(), extra.end());
+    auto log = (dir.path() / "handler.log").string();
     pid = ::fork();
     if (pid == 0) {
+      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) ::dup2(fd, 2);
       std::vector<char*> argv;
       for (auto& a : args)
         argv.push_back(a.data());
@@ -222,4 +226,119 @@ TEST_CASE("an invoked worker binds once, gets its shards and budget, and is fenc
   CHECK(err.code == uint16_t(proto::err_code::stale_epoch));
   std::string m = metrics(server);
   CHECK(field(m, "succeeded") >= 1);
+}
+
+namespace {
+
+/// Waits until `pred(metrics)` holds, for at most 15 s; returns the last metrics.
+template <class Pred>
+std::string await_metrics(const server_process& s, Pred pred) {
+  std::string m;
+  auto deadline = std::chrono::steady_clock::now() + 15s;
+  do {
+    m = metrics(s);
+    if (pred(m)) return m;
+    std::this_thread::sleep_for(20ms);  // polling an HTTP endpoint, not synchronising threads
+  } while (std::chrono::steady_clock::now() < deadline);
+  return m;
+}
+
+/// The handler's stderr lines that announce invocations, once `n` of them were logged.
+std::string handler_log(const handler_process& h, size_t n) {
+  std::string text;
+  auto deadline = std::chrono::steady_clock::now() + 15s;
+  do {
+    std::ifstream in(h.dir.path() / "handler.log");
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    size_t count = 0;
+    for (size_t p = text.find("invocation "); p != std::string::npos;
+         p = text.find("invocation ", p + 1))
+      ++count;
+    if (count >= n) return text;
+    std::this_thread::sleep_for(20ms);
+  } while (std::chrono::steady_clock::now() < deadline);
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("an endpoint that hangs is counted timed out after budget + grace and fenced") {
+  manual_endpoint ep;  // never answers until released
+  temp_dir secrets;
+  temp_dir tmp;
+  server_process server(tmp.path() / "data", endpoint_toml(ep.srv->port(), secrets,
+                                                           "budget_ms = 300\ngrace_ms = 200\n"));
+  REQUIRE(server.start().empty());
+  auto t0 = std::chrono::steady_clock::now();
+  auto m = await_metrics(server, [](const std::string& m) { return field(m, "timedOut") >= 1; });
+  CHECK(field(m, "timedOut") >= 1);
+  CHECK(std::chrono::steady_clock::now() - t0 >= 500ms);
+  CHECK(m.find("no answer within budget + grace (500 ms)") != std::string::npos);
+}
+
+TEST_CASE("an endpoint that refuses connections backs off, with the error in the metrics") {
+  uint16_t dead_port;
+  {
+    manual_endpoint ep;  // take a free port, then close it
+    dead_port = ep.srv->port();
+  }
+  temp_dir secrets;
+  temp_dir tmp;
+  server_process server(tmp.path() / "data", endpoint_toml(dead_port, secrets));
+  REQUIRE(server.start().empty());
+  auto m =
+      await_metrics(server, [](const std::string& m) { return field(m, "failuresInARow") >= 2; });
+  CHECK(field(m, "failed") >= 2);
+  CHECK(field(m, "backoffShards") + field(m, "dueShards") + field(m, "invokingShards") == 4);
+  CHECK(m.find("onnect") != std::string::npos);  // curl's "Couldn't connect to server"
+}
+
+TEST_CASE("routing by types: a start goes to the endpoint that has its code") {
+  handler_process typed;
+  handler_process general;
+  temp_dir secrets;
+  temp_dir tmp;
+  auto secret = (secrets.path() / "ep.secret").string();
+  std::ofstream(secret) << "s3cret\n";
+  auto toml = "[server]\nshards = 4\n[[endpoint]]\nurl = \"http://127.0.0.1:" +
+              std::to_string(general.port) + "/invoke\"\nsecret_file = \"" + secret +
+              "\"\n[[endpoint]]\nurl = \"http://127.0.0.1:" + std::to_string(typed.port) +
+              "/invoke\"\ntypes = [\"payment\"]\nsecret_file = \"" + secret + "\"\n";
+  server_process server(tmp.path() / "data", toml);
+  REQUIRE(server.start().empty());
+  // Let the start-up (`recovery`) invocation finish, so the shard is free again.
+  await_metrics(server, [](const std::string& m) {
+    return field(m, "succeeded") >= 1 && field(m, "inFlight") == 0;
+  });
+  auto c = client_peer(server);
+  REQUIRE(c.conn.send(proto::call{proto::request_head{9, proto::shard_id{1}, proto::epoch_t{0}},
+                                  "start", "payment", record("{}"), 10000}));
+  auto res = c.expect<proto::call_result>(20s);
+  CHECK(res.status == 0);
+  auto log = handler_log(typed, 1);
+  CHECK(log.find("reasons [call]") != std::string::npos);
+}
+
+TEST_CASE("a timer reported in IDLE wakes the shard again, and a handback continues") {
+  SUBCASE("timer") {
+    handler_process handler{{"--due-in-ms", "300"}};
+    temp_dir secrets;
+    temp_dir tmp;
+    server_process server(tmp.path() / "data", endpoint_toml(handler.port, secrets));
+    REQUIRE(server.start().empty());
+    auto log = handler_log(handler, 2);
+    CHECK(log.find("reasons [recovery]") != std::string::npos);
+    CHECK(log.find("reasons [timer]") != std::string::npos);
+  }
+  SUBCASE("handback") {
+    handler_process handler{{"--report-flags", "1"}};
+    temp_dir secrets;
+    temp_dir tmp;
+    server_process server(tmp.path() / "data", endpoint_toml(handler.port, secrets));
+    REQUIRE(server.start().empty());
+    auto log = handler_log(handler, 2);
+    CHECK(log.find("handback") != std::string::npos);
+    auto m = metrics(server);
+    CHECK(field(m, "handbacks") >= 1);
+  }
 }
