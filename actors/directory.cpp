@@ -377,9 +377,12 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
         auto held = w->second.held;
         for (auto shard : held)
           r.shards.push_back(proto::shard_epoch{shard_id{shard}, st.slots[shard].epoch});
-        send_frame(w->second.actor, r);
+        auto actor = w->second.actor;
+        // The log hears of the revocation before the worker does, so anything the worker sends
+        // after REVOKED is queued behind it and refused (STALE_EPOCH).
         for (auto shard : held)
           revoke(st, shard);
+        send_frame(actor, r);
         offer_free(st);
       },
       [=](caf::get_atom) -> uint64_t {
