@@ -9,6 +9,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/http_client.hpp"
+#include "actors/invoker_rules.hpp"
 #include "protocol/invocation_request.hpp"
 #include "protocol/messages.hpp"
 #include "protocol/signature.hpp"
@@ -25,13 +26,7 @@ uint64_t unix_ms() {
       std::chrono::duration_cast<ms>(std::chrono::system_clock::now().time_since_epoch()).count());
 }
 
-/// `base` doubling per failure in a row up to `cap`, with ±20 % jitter.
-ms backoff(uint32_t failures, ms base, ms cap, std::mt19937_64& rng) {
-  uint32_t shift = std::min<uint32_t>(failures == 0 ? 0 : failures - 1, 20);
-  auto d = std::min<ms>(base * (1ll << shift), cap);
-  double jitter = static_cast<double>(rng() % 401) / 1000.0 - 0.2;
-  return ms{static_cast<int64_t>(static_cast<double>(d.count()) * (1.0 + jitter))};
-}
+using rules::backoff;
 
 std::string json_string(const std::string& s) {
   std::string out = "\"";
@@ -178,7 +173,7 @@ caf::behavior endpoint_fn(endpoint_ptr self, uint32_t index, endpoint_settings c
           st.m.failed++;
         if (!success) {
           st.failures++;
-          auto d = backoff(st.failures, ms{100}, ms{30000}, st.rng);
+          auto d = backoff(st.failures, rules::failure_base, rules::failure_cap, st.rng);
           st.not_before = clock_type::now() + d;
           st.m.last_error =
               ok          ? "answered " + std::to_string(status) + " but never leased its shards"
@@ -259,20 +254,11 @@ bool has_type(const endpoint_settings& e, const std::string& t) {
   return std::find(e.types.begin(), e.types.end(), t) != e.types.end();
 }
 
-/// The endpoint for a shard's next invocation (the original's rules, in order).
 int choose(const scheduler_state& st, const wake& w) {
-  for (auto& t : w.starts)
-    for (size_t i = 0; i < st.endpoints.size(); ++i)
-      if (has_type(st.endpoints[i].cfg, t)) return static_cast<int>(i);
-  for (auto& t : w.awaiting)
-    for (size_t i = 0; i < st.endpoints.size(); ++i)
-      if (static_cast<int>(i) != w.last_endpoint && has_type(st.endpoints[i].cfg, t))
-        return static_cast<int>(i);
-  if (w.last_endpoint >= 0 && w.last_endpoint < static_cast<int>(st.endpoints.size()))
-    return w.last_endpoint;
-  for (size_t i = 0; i < st.endpoints.size(); ++i)
-    if (st.endpoints[i].cfg.types.empty()) return static_cast<int>(i);
-  return 0;
+  std::vector<std::vector<std::string>> types;
+  for (auto& e : st.endpoints)
+    types.push_back(e.cfg.types);
+  return rules::choose_endpoint(types, w.starts, w.awaiting, w.last_endpoint);
 }
 
 void arm(scheduler_ptr self, clock_type::time_point at) {
@@ -307,11 +293,7 @@ void dispatch(scheduler_ptr self) {
       next = next ? std::min(*next, ep.not_before) : ep.not_before;
       continue;
     }
-    size_t per = ep.cfg.max_shards == 0 ? shards.size() : ep.cfg.max_shards;
-    for (size_t i = 0; i < shards.size() && ep.in_flight < ep.cfg.concurrency; i += per) {
-      std::vector<uint32_t> group(shards.begin() + static_cast<ptrdiff_t>(i),
-                                  shards.begin() +
-                                      static_cast<ptrdiff_t>(std::min(shards.size(), i + per)));
+    for (auto& group : rules::group(shards, ep.cfg.concurrency - ep.in_flight, ep.cfg.max_shards)) {
       uint64_t id = proto::random_invocation_id().value();
       uint8_t reasons = 0;
       for (auto s : group) {
@@ -400,7 +382,8 @@ caf::behavior scheduler_fn(scheduler_ptr self, invoker_settings cfg, http_client
           w.reasons |= proto::reason_recovery;
           if (invoked) {
             w.failures++;
-            w.not_before = now + backoff(w.failures, ms{100}, ms{30000}, st.rng);
+            w.not_before =
+                now + backoff(w.failures, rules::failure_base, rules::failure_cap, st.rng);
           }
         } else if (flags & proto::idle_busy) {
           st.handbacks++;
@@ -410,7 +393,7 @@ caf::behavior scheduler_fn(scheduler_ptr self, invoker_settings cfg, http_client
           if ((flags & proto::idle_expired) && steps == 0) {
             st.no_progress++;
             w.failures++;
-            auto d = backoff(w.failures, ms{1000}, ms{300000}, st.rng);
+            auto d = backoff(w.failures, rules::no_progress_base, rules::no_progress_cap, st.rng);
             w.not_before = now + d;
             std::fprintf(stderr,
                          "fusee server: shard %u reached its invocation budget without finishing a "

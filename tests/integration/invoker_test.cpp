@@ -342,3 +342,49 @@ TEST_CASE("a timer reported in IDLE wakes the shard again, and a handback contin
     CHECK(field(m, "handbacks") >= 1);
   }
 }
+
+TEST_CASE("max_shards splits the due shards into several invocations") {
+  handler_process handler;
+  temp_dir secrets;
+  temp_dir tmp;
+  server_process server(tmp.path() / "data",
+                        endpoint_toml(handler.port, secrets, "max_shards = 1\n"));
+  REQUIRE(server.start().empty());
+  auto m = await_metrics(server, [](const std::string& m) { return field(m, "succeeded") >= 4; });
+  CHECK(field(m, "invocations") == 4);  // 4 shards due at start, one per invocation
+  CHECK(field(m, "shards") == 4);
+}
+
+TEST_CASE("a budget spent without a step is no progress: backed off and logged") {
+  handler_process handler{{"--report-flags", "3"}};  // BUSY | EXPIRED, and no calls: 0 steps
+  temp_dir secrets;
+  temp_dir tmp;
+  server_process server(tmp.path() / "data", endpoint_toml(handler.port, secrets));
+  REQUIRE(server.start().empty());
+  auto m = await_metrics(server, [](const std::string& m) { return field(m, "noProgress") >= 4; });
+  CHECK(field(m, "noProgress") >= 4);
+  CHECK(field(m, "backoffShards") >= 1);
+  CHECK(server.log().find("a step may take longer than the budget") != std::string::npos);
+}
+
+TEST_CASE("a lease that ends without a report counts a crash and backs the shard off") {
+  manual_endpoint ep;
+  temp_dir secrets;
+  temp_dir tmp;
+  server_process server(tmp.path() / "data", endpoint_toml(ep.srv->port(), secrets));
+  REQUIRE(server.start().empty());
+  auto req = proto::parse_invocation_request(ep.await_post(1));
+  REQUIRE(req);
+  {
+    peer w{server.connect()};
+    proto::hello h;
+    h.head.id = 1;
+    h.offers = proto::offer_invoked | proto::offer_serve_calls;
+    h.invocation = req->invocation;
+    REQUIRE(w.conn.send(h));
+    CHECK(w.expect<proto::lease>().grants.size() == 4);
+  }  // gone without DRAIN or IDLE
+  auto m = await_metrics(server, [](const std::string& m) { return field(m, "crashes") >= 4; });
+  CHECK(field(m, "crashes") >= 4);
+  ep.release(200);
+}

@@ -1,0 +1,35 @@
+// The invoker's decisions as pure functions (no actors, no clocks), so they are tested directly:
+// backoff, the choice of endpoint, and the grouping of due shards into invocations.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace fusee::server::rules {
+
+using ms = std::chrono::milliseconds;
+
+/// Endpoint failures in a row and crashed shards: 100 ms doubling to 30 s.
+inline constexpr ms failure_base{100}, failure_cap{30000};
+/// A shard handed back with its budget spent and no step done: 1 s doubling to 300 s.
+inline constexpr ms no_progress_base{1000}, no_progress_cap{300000};
+
+/// base · 2^(failures − 1), at most `cap`, then ±20 % jitter drawn from `rng`.
+ms backoff(uint32_t failures, ms base, ms cap, std::mt19937_64& rng);
+
+/// The endpoint for a shard's next invocation, as the original invoker chose it: one whose types
+/// include a waiting start's type; else one (other than the last) with code for a type the last
+/// holder lacked; else the last endpoint; else the first with no types; else the first.
+int choose_endpoint(const std::vector<std::vector<std::string>>& endpoint_types,
+                    const std::vector<std::string>& starts,
+                    const std::vector<std::string>& awaiting, int last_endpoint);
+
+/// Due shards for one endpoint as invocations: at most `free_slots` groups of at most
+/// `max_shards` shards each (0 = no limit), in order; shards that do not fit wait.
+std::vector<std::vector<uint32_t>> group(const std::vector<uint32_t>& shards, uint32_t free_slots,
+                                         uint32_t max_shards);
+
+}  // namespace fusee::server::rules

@@ -1,0 +1,70 @@
+// The invoker's decisions, deterministic: backoff, endpoint choice, grouping.
+#include <doctest/doctest.h>
+
+#include <set>
+
+#include "actors/invoker_rules.hpp"
+
+using namespace fusee::server::rules;
+
+TEST_CASE("backoff doubles per failure, is capped, and jitters within ±20 %") {
+  std::mt19937_64 rng{7};
+  for (uint32_t n = 1; n <= 12; ++n) {
+    int64_t nominal = std::min<int64_t>(100LL << (n - 1), 30000);
+    for (int k = 0; k < 200; ++k) {
+      auto d = backoff(n, failure_base, failure_cap, rng).count();
+      CAPTURE(n);
+      CHECK(d >= nominal * 8 / 10);
+      CHECK(d <= nominal * 12 / 10);
+    }
+  }
+  // The cap holds for any count, including absurd ones.
+  CHECK(backoff(1000, failure_base, failure_cap, rng).count() <= 36000);
+  // No progress: 1 s doubling to 300 s.
+  CHECK(backoff(1, no_progress_base, no_progress_cap, rng).count() >= 800);
+  CHECK(backoff(1, no_progress_base, no_progress_cap, rng).count() <= 1200);
+  CHECK(backoff(20, no_progress_base, no_progress_cap, rng).count() >= 240000);
+  CHECK(backoff(20, no_progress_base, no_progress_cap, rng).count() <= 360000);
+}
+
+TEST_CASE("the jitter is spread, not constant") {
+  std::mt19937_64 rng{11};
+  std::set<int64_t> seen;
+  for (int k = 0; k < 100; ++k)
+    seen.insert(backoff(3, failure_base, failure_cap, rng).count());
+  CHECK(seen.size() > 20);
+}
+
+TEST_CASE("endpoint choice follows the original's order of rules") {
+  std::vector<std::vector<std::string>> eps{{}, {"order"}, {"payment", "order"}};
+  // 1. a waiting start's type wins
+  CHECK(choose_endpoint(eps, {"payment"}, {}, 0) == 2);
+  CHECK(choose_endpoint(eps, {"order"}, {}, 2) == 1);  // the first endpoint with the type
+  // 2. code for types the last holder lacked, on another endpoint than the last
+  CHECK(choose_endpoint(eps, {}, {"order"}, 1) == 2);
+  CHECK(choose_endpoint(eps, {}, {"order"}, 2) == 1);
+  // 3. else the last endpoint
+  CHECK(choose_endpoint(eps, {}, {}, 2) == 2);
+  CHECK(choose_endpoint(eps, {}, {"unknown"}, 1) == 1);
+  // 4. else one with no types
+  CHECK(choose_endpoint(eps, {}, {}, -1) == 0);
+  std::vector<std::vector<std::string>> typed{{"a"}, {"b"}};
+  CHECK(choose_endpoint(typed, {}, {}, -1) == 0);  // nothing fits: the first
+  CHECK(choose_endpoint(typed, {"b"}, {}, -1) == 1);
+}
+
+TEST_CASE("due shards are grouped into at most free-slot invocations of at most max_shards") {
+  std::vector<uint32_t> shards{1, 2, 3, 4, 5, 6, 7};
+  auto all = group(shards, 16, 0);
+  REQUIRE(all.size() == 1);
+  CHECK(all[0].size() == 7);
+  auto by3 = group(shards, 16, 3);
+  REQUIRE(by3.size() == 3);
+  CHECK(by3[0] == std::vector<uint32_t>{1, 2, 3});
+  CHECK(by3[2] == std::vector<uint32_t>{7});
+  auto two_slots = group(shards, 2, 2);
+  REQUIRE(two_slots.size() == 2);  // shards 5-7 wait for a slot
+  CHECK(two_slots[1] == std::vector<uint32_t>{3, 4});
+  CHECK(group(shards, 0, 0).empty());
+  CHECK(group({}, 4, 0).empty());
+}
