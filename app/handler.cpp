@@ -36,13 +36,19 @@ std::string error_json(const std::string& m) {
 }
 
 /// Runs one invocation as its worker: lease, answer relayed calls until quiet, DRAIN, IDLE.
-http_reply run_invocation(const handler_config& cfg, const proto::invocation_request& req) {
+/// `received` is when the POST arrived; each call's answer says how long this handler itself
+/// spent on it (`handler_us`: since the POST, less the wait for the server's LEASE), so a
+/// benchmark can separate the server's share of a cold wake from the handler's.
+http_reply run_invocation(const handler_config& cfg, const proto::invocation_request& req,
+                          std::chrono::steady_clock::time_point received) {
   auto at = parse_host_port(req.server);
   if (!at) return json_reply(400, error_json("bad server address " + req.server));
   auto c = client::connection::open(at->host, at->port);
   if (!c) return json_reply(503, error_json("the server could not be reached: " + c.err().message));
+  auto asked = std::chrono::steady_clock::now();
   auto lease = client::hello(*c, proto::offer_invoked | proto::offer_serve_calls, 0,
                              "fusee-handler", 5s, req.invocation);
+  auto lease_wait = std::chrono::steady_clock::now() - asked;
   if (!lease) return json_reply(503, error_json("no lease: " + lease.err().to_string()));
   std::map<uint32_t, proto::grant_entry> held;
   for (auto& g : lease->grants)
@@ -52,8 +58,12 @@ http_reply run_invocation(const handler_config& cfg, const proto::invocation_req
   auto answer = [&](const proto::relayed_call& rc) {
     auto g = held.find(rc.shard.value());
     if (g == held.end()) return;
-    std::string body =
-        "{\"handled\":\"" + rc.method + "\",\"shard\":" + std::to_string(rc.shard.value()) + "}";
+    auto own = std::chrono::duration_cast<std::chrono::microseconds>(
+                   std::chrono::steady_clock::now() - received - lease_wait)
+                   .count();
+    std::string body = "{\"handled\":\"" + rc.method +
+                       "\",\"shard\":" + std::to_string(rc.shard.value()) +
+                       ",\"handler_us\":" + std::to_string(own) + "}";
     c->send(proto::call_reply{proto::request_head{0, g->second.shard, g->second.epoch}, rc.relay, 1,
                               proto::bytes(body.begin(), body.end())});
     ++calls;
@@ -127,6 +137,7 @@ int run_handler(const handler_config& cfg) {
   auto srv = http_server::start(
       at->host, at->port,
       [&](const http_exchange& ex) {
+        auto received = std::chrono::steady_clock::now();
         if (ex.method != "POST") return json_reply(405, error_json("POST only"));
         if (cfg.fail_status) return json_reply(cfg.fail_status, error_json("configured to fail"));
         auto sig = ex.headers.find("fusee-signature");
@@ -144,7 +155,7 @@ int run_handler(const handler_config& cfg) {
         std::fprintf(stderr, "fusee handler: invocation %s shards [%s] reasons [%s]\n",
                      proto::format_invocation_id(req->invocation).c_str(), shards.c_str(),
                      reasons.c_str());
-        return run_invocation(cfg, *req);
+        return run_invocation(cfg, *req, received);
       },
       &err);
   if (!srv) {

@@ -140,7 +140,9 @@ TEST_CASE("a call for an unheld shard triggers an invocation and is answered") {
   auto res = c.expect<proto::call_result>(20s);
   CHECK(res.id == 7);
   CHECK(res.status == 0);
-  CHECK(std::string(res.body.begin(), res.body.end()) == R"({"handled":"start","shard":2})");
+  CHECK(
+      std::string(res.body.begin(), res.body.end()).rfind(R"({"handled":"start","shard":2,)", 0) ==
+      0);
   // The endpoint's answer arrives after the call's: wait for the metrics to count it.
   std::string m;
   auto deadline = std::chrono::steady_clock::now() + 10s;

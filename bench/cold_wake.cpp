@@ -1,0 +1,61 @@
+// Cold wake: a client calls a shard nobody holds; the server invokes the endpoint (fusee
+// handler), which connects back, leases the shard and answers the call. Reports the total and
+// the server's share (total less the handler's own time, which it puts in its answer).
+//   cold_wake HOST:PORT shards calls
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/connection.hpp"
+
+using namespace fusee;
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: cold_wake HOST:PORT shards calls\n");
+    return 2;
+  }
+  std::string addr = argv[1];
+  uint32_t shards = static_cast<uint32_t>(std::stoul(argv[2]));
+  int calls = std::stoi(argv[3]);
+  auto colon = addr.rfind(':');
+  auto c = client::connection::open(addr.substr(0, colon),
+                                    static_cast<uint16_t>(std::stoi(addr.substr(colon + 1))));
+  if (!c) return 1;
+  c->send(proto::client_hello{proto::request_head{1}, 1, "bench-cold"});
+  if (!c->receive(std::chrono::seconds(5))) return 1;
+  std::vector<double> total, server;
+  for (int i = 0; i < calls; ++i) {
+    // Each call goes to a shard whose last invocation has ended (the handler lingers 100 ms).
+    uint32_t shard = static_cast<uint32_t>(i) % shards;
+    auto t0 = std::chrono::steady_clock::now();
+    c->send(proto::call{proto::request_head{static_cast<uint64_t>(i + 10), proto::shard_id{shard},
+                                            proto::epoch_t{0}},
+                        "ping", "", proto::bytes{'{', '}'}, 10000});
+    auto r = c->receive(std::chrono::seconds(20));
+    auto us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    auto* res = r ? std::get_if<proto::call_result>(&*r) : nullptr;
+    if (!res || res->status != 0) {
+      std::fprintf(stderr, "call %d failed\n", i);
+      return 1;
+    }
+    std::string body(res->body.begin(), res->body.end());
+    auto p = body.find("\"handler_us\":");
+    double handler_us = p == std::string::npos ? 0 : std::stod(body.substr(p + 13));
+    total.push_back(us);
+    server.push_back(us - handler_us);
+    std::this_thread::sleep_for(std::chrono::milliseconds(400 / shards + 1));  // let it end
+  }
+  auto pct = [](std::vector<double> v, double p) {
+    std::sort(v.begin(), v.end());
+    return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+  };
+  std::printf("{\"calls\":%d,\"total_p50_us\":%.0f,\"total_p99_us\":%.0f,\"server_p50_us\":%.0f,"
+              "\"server_p99_us\":%.0f}\n",
+              calls, pct(total, 0.5), pct(total, 0.99), pct(server, 0.5), pct(server, 0.99));
+  return 0;
+}

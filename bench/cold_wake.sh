@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Cold wake: client CALL for an unheld shard -> signed POST -> fusee handler connects back and
+# leases -> call answered; ROUNDS rounds of CALLS calls, total and server share (p50/p99).
+# Usage: bench/cold_wake.sh [BUILD_DIR]
+set -euo pipefail
+BUILD=${1:-build}
+ROUNDS=${ROUNDS:-3}
+CALLS=${CALLS:-200}
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+echo s3cret > "$work/secret"
+"$BUILD/app/fusee" handler --listen 127.0.0.1:0 --secret-file "$work/secret" \
+  --ready-file "$work/h.ready" 2>/dev/null &
+pids+=($!)
+for _ in $(seq 1 200); do [ -f "$work/h.ready" ] && break; sleep 0.05; done
+hp=$(sed 's/listen=//' "$work/h.ready")
+printf '[server]\nshards = 16\n[[endpoint]]\nurl = "http://%s/invoke"\nsecret_file = "secret"\n' "$hp" > "$work/fusee.toml"
+"$BUILD/app/fusee" server --config "$work/fusee.toml" --data-dir "$work/data" \
+  --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --ready-file "$work/s.ready" 2>"$work/s.log" &
+pids+=($!)
+for _ in $(seq 1 200); do [ -f "$work/s.ready" ] && break; sleep 0.05; done
+sp=$(grep listen= "$work/s.ready" | cut -d= -f2)
+ap=$(grep admin= "$work/s.ready" | cut -d= -f2)
+# Wait for the start-up (`recovery`) invocation to end, so every call below is a cold wake.
+python3 - "$ap" <<'PY'
+import json, sys, time, urllib.request
+for _ in range(200):
+    m = json.load(urllib.request.urlopen(f"http://{sys.argv[1]}/v1/invoker"))
+    e = m["endpoints"][0]
+    if e["succeeded"] >= 1 and e["inFlight"] == 0 and m["invokingShards"] == 0:
+        break
+    time.sleep(0.05)
+PY
+echo "command: bench/cold_wake.sh $BUILD (ROUNDS=$ROUNDS CALLS=$CALLS), 16 shards, fusee handler on loopback"
+echo
+echo "| round | total p50 / p99 (us) | server's share p50 / p99 (us) |"
+echo "| --- | --- | --- |"
+for r in $(seq 1 "$ROUNDS"); do
+  j=$("$BUILD/bench/cold_wake" "$sp" 16 "$CALLS")
+  python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(f\"| $r | {d['total_p50_us']:.0f} / {d['total_p99_us']:.0f} | {d['server_p50_us']:.0f} / {d['server_p99_us']:.0f} |\")" "$j"
+done
