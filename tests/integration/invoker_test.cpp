@@ -26,12 +26,13 @@ struct handler_process {
   temp_dir dir;
   int pid = -1;
   uint16_t port = 0;
-  explicit handler_process(std::vector<std::string> extra = {}) {
+  explicit handler_process(std::vector<std::string> extra = {}, uint16_t want_port = 0) {
     auto secret = dir.path() / "secret";
     std::ofstream(secret) << "s3cret\n";
     auto ready = dir.path() / "ready";
-    std::vector<std::string> args{fusee_binary(),  "handler",       "--listen",     "127.0.0.1:0",
-                                  "--secret-file", secret.string(), "--ready-file", ready.string()};
+    std::vector<std::string> args{
+        fusee_binary(),  "handler",       "--listen",     "127.0.0.1:" + std::to_string(want_port),
+        "--secret-file", secret.string(), "--ready-file", ready.string()};
     args.insert(args.end(), extra.begin(), extra.end());
     auto log = (dir.path() / "handler.log").string();
     pid = ::fork();
@@ -389,4 +390,28 @@ TEST_CASE("a lease that ends without a report counts a crash and backs the shard
   auto m = await_metrics(server, [](const std::string& m) { return field(m, "crashes") >= 4; });
   CHECK(field(m, "crashes") >= 4);
   ep.release(200);
+}
+
+TEST_CASE("serving resumes when a failing endpoint recovers") {
+  temp_dir secrets;
+  temp_dir tmp;
+  auto failing =
+      std::make_unique<handler_process>(std::vector<std::string>{"--fail-status", "500"});
+  uint16_t port = failing->port;
+  server_process server(tmp.path() / "data", endpoint_toml(port, secrets));
+  REQUIRE(server.start().empty());
+  auto m =
+      await_metrics(server, [](const std::string& m) { return field(m, "failuresInARow") >= 2; });
+  REQUIRE(field(m, "failuresInARow") >= 2);
+  failing.reset();  // the endpoint is fixed and comes back on the same address
+  handler_process healthy{{}, port};
+  m = await_metrics(server, [](const std::string& m) {
+    return field(m, "succeeded") >= 1 && field(m, "failuresInARow") == 0;
+  });
+  CHECK(field(m, "succeeded") >= 1);
+  CHECK(field(m, "failuresInARow") == 0);
+  auto c = client_peer(server);
+  REQUIRE(c.conn.send(proto::call{proto::request_head{3, proto::shard_id{0}, proto::epoch_t{0}},
+                                  "ping", "", record("{}"), 10000}));
+  CHECK(c.expect<proto::call_result>(20s).status == 0);
 }
