@@ -34,18 +34,7 @@ struct handler_process {
         fusee_binary(),  "handler",       "--listen",     "127.0.0.1:" + std::to_string(want_port),
         "--secret-file", secret.string(), "--ready-file", ready.string()};
     args.insert(args.end(), extra.begin(), extra.end());
-    auto log = (dir.path() / "handler.log").string();
-    pid = ::fork();
-    if (pid == 0) {
-      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) ::dup2(fd, 2);
-      std::vector<char*> argv;
-      for (auto& a : args)
-        argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      std::_Exit(127);
-    }
+    pid = spawn_process(args, dir.path() / "handler.log");
     auto deadline = std::chrono::steady_clock::now() + 10s;
     while (!std::filesystem::exists(ready) && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(5ms);
@@ -78,6 +67,19 @@ long field(const std::string& json, const std::string& key) {
   auto i = json.find("\"" + key + "\":");
   if (i == std::string::npos) return -1;
   return std::stol(json.substr(i + key.size() + 3));
+}
+
+/// Waits until `pred(metrics)` holds, for at most 15 s; returns the last metrics.
+template <class Pred>
+std::string await_metrics(const server_process& s, Pred pred) {
+  std::string m;
+  auto deadline = std::chrono::steady_clock::now() + 15s;
+  do {
+    m = metrics(s);
+    if (pred(m)) return m;
+    std::this_thread::sleep_for(20ms);  // polling an HTTP endpoint, not synchronising threads
+  } while (std::chrono::steady_clock::now() < deadline);
+  return m;
 }
 
 peer client_peer(server_process& s) {
@@ -145,11 +147,7 @@ TEST_CASE("a call for an unheld shard triggers an invocation and is answered") {
       std::string(res.body.begin(), res.body.end()).rfind(R"({"handled":"start","shard":2,)", 0) ==
       0);
   // The endpoint's answer arrives after the call's: wait for the metrics to count it.
-  std::string m;
-  auto deadline = std::chrono::steady_clock::now() + 10s;
-  do {
-    m = metrics(server);
-  } while (field(m, "succeeded") < 1 && std::chrono::steady_clock::now() < deadline);
+  auto m = await_metrics(server, [](const std::string& m) { return field(m, "succeeded") >= 1; });
   CHECK(field(m, "invocations") >= 1);
   CHECK(field(m, "succeeded") >= 1);
   CHECK(field(m, "failed") == 0);
@@ -164,11 +162,8 @@ TEST_CASE("an endpoint answering 500 backs off and the metrics say so") {
   temp_dir tmp;
   server_process server(tmp.path() / "data", endpoint_toml(handler.port, secrets));
   REQUIRE(server.start().empty());
-  std::string m;
-  auto deadline = std::chrono::steady_clock::now() + 10s;
-  do {
-    m = metrics(server);
-  } while (field(m, "failuresInARow") < 2 && std::chrono::steady_clock::now() < deadline);
+  auto m =
+      await_metrics(server, [](const std::string& m) { return field(m, "failuresInARow") >= 2; });
   CHECK(field(m, "failed") >= 2);
   CHECK(field(m, "failuresInARow") >= 2);
   CHECK(field(m, "succeeded") == 0);
@@ -232,19 +227,6 @@ TEST_CASE("an invoked worker binds once, gets its shards and budget, and is fenc
 }
 
 namespace {
-
-/// Waits until `pred(metrics)` holds, for at most 15 s; returns the last metrics.
-template <class Pred>
-std::string await_metrics(const server_process& s, Pred pred) {
-  std::string m;
-  auto deadline = std::chrono::steady_clock::now() + 15s;
-  do {
-    m = metrics(s);
-    if (pred(m)) return m;
-    std::this_thread::sleep_for(20ms);  // polling an HTTP endpoint, not synchronising threads
-  } while (std::chrono::steady_clock::now() < deadline);
-  return m;
-}
 
 /// The handler's stderr lines that announce invocations, once `n` of them were logged.
 std::string handler_log(const handler_process& h, size_t n) {

@@ -41,6 +41,25 @@ std::pair<long, std::string> http_get(uint16_t port, const std::string& path) {
   return {status, body};
 }
 
+int spawn_process(std::vector<std::string> args, const fs::path& log_path) {
+  int pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 2);
+      ::dup2(fd, 1);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    std::_Exit(127);
+  }
+  return pid;
+}
+
 temp_dir::temp_dir() {
   std::random_device rd;
   path_ = fs::temp_directory_path() /
@@ -83,21 +102,7 @@ std::string server_process::start() {
                                 "--listen",     "127.0.0.1:0",  "--admin-listen",
                                 "127.0.0.1:0",  "--ready-file", ready.string()};
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
-  pid_ = ::fork();
-  if (pid_ < 0) throw std::runtime_error("fork failed");
-  if (pid_ == 0) {
-    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 2);
-      ::dup2(fd, 1);
-    }
-    std::vector<char*> argv;
-    for (auto& a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    std::_Exit(127);
-  }
+  pid_ = spawn_process(args, log_path);
   // Await the ready file (or the process's exit), for at most 20 s.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {

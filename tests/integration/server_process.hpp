@@ -55,6 +55,10 @@ private:
   std::filesystem::path work_;
 };
 
+/// Starts `args` (args[0] is the binary) as a child process with stdout and stderr appended to
+/// `log_path`; returns its pid.
+int spawn_process(std::vector<std::string> args, const std::filesystem::path& log_path);
+
 /// GET http://127.0.0.1:port/path; returns {status, body} (status 0 if the request failed).
 std::pair<long, std::string> http_get(uint16_t port, const std::string& path);
 
