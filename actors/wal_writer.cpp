@@ -608,6 +608,21 @@ struct wal_writer::impl {
                                             "); appends are refused until restart"};
     return std::nullopt;
   }
+  /// The shard's state if `session` holds `shard` under `epoch` (and, to write, the log still
+  /// works); otherwise the request is refused (to the session) and nullptr returned. Reads of
+  /// durable data are served even after a write failure.
+  shard_state* admit(session_id session, uint64_t request_id, shard_id shard, epoch_t epoch,
+                     bool to_write = true) {
+    uint32_t s = shard.value();
+    std::optional<proto::error> err;
+    if (s >= shards.size() || to_write) err = check_shard(s);
+    if (!err) err = check_holder(shards[s], s, session, epoch);
+    if (err) {
+      sink->on_refused(session, request_id, *err);
+      return nullptr;
+    }
+    return &shards[s];
+  }
 
   struct pending_index {
     uint32_t shard;
@@ -629,15 +644,9 @@ struct wal_writer::impl {
     for (auto& e : work) {
       if (auto* a = std::get_if<wal_append>(&e)) {
         uint32_t s = a->shard.value();
-        if (auto err = check_shard(s)) {
-          sink->on_refused(a->session, a->request_id, *err);
-          continue;
-        }
-        auto& st = shards[s];
-        if (auto err = check_holder(st, s, a->session, a->epoch)) {
-          sink->on_refused(a->session, a->request_id, *err);
-          continue;
-        }
+        auto* admitted = admit(a->session, a->request_id, a->shard, a->epoch);
+        if (!admitted) continue;
+        auto& st = *admitted;
         if (a->first_lsn.value() != st.last_lsn + 1) {
           sink->on_refused(a->session, a->request_id,
                            proto::error{err_code::lsn_gap,
@@ -738,15 +747,9 @@ struct wal_writer::impl {
   void serve_after_commit(wal_entry& e) {
     if (auto* c = std::get_if<wal_checkpoint>(&e)) {
       uint32_t s = c->shard.value();
-      if (auto err = check_shard(s)) {
-        sink->on_refused(c->session, c->request_id, *err);
-        return;
-      }
-      auto& st = shards[s];
-      if (auto err = check_holder(st, s, c->session, c->epoch)) {
-        sink->on_refused(c->session, c->request_id, *err);
-        return;
-      }
+      auto* admitted = admit(c->session, c->request_id, c->shard, c->epoch);
+      if (!admitted) return;
+      auto& st = *admitted;
       if (c->lsn.value() > st.durable_lsn) {
         sink->on_refused(c->session, c->request_id,
                          proto::error{err_code::bad_body, "checkpoint lsn " +
@@ -773,14 +776,7 @@ struct wal_writer::impl {
       sink->on_answer(c->session, proto::ok{c->request_id, {}});
     } else if (auto* l = std::get_if<wal_load_checkpoint>(&e)) {
       uint32_t s = l->shard.value();
-      if (auto err = check_shard(s)) {
-        sink->on_refused(l->session, l->request_id, *err);
-        return;
-      }
-      if (auto err = check_holder(shards[s], s, l->session, l->epoch)) {
-        sink->on_refused(l->session, l->request_id, *err);
-        return;
-      }
+      if (!admit(l->session, l->request_id, l->shard, l->epoch, false)) return;
       auto p = ckpt_dir / ("shard-" + std::to_string(s) + ".ckpt");
       proto::checkpoint_data out{l->request_id, lsn_t{0}, {}};
       if (fs::exists(p)) {
@@ -800,15 +796,9 @@ struct wal_writer::impl {
 
   void serve_read(const wal_read& r) {
     uint32_t s = r.shard.value();
-    if (s >= shards.size()) {
-      sink->on_refused(r.session, r.request_id, *check_shard(s));
-      return;
-    }
-    auto& st = shards[s];
-    if (auto err = check_holder(st, s, r.session, r.epoch)) {
-      sink->on_refused(r.session, r.request_id, *err);
-      return;
-    }
+    auto* admitted = admit(r.session, r.request_id, r.shard, r.epoch, false);
+    if (!admitted) return;
+    auto& st = *admitted;
     proto::log_page page{r.request_id, r.shard, lsn_t{r.after.value() + 1},
                          {},           0,       lsn_t{st.durable_lsn}};
     uint64_t want = r.after.value() + 1;
