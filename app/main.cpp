@@ -7,6 +7,7 @@
 #include <curl/curl.h>
 
 #include "actors/wal_writer.hpp"
+#include "app/call.hpp"
 #include "app/config.hpp"
 #include "app/handler.hpp"
 #include "app/server_main.hpp"
@@ -74,7 +75,27 @@ int main(int argc, char** argv) {
   handler->add_option("--report-flags", hcfg.report_flags, "IDLE flags: 1 BUSY, 2 EXPIRED")
       ->check(CLI::Range(0, 3));
 
+  std::string call_server = "127.0.0.1:7400", call_method, call_args = "{}", call_type,
+              call_workflow;
+  int64_t call_shard = -1;
+  uint32_t call_park_ms = 0;
+  auto* call = app.add_subcommand("call", "send one call to a shard's holder and print the answer");
+  call->add_option("--server", call_server, "host:port of the server");
+  call->add_option("--shard", call_shard, "the shard to call");
+  call->add_option("--workflow", call_workflow,
+                   "a workflow id; its shard is fnv1a64(id) mod shards");
+  call->add_option("--method", call_method, "the method to call")->required();
+  call->add_option("--args", call_args, "JSON arguments");
+  call->add_option("--type", call_type,
+                   "workflow type (routes a start to an endpoint with its code)");
+  call->add_option("--park-ms", call_park_ms,
+                   "longest to wait for a holder (0: the server's limit)");
+
   CLI11_PARSE(app, argc, argv);
+
+  if (*call)
+    return fusee::app::run_call(call_server, call_shard, call_workflow, call_method, call_args,
+                                call_type, call_park_ms);
 
   if (*handler) return fusee::app::run_handler(hcfg);
 

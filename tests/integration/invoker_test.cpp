@@ -12,6 +12,7 @@
 
 #include "app/http_server.hpp"
 #include "protocol/invocation_request.hpp"
+#include "protocol/shard_hash.hpp"
 #include "protocol/signature.hpp"
 #include "server_process.hpp"
 #include "worker.hpp"
@@ -396,4 +397,31 @@ TEST_CASE("serving resumes when a failing endpoint recovers") {
   REQUIRE(c.conn.send(proto::call{proto::request_head{3, proto::shard_id{0}, proto::epoch_t{0}},
                                   "ping", "", record("{}"), 10000}));
   CHECK(c.expect<proto::call_result>(20s).status == 0);
+}
+
+TEST_CASE("fusee call: a workflow id's call wakes the endpoint and prints the answer") {
+  handler_process handler;
+  temp_dir secrets;
+  temp_dir tmp;
+  server_process server(tmp.path() / "data", endpoint_toml(handler.port, secrets));
+  REQUIRE(server.start().empty());
+  auto run = [&](const std::string& args) {
+    std::string cmd = fusee_binary() + " call --server 127.0.0.1:" + std::to_string(server.port()) +
+                      " " + args + " 2>&1";
+    std::string out;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    char buf[512];
+    while (p && std::fgets(buf, sizeof(buf), p))
+      out += buf;
+    int rc = p ? ::pclose(p) : -1;
+    return std::make_pair(WEXITSTATUS(rc), out);
+  };
+  auto [rc, out] = run("--workflow order-42 --method start --args '{\"item\":1}'");
+  CHECK(rc == 0);
+  // fnv1a64("order-42") mod 4 picks the shard; the handler names it in its answer.
+  auto shard = proto::shard_for("order-42", 4).value();
+  CHECK(out.find("\"handled\":\"start\",\"shard\":" + std::to_string(shard)) != std::string::npos);
+  auto [bad, msg] = run("--shard 9 --method start");
+  CHECK(bad == 2);
+  CHECK(msg.find("no shard 9") != std::string::npos);
 }
