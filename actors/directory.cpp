@@ -85,8 +85,9 @@ struct directory_state {
   uint64_t next_token = 1;
   std::unordered_map<uint64_t, std::pair<session_id, uint32_t>> pending_grants;
   std::unordered_map<uint64_t, pending_revoke> pending_revokes;
-  std::vector<std::deque<parked_call>> parked_calls;
-  std::vector<std::deque<parked_message>> parked_messages;
+  // Only shards with something parked have an entry (100,000 empty deques would cost ~100 MB).
+  std::unordered_map<uint32_t, std::deque<parked_call>> parked_calls;
+  std::unordered_map<uint32_t, std::deque<parked_message>> parked_messages;
   std::unordered_map<uint64_t, inflight_call> inflight;
   uint64_t next_relay = 1;
   uint64_t next_call_seq = 1;
@@ -136,13 +137,17 @@ void dispatch_call(directory_state& st, uint32_t shard, parked_call&& c) {
 
 void flush_parked(directory_state& st, uint32_t shard) {
   auto& slot = st.slots[shard];
-  if (slot.holder == 0 || !slot.serve_calls) return;
-  auto calls = std::move(st.parked_calls[shard]);
-  st.parked_calls[shard].clear();
-  for (auto& c : calls)
-    dispatch_call(st, shard, std::move(c));
-  auto msgs = std::move(st.parked_messages[shard]);
-  st.parked_messages[shard].clear();
+  if (slot.holder == 0 || !slot.serve_calls || slot.draining) return;
+  if (auto i = st.parked_calls.find(shard); i != st.parked_calls.end()) {
+    auto calls = std::move(i->second);
+    st.parked_calls.erase(i);
+    for (auto& c : calls)
+      dispatch_call(st, shard, std::move(c));
+  }
+  auto i = st.parked_messages.find(shard);
+  if (i == st.parked_messages.end()) return;
+  auto msgs = std::move(i->second);
+  st.parked_messages.erase(i);
   for (auto& m : msgs)
     send_frame(slot.holder_actor,
                proto::message{0, shard_id{shard}, shard_id{m.from}, epoch_t{m.from_epoch},
@@ -269,8 +274,6 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
   st.cfg = cfg;
   st.wal = wal;
   st.slots.resize(cfg.shards);
-  st.parked_calls.resize(cfg.shards);
-  st.parked_messages.resize(cfg.shards);
   for (uint32_t s = 0; s < cfg.shards; ++s)
     st.slots[s].epoch = wal->recovered_epoch(shard_id{s});
   return {
@@ -339,10 +342,10 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
         // The invoker is up: every shard nobody holds is due once (`recovery`).
         auto& st = self->state;
         st.scheduler = scheduler;
+        std::vector<uint32_t> free;
         for (uint32_t shard = 0; shard < st.slots.size(); ++shard)
-          if (st.slots[shard].holder == 0 && !st.slots[shard].busy)
-            self->send(scheduler, due_atom::value, shard, uint8_t{proto::reason_recovery},
-                       std::string{});
+          if (st.slots[shard].holder == 0 && !st.slots[shard].busy) free.push_back(shard);
+        self->send(scheduler, due_atom::value, std::move(free), uint8_t{proto::reason_recovery});
       },
       [=](drain_atom, uint64_t s, caf::actor session, uint64_t req,
           const std::vector<uint32_t>& shards) {
@@ -387,7 +390,7 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
       },
       [=](caf::get_atom) -> uint64_t {
         uint64_t n = 0;
-        for (auto& q : self->state.parked_calls)
+        for (auto& [shard, q] : self->state.parked_calls)
           n += q.size();
         return n;
       },
@@ -504,13 +507,17 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
         st.parked_calls[shard].push_back(std::move(c));
       },
       [=](expire_atom, uint32_t shard, uint64_t seq) {
-        auto& q = self->state.parked_calls[shard];
+        auto& parked = self->state.parked_calls;
+        auto found = parked.find(shard);
+        if (found == parked.end()) return;
+        auto& q = found->second;
         for (auto i = q.begin(); i != q.end(); ++i)
           if (i->seq == seq) {
             answer_call(i->client, i->request_id, proto::call_status::parked_too_long,
                         error_json("no holder took shard " + std::to_string(shard) +
                                    " while the call was parked"));
             q.erase(i);
+            if (q.empty()) parked.erase(found);
             return;
           }
       },

@@ -362,7 +362,20 @@ caf::behavior scheduler_fn(scheduler_ptr self, invoker_settings cfg, http_client
           self->send(self, caf::tick_atom::value, uint64_t{0});
         }
       },
-      [=](leased_atom, uint32_t shard) {
+      [=](due_atom, const std::vector<uint32_t>& shards, uint8_t reasons) {
+      // Many shards due at once (every free shard at start): one dispatch for all of them.
+      auto& st = self->state;
+      auto now = clock_type::now();
+      for (auto shard : shards) {
+        if (shard >= st.shards.size()) continue;
+        auto& w = st.shards[shard];
+        w.due = true;
+        w.due_at = now;
+        w.reasons |= reasons;
+      }
+      dispatch(self);
+    },
+    [=](leased_atom, uint32_t shard) {
         auto& w = self->state.shards.at(shard);
         w.due = false;
         w.reasons = 0;
