@@ -310,6 +310,15 @@ void dispatch(scheduler_ptr self) {
   if (next) arm(self, *next);
 }
 
+/// Dispatches once the messages already in the mailbox are in: a burst of due shards or ended
+/// invocations costs one scan of the shards, not one per message.
+void request_dispatch(scheduler_ptr self) {
+  auto& st = self->state;
+  if (st.dispatch_queued) return;
+  st.dispatch_queued = true;
+  self->send(self, caf::tick_atom::value, uint64_t{0});
+}
+
 std::string metrics_json(scheduler_state& st, const std::vector<std::string>& endpoints,
                          uint64_t parked_calls) {
   uint32_t due = 0, invoking = 0, backing = 0;
@@ -355,27 +364,23 @@ caf::behavior scheduler_fn(scheduler_ptr self, invoker_settings cfg, http_client
         if (!start_type.empty() &&
             std::find(w.starts.begin(), w.starts.end(), start_type) == w.starts.end())
           w.starts.push_back(start_type);
-        // Shards that become due together (at start, say) share invocations: dispatch once the
-        // messages already queued are in.
-        if (!st.dispatch_queued) {
-          st.dispatch_queued = true;
-          self->send(self, caf::tick_atom::value, uint64_t{0});
-        }
+        // Shards that become due together (at start, say) share invocations.
+        request_dispatch(self);
       },
       [=](due_atom, const std::vector<uint32_t>& shards, uint8_t reasons) {
-      // Many shards due at once (every free shard at start): one dispatch for all of them.
-      auto& st = self->state;
-      auto now = clock_type::now();
-      for (auto shard : shards) {
-        if (shard >= st.shards.size()) continue;
-        auto& w = st.shards[shard];
-        w.due = true;
-        w.due_at = now;
-        w.reasons |= reasons;
-      }
-      dispatch(self);
-    },
-    [=](leased_atom, uint32_t shard) {
+        // Many shards due at once (every free shard at start): one dispatch for all of them.
+        auto& st = self->state;
+        auto now = clock_type::now();
+        for (auto shard : shards) {
+          if (shard >= st.shards.size()) continue;
+          auto& w = st.shards[shard];
+          w.due = true;
+          w.due_at = now;
+          w.reasons |= reasons;
+        }
+        request_dispatch(self);
+      },
+      [=](leased_atom, uint32_t shard) {
         auto& w = self->state.shards.at(shard);
         w.due = false;
         w.reasons = 0;
@@ -431,7 +436,7 @@ caf::behavior scheduler_fn(scheduler_ptr self, invoker_settings cfg, http_client
                 w.reasons |= proto::reason_code;
               }
         }
-        dispatch(self);
+        request_dispatch(self);
       },
       [=](bind_atom, uint64_t id, uint64_t session) {
         auto& st = self->state;
@@ -471,7 +476,7 @@ caf::behavior scheduler_fn(scheduler_ptr self, invoker_settings cfg, http_client
           if (w.invoking == id) w.invoking = 0;
         }
         (void)success;
-        dispatch(self);
+        request_dispatch(self);
       },
       [=](caf::tick_atom, uint64_t gen) {
         auto& st = self->state;
