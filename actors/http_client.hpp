@@ -32,7 +32,15 @@ struct http_result {
   double total_ms = 0;
 };
 
-class http_client {
+/// Where the endpoint actors hand their POSTs: the curl thread in the server, a fake in tests.
+class http_sender {
+public:
+  virtual ~http_sender() = default;
+  /// Thread-safe; the completion is reported later, by message.
+  virtual void submit(http_request req) = 0;
+};
+
+class http_client final : public http_sender {
 public:
   using completion = std::function<void(http_result)>;
 
@@ -42,7 +50,7 @@ public:
   http_client(const http_client&) = delete;
   http_client& operator=(const http_client&) = delete;
 
-  void submit(http_request req);
+  void submit(http_request req) override;
   /// Ends the thread; transfers still running complete with error "aborted".
   void stop();
   size_t in_flight() const { return in_flight_; }

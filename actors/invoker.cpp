@@ -61,7 +61,7 @@ struct endpoint_state {
   endpoint_settings cfg;
   std::string server_address;
   uint32_t close_grace_ms = 2000;
-  http_client* http = nullptr;
+  http_sender* http = nullptr;
   caf::actor scheduler, directory;
   std::unordered_map<uint64_t, invocation> invocations;
   uint32_t failures = 0;
@@ -74,9 +74,8 @@ struct endpoint_state {
 
 using endpoint_ptr = caf::stateful_actor<endpoint_state>*;
 
-std::string endpoint_json(const endpoint_state& st) {
+std::string endpoint_json(const endpoint_state& st, clock_type::time_point now) {
   std::ostringstream o;
-  auto now = clock_type::now();
   long backoff_ms =
       st.not_before > now ? std::chrono::duration_cast<ms>(st.not_before - now).count() : 0;
   o << "{\"url\":" << json_string(st.cfg.url) << ",\"types\":[";
@@ -95,7 +94,7 @@ std::string endpoint_json(const endpoint_state& st) {
 }
 
 caf::behavior endpoint_fn(endpoint_ptr self, uint32_t index, endpoint_settings cfg,
-                          std::string server_address, uint32_t close_grace_ms, http_client* http,
+                          std::string server_address, uint32_t close_grace_ms, http_sender* http,
                           caf::actor scheduler, caf::actor directory) {
   auto& st = self->state;
   st.index = index;
@@ -124,7 +123,7 @@ caf::behavior endpoint_fn(endpoint_ptr self, uint32_t index, endpoint_settings c
         req.ca_file = st.cfg.ca_file;
         req.cert_file = st.cfg.cert_file;
         req.key_file = st.cfg.key_file;
-        st.invocations[id] = invocation{shards, 0, false, clock_type::now()};
+        st.invocations[id] = invocation{shards, 0, false, self->clock().now()};
         st.m.invocations++;
         st.m.shards += shards.size();
         st.http->submit(std::move(req));
@@ -139,7 +138,7 @@ caf::behavior endpoint_fn(endpoint_ptr self, uint32_t index, endpoint_settings c
           return caf::make_result(uint32_t{8}, std::vector<uint32_t>{}, uint32_t{0});
         i->second.session = session;
         auto elapsed =
-            std::chrono::duration_cast<ms>(clock_type::now() - i->second.started).count();
+            std::chrono::duration_cast<ms>(self->clock().now() - i->second.started).count();
         uint32_t left =
             elapsed >= st.cfg.budget_ms ? 1 : st.cfg.budget_ms - static_cast<uint32_t>(elapsed);
         return caf::make_result(uint32_t{0}, i->second.shards, left);
@@ -174,14 +173,14 @@ caf::behavior endpoint_fn(endpoint_ptr self, uint32_t index, endpoint_settings c
         if (!success) {
           st.failures++;
           auto d = backoff(st.failures, rules::failure_base, rules::failure_cap, st.rng);
-          st.not_before = clock_type::now() + d;
+          st.not_before = self->clock().now() + d;
           st.m.last_error =
               ok          ? "answered " + std::to_string(status) + " but never leased its shards"
               : timed_out ? "no answer within budget + grace (" +
                                 std::to_string(st.cfg.budget_ms + st.cfg.grace_ms) + " ms)"
               : status != 0 ? "answered HTTP " + std::to_string(status)
                             : error;
-          auto now = clock_type::now();
+          auto now = self->clock().now();
           if (now - st.logged >= std::chrono::seconds(10)) {  // at most every 10 s
             st.logged = now;
             std::fprintf(stderr, "fusee server: endpoint %s failed %u time(s) in a row: %s\n",
@@ -200,16 +199,16 @@ caf::behavior endpoint_fn(endpoint_ptr self, uint32_t index, endpoint_settings c
         }
         st.invocations.erase(i);
         auto wait =
-            st.not_before > clock_type::now()
+            st.not_before > self->clock().now()
                 ? static_cast<uint64_t>(
-                      std::chrono::duration_cast<ms>(st.not_before - clock_type::now()).count())
+                      std::chrono::duration_cast<ms>(st.not_before - self->clock().now()).count())
                 : 0;
         self->send(st.scheduler, ended_atom::value, st.index, id, inv.shards, success, wait);
       },
       [=](fencelater_atom, uint64_t session) {
         self->send(self->state.directory, fence_atom::value, session);
       },
-      [=](metrics_atom) { return endpoint_json(self->state); },
+      [=](metrics_atom) { return endpoint_json(self->state, self->clock().now()); },
   };
 }
 
@@ -266,7 +265,7 @@ void arm(scheduler_ptr self, clock_type::time_point at) {
   if (st.armed && st.armed_for <= at) return;
   st.armed = true;
   st.armed_for = at;
-  auto delay = std::max<clock_type::duration>(at - clock_type::now(), clock_type::duration{0});
+  auto delay = std::max<clock_type::duration>(at - self->clock().now(), clock_type::duration{0});
   self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(delay), caf::tick_atom::value,
                      ++st.generation);
 }
@@ -274,7 +273,7 @@ void arm(scheduler_ptr self, clock_type::time_point at) {
 /// Groups the shards that are due now into invocations, as many as free slots allow.
 void dispatch(scheduler_ptr self) {
   auto& st = self->state;
-  auto now = clock_type::now();
+  auto now = self->clock().now();
   std::map<int, std::vector<uint32_t>> per_endpoint;
   std::optional<clock_type::time_point> next;
   for (uint32_t s = 0; s < st.shards.size(); ++s) {
@@ -320,9 +319,8 @@ void request_dispatch(scheduler_ptr self) {
 }
 
 std::string metrics_json(scheduler_state& st, const std::vector<std::string>& endpoints,
-                         uint64_t parked_calls) {
+                         uint64_t parked_calls, clock_type::time_point now) {
   uint32_t due = 0, invoking = 0, backing = 0;
-  auto now = clock_type::now();
   for (auto& w : st.shards) {
     if (w.invoking)
       invoking++;
@@ -342,7 +340,7 @@ std::string metrics_json(scheduler_state& st, const std::vector<std::string>& en
   return o.str();
 }
 
-caf::behavior scheduler_fn(scheduler_ptr self, invoker_settings cfg, http_client* http,
+caf::behavior scheduler_fn(scheduler_ptr self, invoker_settings cfg, http_sender* http,
                            caf::actor directory) {
   auto& st = self->state;
   st.cfg = cfg;
@@ -358,7 +356,7 @@ caf::behavior scheduler_fn(scheduler_ptr self, invoker_settings cfg, http_client
         auto& st = self->state;
         if (shard >= st.shards.size()) return;
         auto& w = st.shards[shard];
-        if (!w.due || w.due_at > clock_type::now()) w.due_at = clock_type::now();
+        if (!w.due || w.due_at > self->clock().now()) w.due_at = self->clock().now();
         w.due = true;
         w.reasons |= reasons;
         if (!start_type.empty() &&
@@ -370,7 +368,7 @@ caf::behavior scheduler_fn(scheduler_ptr self, invoker_settings cfg, http_client
       [=](due_atom, const std::vector<uint32_t>& shards, uint8_t reasons) {
         // Many shards due at once (every free shard at start): one dispatch for all of them.
         auto& st = self->state;
-        auto now = clock_type::now();
+        auto now = self->clock().now();
         for (auto shard : shards) {
           if (shard >= st.shards.size()) continue;
           auto& w = st.shards[shard];
@@ -390,7 +388,7 @@ caf::behavior scheduler_fn(scheduler_ptr self, invoker_settings cfg, http_client
           uint64_t open_us, std::vector<std::string>& types, bool crashed, bool invoked) {
         auto& st = self->state;
         auto& w = st.shards.at(shard);
-        auto now = clock_type::now();
+        auto now = self->clock().now();
         if (invoked && w.last_endpoint >= 0 && !crashed)
           self->send(st.endpoints[w.last_endpoint].actor, report_atom::value, steps, open_us);
         if (crashed) {  // a crash, a revoked lease, or a worker that never reported
@@ -470,7 +468,7 @@ caf::behavior scheduler_fn(scheduler_ptr self, invoker_settings cfg, http_client
         st.owner.erase(id);
         auto& ep = st.endpoints[e];
         ep.in_flight--;
-        ep.not_before = clock_type::now() + ms{static_cast<int64_t>(backoff_ms)};
+        ep.not_before = self->clock().now() + ms{static_cast<int64_t>(backoff_ms)};
         for (auto s : shards) {
           auto& w = st.shards[s];
           if (w.invoking == id) w.invoking = 0;
@@ -495,14 +493,16 @@ caf::behavior scheduler_fn(scheduler_ptr self, invoker_settings cfg, http_client
         auto collected = std::make_shared<std::vector<std::string>>(st.endpoints.size());
         auto left = std::make_shared<size_t>(st.endpoints.size());
         if (*left == 0) {
-          rp.deliver(metrics_json(st, {}, parked_calls));
+          rp.deliver(metrics_json(st, {}, parked_calls, self->clock().now()));
           return rp;
         }
         for (size_t i = 0; i < st.endpoints.size(); ++i)
           self->request(st.endpoints[i].actor, std::chrono::seconds(5), metrics_atom::value)
               .then([=](const std::string& j) mutable {
                 (*collected)[i] = j;
-                if (--*left == 0) rp.deliver(metrics_json(self->state, *collected, parked_calls));
+                if (--*left == 0)
+                  rp.deliver(
+                      metrics_json(self->state, *collected, parked_calls, self->clock().now()));
               });
         return rp;
       },
@@ -511,7 +511,7 @@ caf::behavior scheduler_fn(scheduler_ptr self, invoker_settings cfg, http_client
 
 }  // namespace
 
-caf::actor spawn_invoker(caf::actor_system& sys, invoker_settings cfg, http_client* http,
+caf::actor spawn_invoker(caf::actor_system& sys, invoker_settings cfg, http_sender* http,
                          caf::actor directory) {
   return sys.spawn(scheduler_fn, std::move(cfg), http, std::move(directory));
 }

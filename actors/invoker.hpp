@@ -11,7 +11,7 @@
 
 namespace fusee::server {
 
-class http_client;
+class http_sender;
 
 struct endpoint_settings {
   std::string url;
@@ -40,7 +40,7 @@ struct invoker_settings {
 ///   (leased_atom, invocation, granted)              the bound worker got `granted` shards
 ///   (metrics_atom) -> std::string                   GET /v1/invoker
 /// `http` must outlive the actors; `directory` receives (fence_atom, session).
-caf::actor spawn_invoker(caf::actor_system& sys, invoker_settings cfg, http_client* http,
+caf::actor spawn_invoker(caf::actor_system& sys, invoker_settings cfg, http_sender* http,
                          caf::actor directory);
 
 /// The curl thread's completion callback target for the invoker's endpoints.

@@ -1,0 +1,161 @@
+// The invoker's actors under CAF's deterministic test scheduler with simulated time: nothing runs
+// unless the test drives it, and timers fire when the test advances the clock.
+#include <doctest/doctest.h>
+
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/http_client.hpp"
+#include "actors/invoker.hpp"
+#include "protocol/invocation_request.hpp"
+#include "protocol/signature.hpp"
+
+using namespace fusee;
+using namespace fusee::server;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct test_config : caf::actor_system_config {
+  test_config() {
+    add_server_types(*this);
+    set("scheduler.policy", caf::atom("testing"));
+  }
+};
+
+/// Records the POSTs instead of sending them.
+struct fake_sender : http_sender {
+  std::vector<http_request> requests;
+  void submit(http_request req) override { requests.push_back(std::move(req)); }
+};
+
+/// Stands in for the directory: records which sessions were fenced.
+struct fenced_log {
+  std::vector<uint64_t> sessions;
+};
+
+caf::behavior directory_stub(caf::event_based_actor*, fenced_log* log) {
+  return {[=](fence_atom, uint64_t s) { log->sessions.push_back(s); }};
+}
+
+struct fixture {
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scheduler::test_coordinator& sched =
+      dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  fake_sender http;
+  fenced_log fenced;
+  caf::actor directory = sys.spawn(directory_stub, &fenced);
+  caf::actor scheduler;
+
+  explicit fixture(uint32_t close_grace_ms = 300) {
+    invoker_settings inv;
+    inv.shards = 4;
+    inv.close_grace_ms = close_grace_ms;
+    inv.server_address = "127.0.0.1:7400";
+    inv.endpoints.push_back(
+        endpoint_settings{"http://ep/invoke", {}, "k", 16, 1000, 0, 500, {}, {}, {}});
+    scheduler = spawn_invoker(sys, inv, &http, directory);
+    sched.run();
+  }
+  ~fixture() {
+    caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
+    sched.run();
+  }
+  void all_due() {
+    caf::anon_send(scheduler, due_atom::value, std::vector<uint32_t>{0, 1, 2, 3},
+                   uint8_t{proto::reason_recovery});
+    sched.run();
+  }
+  uint64_t last_id() {
+    auto r = proto::parse_invocation_request(http.requests.back().body);
+    REQUIRE(r);
+    return r->invocation.value();
+  }
+  void answer(uint64_t id, long status, bool timed_out = false) {
+    deliver_http_result(scheduler, id, status, status ? "" : "Couldn't connect to server",
+                        timed_out, 10.0);
+    sched.run();
+  }
+  void advance(caf::timespan d) {
+    sched.advance_time(d);
+    sched.run();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("due shards become one signed POST with budget + grace as its deadline") {
+  fixture f;
+  f.all_due();
+  REQUIRE(f.http.requests.size() == 1);
+  auto& req = f.http.requests[0];
+  CHECK(req.url == "http://ep/invoke");
+  CHECK(req.timeout_ms == 1500);  // budget 1000 + grace 500: then curl reports a time-out
+  auto body = proto::parse_invocation_request(req.body);
+  REQUIRE(body);
+  CHECK(body->shards.size() == 4);
+  CHECK(body->budget_ms == 1000);
+  CHECK(body->reasons == proto::reason_recovery);
+  CHECK(body->server == "127.0.0.1:7400");
+  bool signed_ok = false;
+  for (auto& h : req.headers)
+    if (h.rfind("fusee-signature: ", 0) == 0) {
+      std::vector<std::string> secrets{"k"};
+      auto t = std::stoull(h.substr(std::string("fusee-signature: t=").size()));
+      signed_ok = !proto::verify(h.substr(17), req.body, secrets, t);
+    }
+  CHECK(signed_ok);
+}
+
+TEST_CASE("after a 2xx the bound worker is fenced exactly close_grace_ms later") {
+  fixture f{300};
+  f.all_due();
+  auto id = f.last_id();
+  caf::anon_send(f.scheduler, bind_atom::value, id, uint64_t{42});
+  caf::anon_send(f.scheduler, leased_atom::value, id, uint32_t{4});
+  f.sched.run();
+  f.answer(id, 200);
+  CHECK(f.fenced.sessions.empty());
+  f.advance(299ms);
+  CHECK(f.fenced.sessions.empty());
+  f.advance(1ms);
+  REQUIRE(f.fenced.sessions.size() == 1);
+  CHECK(f.fenced.sessions[0] == 42);
+}
+
+TEST_CASE("a failed or timed-out invocation is fenced at once and the endpoint backs off") {
+  fixture f;
+  f.all_due();
+  auto id = f.last_id();
+  caf::anon_send(f.scheduler, bind_atom::value, id, uint64_t{7});
+  f.sched.run();
+  f.answer(id, 0, true);  // curl: no answer within budget + grace
+  REQUIRE(f.fenced.sessions.size() == 1);
+  CHECK(f.fenced.sessions[0] == 7);
+  // The shards are still due; the endpoint's first backoff is 100 ms ± 20 %.
+  CHECK(f.http.requests.size() == 1);
+  f.advance(79ms);
+  CHECK(f.http.requests.size() == 1);
+  f.advance(42ms);  // 121 ms: past the longest jittered backoff
+  CHECK(f.http.requests.size() == 2);
+  // A second failure doubles it: 200 ms ± 20 %.
+  f.answer(f.last_id(), 500);
+  f.advance(159ms);
+  CHECK(f.http.requests.size() == 2);
+  f.advance(82ms);
+  CHECK(f.http.requests.size() == 3);
+}
+
+TEST_CASE("a 2xx without a lease counts as unleased and is a failure") {
+  fixture f;
+  f.all_due();
+  f.answer(f.last_id(), 200);        // nobody ever bound or leased
+  CHECK(f.fenced.sessions.empty());  // nothing to fence
+  f.advance(79ms);
+  CHECK(f.http.requests.size() == 1);  // backing off like any failure
+  f.advance(42ms);
+  CHECK(f.http.requests.size() == 2);
+}
