@@ -5,9 +5,14 @@
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 
+#include <filesystem>
+#include <random>
+
 #include "actors/atoms.hpp"
+#include "actors/directory.hpp"
 #include "actors/http_client.hpp"
 #include "actors/invoker.hpp"
+#include "actors/wal_writer.hpp"
 #include "protocol/invocation_request.hpp"
 #include "protocol/signature.hpp"
 
@@ -158,4 +163,67 @@ TEST_CASE("a 2xx without a lease counts as unleased and is a failure") {
   CHECK(f.http.requests.size() == 1);  // backing off like any failure
   f.advance(42ms);
   CHECK(f.http.requests.size() == 2);
+}
+
+namespace {
+
+/// Stands in for a client session: decodes the frames the directory writes to it.
+caf::behavior session_stub(caf::event_based_actor*, std::vector<proto::any_message>* got) {
+  return {[=](write_atom, const proto::bytes& frame) {
+    proto::frame_decoder d;
+    d.feed(frame);
+    auto f = d.next();
+    REQUIRE(f);
+    REQUIRE(*f);
+    auto m = proto::decode((*f)->kind, (*f)->body);
+    REQUIRE(m);
+    got->push_back(std::move(*m));
+  }};
+}
+
+struct null_sink : wal_sink {
+  void on_durable(session_id, std::vector<proto::position>) override {}
+  void on_refused(session_id, uint64_t, proto::error) override {}
+  void on_granted(std::vector<granted_shard>) override {}
+  void on_revoked(uint64_t, shard_id, epoch_t) override {}
+  void on_answer(session_id, proto::any_message) override {}
+  void on_io_failed(session_id, shard_id, epoch_t, std::string) override {}
+};
+
+}  // namespace
+
+TEST_CASE("a parked call expires exactly after its park time, with status 2") {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("fusee-park-test-" + std::to_string(std::random_device{}()));
+  null_sink sink;
+  std::string err;
+  auto wal = wal_writer::open(wal_options{dir, 4}, &sink, &err);
+  REQUIRE_MESSAGE(wal, err);
+  {
+    test_config cfg;
+    caf::actor_system sys{cfg};
+    auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+    std::vector<proto::any_message> got;
+    auto client = sys.spawn(session_stub, &got);
+    auto directory = spawn_directory(sys, directory_config{4, 1000, 5000, 30000}, wal.get());
+    sched.run();
+    caf::anon_send(directory, call_atom::value, client, uint64_t{5}, uint32_t{2},
+                   std::string{"start"}, std::string{}, proto::bytes{'{', '}'}, uint32_t{250});
+    sched.run();
+    CHECK(got.empty());
+    sched.advance_time(249ms);
+    sched.run();
+    CHECK(got.empty());
+    sched.advance_time(1ms);
+    sched.run();
+    REQUIRE(got.size() == 1);
+    auto& res = std::get<proto::call_result>(got[0]);
+    CHECK(res.id == 5);
+    CHECK(res.status == uint8_t(proto::call_status::parked_too_long));
+    caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(client, caf::exit_reason::user_shutdown);
+    sched.run();
+  }
+  wal->stop();
+  std::filesystem::remove_all(dir);
 }
