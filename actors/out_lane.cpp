@@ -2,10 +2,12 @@
 
 #include <cerrno>
 
+#include <fcntl.h>
 #include <linux/sockios.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 namespace fusee::server {
 
@@ -26,11 +28,18 @@ bool fits(int fd, size_t n) {
 
 }  // namespace
 
+// Without a duplicate (fd_ < 0) every frame takes the broker's path.
+out_lane::out_lane(int fd) : fd_(::fcntl(fd, F_DUPFD_CLOEXEC, 0)) {}
+
+out_lane::~out_lane() {
+  close();
+}
+
 out_lane::outcome out_lane::try_send(const std::vector<uint8_t>& frame,
                                      std::vector<uint8_t>* rest) {
   std::lock_guard<std::mutex> lk{mtx_};
   if (!open_) return outcome::closed;
-  if (queued_ == 0 && fits(fd_, frame.size())) {
+  if (queued_ == 0 && fd_ >= 0 && fits(fd_, frame.size())) {
     size_t sent = 0;
     while (sent < frame.size()) {
       ssize_t n =
@@ -48,8 +57,10 @@ out_lane::outcome out_lane::try_send(const std::vector<uint8_t>& frame,
       }
       if (sent == 0 && n < 0 && errno == EAGAIN) break;  // nothing sent: take the queued path below
       // A broken connection, or a frame cut in half: end it; the broker sees it close.
-      open_ = false;
       ::shutdown(fd_, SHUT_RDWR);
+      ::close(fd_);
+      fd_ = -1;
+      open_ = false;
       return outcome::closed;
     }
     if (sent == frame.size()) return outcome::sent;
@@ -67,6 +78,8 @@ void out_lane::transferred(uint64_t n) {
 void out_lane::close() {
   std::lock_guard<std::mutex> lk{mtx_};
   open_ = false;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
 }
 
 }  // namespace fusee::server

@@ -16,7 +16,12 @@ namespace fusee::server {
 
 class out_lane {
 public:
-  explicit out_lane(int fd) : fd_(fd) {}
+  /// Keeps its own duplicate of `fd`: the number stays ours until close(), even after the broker
+  /// closes its copy, so a send can never reach a connection that reused the number.
+  explicit out_lane(int fd);
+  ~out_lane();
+  out_lane(const out_lane&) = delete;
+  out_lane& operator=(const out_lane&) = delete;
 
   enum class outcome {
     sent,      ///< all bytes are in the kernel's socket buffer
@@ -32,7 +37,7 @@ public:
   /// The broker wrote `n` bytes of its queue to the socket (data_transferred_msg).
   void transferred(uint64_t n);
 
-  /// No more writes through this lane; the broker closes the socket afterwards.
+  /// No more writes through this lane (closes the duplicate).
   void close();
 
 private:

@@ -56,14 +56,21 @@ void write(session_ptr self, const proto::any_message& m) {
   write_bytes(self, proto::encode(m));
 }
 
-void shutdown(session_ptr self) {
+/// Ends the session once. The lane is closed before the socket is, so the log's writer thread
+/// can never send on a descriptor number the kernel has handed to a new connection.
+void end_session(session_ptr self, bool close_socket) {
   auto& st = self->state;
   if (st.closing) return;
   st.closing = true;
+  st.lane->close();
   st.sink->remove_session(st.id);
   if (st.who == role::worker) caf::anon_send(st.directory, bye_atom::value, st.id);
-  self->close(st.hdl);
+  if (close_socket) self->close(st.hdl);
   self->quit();
+}
+
+void shutdown(session_ptr self) {
+  end_session(self, true);
 }
 
 /// Answers a broken request with ERR and closes the connection (PROTOCOL.md §2).
@@ -208,13 +215,7 @@ caf::behavior session_fn(session_ptr self, caf::io::connection_handle hdl, int f
         self->delayed_send(self, std::chrono::milliseconds(st.cfg.ping_interval_ms),
                            tick_atom::value);
       },
-      [=](const caf::io::connection_closed_msg&) {
-        auto& st = self->state;
-        st.closing = true;  // nothing more can be written
-        st.sink->remove_session(st.id);
-        if (st.who == role::worker) caf::anon_send(st.directory, bye_atom::value, st.id);
-        self->quit();
-      },
+      [=](const caf::io::connection_closed_msg&) { end_session(self, false); },
   };
 }
 
