@@ -9,6 +9,7 @@
 #include "actors/lease_rules.hpp"
 #include "actors/wal_writer.hpp"
 #include "protocol/invocation_request.hpp"
+#include "protocol/json_text.hpp"
 #include "protocol/messages.hpp"
 
 namespace fusee::server {
@@ -103,13 +104,7 @@ void send_frame(const caf::actor& to, const proto::any_message& m) {
 }
 
 bytes error_json(const std::string& message) {
-  std::string s = "{\"error\":\"";
-  for (char c : message)
-    if (c == '"' || c == '\\')
-      (s += '\\') += c;
-    else if (static_cast<unsigned char>(c) >= 0x20)
-      s += c;
-  s += "\"}";
+  auto s = proto::json_error(message);
   return bytes(s.begin(), s.end());
 }
 
@@ -125,6 +120,14 @@ std::optional<proto::error> check(directory_state& st, session_id s, uint32_t sh
   auto& slot = st.slots[shard];
   return refuse_shard_request(shard, epoch_t{epoch}, slot.epoch, slot.holder != 0,
                               slot.holder == s);
+}
+
+/// True if `s` holds `shard` under `epoch`; otherwise answers the request with ERR.
+bool admit(directory_state& st, session_id s, const caf::actor& session, uint64_t req,
+           uint32_t shard, uint64_t epoch) {
+  auto err = check(st, s, shard, epoch);
+  if (err) send_frame(session, proto::make_err(req, *err));
+  return !err;
 }
 
 void dispatch_call(directory_state& st, uint32_t shard, parked_call&& c) {
@@ -461,10 +464,7 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
       [=](release_atom, uint64_t s, caf::actor session, uint64_t req, uint32_t shard,
           uint64_t epoch) {
         auto& st = self->state;
-        if (auto err = check(st, s, shard, epoch)) {
-          send_frame(session, proto::make_err(req, *err));
-          return;
-        }
+        if (!admit(st, s, session, req, shard, epoch)) return;
         st.workers[s].released.insert(shard);
         revoke(st, shard, session, req);
       },
@@ -524,10 +524,7 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
       [=](reply_atom, uint64_t s, caf::actor session, uint64_t req, uint32_t shard, uint64_t epoch,
           uint64_t relay, uint8_t ok, bytes& body) {
         auto& st = self->state;
-        if (auto err = check(st, s, shard, epoch)) {
-          send_frame(session, proto::make_err(req, *err));
-          return;
-        }
+        if (!admit(st, s, session, req, shard, epoch)) return;
         auto i = st.inflight.find(relay);
         if (i == st.inflight.end() || i->second.holder != s)
           return;  // unknown or already answered: ignored
@@ -539,10 +536,7 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
       [=](relay_atom, uint64_t s, caf::actor session, uint64_t req, uint32_t shard, uint64_t epoch,
           uint32_t target, uint64_t outbox, bytes& payload) {
         auto& st = self->state;
-        if (auto err = check(st, s, shard, epoch)) {
-          send_frame(session, proto::make_err(req, *err));
-          return;
-        }
+        if (!admit(st, s, session, req, shard, epoch)) return;
         if (target >= st.slots.size()) {
           send_frame(session, proto::make_err(req, proto::error{proto::err_code::bad_body,
                                                                 "RELAY target shard " +
@@ -565,10 +559,7 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
       [=](msgack_atom, uint64_t s, caf::actor session, uint64_t req, uint32_t shard, uint64_t epoch,
           uint32_t from, uint64_t from_epoch, uint64_t outbox) {
         auto& st = self->state;
-        if (auto err = check(st, s, shard, epoch)) {
-          send_frame(session, proto::make_err(req, *err));
-          return;
-        }
+        if (!admit(st, s, session, req, shard, epoch)) return;
         if (from >= st.slots.size()) return;
         auto& f = st.slots[from];
         if (f.holder != 0 && f.epoch == epoch_t{from_epoch})

@@ -11,6 +11,7 @@
 #include "actors/http_client.hpp"
 #include "actors/invoker_rules.hpp"
 #include "protocol/invocation_request.hpp"
+#include "protocol/json_text.hpp"
 #include "protocol/messages.hpp"
 #include "protocol/signature.hpp"
 
@@ -28,18 +29,7 @@ uint64_t unix_ms() {
 
 using rules::backoff;
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      (out += '\\') += c;
-    else if (static_cast<unsigned char>(c) < 0x20)
-      out += ' ';
-    else
-      out += c;
-  }
-  return out + "\"";
-}
+using proto::json_quote;
 
 // -- endpoint -------------------------------------------------------------------------------
 
@@ -78,9 +68,9 @@ std::string endpoint_json(const endpoint_state& st, clock_type::time_point now) 
   std::ostringstream o;
   long backoff_ms =
       st.not_before > now ? std::chrono::duration_cast<ms>(st.not_before - now).count() : 0;
-  o << "{\"url\":" << json_string(st.cfg.url) << ",\"types\":[";
+  o << "{\"url\":" << json_quote(st.cfg.url) << ",\"types\":[";
   for (size_t i = 0; i < st.cfg.types.size(); ++i)
-    o << (i ? "," : "") << json_string(st.cfg.types[i]);
+    o << (i ? "," : "") << json_quote(st.cfg.types[i]);
   o << "],\"invocations\":" << st.m.invocations << ",\"succeeded\":" << st.m.succeeded
     << ",\"failed\":" << st.m.failed << ",\"timedOut\":" << st.m.timed_out
     << ",\"unleased\":" << st.m.unleased << ",\"inFlight\":" << st.invocations.size()
@@ -88,8 +78,7 @@ std::string endpoint_json(const endpoint_state& st, clock_type::time_point now) 
     << ",\"totalMs\":" << st.m.total_ms << ",\"maxMs\":" << st.m.max_ms
     << ",\"shards\":" << st.m.shards << ",\"steps\":" << st.m.steps
     << ",\"openUsTotal\":" << st.m.open_us_total << ",\"opens\":" << st.m.opens
-    << ",\"lastError\":" << (st.m.last_error.empty() ? "null" : json_string(st.m.last_error))
-    << "}";
+    << ",\"lastError\":" << (st.m.last_error.empty() ? "null" : json_quote(st.m.last_error)) << "}";
   return o.str();
 }
 

@@ -10,6 +10,7 @@
 #include "app/http_server.hpp"
 #include "client/connection.hpp"
 #include "protocol/invocation_request.hpp"
+#include "protocol/json_text.hpp"
 #include "protocol/signature.hpp"
 
 namespace fusee::app {
@@ -28,12 +29,7 @@ http_reply json_reply(unsigned status, const std::string& body) {
   return http_reply{status, "application/json", body};
 }
 
-std::string error_json(const std::string& m) {
-  std::string out = "{\"error\":\"";
-  for (char c : m)
-    out += (c == '"' || c == '\\') ? '\'' : c;
-  return out + "\"}";
-}
+using proto::json_error;
 
 /// Runs one invocation as its worker: lease, answer relayed calls until quiet, DRAIN, IDLE.
 /// `received` is when the POST arrived; each call's answer says how long this handler itself
@@ -42,14 +38,14 @@ std::string error_json(const std::string& m) {
 http_reply run_invocation(const handler_config& cfg, const proto::invocation_request& req,
                           std::chrono::steady_clock::time_point received) {
   auto at = parse_host_port(req.server);
-  if (!at) return json_reply(400, error_json("bad server address " + req.server));
+  if (!at) return json_reply(400, json_error("bad server address " + req.server));
   auto c = client::connection::open(at->host, at->port);
-  if (!c) return json_reply(503, error_json("the server could not be reached: " + c.err().message));
+  if (!c) return json_reply(503, json_error("the server could not be reached: " + c.err().message));
   auto asked = std::chrono::steady_clock::now();
   auto lease = client::hello(*c, proto::offer_invoked | proto::offer_serve_calls, 0,
                              "fusee-handler", 5s, req.invocation);
   auto lease_wait = std::chrono::steady_clock::now() - asked;
-  if (!lease) return json_reply(503, error_json("no lease: " + lease.err().to_string()));
+  if (!lease) return json_reply(503, json_error("no lease: " + lease.err().to_string()));
   std::map<uint32_t, proto::grant_entry> held;
   for (auto& g : lease->grants)
     held[g.shard.value()] = g;
@@ -61,8 +57,8 @@ http_reply run_invocation(const handler_config& cfg, const proto::invocation_req
     auto own = std::chrono::duration_cast<std::chrono::microseconds>(
                    std::chrono::steady_clock::now() - received - lease_wait)
                    .count();
-    std::string body = "{\"handled\":\"" + rc.method +
-                       "\",\"shard\":" + std::to_string(rc.shard.value()) +
+    std::string body = "{\"handled\":" + proto::json_quote(rc.method) +
+                       ",\"shard\":" + std::to_string(rc.shard.value()) +
                        ",\"handler_us\":" + std::to_string(own) + "}";
     c->send(proto::call_reply{proto::request_head{0, g->second.shard, g->second.epoch}, rc.relay, 1,
                               proto::bytes(body.begin(), body.end())});
@@ -138,14 +134,14 @@ int run_handler(const handler_config& cfg) {
       at->host, at->port,
       [&](const http_exchange& ex) {
         auto received = std::chrono::steady_clock::now();
-        if (ex.method != "POST") return json_reply(405, error_json("POST only"));
-        if (cfg.fail_status) return json_reply(cfg.fail_status, error_json("configured to fail"));
+        if (ex.method != "POST") return json_reply(405, json_error("POST only"));
+        if (cfg.fail_status) return json_reply(cfg.fail_status, json_error("configured to fail"));
         auto sig = ex.headers.find("fusee-signature");
-        if (sig == ex.headers.end()) return json_reply(401, error_json("no fusee-signature"));
+        if (sig == ex.headers.end()) return json_reply(401, json_error("no fusee-signature"));
         if (auto bad = proto::verify(sig->second, ex.body, secrets, unix_ms(), cfg.tolerance_ms))
-          return json_reply(401, error_json(bad->message));
+          return json_reply(401, json_error(bad->message));
         auto req = proto::parse_invocation_request(ex.body);
-        if (!req) return json_reply(400, error_json(req.err().message));
+        if (!req) return json_reply(400, json_error(req.err().message));
         std::string reasons, shards;
         for (uint8_t bit = 1; bit <= proto::reason_code; bit <<= 1)
           if (req->reasons & bit)

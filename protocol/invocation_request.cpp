@@ -4,6 +4,8 @@
 
 #include <simdjson.h>
 
+#include "protocol/json_text.hpp"
+
 namespace fusee::proto {
 
 namespace {
@@ -12,25 +14,6 @@ constexpr std::pair<reason, std::string_view> reason_names[] = {
     {reason_call, "call"},         {reason_message, "message"},   {reason_timer, "timer"},
     {reason_recovery, "recovery"}, {reason_handback, "handback"}, {reason_code, "code"},
 };
-
-void append_json_string(std::string& out, std::string_view s) {
-  static constexpr char hex[] = "0123456789abcdef";
-  out += '"';
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20) {
-      out += "\\u00";
-      out += hex[u >> 4];
-      out += hex[u & 0xF];
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-}
 
 error bad(std::string message) {
   return error{err_code::bad_body, "invocation request: " + std::move(message)};
