@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "actors/atoms.hpp"
+#include "actors/invoker_interface.hpp"
 #include "actors/lease_rules.hpp"
 #include "actors/wal_writer.hpp"
 #include "protocol/invocation_request.hpp"
@@ -40,6 +41,7 @@ struct worker {
   std::set<uint32_t> released;  ///< given back by RELEASE: never offered again to this worker
   uint64_t invocation = 0;      ///< an invoked worker's invocation; 0 = a long-lived worker
   uint32_t remaining_ms = 0;    ///< budget left when bound
+  int32_t endpoint = -1;        ///< the invocation's endpoint index, -1 = not invoked
   std::vector<std::pair<uint64_t, std::vector<uint32_t>>> drains;  ///< DRAIN ids waiting
 };
 
@@ -92,7 +94,8 @@ struct directory_state {
   std::unordered_map<uint64_t, inflight_call> inflight;
   uint64_t next_relay = 1;
   uint64_t next_call_seq = 1;
-  caf::actor scheduler;  ///< the invoker; null when no endpoint is configured
+  scheduler_actor scheduler;      ///< the invoker; null when no endpoint is configured
+  std::vector<shard_actor> wake;  ///< the shards' wake records (the invoker's), by shard
   std::unordered_map<uint32_t, idle_report> reports;
   static inline const char* name = "directory";
 };
@@ -190,6 +193,12 @@ void offer_free(directory_state& st) {
   }
 }
 
+/// The endpoint that invoked worker `s`, -1 if it was not invoked.
+int32_t endpoint_of(const directory_state& st, session_id s) {
+  auto w = st.workers.find(s);
+  return w == st.workers.end() ? -1 : w->second.endpoint;
+}
+
 /// Ends `shard`'s lease in the directory at once and in the log in order.
 /// Tells the invoker how a lease ended: with the holder's IDLE report for it, or without one
 /// (a crash, a revocation, a worker that never reports).
@@ -198,15 +207,27 @@ void report_end(directory_state& st, uint32_t shard, session_id holder, epoch_t 
   auto r = st.reports.find(shard);
   bool reported =
       r != st.reports.end() && r->second.session == holder && r->second.entry.epoch == epoch;
-  if (st.scheduler) {
+  if (shard < st.wake.size()) {
+    lease_end end;
+    end.invoked = invoked;
     if (reported) {
       auto& e = r->second.entry;
-      caf::anon_send(st.scheduler, report_atom::value, shard, e.flags, e.due_in_ms, e.steps,
-                     e.open_us, e.types, false, invoked);
+      end.flags = e.flags;
+      end.due_in_ms = e.due_in_ms;
+      end.steps = e.steps;
+      end.open_us = e.open_us;
+      end.types = e.types;
     } else {
-      caf::anon_send(st.scheduler, report_atom::value, shard, uint8_t{0}, proto::nothing_due,
-                     uint64_t{0}, uint64_t{0}, std::vector<std::string>{}, true, invoked);
+      end.crashed = true;
     }
+    caf::anon_send(st.wake[shard], report_atom::value, std::move(end));
+    // Work that arrived while the holder drained is still waiting for the next holder.
+    if (auto c = st.parked_calls.find(shard); c != st.parked_calls.end() && !c->second.empty())
+      caf::anon_send(st.wake[shard], due_atom::value, uint8_t{proto::reason_call},
+                     c->second.front().type);
+    if (st.parked_messages.count(shard))
+      caf::anon_send(st.wake[shard], due_atom::value, uint8_t{proto::reason_message},
+                     std::string{});
   }
   if (r != st.reports.end()) st.reports.erase(r);
 }
@@ -283,7 +304,7 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
       [=](hello_atom, uint64_t s, caf::actor session, uint64_t req, uint32_t max_shards,
           uint32_t offers, uint64_t invocation) {
         auto& st = self->state;
-        auto start = [=](std::vector<uint32_t> only, uint32_t remaining_ms) {
+        auto start = [=](std::vector<uint32_t> only, uint32_t remaining_ms, int32_t endpoint) {
           auto& st = self->state;
           auto& w = st.workers[s];
           w.actor = session;
@@ -293,6 +314,7 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
           w.hello_id = req;
           w.invocation = invocation;
           w.remaining_ms = remaining_ms;
+          w.endpoint = endpoint;
           auto want = [&](uint32_t shard) {
             return invocation == 0 || std::find(only.begin(), only.end(), shard) != only.end();
           };
@@ -311,7 +333,7 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
           }
         };
         if (invocation == 0) {
-          start({}, 0);
+          start({}, 0, -1);
           return;
         }
         auto refuse = [=](proto::err_code code, std::string why) {
@@ -326,7 +348,8 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
         }
         self->request(st.scheduler, std::chrono::seconds(5), bind_atom::value, invocation, s)
             .then(
-                [=](uint32_t code, std::vector<uint32_t>& shards, uint32_t remaining_ms) {
+                [=](uint32_t code, std::vector<uint32_t>& shards, uint32_t remaining_ms,
+                    int32_t endpoint) {
                   if (code == 7)
                     refuse(proto::err_code::unknown_invocation,
                            "invocation " + name + " is unknown or already over");
@@ -334,21 +357,22 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
                     refuse(proto::err_code::invocation_taken,
                            "another connection already answers invocation " + name);
                   else
-                    start(std::move(shards), remaining_ms);
+                    start(std::move(shards), remaining_ms, endpoint);
                 },
                 [=](caf::error&) {
                   refuse(proto::err_code::unknown_invocation,
                          "invocation " + name + " could not be bound in time");
                 });
       },
-      [=](caf::put_atom, caf::actor scheduler) {
+      [=](caf::put_atom, scheduler_actor& scheduler, std::vector<shard_actor>& wake) {
         // The invoker is up: every shard nobody holds is due once (`recovery`).
         auto& st = self->state;
-        st.scheduler = scheduler;
-        std::vector<uint32_t> free;
-        for (uint32_t shard = 0; shard < st.slots.size(); ++shard)
-          if (st.slots[shard].holder == 0 && !st.slots[shard].busy) free.push_back(shard);
-        self->send(scheduler, due_atom::value, std::move(free), uint8_t{proto::reason_recovery});
+        st.scheduler = std::move(scheduler);
+        st.wake = std::move(wake);
+        // Records start due; those of shards held already hear so (and then report idle).
+        for (uint32_t shard = 0; shard < st.slots.size() && shard < st.wake.size(); ++shard)
+          if (auto h = st.slots[shard].holder; h != 0)
+            self->send(st.wake[shard], leased_atom::value, endpoint_of(st, h));
       },
       [=](drain_atom, uint64_t s, caf::actor session, uint64_t req,
           const std::vector<uint32_t>& shards) {
@@ -440,10 +464,9 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
                                   st.cfg.timeout_ms, wk.remaining_ms, std::move(wk.initial)});
           wk.initial.clear();
         }
-        if (st.scheduler)  // a leased shard is never due
-          for (auto& g : done)
-            if (g.epoch != 0 && st.slots[g.shard].holder == g.session)
-              self->send(st.scheduler, leased_atom::value, g.shard);
+        for (auto& g : done)  // a leased shard is never due
+          if (g.epoch != 0 && st.slots[g.shard].holder == g.session && g.shard < st.wake.size())
+            self->send(st.wake[g.shard], leased_atom::value, endpoint_of(st, g.session));
         for (auto& [s, grants] : pushes)
           send_frame(st.workers[s].actor, proto::grant{0, std::move(grants)});
         for (auto& g : done)
@@ -500,8 +523,8 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
           dispatch_call(st, shard, std::move(c));
           return;
         }
-        if (st.scheduler && slot.holder == 0)  // parked: the shard is due (reason `call`)
-          self->send(st.scheduler, due_atom::value, shard, uint8_t{proto::reason_call}, c.type);
+        if (slot.holder == 0 && shard < st.wake.size())  // parked: due (reason `call`)
+          self->send(st.wake[shard], due_atom::value, uint8_t{proto::reason_call}, c.type);
         uint32_t wait = park_ms == 0 ? st.cfg.park_ms : std::min(park_ms, st.cfg.park_ms);
         self->delayed_send(self, std::chrono::milliseconds(wait), expire_atom::value, shard, c.seq);
         st.parked_calls[shard].push_back(std::move(c));
@@ -551,8 +574,8 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
         } else {
           st.parked_messages[target].push_back(
               parked_message{shard, epoch, outbox, std::move(payload)});
-          if (st.scheduler && t.holder == 0)
-            self->send(st.scheduler, due_atom::value, target, uint8_t{proto::reason_message},
+          if (t.holder == 0 && target < st.wake.size())
+            self->send(st.wake[target], due_atom::value, uint8_t{proto::reason_message},
                        std::string{});
         }
       },

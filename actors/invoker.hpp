@@ -1,13 +1,12 @@
-// The invoker: a scheduler actor that knows which shards are due and picks endpoints, and one
-// endpoint actor per [[endpoint]] that signs and sends the POSTs (through the curl thread),
-// binds invoked workers to their invocation, and fences an invocation's leases when it ends.
+// The invoker: one wake-record actor per shard (shard.cpp), one actor per [[endpoint]]
+// (endpoint.cpp) and the scheduler between them (scheduler.cpp). Settings and the entry point.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include <caf/fwd.hpp>
+#include "actors/invoker_interface.hpp"
 
 namespace fusee::server {
 
@@ -31,20 +30,14 @@ struct invoker_settings {
   std::vector<endpoint_settings> endpoints;
 };
 
-/// Spawns the scheduler and its endpoints. The scheduler answers:
-///   (due_atom, shard, reasons, start_type)        a shard has work (directory)
-///   (leased_atom, shard)                            a shard got a holder: not due
-///   (report_atom, shard, flags, due_in_ms, steps, open_us, types, crashed, invoked)
-///                                                   a lease ended, with what its IDLE said
-///   (bind_atom, invocation, session) -> (code, shards, remaining_ms)   an INVOKED HELLO
-///   (leased_atom, invocation, granted)              the bound worker got `granted` shards
-///   (metrics_atom) -> std::string                   GET /v1/invoker
-/// `http` must outlive the actors; `directory` receives (fence_atom, session).
-caf::actor spawn_invoker(caf::actor_system& sys, invoker_settings cfg, http_sender* http,
-                         caf::actor directory);
+/// Spawns the scheduler, its endpoints and one wake record per shard. The directory then sends
+/// shard events to `shards[i]` (due_atom, leased_atom, report_atom), INVOKED binds and granted
+/// counts to the scheduler, and receives (fence_atom, session) from the endpoints.
+/// `http` must outlive the actors. Exiting the scheduler ends every invoker actor.
+invoker_handles spawn_invoker(caf::actor_system& sys, invoker_settings cfg, http_sender* http,
+                              caf::actor directory);
 
-/// The curl thread's completion callback target for the invoker's endpoints.
-void deliver_http_result(const caf::actor& scheduler, uint64_t id, long status, std::string error,
-                         bool timed_out, double total_ms);
+/// The curl thread's completion callback target for the invoker's endpoints (thread-safe).
+void deliver_http_result(const scheduler_actor& scheduler, http_outcome outcome);
 
 }  // namespace fusee::server

@@ -12,10 +12,10 @@ bool has(const std::vector<std::string>& types, const std::string& t) {
 
 }  // namespace
 
-ms backoff(uint32_t failures, ms base, ms cap, std::mt19937_64& rng) {
+ms backoff(uint32_t failures, ms base, ms cap, uint64_t random_bits) {
   uint32_t shift = std::min<uint32_t>(failures == 0 ? 0 : failures - 1, 20);
   auto d = std::min<ms>(base * (int64_t{1} << shift), cap);
-  double jitter = static_cast<double>(rng() % 401) / 1000.0 - 0.2;  // -0.2 .. +0.2
+  double jitter = static_cast<double>(random_bits % 401) / 1000.0 - 0.2;  // -0.2 .. +0.2
   return ms{static_cast<int64_t>(static_cast<double>(d.count()) * (1.0 + jitter))};
 }
 

@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -17,8 +16,19 @@ inline constexpr ms failure_base{100}, failure_cap{30000};
 /// A shard handed back with its budget spent and no step done: 1 s doubling to 300 s.
 inline constexpr ms no_progress_base{1000}, no_progress_cap{300000};
 
-/// base · 2^(failures − 1), at most `cap`, then ±20 % jitter drawn from `rng`.
-ms backoff(uint32_t failures, ms base, ms cap, std::mt19937_64& rng);
+/// base · 2^(failures − 1), at most `cap`, then ±20 % jitter taken from `random_bits`.
+ms backoff(uint32_t failures, ms base, ms cap, uint64_t random_bits);
+
+/// A small generator for jitter (8 bytes of state, so every wake record can own one).
+struct splitmix64 {
+  uint64_t state;
+  uint64_t operator()() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+};
 
 /// The endpoint for a shard's next invocation, as the original invoker chose it: one whose types
 /// include a waiting start's type; else one (other than the last) with code for a type the last

@@ -86,13 +86,14 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
                    listen->host.c_str(), port);
     }
     // The invoker, when endpoints are configured: a curl thread plus scheduler and endpoints.
-    caf::actor scheduler;
+    server::scheduler_actor scheduler;
     std::unique_ptr<server::http_client> http;
     if (acceptor && !cfg.endpoints.empty()) {
-      auto target = std::make_shared<caf::actor>();
+      auto target = std::make_shared<server::scheduler_actor>();
       http = std::make_unique<server::http_client>([target](server::http_result r) {
-        server::deliver_http_result(*target, r.id, r.status, std::move(r.error), r.timed_out,
-                                    r.total_ms);
+        server::deliver_http_result(
+            *target,
+            server::http_outcome{r.id, r.status, std::move(r.error), r.timed_out, r.total_ms});
       });
       server::invoker_settings inv;
       inv.shards = cfg.shards;
@@ -104,9 +105,10 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
         inv.endpoints.push_back(server::endpoint_settings{e.url, e.types, e.secret, e.concurrency,
                                                           e.budget_ms, e.max_shards, e.grace_ms,
                                                           e.ca_file, e.cert_file, e.key_file});
-      scheduler = server::spawn_invoker(sys, std::move(inv), http.get(), directory);
+      auto invoker = server::spawn_invoker(sys, std::move(inv), http.get(), directory);
+      scheduler = invoker.scheduler;
       *target = scheduler;  // set before the first POST can complete
-      caf::anon_send(directory, caf::put_atom::value, scheduler);
+      caf::anon_send(directory, caf::put_atom::value, scheduler, std::move(invoker.shards));
       std::fprintf(stderr, "fusee server: invoker with %zu endpoint(s), server address %s\n",
                    cfg.endpoints.size(),
                    (!cfg.advertise.empty() ? cfg.advertise

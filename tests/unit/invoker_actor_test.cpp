@@ -44,6 +44,16 @@ caf::behavior directory_stub(caf::event_based_actor*, fenced_log* log) {
   return {[=](fence_atom, uint64_t s) { log->sessions.push_back(s); }};
 }
 
+invoker_settings one_endpoint(uint32_t close_grace_ms) {
+  invoker_settings inv;
+  inv.shards = 4;
+  inv.close_grace_ms = close_grace_ms;
+  inv.server_address = "127.0.0.1:7400";
+  inv.endpoints.push_back(
+      endpoint_settings{"http://ep/invoke", {}, "k", 16, 1000, 0, 500, {}, {}, {}});
+  return inv;
+}
+
 struct fixture {
   test_config cfg;
   caf::actor_system sys{cfg};
@@ -52,16 +62,13 @@ struct fixture {
   fake_sender http;
   fenced_log fenced;
   caf::actor directory = sys.spawn(directory_stub, &fenced);
-  caf::actor scheduler;
+  invoker_handles inv;
+  scheduler_actor scheduler;
 
-  explicit fixture(uint32_t close_grace_ms = 300) {
-    invoker_settings inv;
-    inv.shards = 4;
-    inv.close_grace_ms = close_grace_ms;
-    inv.server_address = "127.0.0.1:7400";
-    inv.endpoints.push_back(
-        endpoint_settings{"http://ep/invoke", {}, "k", 16, 1000, 0, 500, {}, {}, {}});
-    scheduler = spawn_invoker(sys, inv, &http, directory);
+  explicit fixture(uint32_t close_grace_ms = 300) : fixture(one_endpoint(close_grace_ms)) {}
+  explicit fixture(invoker_settings settings) {
+    inv = spawn_invoker(sys, std::move(settings), &http, directory);
+    scheduler = inv.scheduler;
     sched.run();
   }
   ~fixture() {
@@ -69,20 +76,42 @@ struct fixture {
     caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
     sched.run();
   }
-  void all_due() {
-    caf::anon_send(scheduler, due_atom::value, std::vector<uint32_t>{0, 1, 2, 3},
-                   uint8_t{proto::reason_recovery});
+  void due(uint32_t shard, uint8_t reasons, std::string start_type = {}) {
+    caf::anon_send(inv.shards.at(shard), due_atom::value, reasons, std::move(start_type));
     sched.run();
   }
-  uint64_t last_id() {
-    auto r = proto::parse_invocation_request(http.requests.back().body);
+  void leased(uint32_t shard, int32_t endpoint = -1) {
+    caf::anon_send(inv.shards.at(shard), leased_atom::value, endpoint);
+    sched.run();
+  }
+  void lease_ended(uint32_t shard, lease_end e) {
+    caf::anon_send(inv.shards.at(shard), report_atom::value, std::move(e));
+    sched.run();
+  }
+  proto::invocation_request body(size_t i) {
+    auto r = proto::parse_invocation_request(http.requests.at(i).body);
     REQUIRE(r);
-    return r->invocation.value();
+    return *r;
   }
+  std::vector<uint32_t> shards_of(size_t i) {
+    std::vector<uint32_t> out;
+    for (auto s : body(i).shards)
+      out.push_back(s.value());
+    return out;
+  }
+  uint64_t last_id() { return body(http.requests.size() - 1).invocation.value(); }
   void answer(uint64_t id, long status, bool timed_out = false) {
-    deliver_http_result(scheduler, id, status, status ? "" : "Couldn't connect to server",
-                        timed_out, 10.0);
+    deliver_http_result(
+        scheduler,
+        http_outcome{id, status, status ? "" : "Couldn't connect to server", timed_out, 10.0});
     sched.run();
+  }
+  /// The invoked worker binds, leases every shard of invocation `id`, and the POST returns 200.
+  void served(uint64_t id, uint64_t session) {
+    caf::anon_send(scheduler, bind_atom::value, id, session);
+    caf::anon_send(scheduler, leased_atom::value, id, uint32_t{1});
+    sched.run();
+    answer(id, 200);
   }
   void advance(caf::timespan d) {
     sched.advance_time(d);
@@ -93,8 +122,7 @@ struct fixture {
 }  // namespace
 
 TEST_CASE("due shards become one signed POST with budget + grace as its deadline") {
-  fixture f;
-  f.all_due();
+  fixture f;  // every shard is due once at start
   REQUIRE(f.http.requests.size() == 1);
   auto& req = f.http.requests[0];
   CHECK(req.url == "http://ep/invoke");
@@ -117,7 +145,6 @@ TEST_CASE("due shards become one signed POST with budget + grace as its deadline
 
 TEST_CASE("after a 2xx the bound worker is fenced exactly close_grace_ms later") {
   fixture f{300};
-  f.all_due();
   auto id = f.last_id();
   caf::anon_send(f.scheduler, bind_atom::value, id, uint64_t{42});
   caf::anon_send(f.scheduler, leased_atom::value, id, uint32_t{4});
@@ -133,7 +160,6 @@ TEST_CASE("after a 2xx the bound worker is fenced exactly close_grace_ms later")
 
 TEST_CASE("a failed or timed-out invocation is fenced at once and the endpoint backs off") {
   fixture f;
-  f.all_due();
   auto id = f.last_id();
   caf::anon_send(f.scheduler, bind_atom::value, id, uint64_t{7});
   f.sched.run();
@@ -156,7 +182,6 @@ TEST_CASE("a failed or timed-out invocation is fenced at once and the endpoint b
 
 TEST_CASE("a 2xx without a lease counts as unleased and is a failure") {
   fixture f;
-  f.all_due();
   f.answer(f.last_id(), 200);        // nobody ever bound or leased
   CHECK(f.fenced.sessions.empty());  // nothing to fence
   f.advance(79ms);

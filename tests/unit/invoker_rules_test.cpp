@@ -1,6 +1,7 @@
 // The invoker's decisions, deterministic: backoff, endpoint choice, grouping.
 #include <doctest/doctest.h>
 
+#include <random>
 #include <set>
 
 #include "actors/invoker_rules.hpp"
@@ -12,26 +13,26 @@ TEST_CASE("backoff doubles per failure, is capped, and jitters within ±20 %") {
   for (uint32_t n = 1; n <= 12; ++n) {
     int64_t nominal = std::min<int64_t>(100LL << (n - 1), 30000);
     for (int k = 0; k < 200; ++k) {
-      auto d = backoff(n, failure_base, failure_cap, rng).count();
+      auto d = backoff(n, failure_base, failure_cap, rng()).count();
       CAPTURE(n);
       CHECK(d >= nominal * 8 / 10);
       CHECK(d <= nominal * 12 / 10);
     }
   }
   // The cap holds for any count, including absurd ones.
-  CHECK(backoff(1000, failure_base, failure_cap, rng).count() <= 36000);
+  CHECK(backoff(1000, failure_base, failure_cap, rng()).count() <= 36000);
   // No progress: 1 s doubling to 300 s.
-  CHECK(backoff(1, no_progress_base, no_progress_cap, rng).count() >= 800);
-  CHECK(backoff(1, no_progress_base, no_progress_cap, rng).count() <= 1200);
-  CHECK(backoff(20, no_progress_base, no_progress_cap, rng).count() >= 240000);
-  CHECK(backoff(20, no_progress_base, no_progress_cap, rng).count() <= 360000);
+  CHECK(backoff(1, no_progress_base, no_progress_cap, rng()).count() >= 800);
+  CHECK(backoff(1, no_progress_base, no_progress_cap, rng()).count() <= 1200);
+  CHECK(backoff(20, no_progress_base, no_progress_cap, rng()).count() >= 240000);
+  CHECK(backoff(20, no_progress_base, no_progress_cap, rng()).count() <= 360000);
 }
 
 TEST_CASE("the jitter is spread, not constant") {
   std::mt19937_64 rng{11};
   std::set<int64_t> seen;
   for (int k = 0; k < 100; ++k)
-    seen.insert(backoff(3, failure_base, failure_cap, rng).count());
+    seen.insert(backoff(3, failure_base, failure_cap, rng()).count());
   CHECK(seen.size() > 20);
 }
 

@@ -1,0 +1,212 @@
+#include "actors/endpoint.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <sstream>
+#include <unordered_map>
+
+#include "actors/http_client.hpp"
+#include "actors/invoker_rules.hpp"
+#include "protocol/invocation_request.hpp"
+#include "protocol/json_text.hpp"
+#include "protocol/signature.hpp"
+
+namespace fusee::server {
+
+namespace {
+
+using clock_type = caf::actor_clock::clock_type;
+using ms = std::chrono::milliseconds;
+using proto::json_quote;
+
+uint64_t unix_ms() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<ms>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
+struct endpoint_metrics {
+  uint64_t invocations = 0, succeeded = 0, failed = 0, timed_out = 0, unleased = 0;
+  uint64_t total_ms = 0, max_ms = 0, shards = 0, steps = 0, open_us_total = 0, opens = 0;
+  std::string last_error;
+};
+
+struct invocation {
+  std::vector<uint32_t> shards;
+  uint64_t session = 0;  ///< bound worker connection, 0 = none yet
+  bool leased = false;
+  clock_type::time_point started;
+};
+
+struct endpoint_state {
+  uint32_t index = 0;
+  endpoint_settings cfg;
+  std::string server_address;
+  uint32_t close_grace_ms = 2000;
+  http_sender* http = nullptr;
+  scheduler_actor scheduler;
+  caf::actor directory;
+  std::unordered_map<uint64_t, invocation> invocations;
+  uint32_t failures = 0;
+  clock_type::time_point not_before{};
+  clock_type::time_point logged{};
+  endpoint_metrics m;
+  std::mt19937_64 rng{std::random_device{}()};
+  static inline const char* name = "endpoint";
+};
+
+using endpoint_ptr = endpoint_actor::stateful_pointer<endpoint_state>;
+
+std::string endpoint_json(const endpoint_state& st, clock_type::time_point now) {
+  std::ostringstream o;
+  long backoff_ms =
+      st.not_before > now ? std::chrono::duration_cast<ms>(st.not_before - now).count() : 0;
+  o << "{\"url\":" << json_quote(st.cfg.url) << ",\"types\":[";
+  for (size_t i = 0; i < st.cfg.types.size(); ++i)
+    o << (i ? "," : "") << json_quote(st.cfg.types[i]);
+  o << "],\"invocations\":" << st.m.invocations << ",\"succeeded\":" << st.m.succeeded
+    << ",\"failed\":" << st.m.failed << ",\"timedOut\":" << st.m.timed_out
+    << ",\"unleased\":" << st.m.unleased << ",\"inFlight\":" << st.invocations.size()
+    << ",\"failuresInARow\":" << st.failures << ",\"backoffMs\":" << backoff_ms
+    << ",\"totalMs\":" << st.m.total_ms << ",\"maxMs\":" << st.m.max_ms
+    << ",\"shards\":" << st.m.shards << ",\"steps\":" << st.m.steps
+    << ",\"openUsTotal\":" << st.m.open_us_total << ",\"opens\":" << st.m.opens
+    << ",\"lastError\":" << (st.m.last_error.empty() ? "null" : json_quote(st.m.last_error)) << "}";
+  return o.str();
+}
+
+endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, endpoint_settings cfg,
+                                          std::string server_address, uint32_t close_grace_ms,
+                                          http_sender* http, scheduler_actor scheduler,
+                                          caf::actor directory) {
+  auto& st = self->state;
+  st.index = index;
+  st.cfg = std::move(cfg);
+  st.server_address = std::move(server_address);
+  st.close_grace_ms = close_grace_ms;
+  st.http = http;
+  st.scheduler = std::move(scheduler);
+  st.directory = std::move(directory);
+  return {
+      [=](invoke_atom, uint64_t id, const std::vector<uint32_t>& shards, uint8_t reasons) {
+        auto& st = self->state;
+        proto::invocation_request body{1,       proto::invocation_id{id}, {}, st.cfg.budget_ms,
+                                       reasons, st.server_address};
+        for (auto s : shards)
+          body.shards.emplace_back(s);
+        http_request req;
+        req.id = id;
+        req.url = st.cfg.url;
+        req.body = proto::to_json(body);
+        req.headers = {"content-type: application/json"};
+        if (!st.cfg.secret.empty())
+          req.headers.push_back("fusee-signature: " +
+                                proto::sign(st.cfg.secret, unix_ms(), req.body));
+        req.timeout_ms = st.cfg.budget_ms + st.cfg.grace_ms;
+        req.ca_file = st.cfg.ca_file;
+        req.cert_file = st.cfg.cert_file;
+        req.key_file = st.cfg.key_file;
+        st.invocations[id] = invocation{shards, 0, false, self->clock().now()};
+        st.m.invocations++;
+        st.m.shards += shards.size();
+        st.http->submit(std::move(req));
+      },
+      [=](bind_atom, uint64_t id,
+          uint64_t session) -> caf::result<uint32_t, std::vector<uint32_t>, uint32_t> {
+        auto& st = self->state;
+        auto i = st.invocations.find(id);
+        if (i == st.invocations.end())
+          return caf::make_result(uint32_t{7}, std::vector<uint32_t>{}, uint32_t{0});
+        if (i->second.session != 0)
+          return caf::make_result(uint32_t{8}, std::vector<uint32_t>{}, uint32_t{0});
+        i->second.session = session;
+        auto elapsed =
+            std::chrono::duration_cast<ms>(self->clock().now() - i->second.started).count();
+        uint32_t left =
+            elapsed >= st.cfg.budget_ms ? 1 : st.cfg.budget_ms - static_cast<uint32_t>(elapsed);
+        return caf::make_result(uint32_t{0}, i->second.shards, left);
+      },
+      [=](leased_atom, uint64_t id, uint32_t granted) {
+        auto i = self->state.invocations.find(id);
+        if (i != self->state.invocations.end() && granted > 0) i->second.leased = true;
+      },
+      [=](report_atom, uint64_t steps, uint64_t open_us) {
+        self->state.m.steps += steps;
+        self->state.m.open_us_total += open_us;
+        self->state.m.opens++;
+      },
+      [=](httpdone_atom, const http_outcome& out) {
+        auto& st = self->state;
+        auto id = out.id;
+        auto status = out.status;
+        auto timed_out = out.timed_out;
+        auto total_ms = out.total_ms;
+        auto& error = out.error;
+        auto i = st.invocations.find(id);
+        if (i == st.invocations.end()) return;
+        auto inv = i->second;
+        st.m.total_ms += static_cast<uint64_t>(total_ms);
+        st.m.max_ms = std::max(st.m.max_ms, static_cast<uint64_t>(total_ms));
+        bool ok = status >= 200 && status < 300;
+        bool success = ok && inv.leased;
+        if (success)
+          st.m.succeeded++;
+        else if (ok)
+          st.m.unleased++;
+        else if (timed_out)
+          st.m.timed_out++;
+        else
+          st.m.failed++;
+        if (!success) {
+          st.failures++;
+          auto d = rules::backoff(st.failures, rules::failure_base, rules::failure_cap, st.rng());
+          st.not_before = self->clock().now() + d;
+          st.m.last_error =
+              ok          ? "answered " + std::to_string(status) + " but never leased its shards"
+              : timed_out ? "no answer within budget + grace (" +
+                                std::to_string(st.cfg.budget_ms + st.cfg.grace_ms) + " ms)"
+              : status != 0 ? "answered HTTP " + std::to_string(status)
+                            : error;
+          auto now = self->clock().now();
+          if (now - st.logged >= std::chrono::seconds(10)) {  // at most every 10 s
+            st.logged = now;
+            std::fprintf(stderr, "fusee server: endpoint %s failed %u time(s) in a row: %s\n",
+                         st.cfg.url.c_str(), st.failures, st.m.last_error.c_str());
+          }
+        } else {
+          st.failures = 0;
+          st.not_before = {};
+        }
+        // Fencing: after a 2xx the worker gets close_grace_ms to leave by itself; otherwise now.
+        if (inv.session != 0) {
+          if (ok)
+            self->delayed_send(self, ms{st.close_grace_ms}, fencelater_atom::value, inv.session);
+          else
+            caf::anon_send(st.directory, fence_atom::value, inv.session);
+        }
+        st.invocations.erase(i);
+        auto wait =
+            st.not_before > self->clock().now()
+                ? static_cast<uint64_t>(
+                      std::chrono::duration_cast<ms>(st.not_before - self->clock().now()).count())
+                : 0;
+        self->send(st.scheduler, ended_atom::value, st.index, id, inv.shards, success, wait);
+      },
+      [=](fencelater_atom, uint64_t session) {
+        caf::anon_send(self->state.directory, fence_atom::value, session);
+      },
+      [=](metrics_atom) -> std::string { return endpoint_json(self->state, self->clock().now()); },
+  };
+}
+
+}  // namespace
+
+endpoint_actor spawn_endpoint(caf::actor_system& sys, uint32_t index, endpoint_settings cfg,
+                              std::string server_address, uint32_t close_grace_ms,
+                              http_sender* http, scheduler_actor scheduler, caf::actor directory) {
+  return sys.spawn(endpoint_fn, index, std::move(cfg), std::move(server_address), close_grace_ms,
+                   http, std::move(scheduler), std::move(directory));
+}
+
+}  // namespace fusee::server

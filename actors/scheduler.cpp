@@ -1,0 +1,308 @@
+// The scheduler: an index of ready shards per endpoint, fed by the wake records' status messages,
+// drained into invocations within each endpoint's free slots. A dispatch costs O(ready shards).
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <unordered_map>
+
+#include "actors/endpoint.hpp"
+#include "actors/http_client.hpp"
+#include "actors/invoker.hpp"
+#include "actors/invoker_rules.hpp"
+#include "actors/shard.hpp"
+#include "protocol/ids.hpp"
+
+namespace fusee::server {
+
+namespace {
+
+using time_point = caf::actor_clock::time_point;
+using ms = std::chrono::milliseconds;
+
+/// The scheduler's view of one shard: 8 bytes, as its wake record last reported it, plus what
+/// only the scheduler knows (whether it is in an invocation, which ready queue holds it).
+struct shard_entry {
+  uint8_t state = shard_status::idle;
+  uint8_t reasons = 0;
+  bool invoking = false;
+  int16_t endpoint = -1;   ///< chosen endpoint while ready
+  int16_t queued_in = -1;  ///< the ready queue with a live entry for it, -1 = none
+};
+
+struct endpoint_slot {
+  endpoint_actor actor;
+  endpoint_settings cfg;
+  uint32_t in_flight = 0;
+  time_point not_before{};
+  std::deque<uint32_t> ready;  ///< shard ids; entries whose queued_in differs are stale
+};
+
+struct scheduler_state {
+  invoker_settings cfg;
+  std::vector<shard_entry> shards;
+  std::vector<shard_actor> records;
+  std::vector<endpoint_slot> endpoints;
+  std::unordered_map<uint64_t, uint32_t> owner;  ///< invocation -> endpoint index
+  uint64_t handbacks = 0, crashes = 0, no_progress = 0;
+  uint64_t generation = 0;       ///< of the endpoint-backoff timer
+  bool dispatch_queued = false;  ///< a coalesced dispatch is in the mailbox
+  bool armed = false;
+  time_point armed_for{};
+  static inline const char* name = "scheduler";
+};
+
+using scheduler_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
+
+void arm(scheduler_ptr self, time_point at) {
+  auto& st = self->state;
+  if (st.armed && st.armed_for <= at) return;
+  st.armed = true;
+  st.armed_for = at;
+  self->delayed_send(self, std::max<caf::timespan>(at - self->clock().now(), caf::timespan{0}),
+                     tick_atom::value, ++st.generation);
+}
+
+/// Dispatches once the messages already in the mailbox are in: a burst of ready shards or ended
+/// invocations costs one dispatch, not one per message.
+void request_dispatch(scheduler_ptr self) {
+  auto& st = self->state;
+  if (st.dispatch_queued) return;
+  st.dispatch_queued = true;
+  self->send(self, tick_atom::value, uint64_t{0});
+}
+
+/// Puts a ready shard that is not in an invocation into its endpoint's queue (once).
+void enqueue(scheduler_ptr self, uint32_t shard) {
+  auto& st = self->state;
+  auto& x = st.shards[shard];
+  if (x.state != shard_status::ready || x.invoking || x.queued_in == x.endpoint) return;
+  if (x.endpoint < 0 || static_cast<size_t>(x.endpoint) >= st.endpoints.size()) return;
+  x.queued_in = x.endpoint;
+  st.endpoints[x.endpoint].ready.push_back(shard);
+  request_dispatch(self);
+}
+
+/// Groups each endpoint's ready shards into invocations, as many as its free slots allow.
+void dispatch(scheduler_ptr self) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  for (size_t e = 0; e < st.endpoints.size(); ++e) {
+    auto& ep = st.endpoints[e];
+    if (ep.ready.empty() || ep.in_flight >= ep.cfg.concurrency) continue;
+    if (ep.not_before > now) {
+      arm(self, ep.not_before);
+      continue;
+    }
+    uint32_t free = ep.cfg.concurrency - ep.in_flight;
+    size_t cap = ep.cfg.max_shards == 0 ? SIZE_MAX : size_t{free} * ep.cfg.max_shards;
+    std::vector<uint32_t> picked;
+    while (!ep.ready.empty() && picked.size() < cap) {
+      auto s = ep.ready.front();
+      ep.ready.pop_front();
+      auto& x = st.shards[s];
+      if (x.queued_in != static_cast<int16_t>(e)) continue;  // stale entry
+      x.queued_in = -1;
+      if (x.state == shard_status::ready && !x.invoking && x.endpoint == static_cast<int16_t>(e))
+        picked.push_back(s);
+    }
+    for (auto& group : rules::group(picked, free, ep.cfg.max_shards)) {
+      uint64_t id = proto::random_invocation_id().value();
+      uint8_t reasons = 0;
+      for (auto s : group) {
+        auto& x = st.shards[s];
+        reasons |= x.reasons;
+        x.invoking = true;
+      }
+      st.owner[id] = static_cast<uint32_t>(e);
+      ep.in_flight++;
+      self->send(ep.actor, invoke_atom::value, id, group, reasons);
+    }
+  }
+}
+
+std::string metrics_json(const scheduler_state& st, const std::vector<std::string>& endpoints,
+                         uint64_t parked_calls) {
+  uint64_t due = 0, invoking = 0, backing = 0;
+  for (auto& x : st.shards) {
+    if (x.invoking)
+      invoking++;
+    else if (x.state == shard_status::backoff)
+      backing++;
+    else if (x.state == shard_status::ready)
+      due++;
+  }
+  std::ostringstream o;
+  o << "{\"endpoints\":[";
+  for (size_t i = 0; i < endpoints.size(); ++i)
+    o << (i ? "," : "") << endpoints[i];
+  o << "],\"dueShards\":" << due << ",\"invokingShards\":" << invoking
+    << ",\"backoffShards\":" << backing << ",\"handbacks\":" << st.handbacks
+    << ",\"crashes\":" << st.crashes << ",\"noProgress\":" << st.no_progress
+    << ",\"parkedCalls\":" << parked_calls << "}";
+  return o.str();
+}
+
+scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, invoker_settings cfg,
+                                            http_sender* http, caf::actor directory) {
+  auto& st = self->state;
+  st.cfg = cfg;
+  endpoint_types types;
+  for (uint32_t i = 0; i < cfg.endpoints.size(); ++i) {
+    auto a = spawn_endpoint(self->system(), i, cfg.endpoints[i], cfg.server_address,
+                            cfg.close_grace_ms, http, self, directory);
+    self->link_to(a);
+    st.endpoints.push_back(endpoint_slot{a, cfg.endpoints[i], 0, {}, {}});
+    types.push_back(cfg.endpoints[i].types);
+  }
+  // Every shard is due once at start (`recovery`), as its wake record is at spawn: the
+  // directory tells the records of shards already held, which then report idle.
+  st.shards.resize(cfg.shards);
+  for (uint32_t s = 0; s < cfg.shards; ++s) {
+    auto init = initial_status(s, types);
+    auto& x = st.shards[s];
+    x.state = init.state;
+    x.reasons = init.reasons;
+    x.endpoint = init.endpoint;
+    enqueue(self, s);
+  }
+  return {
+      [=](caf::put_atom, std::vector<shard_actor>& records) {
+        self->state.records = std::move(records);
+        // The wake records are not linked (100,000 links would cost more than the records);
+        // they end with the scheduler.
+        self->attach_functor([records = self->state.records](const caf::error&) {
+          for (auto& r : records)
+            caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
+        });
+      },
+      [=](status_atom, const shard_status& s) {
+        auto& st = self->state;
+        if (s.shard >= st.shards.size()) return;
+        switch (s.event) {
+        case shard_status::handback:
+          st.handbacks++;
+          break;
+        case shard_status::crash:
+          st.crashes++;
+          break;
+        case shard_status::no_progress:
+          st.handbacks++;
+          st.no_progress++;
+          break;
+        default:
+          break;
+        }
+        auto& x = st.shards[s.shard];
+        x.state = s.state;
+        x.reasons = s.reasons;
+        x.endpoint = s.endpoint;
+        enqueue(self, s.shard);
+      },
+      [=](report_atom, int32_t endpoint, uint64_t steps, uint64_t open_us) {
+        auto& st = self->state;
+        if (endpoint >= 0 && static_cast<size_t>(endpoint) < st.endpoints.size())
+          self->send(st.endpoints[endpoint].actor, report_atom::value, steps, open_us);
+      },
+      [=](bind_atom, uint64_t id, uint64_t session)
+          -> caf::typed_response_promise<uint32_t, std::vector<uint32_t>, uint32_t, int32_t> {
+        auto& st = self->state;
+        auto rp = self->make_response_promise<uint32_t, std::vector<uint32_t>, uint32_t, int32_t>();
+        auto i = st.owner.find(id);
+        if (i == st.owner.end()) {
+          rp.deliver(uint32_t{7}, std::vector<uint32_t>{}, uint32_t{0}, int32_t{-1});
+          return rp;
+        }
+        auto e = static_cast<int32_t>(i->second);
+        self->request(st.endpoints[e].actor, std::chrono::seconds(5), bind_atom::value, id, session)
+            .then([=](uint32_t code, std::vector<uint32_t>& shards,
+                      uint32_t left) mutable { rp.deliver(code, std::move(shards), left, e); },
+                  [=](caf::error&) mutable {
+                    rp.deliver(uint32_t{7}, std::vector<uint32_t>{}, uint32_t{0}, int32_t{-1});
+                  });
+        return rp;
+      },
+      [=](leased_atom, uint64_t id, uint32_t granted) {
+        auto& st = self->state;
+        if (auto i = st.owner.find(id); i != st.owner.end())
+          self->send(st.endpoints[i->second].actor, leased_atom::value, id, granted);
+      },
+      [=](httpdone_atom, http_outcome& out) {
+        auto& st = self->state;
+        if (auto i = st.owner.find(out.id); i != st.owner.end())
+          self->send(st.endpoints[i->second].actor, httpdone_atom::value, std::move(out));
+      },
+      [=](ended_atom, uint32_t e, uint64_t id, const std::vector<uint32_t>& shards, bool,
+          uint64_t backoff_ms) {
+        auto& st = self->state;
+        st.owner.erase(id);
+        auto& ep = st.endpoints[e];
+        ep.in_flight--;
+        ep.not_before = self->clock().now() + ms{static_cast<int64_t>(backoff_ms)};
+        for (auto s : shards) {
+          st.shards[s].invoking = false;
+          enqueue(self, s);  // still ready: its shards were never leased
+        }
+        request_dispatch(self);
+      },
+      [=](tick_atom, uint64_t generation) {
+        auto& st = self->state;
+        if (generation == 0) {
+          st.dispatch_queued = false;
+        } else {
+          if (generation != st.generation) return;
+          st.armed = false;
+        }
+        dispatch(self);
+      },
+      [=](metrics_atom, uint64_t parked_calls) -> caf::typed_response_promise<std::string> {
+        auto rp = self->make_response_promise<std::string>();
+        auto& st = self->state;
+        auto collected = std::make_shared<std::vector<std::string>>(st.endpoints.size());
+        auto left = std::make_shared<size_t>(st.endpoints.size());
+        if (*left == 0) {
+          rp.deliver(metrics_json(st, {}, parked_calls));
+          return rp;
+        }
+        for (size_t i = 0; i < st.endpoints.size(); ++i)
+          self->request(st.endpoints[i].actor, std::chrono::seconds(5), metrics_atom::value)
+              .then(
+                  [=](std::string& j) mutable {
+                    (*collected)[i] = std::move(j);
+                    if (--*left == 0)
+                      rp.deliver(metrics_json(self->state, *collected, parked_calls));
+                  },
+                  [=](caf::error&) mutable {
+                    if (--*left == 0)
+                      rp.deliver(metrics_json(self->state, *collected, parked_calls));
+                  });
+        return rp;
+      },
+  };
+}
+
+}  // namespace
+
+invoker_handles spawn_invoker(caf::actor_system& sys, invoker_settings cfg, http_sender* http,
+                              caf::actor directory) {
+  auto types = std::make_shared<endpoint_types>();
+  for (auto& e : cfg.endpoints)
+    types->push_back(e.types);
+  invoker_handles h;
+  uint32_t shards = cfg.shards;
+  h.scheduler = sys.spawn(scheduler_fn, std::move(cfg), http, std::move(directory));
+  uint64_t seed = std::random_device{}();
+  h.shards.reserve(shards);
+  for (uint32_t i = 0; i < shards; ++i)
+    h.shards.push_back(spawn_shard(sys, i, h.scheduler, types, seed));
+  caf::anon_send(h.scheduler, caf::put_atom::value, h.shards);
+  return h;
+}
+
+void deliver_http_result(const scheduler_actor& scheduler, http_outcome outcome) {
+  caf::anon_send(scheduler, httpdone_atom::value, std::move(outcome));
+}
+
+}  // namespace fusee::server

@@ -1,0 +1,188 @@
+#include "actors/shard.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "actors/invoker_rules.hpp"
+#include "protocol/invocation_request.hpp"
+#include "protocol/messages.hpp"
+
+namespace fusee::server {
+
+namespace {
+
+using clock_type = caf::actor_clock::clock_type;
+using time_point = caf::actor_clock::time_point;
+using ms = std::chrono::milliseconds;
+
+/// Kept small on purpose: 100,000 idle shards are 100,000 of these (target ≤ 2 KiB each,
+/// actor included).
+struct shard_state {
+  uint32_t shard = 0;
+  bool due = false;
+  bool leased = false;
+  bool armed = false;
+  uint8_t reasons = 0;
+  int16_t last_endpoint = -1;  ///< where the last invocation went, -1 = never invoked
+  uint32_t failures = 0;       ///< crashes or no-progress handbacks in a row
+  time_point due_at{};
+  time_point not_before{};  ///< backoff
+  time_point armed_for{};
+  uint64_t generation = 0;            ///< of the pending timer (delayed_send can't be cancelled)
+  std::vector<std::string> starts;    ///< types of waiting starts
+  std::vector<std::string> awaiting;  ///< types the last holder had no code for
+  rules::splitmix64 rng{0};
+  shard_status told;  ///< what the scheduler last heard
+  scheduler_actor scheduler;
+  std::shared_ptr<const endpoint_types> types;
+  static inline const char* name = "shard";
+};
+
+using shard_ptr = shard_actor::stateful_pointer<shard_state>;
+
+void arm(shard_ptr self, time_point at) {
+  auto& st = self->state;
+  if (st.armed && st.armed_for <= at) return;  // an earlier tick re-evaluates and re-arms
+  st.armed = true;
+  st.armed_for = at;
+  self->delayed_send(self, std::max<caf::timespan>(at - self->clock().now(), caf::timespan{0}),
+                     tick_atom::value, ++st.generation);
+}
+
+/// Works out the record's state and tells the scheduler when it changed (or an event happened).
+void update(shard_ptr self, uint8_t event = shard_status::no_event) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  shard_status s;
+  s.shard = st.shard;
+  s.event = event;
+  if (st.due && !st.leased) {
+    auto ready_at = std::max(st.due_at, st.not_before);
+    s.reasons = st.reasons;
+    if (ready_at > now) {
+      s.state = st.not_before > now ? shard_status::backoff : shard_status::waiting;
+      arm(self, ready_at);
+    } else {
+      s.state = shard_status::ready;
+      s.endpoint = static_cast<int16_t>(
+          rules::choose_endpoint(*st.types, st.starts, st.awaiting, st.last_endpoint));
+    }
+  }
+  if (s == st.told && event == shard_status::no_event) return;
+  st.told = s;
+  st.told.event = shard_status::no_event;
+  self->send(st.scheduler, status_atom::value, s);
+}
+
+void become_due(shard_state& st, time_point now, uint8_t reasons) {
+  if (!st.due || st.due_at > now) st.due_at = now;
+  st.due = true;
+  st.reasons |= reasons;
+}
+
+/// The lease ended: what the holder reported decides when the shard is next due, and why.
+uint8_t on_lease_end(shard_ptr self, const lease_end& e) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  st.leased = false;
+  if (e.invoked && !e.crashed && st.last_endpoint >= 0)
+    self->send(st.scheduler, report_atom::value, int32_t{st.last_endpoint}, e.steps, e.open_us);
+  if (e.crashed) {  // a crash, a revoked lease, or a worker that never reported
+    become_due(st, now, proto::reason_recovery);
+    if (e.invoked) {
+      st.failures++;
+      st.not_before =
+          now + rules::backoff(st.failures, rules::failure_base, rules::failure_cap, st.rng());
+    }
+    return shard_status::crash;
+  }
+  if (e.flags & proto::idle_busy) {  // work left now: handed back
+    become_due(st, now, proto::reason_handback);
+    if ((e.flags & proto::idle_expired) && e.steps == 0) {
+      st.failures++;
+      auto d =
+          rules::backoff(st.failures, rules::no_progress_base, rules::no_progress_cap, st.rng());
+      st.not_before = now + d;
+      std::fprintf(stderr,
+                   "fusee server: shard %u reached its invocation budget without finishing a "
+                   "step; a step may take longer than the budget (next try in %lld ms)\n",
+                   st.shard, static_cast<long long>(d.count()));
+      return shard_status::no_progress;
+    }
+    st.failures = 0;
+    return shard_status::handback;
+  }
+  // Idle: due again at its next timer, or now if another endpoint has code the holder lacked.
+  st.failures = 0;
+  st.awaiting = e.types;
+  st.due = e.due_in_ms != proto::nothing_due;
+  st.due_at =
+      st.due ? now + ms{static_cast<int64_t>(std::min<uint64_t>(e.due_in_ms, 1ull << 40))} : now;
+  st.reasons = st.due ? proto::reason_timer : 0;
+  for (auto& t : e.types)
+    for (size_t i = 0; i < st.types->size(); ++i)
+      if (static_cast<int>(i) != st.last_endpoint &&
+          std::find((*st.types)[i].begin(), (*st.types)[i].end(), t) != (*st.types)[i].end())
+        become_due(st, now, proto::reason_code);
+  return shard_status::no_event;
+}
+
+shard_actor::behavior_type shard_fn(shard_ptr self, uint32_t shard, scheduler_actor scheduler,
+                                    std::shared_ptr<const endpoint_types> types, uint64_t seed) {
+  auto& st = self->state;
+  st.shard = shard;
+  st.told.shard = shard;
+  st.scheduler = std::move(scheduler);
+  st.types = std::move(types);
+  st.rng.state = seed ^ (uint64_t{shard} * 0x9E3779B97F4A7C15ull);
+  // Due once at start, for `recovery`; the scheduler assumes the same status (initial_status).
+  st.due = true;
+  st.reasons = proto::reason_recovery;
+  st.told = initial_status(shard, *st.types);
+  return {
+      [=](due_atom, uint8_t reasons, const std::string& start_type) {
+        auto& st = self->state;
+        become_due(st, self->clock().now(), reasons);
+        if (!start_type.empty() &&
+            std::find(st.starts.begin(), st.starts.end(), start_type) == st.starts.end())
+          st.starts.push_back(start_type);
+        update(self);
+      },
+      [=](leased_atom, int32_t endpoint) {
+        auto& st = self->state;
+        st.leased = true;
+        if (endpoint >= 0) st.last_endpoint = static_cast<int16_t>(endpoint);
+        st.due = false;
+        st.reasons = 0;
+        st.starts.clear();
+        st.starts.shrink_to_fit();
+        update(self);
+      },
+      [=](report_atom, const lease_end& e) { update(self, on_lease_end(self, e)); },
+      [=](tick_atom, uint64_t generation) {
+        auto& st = self->state;
+        if (generation != st.generation) return;
+        st.armed = false;
+        update(self);
+      },
+  };
+}
+
+}  // namespace
+
+shard_status initial_status(uint32_t shard, const endpoint_types& types) {
+  shard_status s;
+  s.shard = shard;
+  s.state = shard_status::ready;
+  s.reasons = proto::reason_recovery;
+  s.endpoint = static_cast<int16_t>(rules::choose_endpoint(types, {}, {}, -1));
+  return s;
+}
+
+shard_actor spawn_shard(caf::actor_system& sys, uint32_t shard, scheduler_actor scheduler,
+                        std::shared_ptr<const endpoint_types> types, uint64_t seed) {
+  return sys.spawn<caf::lazy_init>(shard_fn, shard, std::move(scheduler), std::move(types), seed);
+}
+
+}  // namespace fusee::server

@@ -1,0 +1,25 @@
+// A shard's wake record as its own actor: the reasons it is due, its timers and backoff, and the
+// endpoint its next invocation should go to. Interface: shard_actor in invoker_interface.hpp.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/invoker_interface.hpp"
+
+namespace fusee::server {
+
+/// The types each endpoint serves, by endpoint index; shared read-only by every wake record.
+using endpoint_types = std::vector<std::vector<std::string>>;
+
+/// What every wake record is at spawn, and what the scheduler assumes without a message: due
+/// for `recovery`, ready for the endpoint the choice rules give a shard never invoked.
+shard_status initial_status(uint32_t shard, const endpoint_types& types);
+
+/// Spawns the wake record of `shard` (lazily: it costs no scheduling until its first message).
+/// `seed` seeds its jitter; it reports to `scheduler`.
+shard_actor spawn_shard(caf::actor_system& sys, uint32_t shard, scheduler_actor scheduler,
+                        std::shared_ptr<const endpoint_types> types, uint64_t seed);
+
+}  // namespace fusee::server
