@@ -67,6 +67,8 @@ struct fixture {
 
   explicit fixture(uint32_t close_grace_ms = 300) : fixture(one_endpoint(close_grace_ms)) {}
   explicit fixture(invoker_settings settings) {
+    for (auto& e : settings.endpoints)
+      urls.push_back(e.url);
     inv = spawn_invoker(sys, std::move(settings), &http, directory);
     scheduler = inv.scheduler;
     sched.run();
@@ -106,10 +108,15 @@ struct fixture {
         http_outcome{id, status, status ? "" : "Couldn't connect to server", timed_out, 10.0});
     sched.run();
   }
-  /// The invoked worker binds, leases every shard of invocation `id`, and the POST returns 200.
+  /// The invoked worker binds and takes every shard of invocation `id`, then the POST returns 200.
   void served(uint64_t id, uint64_t session) {
     caf::anon_send(scheduler, bind_atom::value, id, session);
     caf::anon_send(scheduler, leased_atom::value, id, uint32_t{1});
+    for (size_t i = 0; i < http.requests.size(); ++i)
+      if (body(i).invocation.value() == id)
+        for (auto s : body(i).shards)
+          caf::anon_send(inv.shards.at(s.value()), leased_atom::value,
+                         endpoint_index(http.requests[i].url));
     sched.run();
     answer(id, 200);
   }
@@ -117,7 +124,41 @@ struct fixture {
     sched.advance_time(d);
     sched.run();
   }
+  /// Serves the start-up invocation: a worker takes every shard, the POST returns 200, and every
+  /// lease ends with an IDLE report of nothing due. Afterwards no shard is due.
+  void settle() {
+    REQUIRE(!http.requests.empty());
+    for (size_t i = 0; i < http.requests.size(); ++i)
+      served(body(i).invocation.value(), 100 + i);
+    advance(1s);  // close grace: the workers are fenced
+    for (uint32_t s = 0; s < inv.shards.size(); ++s) {
+      lease_end idle;
+      idle.invoked = true;
+      lease_ended(s, idle);
+    }
+    http.requests.clear();
+  }
+  std::vector<std::string> urls;  ///< by endpoint index
+  int32_t endpoint_index(const std::string& url) {
+    auto i = std::find(urls.begin(), urls.end(), url);
+    return i == urls.end() ? 0 : static_cast<int32_t>(i - urls.begin());
+  }
 };
+
+endpoint_settings endpoint(std::string url, std::vector<std::string> types,
+                           uint32_t concurrency = 16, uint32_t max_shards = 0) {
+  return endpoint_settings{
+      std::move(url), std::move(types), "k", concurrency, 1000, max_shards, 500, {}, {}, {}};
+}
+
+invoker_settings settings(uint32_t shards, std::vector<endpoint_settings> endpoints) {
+  invoker_settings inv;
+  inv.shards = shards;
+  inv.close_grace_ms = 300;
+  inv.server_address = "127.0.0.1:7400";
+  inv.endpoints = std::move(endpoints);
+  return inv;
+}
 
 }  // namespace
 
@@ -188,6 +229,157 @@ TEST_CASE("a 2xx without a lease counts as unleased and is a failure") {
   CHECK(f.http.requests.size() == 1);  // backing off like any failure
   f.advance(42ms);
   CHECK(f.http.requests.size() == 2);
+}
+
+TEST_CASE("every reason makes a shard due, and its POST names the reason") {
+  fixture f{
+      settings(4, {endpoint("http://a/invoke", {}), endpoint("http://b/invoke", {"billing"})})};
+  f.settle();
+  auto expect_post = [&](uint32_t shard, uint8_t reasons, const char* url) {
+    REQUIRE(f.http.requests.size() == 1);
+    CHECK(f.http.requests[0].url == url);
+    CHECK(f.shards_of(0) == std::vector<uint32_t>{shard});
+    CHECK(f.body(0).reasons == reasons);
+    f.served(f.last_id(), 7);
+    f.http.requests.clear();
+  };
+  // call and message: parked work for a shard nobody holds
+  f.due(0, proto::reason_call);
+  expect_post(0, proto::reason_call, "http://a/invoke");
+  f.due(1, proto::reason_message);
+  expect_post(1, proto::reason_message, "http://a/invoke");
+  // timer: the IDLE report said "due in 500 ms"
+  lease_end timer;
+  timer.due_in_ms = 500;
+  f.lease_ended(2, timer);
+  f.advance(499ms);
+  CHECK(f.http.requests.empty());
+  f.advance(1ms);
+  expect_post(2, proto::reason_timer, "http://a/invoke");
+  // recovery: a holder (not invoked) left without a report; no backoff for that
+  lease_end gone;
+  gone.crashed = true;
+  f.lease_ended(3, gone);
+  expect_post(3, proto::reason_recovery, "http://a/invoke");
+  // handback: work left now, steps were made
+  lease_end busy;
+  busy.flags = proto::idle_busy;
+  busy.steps = 3;
+  busy.invoked = true;
+  f.lease_ended(0, busy);
+  expect_post(0, proto::reason_handback, "http://a/invoke");
+  // code: the last holder (at a) had no code for "billing", which b serves
+  lease_end lacking;
+  lacking.types = {"billing"};
+  lacking.invoked = true;
+  f.lease_ended(1, lacking);
+  expect_post(1, proto::reason_code, "http://b/invoke");
+}
+
+TEST_CASE("a leased shard is never due") {
+  fixture f{settings(2, {endpoint("http://a/invoke", {})})};
+  f.settle();
+  f.leased(0);
+  f.due(0, proto::reason_call);
+  f.advance(10s);
+  CHECK(f.http.requests.empty());
+  f.due(1, proto::reason_call);  // the other one is not held
+  REQUIRE(f.http.requests.size() == 1);
+  CHECK(f.shards_of(0) == std::vector<uint32_t>{1});
+}
+
+TEST_CASE("endpoint choice: a start's type, then code the last holder lacked, then the last "
+          "endpoint, then one with no types") {
+  fixture f{settings(4, {endpoint("http://a/invoke", {"a"}), endpoint("http://b/invoke", {}),
+                         endpoint("http://c/invoke", {"c"})})};
+  // at start nobody was invoked: the first endpoint with no types takes every shard
+  REQUIRE(f.http.requests.size() == 1);
+  CHECK(f.http.requests[0].url == "http://b/invoke");
+  CHECK(f.shards_of(0).size() == 4);
+  f.settle();
+  // a waiting start of type "a" goes to a, whatever the last endpoint was
+  f.due(0, proto::reason_call, "a");
+  REQUIRE(f.http.requests.size() == 1);
+  CHECK(f.http.requests[0].url == "http://a/invoke");
+  f.served(f.last_id(), 1);
+  f.http.requests.clear();
+  // handed back by the worker a invoked: the last endpoint again
+  lease_end busy;
+  busy.flags = proto::idle_busy;
+  busy.steps = 1;
+  busy.invoked = true;
+  f.lease_ended(0, busy);
+  REQUIRE(f.http.requests.size() == 1);
+  CHECK(f.http.requests[0].url == "http://a/invoke");
+  f.served(f.last_id(), 2);
+  f.http.requests.clear();
+  // the worker from a lacked code for "c": c has it
+  lease_end lacking;
+  lacking.types = {"c"};
+  lacking.invoked = true;
+  f.lease_ended(0, lacking);
+  REQUIRE(f.http.requests.size() == 1);
+  CHECK(f.http.requests[0].url == "http://c/invoke");
+  CHECK(f.body(0).reasons == proto::reason_code);
+}
+
+TEST_CASE("due shards are grouped into at most the free slots, at most max_shards each") {
+  fixture f{settings(8, {endpoint("http://a/invoke", {}, 2, 3)})};
+  // 8 shards due at start, 2 slots of 3 shards: 0-2 and 3-5 now, 6-7 wait for a slot
+  REQUIRE(f.http.requests.size() == 2);
+  CHECK(f.shards_of(0) == std::vector<uint32_t>{0, 1, 2});
+  CHECK(f.shards_of(1) == std::vector<uint32_t>{3, 4, 5});
+  auto first = f.body(0).invocation.value();
+  f.served(first, 1);
+  REQUIRE(f.http.requests.size() == 3);  // a slot came free
+  CHECK(f.shards_of(2) == std::vector<uint32_t>{6, 7});
+}
+
+TEST_CASE("an invoked worker's crash backs its shard off, doubling with jitter") {
+  fixture f{settings(1, {endpoint("http://a/invoke", {})})};
+  f.settle();
+  lease_end crash;
+  crash.crashed = true;
+  crash.invoked = true;
+  f.lease_ended(0, crash);  // first crash: 100 ms ± 20 %
+  f.advance(79ms);
+  CHECK(f.http.requests.empty());
+  f.advance(42ms);
+  REQUIRE(f.http.requests.size() == 1);
+  CHECK(f.body(0).reasons == proto::reason_recovery);
+  f.served(f.last_id(), 1);
+  f.lease_ended(0, crash);  // second crash in a row: 200 ms ± 20 %
+  f.advance(159ms);
+  CHECK(f.http.requests.size() == 1);
+  f.advance(82ms);
+  CHECK(f.http.requests.size() == 2);
+}
+
+TEST_CASE("a handback with the budget spent and no step backs off from 1 s (no progress)") {
+  fixture f{settings(1, {endpoint("http://a/invoke", {})})};
+  f.settle();
+  lease_end stuck;
+  stuck.flags = proto::idle_busy | proto::idle_expired;
+  stuck.steps = 0;
+  stuck.invoked = true;
+  f.lease_ended(0, stuck);  // 1 s ± 20 %
+  f.advance(799ms);
+  CHECK(f.http.requests.empty());
+  f.advance(402ms);
+  REQUIRE(f.http.requests.size() == 1);
+  CHECK(f.body(0).reasons == proto::reason_handback);
+  f.served(f.last_id(), 1);
+  f.lease_ended(0, stuck);  // again: 2 s ± 20 %
+  f.advance(1599ms);
+  CHECK(f.http.requests.size() == 1);
+  f.advance(802ms);
+  REQUIRE(f.http.requests.size() == 2);
+  // a step finally done within the budget resets it: the next handback is at once
+  f.served(f.last_id(), 2);
+  lease_end progress = stuck;
+  progress.steps = 1;
+  f.lease_ended(0, progress);
+  CHECK(f.http.requests.size() == 3);
 }
 
 namespace {
