@@ -40,6 +40,7 @@ using idle_atom = caf::atom_constant<caf::atom("idle")>;
 using drain_atom = caf::atom_constant<caf::atom("drain")>;
 using metrics_atom = caf::atom_constant<caf::atom("metrics")>;
 using status_atom = caf::atom_constant<caf::atom("status")>;
+using gather_atom = caf::atom_constant<caf::atom("gather")>;
 
 /// The log made a lease grant durable (epoch 0: it could not).
 struct grant_done {

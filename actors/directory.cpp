@@ -369,6 +369,7 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
         auto& st = self->state;
         st.scheduler = std::move(scheduler);
         st.wake = std::move(wake);
+        self->send(st.scheduler, caf::put_atom::value, st.wake);  // dispatching may start
         // Records start due; those of shards held already hear so (and then report idle).
         for (uint32_t shard = 0; shard < st.slots.size() && shard < st.wake.size(); ++shard)
           if (auto h = st.slots[shard].holder; h != 0)

@@ -30,9 +30,11 @@ struct invoker_settings {
   std::vector<endpoint_settings> endpoints;
 };
 
-/// Spawns the scheduler, its endpoints and one wake record per shard. The directory then sends
-/// shard events to `shards[i]` (due_atom, leased_atom, report_atom), INVOKED binds and granted
-/// counts to the scheduler, and receives (fence_atom, session) from the endpoints.
+/// Spawns the scheduler, its endpoints and one wake record per shard. Give both handles to the
+/// directory with (put_atom, scheduler, shards): it passes the records on to the scheduler, which
+/// starts dispatching then. The directory sends shard events to `shards[i]` (due_atom,
+/// leased_atom, report_atom), INVOKED binds and granted counts to the scheduler, and receives
+/// (fence_atom, session) from the endpoints.
 /// `http` must outlive the actors. Exiting the scheduler ends every invoker actor.
 invoker_handles spawn_invoker(caf::actor_system& sys, invoker_settings cfg, http_sender* http,
                               caf::actor directory);

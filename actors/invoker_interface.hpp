@@ -39,7 +39,8 @@ using endpoint_actor = caf::typed_actor<
 /// Knows which shards are ready (an index per endpoint, O(due) per dispatch), groups them into
 /// invocations within each endpoint's free slots, and routes binds and HTTP completions.
 using scheduler_actor = caf::typed_actor<
-    caf::reacts_to<caf::put_atom, std::vector<shard_actor>>,   ///< the wake records, once
+    /// The wake records, once, from the directory: dispatching starts then.
+    caf::reacts_to<caf::put_atom, std::vector<shard_actor>>,
     caf::reacts_to<status_atom, shard_status>,                 ///< from a wake record
     caf::reacts_to<report_atom, int32_t, uint64_t, uint64_t>,  ///< endpoint, steps, open_us
     /// An INVOKED HELLO (invocation, session): (code, shards, remaining budget ms, endpoint
@@ -52,6 +53,7 @@ using scheduler_actor = caf::typed_actor<
     caf::reacts_to<ended_atom, uint32_t, uint64_t, std::vector<uint32_t>, bool,
                    uint64_t>,  ///< endpoint, invocation, shards, success, endpoint backoff ms
     caf::reacts_to<tick_atom, uint64_t>,  ///< own timer; 0 = coalesced dispatch
+    caf::reacts_to<gather_atom>,          ///< own timer: the gather window is over
     caf::replies_to<metrics_atom, uint64_t>::with<std::string>>;  ///< parked calls -> JSON
 
 /// What spawn_invoker() starts; the directory sends shard events to `shards[i]` directly.

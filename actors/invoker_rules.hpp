@@ -16,6 +16,11 @@ inline constexpr ms failure_base{100}, failure_cap{30000};
 /// A shard handed back with its budget spent and no step done: 1 s doubling to 300 s.
 inline constexpr ms no_progress_base{1000}, no_progress_cap{300000};
 
+/// Shards that become ready for a timer, a handback, recovery or code wait this long for others
+/// to group with them: timers armed together fire over a spread, and without the window a storm
+/// of them would leave as many small invocations. Calls and messages never wait.
+inline constexpr ms gather_window{2};
+
 /// base · 2^(failures − 1), at most `cap`, then ±20 % jitter taken from `random_bits`.
 ms backoff(uint32_t failures, ms base, ms cap, uint64_t random_bits);
 

@@ -14,6 +14,7 @@
 #include "actors/invoker_rules.hpp"
 #include "actors/shard.hpp"
 #include "protocol/ids.hpp"
+#include "protocol/invocation_request.hpp"
 
 namespace fusee::server {
 
@@ -49,6 +50,7 @@ struct scheduler_state {
   uint64_t handbacks = 0, crashes = 0, no_progress = 0;
   uint64_t generation = 0;       ///< of the endpoint-backoff timer
   bool dispatch_queued = false;  ///< a coalesced dispatch is in the mailbox
+  bool gathering = false;        ///< a gather window is open (its timer is pending)
   bool armed = false;
   time_point armed_for{};
   static inline const char* name = "scheduler";
@@ -74,7 +76,16 @@ void request_dispatch(scheduler_ptr self) {
   self->send(self, tick_atom::value, uint64_t{0});
 }
 
-/// Puts a ready shard that is not in an invocation into its endpoint's queue (once).
+/// Dispatches when the gather window (rules::gather_window) closes.
+void request_gather(scheduler_ptr self) {
+  auto& st = self->state;
+  if (st.gathering) return;
+  st.gathering = true;
+  self->delayed_send(self, rules::gather_window, gather_atom::value);
+}
+
+/// Puts a ready shard that is not in an invocation into its endpoint's queue (once); a call or a
+/// message dispatches at once, anything else after the gather window.
 void enqueue(scheduler_ptr self, uint32_t shard) {
   auto& st = self->state;
   auto& x = st.shards[shard];
@@ -82,7 +93,10 @@ void enqueue(scheduler_ptr self, uint32_t shard) {
   if (x.endpoint < 0 || static_cast<size_t>(x.endpoint) >= st.endpoints.size()) return;
   x.queued_in = x.endpoint;
   st.endpoints[x.endpoint].ready.push_back(shard);
-  request_dispatch(self);
+  if (x.reasons & (proto::reason_call | proto::reason_message))
+    request_dispatch(self);
+  else
+    request_gather(self);
 }
 
 /// Groups each endpoint's ready shards into invocations, as many as its free slots allow.
@@ -157,8 +171,10 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, invoker_settings
     st.endpoints.push_back(endpoint_slot{a, cfg.endpoints[i], 0, {}, {}});
     types.push_back(cfg.endpoints[i].types);
   }
-  // Every shard is due once at start (`recovery`), as its wake record is at spawn: the
-  // directory tells the records of shards already held, which then report idle.
+  // Every shard is due once at start (`recovery`), as its wake record is at spawn; nothing is
+  // dispatched before the records arrive (put_atom, from the directory: so the directory knows
+  // the invoker before any invoked worker says HELLO). The directory tells the records of shards
+  // already held, which then report idle.
   st.shards.resize(cfg.shards);
   for (uint32_t s = 0; s < cfg.shards; ++s) {
     auto init = initial_status(s, types);
@@ -166,11 +182,13 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, invoker_settings
     x.state = init.state;
     x.reasons = init.reasons;
     x.endpoint = init.endpoint;
-    enqueue(self, s);
   }
   return {
       [=](caf::put_atom, std::vector<shard_actor>& records) {
+        if (!self->state.records.empty()) return;  // once
         self->state.records = std::move(records);
+        for (uint32_t s = 0; s < self->state.shards.size(); ++s)
+          enqueue(self, s);
         // The wake records are not linked (100,000 links would cost more than the records);
         // they end with the scheduler.
         self->attach_functor([records = self->state.records](const caf::error&) {
@@ -245,7 +263,7 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, invoker_settings
           st.shards[s].invoking = false;
           enqueue(self, s);  // still ready: its shards were never leased
         }
-        request_dispatch(self);
+        request_dispatch(self);  // a slot came free
       },
       [=](tick_atom, uint64_t generation) {
         auto& st = self->state;
@@ -255,6 +273,10 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, invoker_settings
           if (generation != st.generation) return;
           st.armed = false;
         }
+        dispatch(self);
+      },
+      [=](gather_atom) {
+        self->state.gathering = false;
         dispatch(self);
       },
       [=](metrics_atom, uint64_t parked_calls) -> caf::typed_response_promise<std::string> {
@@ -297,7 +319,6 @@ invoker_handles spawn_invoker(caf::actor_system& sys, invoker_settings cfg, http
   h.shards.reserve(shards);
   for (uint32_t i = 0; i < shards; ++i)
     h.shards.push_back(spawn_shard(sys, i, h.scheduler, types, seed));
-  caf::anon_send(h.scheduler, caf::put_atom::value, h.shards);
   return h;
 }
 

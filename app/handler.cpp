@@ -40,12 +40,17 @@ http_reply run_invocation(const handler_config& cfg, const proto::invocation_req
   auto at = parse_host_port(req.server);
   if (!at) return json_reply(400, json_error("bad server address " + req.server));
   auto c = client::connection::open(at->host, at->port);
-  if (!c) return json_reply(503, json_error("the server could not be reached: " + c.err().message));
+  auto unavailable = [&](const std::string& why) {
+    std::fprintf(stderr, "fusee handler: invocation %s: %s\n",
+                 proto::format_invocation_id(req.invocation).c_str(), why.c_str());
+    return json_reply(503, json_error(why));
+  };
+  if (!c) return unavailable("the server could not be reached: " + c.err().message);
   auto asked = std::chrono::steady_clock::now();
   auto lease = client::hello(*c, proto::offer_invoked | proto::offer_serve_calls, 0,
                              "fusee-handler", 5s, req.invocation);
   auto lease_wait = std::chrono::steady_clock::now() - asked;
-  if (!lease) return json_reply(503, json_error("no lease: " + lease.err().to_string()));
+  if (!lease) return unavailable("no lease: " + lease.err().to_string());
   std::map<uint32_t, proto::grant_entry> held;
   for (auto& g : lease->grants)
     held[g.shard.value()] = g;

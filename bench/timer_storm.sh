@@ -5,12 +5,17 @@
 #   by /v1/invoker), and the server's RSS. A second server with BASE shards runs right after, so
 #   RSS per shard = (RSS(SHARDS) - RSS(BASE)) / (SHARDS - BASE): what one more idle shard costs,
 #   its wake-record actor included.
+# Then the real timer storm: ENDPOINTS handlers that serve (connect back, lease, report idle), a
+# server with SHARDS shards; once its start-up wave is served, bench/storm_worker takes every shard,
+# reports them all due in DUE_MS and leaves. Reported: from the timers' due time until every
+# invocation of the storm is sent.
 # Usage: bench/timer_storm.sh [BUILD_DIR]     (FUSEE_WRAP="perf record -g" to profile)
 set -euo pipefail
 BUILD=${1:-build}
 SHARDS=${SHARDS:-100000}
 BASE=${BASE:-1000}
 ENDPOINTS=${ENDPOINTS:-4}
+DUE_MS=${DUE_MS:-3000}
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
@@ -28,7 +33,7 @@ done
 
 # run_one SHARDS -> prints "startup_ms sent_ms invocations rss_kib"
 run_one() {
-  local n=$1 dir="$work/run$1"
+  local n=$1 dir="$work/run$1-$RANDOM"
   mkdir -p "$dir"
   cp "$work/secret" "$dir/secret"
   printf '[server]\nshards = %d\n%s' "$n" "$endpoints" > "$dir/fusee.toml"
@@ -60,9 +65,66 @@ print(f"{(ready - launched) * 1000:.0f} {took * 1000:.0f} {sent} {rss}")
 PY
 }
 
+if [ -z "${STORM_ONLY:-}" ]; then
 read -r s_start s_sent s_inv s_rss < <(run_one "$SHARDS")
 read -r b_start b_sent b_inv b_rss < <(run_one "$BASE")
 per=$(( (s_rss - b_rss) * 1024 / (SHARDS - BASE) ))
 echo "shards $SHARDS: start-up $s_start ms, all $s_inv invocations sent $s_sent ms after ready, RSS $s_rss KiB"
 echo "shards $BASE: start-up $b_start ms, all $b_inv invocations sent $b_sent ms after ready, RSS $b_rss KiB"
 echo "RSS per additional shard (wake-record actor and all other per-shard state): $per bytes"
+fi
+
+# -- the timer storm proper ------------------------------------------------------------------
+serving=""
+for i in $(seq 1 "$ENDPOINTS"); do
+  "$BUILD/app/fusee" handler --listen 127.0.0.1:0 --secret-file "$work/secret" \
+    --ready-file "$work/g$i.ready" 2>/dev/null &
+  pids+=($!)
+  for _ in $(seq 1 200); do [ -f "$work/g$i.ready" ] && break; sleep 0.05; done
+  serving+=$(printf '[[endpoint]]\nurl = "http://%s/invoke"\nsecret_file = "secret"\nmax_shards = 100\nconcurrency = 100000\n' \
+    "$(sed 's/listen=//' "$work/g$i.ready")")$'\n'
+done
+dir="$work/storm"
+mkdir -p "$dir"
+cp "$work/secret" "$dir/secret"
+printf '[server]\nshards = %d\n%s' "$SHARDS" "$serving" > "$dir/fusee.toml"
+python3 - "$BUILD" "$dir" "$SHARDS" "$DUE_MS" <<'PY'
+import json, os, subprocess, sys, time, urllib.request
+build, d, shards, due_ms = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+p = subprocess.Popen([f"{build}/app/fusee", "server", "--config", f"{d}/fusee.toml",
+                      "--data-dir", f"{d}/data", "--listen", "127.0.0.1:0",
+                      "--admin-listen", "127.0.0.1:0", "--ready-file", f"{d}/s.ready"],
+                     stderr=open(f"{d}/s.log", "w"))
+try:
+    while not os.path.exists(f"{d}/s.ready"):
+        time.sleep(0.001)
+    conf = dict(l.strip().split("=", 1) for l in open(f"{d}/s.ready"))
+    def metrics():
+        return json.load(urllib.request.urlopen(f"http://{conf['admin']}/v1/invoker"))
+    want = (shards + 99) // 100
+    t0 = time.time()
+    while True:  # the start-up wave: every shard invoked once and back to idle
+        m = metrics()
+        if (sum(e["invocations"] for e in m["endpoints"]) >= want and m["dueShards"] == 0
+                and m["invokingShards"] == 0):
+            break
+        if time.time() - t0 > 120:
+            sys.exit("the start-up wave did not settle in 120 s: " + json.dumps(m))
+        time.sleep(0.05)
+    before = sum(e["invocations"] for e in m["endpoints"])
+    closed_ms = int(subprocess.check_output([f"{build}/bench/storm_worker", conf["listen"],
+                                             str(shards), str(due_ms)]).decode().strip())
+    due_at = (closed_ms + due_ms) / 1000.0
+    while True:
+        m = metrics()
+        sent = sum(e["invocations"] for e in m["endpoints"]) - before
+        if sent >= want:
+            break
+        time.sleep(0.002)
+    took = time.time() - due_at
+    print(f"timer storm: {shards} timers due {due_ms} ms after the worker left; all {sent} "
+          f"invocations sent {took * 1000:.0f} ms after they were due")
+finally:
+    p.terminate()
+    p.wait()
+PY

@@ -12,6 +12,7 @@
 #include "actors/directory.hpp"
 #include "actors/http_client.hpp"
 #include "actors/invoker.hpp"
+#include "actors/invoker_rules.hpp"
 #include "actors/wal_writer.hpp"
 #include "protocol/invocation_request.hpp"
 #include "protocol/signature.hpp"
@@ -71,7 +72,9 @@ struct fixture {
       urls.push_back(e.url);
     inv = spawn_invoker(sys, std::move(settings), &http, directory);
     scheduler = inv.scheduler;
+    caf::anon_send(scheduler, caf::put_atom::value, inv.shards);  // as the directory does
     sched.run();
+    advance(rules::gather_window);  // every shard is due at start, for recovery
   }
   ~fixture() {
     caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
@@ -236,6 +239,10 @@ TEST_CASE("every reason makes a shard due, and its POST names the reason") {
       settings(4, {endpoint("http://a/invoke", {}), endpoint("http://b/invoke", {"billing"})})};
   f.settle();
   auto expect_post = [&](uint32_t shard, uint8_t reasons, const char* url) {
+    if (!(reasons & (proto::reason_call | proto::reason_message))) {
+      CHECK(f.http.requests.empty());  // waits for others to group with: the gather window
+      f.advance(rules::gather_window);
+    }
     REQUIRE(f.http.requests.size() == 1);
     CHECK(f.http.requests[0].url == url);
     CHECK(f.shards_of(0) == std::vector<uint32_t>{shard});
@@ -276,6 +283,21 @@ TEST_CASE("every reason makes a shard due, and its POST names the reason") {
   expect_post(1, proto::reason_code, "http://b/invoke");
 }
 
+TEST_CASE("a call is dispatched at once and takes along shards waiting in the gather window") {
+  fixture f{settings(3, {endpoint("http://a/invoke", {})})};
+  f.settle();
+  lease_end timer;
+  timer.due_in_ms = 0;  // due again at once
+  f.lease_ended(0, timer);
+  CHECK(f.http.requests.empty());  // gathering
+  f.due(1, proto::reason_call);
+  REQUIRE(f.http.requests.size() == 1);  // no wait for the call
+  CHECK(f.shards_of(0) == std::vector<uint32_t>{0, 1});
+  CHECK(f.body(0).reasons == (proto::reason_timer | proto::reason_call));
+  f.advance(rules::gather_window);
+  CHECK(f.http.requests.size() == 1);  // nothing left over
+}
+
 TEST_CASE("a leased shard is never due") {
   fixture f{settings(2, {endpoint("http://a/invoke", {})})};
   f.settle();
@@ -309,6 +331,7 @@ TEST_CASE("endpoint choice: a start's type, then code the last holder lacked, th
   busy.steps = 1;
   busy.invoked = true;
   f.lease_ended(0, busy);
+  f.advance(rules::gather_window);
   REQUIRE(f.http.requests.size() == 1);
   CHECK(f.http.requests[0].url == "http://a/invoke");
   f.served(f.last_id(), 2);
@@ -318,6 +341,7 @@ TEST_CASE("endpoint choice: a start's type, then code the last holder lacked, th
   lacking.types = {"c"};
   lacking.invoked = true;
   f.lease_ended(0, lacking);
+  f.advance(rules::gather_window);
   REQUIRE(f.http.requests.size() == 1);
   CHECK(f.http.requests[0].url == "http://c/invoke");
   CHECK(f.body(0).reasons == proto::reason_code);
@@ -341,10 +365,11 @@ TEST_CASE("an invoked worker's crash backs its shard off, doubling with jitter")
   lease_end crash;
   crash.crashed = true;
   crash.invoked = true;
-  f.lease_ended(0, crash);  // first crash: 100 ms ± 20 %
+  f.lease_ended(0, crash);  // first crash: 100 ms ± 20 %, then the gather window
   f.advance(79ms);
   CHECK(f.http.requests.empty());
-  f.advance(42ms);
+  f.advance(42ms);  // past the longest jittered backoff
+  f.advance(rules::gather_window);
   REQUIRE(f.http.requests.size() == 1);
   CHECK(f.body(0).reasons == proto::reason_recovery);
   f.served(f.last_id(), 1);
@@ -352,6 +377,7 @@ TEST_CASE("an invoked worker's crash backs its shard off, doubling with jitter")
   f.advance(159ms);
   CHECK(f.http.requests.size() == 1);
   f.advance(82ms);
+  f.advance(rules::gather_window);
   CHECK(f.http.requests.size() == 2);
 }
 
@@ -362,10 +388,11 @@ TEST_CASE("a handback with the budget spent and no step backs off from 1 s (no p
   stuck.flags = proto::idle_busy | proto::idle_expired;
   stuck.steps = 0;
   stuck.invoked = true;
-  f.lease_ended(0, stuck);  // 1 s ± 20 %
+  f.lease_ended(0, stuck);  // 1 s ± 20 %, then the gather window
   f.advance(799ms);
   CHECK(f.http.requests.empty());
   f.advance(402ms);
+  f.advance(rules::gather_window);
   REQUIRE(f.http.requests.size() == 1);
   CHECK(f.body(0).reasons == proto::reason_handback);
   f.served(f.last_id(), 1);
@@ -373,12 +400,14 @@ TEST_CASE("a handback with the budget spent and no step backs off from 1 s (no p
   f.advance(1599ms);
   CHECK(f.http.requests.size() == 1);
   f.advance(802ms);
+  f.advance(rules::gather_window);
   REQUIRE(f.http.requests.size() == 2);
   // a step finally done within the budget resets it: the next handback is at once
   f.served(f.last_id(), 2);
   lease_end progress = stuck;
   progress.steps = 1;
   f.lease_ended(0, progress);
+  f.advance(rules::gather_window);
   CHECK(f.http.requests.size() == 3);
 }
 

@@ -1,0 +1,57 @@
+// The timer storm's worker: takes every shard, reports in one IDLE that each is due again in
+// DUE_MS, and leaves. The server then holds SHARDS timers that fire together. Prints the Unix
+// time in ms at which it closed the connection (the timers run from about then).
+//   storm_worker HOST:PORT SHARDS DUE_MS
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "client/connection.hpp"
+
+using namespace fusee;
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: storm_worker HOST:PORT SHARDS DUE_MS\n");
+    return 2;
+  }
+  std::string addr = argv[1];
+  size_t shards = std::stoul(argv[2]);
+  uint64_t due_ms = std::stoull(argv[3]);
+  auto colon = addr.rfind(':');
+  auto c = client::connection::open(addr.substr(0, colon),
+                                    static_cast<uint16_t>(std::stoi(addr.substr(colon + 1))));
+  if (!c) return 1;
+  auto lease = client::hello(*c, 0, 0, "storm-worker", std::chrono::seconds(30));
+  if (!lease) {
+    std::fprintf(stderr, "storm_worker: %s\n", lease.err().message.c_str());
+    return 1;
+  }
+  std::vector<proto::grant_entry> held = lease->grants;
+  while (held.size() < shards) {  // shards still held by the start-up wave's workers come later
+    auto m = c->receive(std::chrono::seconds(30));
+    if (!m) {
+      std::fprintf(stderr, "storm_worker: holds %zu of %zu shards: %s\n", held.size(), shards,
+                   m.err().message.c_str());
+      return 1;
+    }
+    if (auto* g = std::get_if<proto::grant>(&*m))
+      held.insert(held.end(), g->grants.begin(), g->grants.end());
+  }
+  proto::idle idle{proto::request_head{2}, {}};
+  for (auto& g : held)
+    idle.entries.push_back(proto::idle_entry{g.shard, g.epoch, 0, due_ms, 0, 0, {}});
+  c->send(idle);
+  for (;;) {
+    auto m = c->receive(std::chrono::seconds(30));
+    if (!m) return 1;
+    if (std::holds_alternative<proto::ok>(*m)) break;
+  }
+  c->close();
+  auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::system_clock::now().time_since_epoch())
+                 .count();
+  std::printf("%lld\n", static_cast<long long>(now));
+  return 0;
+}
