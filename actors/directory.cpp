@@ -178,8 +178,9 @@ void grant(directory_state& st, session_id s, worker& w, uint32_t shard) {
 /// Gives free shards to waiting workers in connection order.
 void offer_free(directory_state& st) {
   std::vector<std::pair<uint64_t, session_id>> order;
-  for (auto& [s, w] : st.workers)
-    if (w.answered && w.invocation == 0) order.emplace_back(w.order, s);  // invoked: never later
+  for (auto& [s, w] : st.workers)  // invoked workers never get shards later
+    if (w.answered && w.invocation == 0 && capacity(w) > 0) order.emplace_back(w.order, s);
+  if (order.empty()) return;  // nobody could take a shard: no scan (invoked-only deployments)
   std::sort(order.begin(), order.end());
   for (uint32_t shard = 0; shard < st.slots.size(); ++shard) {
     auto& slot = st.slots[shard];

@@ -87,11 +87,12 @@ std::unique_ptr<http_server> http_server::start(const std::string& host, uint16_
   s->impl_ = std::make_unique<impl>();
   s->impl_->h = std::move(h);
   s->impl_->max_body = max_body;
-  s->impl_->daemon = MHD_start_daemon(
-      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG, port,
-      nullptr, nullptr, &on_request, s->impl_.get(), MHD_OPTION_SOCK_ADDR, &addr,
-      MHD_OPTION_NOTIFY_COMPLETED, &on_completed, nullptr, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
-      MHD_OPTION_END);
+  s->impl_->daemon =
+      MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                           MHD_USE_POLL | MHD_USE_ERROR_LOG,
+                       port, nullptr, nullptr, &on_request, s->impl_.get(), MHD_OPTION_SOCK_ADDR,
+                       &addr, MHD_OPTION_NOTIFY_COMPLETED, &on_completed, nullptr,
+                       MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
   if (s->impl_->daemon == nullptr) {
     *err =
         "cannot serve HTTP on " + host + ":" + std::to_string(port) + ": " + std::strerror(errno);

@@ -25,8 +25,12 @@ struct node_config : caf::actor_system_config {
     server::add_server_types(*this);
     load<caf::io::middleman>();
     set("scheduler.max-threads", 2);
-    // Messages from the log's writer thread wake a sleeping worker faster (STACK.md §8).
-    set("work-stealing.moderate-sleep-duration", caf::timespan{0});
+    // One shared job queue, not work stealing: CAF 0.17 steals with take_tail(), which walks the
+    // victim's whole queue under its lock, so one actor waking 100,000 wake records (the
+    // directory ending a worker's leases) cost O(n^2): 119 s for a 100,000-shard timer storm,
+    // 2.9 s with sharing. Step latency and throughput showed no difference beyond this
+    // machine's noise (docs/benchmarks.md).
+    set("scheduler.policy", caf::atom("sharing"));
   }
 };
 

@@ -18,7 +18,7 @@ ENDPOINTS=${ENDPOINTS:-4}
 DUE_MS=${DUE_MS:-3000}
 work=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; [ -n "${KEEP:-}" ] || rm -rf "$work"; }
 trap cleanup EXIT
 echo s3cret > "$work/secret"
 endpoints=""
@@ -91,7 +91,7 @@ printf '[server]\nshards = %d\n%s' "$SHARDS" "$serving" > "$dir/fusee.toml"
 python3 - "$BUILD" "$dir" "$SHARDS" "$DUE_MS" <<'PY'
 import json, os, subprocess, sys, time, urllib.request
 build, d, shards, due_ms = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-p = subprocess.Popen([f"{build}/app/fusee", "server", "--config", f"{d}/fusee.toml",
+p = subprocess.Popen(os.environ.get("FUSEE_WRAP", "").split() + [f"{build}/app/fusee", "server", "--config", f"{d}/fusee.toml",
                       "--data-dir", f"{d}/data", "--listen", "127.0.0.1:0",
                       "--admin-listen", "127.0.0.1:0", "--ready-file", f"{d}/s.ready"],
                      stderr=open(f"{d}/s.log", "w"))
@@ -99,8 +99,13 @@ try:
     while not os.path.exists(f"{d}/s.ready"):
         time.sleep(0.001)
     conf = dict(l.strip().split("=", 1) for l in open(f"{d}/s.ready"))
-    def metrics():
-        return json.load(urllib.request.urlopen(f"http://{conf['admin']}/v1/invoker"))
+    def metrics():  # a busy server may answer 503 (the invoker did not answer in 5 s): retry
+        while True:
+            try:
+                return json.load(urllib.request.urlopen(f"http://{conf['admin']}/v1/invoker"))
+            except OSError as e:
+                print(f"(metrics: {e}; retrying)", file=sys.stderr)
+                time.sleep(0.5)
     want = (shards + 99) // 100
     t0 = time.time()
     while True:  # the start-up wave: every shard invoked once and back to idle
