@@ -70,7 +70,7 @@ start_fusee() {
     --ready-file "$work/ready" 2>"$work/fusee.log" &
   server_pid=$!
   for _ in $(seq 1 200); do [ -f "$work/ready" ] && break; sleep 0.05; done
-  fusee_addr=$(sed 's/listen=//' "$work/ready")
+  fusee_addr=$(grep '^listen=' "$work/ready" | cut -d= -f2)
   rm -f "$work/ready"
 }
 stop_fusee() { kill "$server_pid"; wait "$server_pid" || true; server_pid=""; }

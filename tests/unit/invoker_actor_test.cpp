@@ -187,6 +187,29 @@ TEST_CASE("due shards become one signed POST with budget + grace as its deadline
   CHECK(signed_ok);
 }
 
+TEST_CASE("nothing is dispatched before the directory hands the wake records to the scheduler") {
+  // So no POST can name an invocation before the directory knows the invoker and can bind it.
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  fake_sender http;
+  fenced_log fenced;
+  auto directory = sys.spawn(directory_stub, &fenced);
+  auto inv = spawn_invoker(sys, one_endpoint(300), &http, directory);
+  sched.run();
+  sched.advance_time(1s);
+  sched.run();
+  CHECK(http.requests.empty());
+  caf::anon_send(inv.scheduler, caf::put_atom::value, inv.shards);
+  sched.run();
+  sched.advance_time(rules::gather_window);
+  sched.run();
+  CHECK(http.requests.size() == 1);
+  caf::anon_send_exit(inv.scheduler, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
+  sched.run();
+}
+
 TEST_CASE("after a 2xx the bound worker is fenced exactly close_grace_ms later") {
   fixture f{300};
   auto id = f.last_id();
