@@ -43,6 +43,7 @@ http_client::~http_client() {
 void http_client::submit(http_request req) {
   {
     std::lock_guard<std::mutex> lk{mtx_};
+    if (stop_) return;  // the server is stopping: nobody waits for the answer any more
     queue_.push_back(std::move(req));
   }
   ++in_flight_;
@@ -51,7 +52,10 @@ void http_client::submit(http_request req) {
 
 void http_client::stop() {
   if (!thread_.joinable()) return;
-  stop_ = true;
+  {
+    std::lock_guard<std::mutex> lk{mtx_};  // submit() checks it under the lock
+    stop_ = true;
+  }
   curl_multi_wakeup(static_cast<CURLM*>(multi_));
   thread_.join();
 }

@@ -67,6 +67,9 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
                  (unsigned long long)rep.torn_bytes, rep.torn_reason.c_str());
 
   int rc = 0;
+  // The curl thread outlives the actor system: an endpoint actor still draining its mailbox
+  // while the system shuts down may call submit() (a no-op once stopped), never a freed client.
+  std::unique_ptr<server::http_client> http;
   {
     node_config caf_cfg;
     caf::actor_system sys{caf_cfg};
@@ -91,7 +94,6 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     }
     // The invoker, when endpoints are configured: a curl thread plus scheduler and endpoints.
     server::scheduler_actor scheduler;
-    std::unique_ptr<server::http_client> http;
     if (acceptor && !cfg.endpoints.empty()) {
       auto target = std::make_shared<server::scheduler_actor>();
       http = std::make_unique<server::http_client>([target](server::http_result r) {
