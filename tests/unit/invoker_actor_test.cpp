@@ -436,6 +436,68 @@ TEST_CASE("a handback with the budget spent and no step backs off from 1 s (no p
 
 namespace {
 
+/// Advances simulated time in `step`s until a new POST goes out; returns how long that took.
+caf::timespan wait_for_post(fixture& f, caf::timespan step, caf::timespan limit) {
+  auto before = f.http.requests.size();
+  caf::timespan waited{0};
+  while (f.http.requests.size() == before && waited < limit) {
+    f.advance(step);
+    waited += step;
+  }
+  REQUIRE(f.http.requests.size() == before + 1);
+  return waited;
+}
+
+}  // namespace
+
+TEST_CASE("backoff caps: endpoint failures at 30 s, crashes at 30 s, no progress at 300 s") {
+  SUBCASE("an endpoint failing again and again waits 30 s ± 20 % at most") {
+    fixture f;
+    for (int n = 1; n <= 12; ++n) {
+      f.answer(f.last_id(), 500);
+      auto waited = wait_for_post(f, 10ms, 40s);
+      if (n >= 10) {  // 100 ms · 2^9 > 30 s: capped
+        CHECK(waited >= 24s);
+        CHECK(waited <= 36010ms);
+      }
+    }
+  }
+  SUBCASE("a shard whose invoked workers keep crashing waits 30 s ± 20 % at most") {
+    fixture f{settings(1, {endpoint("http://a/invoke", {})})};
+    f.settle();
+    lease_end crash;
+    crash.crashed = true;
+    crash.invoked = true;
+    for (int n = 1; n <= 12; ++n) {
+      f.lease_ended(0, crash);
+      auto waited = wait_for_post(f, 10ms, 40s);
+      if (n >= 10) {
+        CHECK(waited >= 24s);
+        CHECK(waited <= 36010ms);
+      }
+      f.served(f.last_id(), 1);
+    }
+  }
+  SUBCASE("a shard that never finishes a step waits 300 s ± 20 % at most") {
+    fixture f{settings(1, {endpoint("http://a/invoke", {})})};
+    f.settle();
+    lease_end stuck;
+    stuck.flags = proto::idle_busy | proto::idle_expired;
+    stuck.invoked = true;
+    for (int n = 1; n <= 11; ++n) {
+      f.lease_ended(0, stuck);
+      auto waited = wait_for_post(f, 100ms, 400s);
+      if (n >= 10) {  // 1 s · 2^9 > 300 s: capped
+        CHECK(waited >= 240s);
+        CHECK(waited <= 360100ms);
+      }
+      f.served(f.last_id(), 1);
+    }
+  }
+}
+
+namespace {
+
 /// Stands in for a client session: decodes the frames the directory writes to it.
 caf::behavior session_stub(caf::event_based_actor*, std::vector<proto::any_message>* got) {
   return {[=](write_atom, const proto::bytes& frame) {
