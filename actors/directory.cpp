@@ -316,12 +316,18 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
           w.invocation = invocation;
           w.remaining_ms = remaining_ms;
           w.endpoint = endpoint;
-          auto want = [&](uint32_t shard) {
-            return invocation == 0 || std::find(only.begin(), only.end(), shard) != only.end();
-          };
-          for (uint32_t shard = 0; shard < st.slots.size() && capacity(w) > 0; ++shard) {
+          auto offer = [&](uint32_t shard) {
             auto& slot = st.slots[shard];
-            if (slot.holder == 0 && !slot.busy && want(shard)) grant(st, s, w, shard);
+            if (slot.holder == 0 && !slot.busy) grant(st, s, w, shard);
+          };
+          if (invocation == 0) {  // every free shard, up to max_shards
+            for (uint32_t shard = 0; shard < st.slots.size() && capacity(w) > 0; ++shard)
+              offer(shard);
+          } else {  // exactly the invocation's free shards: O(its shards), not O(all shards)
+            std::sort(only.begin(), only.end());
+            only.erase(std::unique(only.begin(), only.end()), only.end());
+            for (auto shard : only)
+              if (shard < st.slots.size() && capacity(w) > 0) offer(shard);
           }
           if (w.pending == 0) {
             w.answered = true;
