@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "client/address.hpp"
+
 namespace fusee::app {
 
 /// One `[[endpoint]]` table: an HTTP endpoint the invoker may wake.
@@ -42,13 +44,8 @@ struct server_config {
   std::vector<endpoint_config> endpoints;
 };
 
-struct host_port {
-  std::string host;
-  uint16_t port = 0;
-};
-
-/// "127.0.0.1:7400" -> {host, port}; port 0 picks a free port.
-std::optional<host_port> parse_host_port(const std::string& text);
+using client::host_port;
+using client::parse_host_port;
 
 /// Reads `file` (TOML) into `cfg`, resolving relative paths against the file's directory.
 /// Returns an error naming the key and the file on unknown keys, wrong types or bad ranges.

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/address.hpp"
 #include "client/connection.hpp"
 
 using namespace fusee;
@@ -21,9 +22,12 @@ int main(int argc, char** argv) {
   std::string addr = argv[1];
   uint32_t shards = static_cast<uint32_t>(std::stoul(argv[2]));
   int calls = std::stoi(argv[3]);
-  auto colon = addr.rfind(':');
-  auto c = client::connection::open(addr.substr(0, colon),
-                                    static_cast<uint16_t>(std::stoi(addr.substr(colon + 1))));
+  auto at = client::parse_host_port(addr);
+  if (!at) {
+    std::fprintf(stderr, "not host:port: %s\n", addr.c_str());
+    return 2;
+  }
+  auto c = client::connection::open(at->host, at->port);
   if (!c) return 1;
   c->send(proto::client_hello{proto::request_head{1}, 1, "bench-cold"});
   if (!c->receive(std::chrono::seconds(5))) return 1;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "client/address.hpp"
 #include "client/connection.hpp"
 
 using namespace fusee;
@@ -19,9 +20,12 @@ int main(int argc, char** argv) {
   std::string addr = argv[1];
   size_t shards = std::stoul(argv[2]);
   uint64_t due_ms = std::stoull(argv[3]);
-  auto colon = addr.rfind(':');
-  auto c = client::connection::open(addr.substr(0, colon),
-                                    static_cast<uint16_t>(std::stoi(addr.substr(colon + 1))));
+  auto at = client::parse_host_port(addr);
+  if (!at) {
+    std::fprintf(stderr, "not host:port: %s\n", addr.c_str());
+    return 2;
+  }
+  auto c = client::connection::open(at->host, at->port);
   if (!c) return 1;
   auto lease = client::hello(*c, 0, 0, "storm-worker", std::chrono::seconds(30));
   if (!lease) {
