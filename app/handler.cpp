@@ -62,9 +62,16 @@ http_reply run_invocation(const handler_config& cfg, const proto::invocation_req
     auto own = std::chrono::duration_cast<std::chrono::microseconds>(
                    std::chrono::steady_clock::now() - received - lease_wait)
                    .count();
-    std::string body = "{\"handled\":" + proto::json_quote(rc.method) +
-                       ",\"shard\":" + std::to_string(rc.shard.value()) +
-                       ",\"handler_us\":" + std::to_string(own) + "}";
+    std::string body =
+        "{\"handled\":" + proto::json_quote(rc.method) +
+        ",\"shard\":" + std::to_string(rc.shard.value()) +
+        ",\"handler_us\":" + std::to_string(own) + ",\"lease_us\":" +
+        std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(lease_wait).count()) +
+        ",\"post_at_us\":" +
+        std::to_string(
+            std::chrono::duration_cast<std::chrono::microseconds>(received.time_since_epoch())
+                .count()) +
+        "}";
     c->send(proto::call_reply{proto::request_head{0, g->second.shard, g->second.epoch}, rc.relay, 1,
                               proto::bytes(body.begin(), body.end())});
     ++calls;

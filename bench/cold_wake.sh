@@ -35,9 +35,9 @@ for _ in range(200):
 PY
 echo "command: bench/cold_wake.sh $BUILD (ROUNDS=$ROUNDS CALLS=$CALLS), 16 shards, fusee handler on loopback"
 echo
-echo "| round | total p50 / p99 (us) | server's share p50 / p99 (us) |"
-echo "| --- | --- | --- |"
+echo "| round | total p50 / p99 (us) | server's share p50 / p99 (us) | of which call -> POST arrives p50 | of which HELLO -> LEASE p50 |"
+echo "| --- | --- | --- | --- | --- |"
 for r in $(seq 1 "$ROUNDS"); do
   j=$("$BUILD/bench/cold_wake" "$sp" 16 "$CALLS")
-  python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(f\"| $r | {d['total_p50_us']:.0f} / {d['total_p99_us']:.0f} | {d['server_p50_us']:.0f} / {d['server_p99_us']:.0f} |\")" "$j"
+  python3 -c "import json,sys; d=json.loads(sys.argv[1]); print(f\"| $r | {d['total_p50_us']:.0f} / {d['total_p99_us']:.0f} | {d['server_p50_us']:.0f} / {d['server_p99_us']:.0f} | {d['call_to_post_p50_us']:.0f} | {d['lease_p50_us']:.0f} |\")" "$j"
 done
