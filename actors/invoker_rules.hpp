@@ -24,6 +24,29 @@ inline constexpr ms gather_window{2};
 /// base · 2^(failures − 1), at most `cap`, then ±20 % jitter taken from `random_bits`.
 ms backoff(uint32_t failures, ms base, ms cap, uint64_t random_bits);
 
+/// The earliest pending wake-up of an actor whose delayed_send can't be cancelled: each tick
+/// carries the generation it was armed with, and only the newest counts.
+struct earliest_timer {
+  using time_point = std::chrono::steady_clock::time_point;
+  bool armed = false;
+  time_point at{};
+  uint64_t generation = 0;
+  /// The generation to send a tick with for `when` (never 0), or 0 if an earlier tick is
+  /// already pending (it re-evaluates and arms again).
+  uint64_t arm(time_point when) {
+    if (armed && at <= when) return 0;
+    armed = true;
+    at = when;
+    return ++generation;
+  }
+  /// True if the tick armed with `g` is the pending one; nothing is armed afterwards.
+  bool fire(uint64_t g) {
+    if (!armed || g != generation) return false;
+    armed = false;
+    return true;
+  }
+};
+
 /// A small generator for jitter (8 bytes of state, so every wake record can own one).
 struct splitmix64 {
   uint64_t state;

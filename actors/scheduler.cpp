@@ -48,23 +48,18 @@ struct scheduler_state {
   std::vector<endpoint_slot> endpoints;
   std::unordered_map<uint64_t, uint32_t> owner;  ///< invocation -> endpoint index
   uint64_t handbacks = 0, crashes = 0, no_progress = 0;
-  uint64_t generation = 0;       ///< of the endpoint-backoff timer
   bool dispatch_queued = false;  ///< a coalesced dispatch is in the mailbox
   bool gathering = false;        ///< a gather window is open (its timer is pending)
-  bool armed = false;
-  time_point armed_for{};
+  rules::earliest_timer timer;   ///< the end of the first endpoint backoff (ticks >= 1)
   static inline const char* name = "scheduler";
 };
 
 using scheduler_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
 
 void arm(scheduler_ptr self, time_point at) {
-  auto& st = self->state;
-  if (st.armed && st.armed_for <= at) return;
-  st.armed = true;
-  st.armed_for = at;
-  self->delayed_send(self, std::max<caf::timespan>(at - self->clock().now(), caf::timespan{0}),
-                     tick_atom::value, ++st.generation);
+  if (auto g = self->state.timer.arm(at))
+    self->delayed_send(self, std::max<caf::timespan>(at - self->clock().now(), caf::timespan{0}),
+                       tick_atom::value, g);
 }
 
 /// Dispatches once the messages already in the mailbox are in: a burst of ready shards or ended
@@ -267,12 +262,10 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, invoker_settings
       },
       [=](tick_atom, uint64_t generation) {
         auto& st = self->state;
-        if (generation == 0) {
+        if (generation == 0)
           st.dispatch_queued = false;
-        } else {
-          if (generation != st.generation) return;
-          st.armed = false;
-        }
+        else if (!st.timer.fire(generation))
+          return;  // a stale backoff tick
         dispatch(self);
       },
       [=](gather_atom) {

@@ -22,14 +22,12 @@ struct shard_state {
   uint32_t shard = 0;
   bool due = false;
   bool leased = false;
-  bool armed = false;
   uint8_t reasons = 0;
   int16_t last_endpoint = -1;  ///< where the last invocation went, -1 = never invoked
   uint32_t failures = 0;       ///< crashes or no-progress handbacks in a row
   time_point due_at{};
-  time_point not_before{};  ///< backoff
-  time_point armed_for{};
-  uint64_t generation = 0;            ///< of the pending timer (delayed_send can't be cancelled)
+  time_point not_before{};            ///< backoff
+  rules::earliest_timer timer;        ///< due time or end of backoff
   std::vector<std::string> starts;    ///< types of waiting starts
   std::vector<std::string> awaiting;  ///< types the last holder had no code for
   rules::splitmix64 rng{0};
@@ -42,12 +40,9 @@ struct shard_state {
 using shard_ptr = shard_actor::stateful_pointer<shard_state>;
 
 void arm(shard_ptr self, time_point at) {
-  auto& st = self->state;
-  if (st.armed && st.armed_for <= at) return;  // an earlier tick re-evaluates and re-arms
-  st.armed = true;
-  st.armed_for = at;
-  self->delayed_send(self, std::max<caf::timespan>(at - self->clock().now(), caf::timespan{0}),
-                     tick_atom::value, ++st.generation);
+  if (auto g = self->state.timer.arm(at))
+    self->delayed_send(self, std::max<caf::timespan>(at - self->clock().now(), caf::timespan{0}),
+                       tick_atom::value, g);
 }
 
 /// Works out the record's state and tells the scheduler when it changed (or an event happened).
@@ -161,10 +156,7 @@ shard_actor::behavior_type shard_fn(shard_ptr self, uint32_t shard, scheduler_ac
       },
       [=](report_atom, const lease_end& e) { update(self, on_lease_end(self, e)); },
       [=](tick_atom, uint64_t generation) {
-        auto& st = self->state;
-        if (generation != st.generation) return;
-        st.armed = false;
-        update(self);
+        if (self->state.timer.fire(generation)) update(self);
       },
   };
 }

@@ -69,3 +69,18 @@ TEST_CASE("due shards are grouped into at most free-slot invocations of at most 
   CHECK(group(shards, 0, 0).empty());
   CHECK(group({}, 4, 0).empty());
 }
+
+TEST_CASE("earliest_timer keeps only the earliest pending tick and ignores stale ones") {
+  earliest_timer t;
+  auto now = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  auto first = t.arm(now + ms{200});
+  CHECK(first != 0);
+  CHECK(t.arm(now + ms{300}) == 0);  // the pending tick comes earlier and re-arms then
+  auto earlier = t.arm(now + ms{100});
+  CHECK(earlier != 0);
+  CHECK(earlier != first);
+  CHECK_FALSE(t.fire(first));  // stale
+  CHECK(t.fire(earlier));
+  CHECK_FALSE(t.fire(earlier));      // once
+  CHECK(t.arm(now + ms{300}) != 0);  // nothing pending: a later time arms
+}
