@@ -9,6 +9,7 @@
 #include <future>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -983,7 +984,8 @@ wal_writer::stats wal_writer::get_stats() const {
                impl_->n_retired};
 }
 
-std::vector<double> wal_writer::measure_fsync_us(const fs::path& dir, int n, bool preallocated) {
+std::vector<double> wal_writer::measure_fsync_us(const fs::path& dir, int n, bool preallocated,
+                                                 int idle_ms) {
   std::vector<double> out;
   auto path = dir / "fusee-disk-check.tmp";
   if (preallocated && !prepare_zero_file(path, static_cast<uint64_t>(n) * 4096).empty()) return out;
@@ -991,6 +993,7 @@ std::vector<double> wal_writer::measure_fsync_us(const fs::path& dir, int n, boo
   if (fd < 0) return out;
   bytes block(4096, 0x5a);
   for (int i = 0; i < n; ++i) {
+    if (idle_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(idle_ms));
     auto t0 = std::chrono::steady_clock::now();
     if (!write_all(fd, block.data(), block.size(), static_cast<uint64_t>(i) * block.size()) ||
         ::fdatasync(fd) != 0)

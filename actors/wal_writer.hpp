@@ -170,9 +170,10 @@ public:
   void inject_write_failure();
 
   /// The fdatasync latency of the disk under `dir`: n timed pwrite+fdatasync of 4 KiB, either
-  /// appending to a growing file or overwriting a preallocated one (what the log does).
+  /// appending to a growing file or overwriting a preallocated one (what the log does), with
+  /// `idle_ms` of idle time before each (a cold wake's grant comes after idle time). Blocks.
   static std::vector<double> measure_fsync_us(const std::filesystem::path& dir, int n,
-                                              bool preallocated);
+                                              bool preallocated, int idle_ms = 0);
 
   struct impl;
 
