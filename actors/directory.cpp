@@ -83,6 +83,9 @@ struct directory_state {
   directory_config cfg;
   wal_writer* wal = nullptr;
   std::vector<lease_slot> slots;
+  /// Bit s set <=> slot s has no holder and nothing in the log (kept by refresh_free()), so
+  /// offering free shards costs shards/64 words, not one look per shard.
+  std::vector<uint64_t> free_bits;
   std::unordered_map<session_id, worker> workers;
   uint64_t next_order = 1;
   uint64_t next_token = 1;
@@ -166,9 +169,29 @@ uint32_t capacity(const worker& w) {
   return used >= w.max_shards ? 0 : w.max_shards - used;
 }
 
+/// Call after changing a slot's holder or busy flag.
+void refresh_free(directory_state& st, uint32_t shard) {
+  auto& slot = st.slots[shard];
+  uint64_t bit = uint64_t{1} << (shard % 64);
+  if (slot.holder == 0 && !slot.busy)
+    st.free_bits[shard / 64] |= bit;
+  else
+    st.free_bits[shard / 64] &= ~bit;
+}
+
+/// Calls f(shard) for each free shard in ascending order while f returns true. f may take the
+/// shard (the bit it clears is in a word already read).
+template <class F>
+void for_each_free(const directory_state& st, F f) {
+  for (size_t i = 0; i < st.free_bits.size(); ++i)
+    for (uint64_t word = st.free_bits[i]; word != 0; word &= word - 1)
+      if (!f(static_cast<uint32_t>(i * 64 + static_cast<size_t>(__builtin_ctzll(word))))) return;
+}
+
 void grant(directory_state& st, session_id s, worker& w, uint32_t shard) {
   auto& slot = st.slots[shard];
   slot.busy = true;
+  refresh_free(st, shard);
   w.pending++;
   uint64_t token = st.next_token++;
   st.pending_grants[token] = {s, shard};
@@ -182,16 +205,19 @@ void offer_free(directory_state& st) {
     if (w.answered && w.invocation == 0 && capacity(w) > 0) order.emplace_back(w.order, s);
   if (order.empty()) return;  // nobody could take a shard: no scan (invoked-only deployments)
   std::sort(order.begin(), order.end());
-  for (uint32_t shard = 0; shard < st.slots.size(); ++shard) {
-    auto& slot = st.slots[shard];
-    if (slot.holder != 0 || slot.busy) continue;
+  for_each_free(st, [&](uint32_t shard) {
+    bool room = false;
     for (auto& [o, s] : order) {
       auto& w = st.workers[s];
       if (capacity(w) == 0 || w.released.count(shard)) continue;
       grant(st, s, w, shard);
+      room = true;
       break;
     }
-  }
+    for (auto& [o, s] : order)  // stop once nobody can take more
+      room = room || capacity(st.workers[s]) > 0;
+    return room;
+  });
 }
 
 /// The endpoint that invoked worker `s`, -1 if it was not invoked.
@@ -246,6 +272,7 @@ void revoke(directory_state& st, uint32_t shard, caf::actor answer_to = {}, uint
   slot.busy = true;
   st.wal->submit(wal_revoke{token, shard_id{shard}, slot.epoch, holder});
   slot.holder = 0;
+  refresh_free(st, shard);
   slot.holder_actor = caf::actor{};
   slot.serve_calls = false;
   if (auto w = st.workers.find(holder); w != st.workers.end()) w->second.held.erase(shard);
@@ -299,8 +326,11 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
   st.cfg = cfg;
   st.wal = wal;
   st.slots.resize(cfg.shards);
-  for (uint32_t s = 0; s < cfg.shards; ++s)
+  st.free_bits.assign((cfg.shards + 63) / 64, 0);
+  for (uint32_t s = 0; s < cfg.shards; ++s) {
     st.slots[s].epoch = wal->recovered_epoch(shard_id{s});
+    refresh_free(st, s);
+  }
   return {
       [=](hello_atom, uint64_t s, caf::actor session, uint64_t req, uint32_t max_shards,
           uint32_t offers, uint64_t invocation) {
@@ -321,8 +351,11 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
             if (slot.holder == 0 && !slot.busy) grant(st, s, w, shard);
           };
           if (invocation == 0) {  // every free shard, up to max_shards
-            for (uint32_t shard = 0; shard < st.slots.size() && capacity(w) > 0; ++shard)
+            for_each_free(st, [&](uint32_t shard) {
+              if (capacity(w) == 0) return false;
               offer(shard);
+              return true;
+            });
           } else {  // exactly the invocation's free shards: O(its shards), not O(all shards)
             std::sort(only.begin(), only.end());
             only.erase(std::unique(only.begin(), only.end()), only.end());
@@ -439,11 +472,13 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
           slot.busy = false;
           auto w = st.workers.find(g.session);
           if (g.epoch == 0) {  // the log could not write the grant
+            refresh_free(st, g.shard);
             if (w != st.workers.end()) w->second.pending--;
             continue;
           }
           slot.epoch = epoch_t{g.epoch};
           slot.holder = g.session;
+          refresh_free(st, g.shard);
           if (w == st.workers.end()) {  // the worker left meanwhile: end the new lease at once
             revoke(st, g.shard);
             continue;
@@ -490,6 +525,7 @@ caf::behavior directory_fn(self_ptr self, directory_config cfg, wal_writer* wal)
           st.pending_revokes.erase(i);
         }
         st.slots[shard].busy = false;
+        refresh_free(st, shard);
         offer_free(st);
       },
       [=](release_atom, uint64_t s, caf::actor session, uint64_t req, uint32_t shard,
