@@ -155,16 +155,15 @@ std::string metrics_json(const scheduler_state& st, const std::vector<std::strin
 }
 
 scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, invoker_settings cfg,
+                                            std::shared_ptr<const endpoint_types> types,
                                             http_sender* http, caf::actor directory) {
   auto& st = self->state;
   st.cfg = cfg;
-  endpoint_types types;
   for (uint32_t i = 0; i < cfg.endpoints.size(); ++i) {
     auto a = spawn_endpoint(self->system(), i, cfg.endpoints[i], cfg.server_address,
                             cfg.close_grace_ms, http, self, directory);
     self->link_to(a);
     st.endpoints.push_back(endpoint_slot{a, cfg.endpoints[i], 0, {}, {}});
-    types.push_back(cfg.endpoints[i].types);
   }
   // Every shard is due once at start (`recovery`), as its wake record is at spawn; nothing is
   // dispatched before the records arrive (put_atom, from the directory: so the directory knows
@@ -172,7 +171,7 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, invoker_settings
   // already held, which then report idle.
   st.shards.resize(cfg.shards);
   for (uint32_t s = 0; s < cfg.shards; ++s) {
-    auto init = initial_status(s, types);
+    auto init = initial_status(s, *types);
     auto& x = st.shards[s];
     x.state = init.state;
     x.reasons = init.reasons;
@@ -307,7 +306,7 @@ invoker_handles spawn_invoker(caf::actor_system& sys, invoker_settings cfg, http
     types->push_back(e.types);
   invoker_handles h;
   uint32_t shards = cfg.shards;
-  h.scheduler = sys.spawn(scheduler_fn, std::move(cfg), http, std::move(directory));
+  h.scheduler = sys.spawn(scheduler_fn, std::move(cfg), types, http, std::move(directory));
   uint64_t seed = std::random_device{}();
   h.shards.reserve(shards);
   for (uint32_t i = 0; i < shards; ++i)

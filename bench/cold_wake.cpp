@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "client/address.hpp"
+#include "bench/address_arg.hpp"
 #include "client/connection.hpp"
 
 using namespace fusee;
@@ -22,12 +22,8 @@ int main(int argc, char** argv) {
   std::string addr = argv[1];
   uint32_t shards = static_cast<uint32_t>(std::stoul(argv[2]));
   int calls = std::stoi(argv[3]);
-  auto at = client::parse_host_port(addr);
-  if (!at) {
-    std::fprintf(stderr, "not host:port: %s\n", addr.c_str());
-    return 2;
-  }
-  auto c = client::connection::open(at->host, at->port);
+  auto at = bench::address_arg(addr.c_str());
+  auto c = client::connection::open(at.host, at.port);
   if (!c) return 1;
   c->send(proto::client_hello{proto::request_head{1}, 1, "bench-cold"});
   if (!c->receive(std::chrono::seconds(5))) return 1;

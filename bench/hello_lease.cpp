@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "client/address.hpp"
+#include "bench/address_arg.hpp"
 #include "client/connection.hpp"
 
 using namespace fusee;
@@ -19,17 +19,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: hello_lease HOST:PORT [rounds] [pause_ms]\n");
     return 2;
   }
-  auto at = client::parse_host_port(argv[1]);
-  if (!at) {
-    std::fprintf(stderr, "not host:port: %s\n", argv[1]);
-    return 2;
-  }
+  auto at = bench::address_arg(argv[1]);
   int rounds = argc > 2 ? std::stoi(argv[2]) : 200;
   int pause_ms = argc > 3 ? std::stoi(argv[3]) : 0;
   std::vector<double> connect_us, lease_us;
   for (int i = 0; i < rounds; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    auto c = client::connection::open(at->host, at->port);
+    auto c = client::connection::open(at.host, at.port);
     if (!c) {
       std::fprintf(stderr, "%s\n", c.err().message.c_str());
       return 1;

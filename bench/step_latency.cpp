@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "client/address.hpp"
+#include "bench/address_arg.hpp"
 #include "client/connection.hpp"
 
 using namespace fusee;
@@ -20,12 +20,8 @@ int main(int argc, char** argv) {
   std::string addr = argv[1];
   int steps = argc > 2 ? std::stoi(argv[2]) : 5000;
   size_t size = argc > 3 ? std::stoul(argv[3]) : 100;
-  auto at = client::parse_host_port(addr);
-  if (!at) {
-    std::fprintf(stderr, "not host:port: %s\n", addr.c_str());
-    return 2;
-  }
-  auto c = client::connection::open(at->host, at->port);
+  auto at = bench::address_arg(addr.c_str());
+  auto c = client::connection::open(at.host, at.port);
   if (!c) {
     std::fprintf(stderr, "%s\n", c.err().message.c_str());
     return 1;

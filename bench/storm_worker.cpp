@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "client/address.hpp"
+#include "bench/address_arg.hpp"
 #include "client/connection.hpp"
 
 using namespace fusee;
@@ -20,12 +20,8 @@ int main(int argc, char** argv) {
   std::string addr = argv[1];
   size_t shards = std::stoul(argv[2]);
   uint64_t due_ms = std::stoull(argv[3]);
-  auto at = client::parse_host_port(addr);
-  if (!at) {
-    std::fprintf(stderr, "not host:port: %s\n", addr.c_str());
-    return 2;
-  }
-  auto c = client::connection::open(at->host, at->port);
+  auto at = bench::address_arg(addr.c_str());
+  auto c = client::connection::open(at.host, at.port);
   if (!c) return 1;
   auto lease = client::hello(*c, 0, 0, "storm-worker", std::chrono::seconds(30));
   if (!lease) {

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "client/address.hpp"
+#include "bench/address_arg.hpp"
 #include "client/connection.hpp"
 
 using namespace fusee;
@@ -26,13 +26,9 @@ int main(int argc, char** argv) {
   uint64_t in_flight = argc > 4 ? std::stoull(argv[4]) : 8;
   size_t size = argc > 5 ? std::stoul(argv[5]) : 100;
   uint32_t shards = argc > 6 ? static_cast<uint32_t>(std::stoul(argv[6])) : 64;
-  auto at = client::parse_host_port(addr);
-  if (!at) {
-    std::fprintf(stderr, "not host:port: %s\n", addr.c_str());
-    return 2;
-  }
-  std::string host = at->host;
-  auto port = at->port;
+  auto at = bench::address_arg(addr.c_str());
+  std::string host = at.host;
+  auto port = at.port;
 
   std::vector<client::connection> conns;
   std::vector<proto::lease> leases;
