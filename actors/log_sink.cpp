@@ -28,10 +28,10 @@ void log_sink::send_frame(session_id s, const proto::any_message& m) {
     if (i == sessions_.end()) return;  // the connection is gone; its lease ended with it
     t = i->second;
   }
-  // Straight to the socket from this (the writer) thread when the lane is clear.
-  proto::bytes rest;
-  if (t.lane->try_send(proto::encode(m), &rest) == out_lane::outcome::queue_it)
-    caf::anon_send(t.actor, queued_atom::value, std::move(rest));
+  // Straight to the socket from this (the writer) thread when nothing waits; otherwise the
+  // session drains the lane in order.
+  if (t.lane->send(proto::encode(m)) == out_lane::outcome::wake_owner)
+    caf::anon_send(t.actor, flush_atom::value);
 }
 
 void log_sink::on_durable(session_id s, std::vector<proto::position> positions) {

@@ -1,10 +1,19 @@
-// The sending side of one connection, shared by its session broker and the log's writer thread,
-// so DURABLE frames leave on the writer thread right after the fdatasync instead of waking the
-// broker's event loop (one thread hop less on the hot path; docs/architecture.md).
+// The sending side of one connection: the one object that owns the order of its bytes. Both
+// writers of a connection use it: the session broker (LEASE, GRANT, RELAYED_CALL, OK, ...) and the
+// log's writer thread (DURABLE, LOG_PAGE, ...), which sends right after the fdatasync instead of
+// waking the broker's event loop (one thread hop less on the hot path; docs/architecture.md).
 //
-// Order contract: frames reach the socket in the order try_send() calls are made. While any
-// bytes are queued in the broker's own (CAF) write buffer, or handed to the broker by message,
-// try_send() refuses to write directly and counts the frame as queued, so nothing overtakes.
+// Order contract: the bytes of the frames given to send() reach the socket in the order of the
+// send() calls, each frame whole. A frame goes straight to the kernel (non-blocking) only when
+// nothing is waiting; whatever the kernel does not take at once waits in the lane, and every later
+// frame waits behind it. Waiting bytes reach the socket only through the owner (the session
+// broker): it takes them with drain() and writes them with CAF's buffered writes, and reports
+// with transferred() what CAF wrote. Until all of it is written, nothing goes straight out.
+//
+// Bound: a connection whose peer stops reading must not make the server buffer without limit.
+// Once more than `limit` bytes are waiting, the next frame is refused and drain() reports
+// over_limit: the owner ends the connection. So a connection never holds more than
+// limit + one frame.
 #pragma once
 
 #include <cstddef>
@@ -18,33 +27,52 @@ class out_lane {
 public:
   /// Keeps its own duplicate of `fd`: the number stays ours until close(), even after the broker
   /// closes its copy, so a send can never reach a connection that reused the number.
-  explicit out_lane(int fd);
+  out_lane(int fd, uint64_t limit);
   ~out_lane();
   out_lane(const out_lane&) = delete;
   out_lane& operator=(const out_lane&) = delete;
 
   enum class outcome {
-    sent,      ///< all bytes are in the kernel's socket buffer
-    queue_it,  ///< `rest` (counted as queued) must go through the broker's buffer
-    closed,    ///< the connection is closing; drop it
+    written,     ///< every byte is in the kernel's socket buffer
+    queued,      ///< waiting in the lane; the owner has already been asked to drain
+    wake_owner,  ///< waiting (or refused: over the limit): the owner must be asked to drain
+    closed,      ///< the connection is closing; the frame is dropped
   };
 
-  /// Writes the whole `frame` now if nothing is queued and it fits in the socket buffer;
-  /// otherwise copies it to `rest` and counts it as queued: the caller must hand `rest` to the
-  /// broker's buffer. Frames are never split between the two paths. Any thread.
-  outcome try_send(const std::vector<uint8_t>& frame, std::vector<uint8_t>* rest);
+  /// Sends `frame` after everything given before it. Any thread.
+  outcome send(const std::vector<uint8_t>& frame);
 
-  /// The broker wrote `n` bytes of its queue to the socket (data_transferred_msg).
+  enum class drained {
+    ok,          ///< `out` holds the waiting bytes (maybe none): write them, then transferred()
+    over_limit,  ///< the peer stopped reading: end the connection
+    closed,
+  };
+
+  /// The owner takes every waiting byte, to write it through its own buffer. They count as
+  /// waiting until transferred() reports them written.
+  drained drain(std::vector<uint8_t>& out);
+
+  /// The owner's buffer wrote `n` bytes to the socket.
   void transferred(uint64_t n);
+
+  /// Bytes given to send() and not yet in the kernel.
+  uint64_t waiting() const;
+  uint64_t limit() const { return limit_; }
 
   /// No more writes through this lane (closes the duplicate).
   void close();
 
 private:
-  std::mutex mtx_;
+  outcome wake();
+
+  mutable std::mutex mtx_;
   int fd_;
+  const uint64_t limit_;
   bool open_ = true;
-  uint64_t queued_ = 0;  ///< bytes handed to the broker and not yet written by it
+  bool over_ = false;        ///< the limit was hit: everything is refused from now on
+  bool owner_told_ = false;  ///< a drain is due (the owner was told, or is draining)
+  std::vector<uint8_t> pending_;
+  uint64_t with_owner_ = 0;  ///< taken by drain() and not yet reported written
 };
 
 }  // namespace fusee::server

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include <netdb.h>
@@ -26,6 +27,17 @@ using proto::bytes;
 
 std::atomic<uint64_t> next_session_id{1};
 
+std::string peer_name(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  char host[NI_MAXHOST], port[NI_MAXSERV];
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+      ::getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof(host), port, sizeof(port),
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+    return "unknown peer";
+  return std::string(host) + ":" + port;
+}
+
 enum class role { none, worker, client };
 
 struct session_state {
@@ -40,24 +52,56 @@ struct session_state {
   role who = role::none;
   caf::actor_clock::time_point last_rx{};
   bool closing = false;
+  std::string peer;   ///< host:port of the other side
+  std::string label;  ///< ", worker \"name\"" or ", client \"name\"" once known
   static inline const char* name = "session";
 };
 
 using session_ptr = caf::stateful_actor<session_state, caf::io::broker>*;
 
+/// Ends the session once. The lane is closed before the socket is, so the log's writer thread
+/// can never send on a descriptor number the kernel has handed to a new connection.
+void end_session(session_ptr self, bool close_socket);
+
+/// Hands the bytes waiting in the lane to CAF's buffer (they leave in order, behind what CAF
+/// holds already); ends the connection if its peer stopped reading.
+void drain_lane(session_ptr self) {
+  auto& st = self->state;
+  if (st.closing) return;
+  bytes out;
+  switch (st.lane->drain(out)) {
+  case out_lane::drained::ok:
+    if (!out.empty()) {
+      self->write(st.hdl, out.size(), out.data());
+      self->flush(st.hdl);
+    }
+    return;
+  case out_lane::drained::over_limit:
+    std::fprintf(stderr,
+                 "fusee server: connection %llu (%s%s) stopped reading: more than %llu bytes "
+                 "wait to be written to it (`limits.write_buffer_mb`); closing it, its leases go "
+                 "to standbys\n",
+                 static_cast<unsigned long long>(st.id), st.peer.c_str(), st.label.c_str(),
+                 static_cast<unsigned long long>(st.lane->limit()));
+    end_session(self, true);
+    return;
+  case out_lane::drained::closed:
+    return;
+  }
+}
+
+/// Sends a frame in the connection's one order (see out_lane.hpp).
 void write_bytes(session_ptr self, const bytes& frame) {
   auto& st = self->state;
   if (st.closing) return;
-  self->write(st.hdl, frame.size(), frame.data());
-  self->flush(st.hdl);
+  auto r = st.lane->send(frame);
+  if (r == out_lane::outcome::queued || r == out_lane::outcome::wake_owner) drain_lane(self);
 }
 
 void write(session_ptr self, const proto::any_message& m) {
   write_bytes(self, proto::encode(m));
 }
 
-/// Ends the session once. The lane is closed before the socket is, so the log's writer thread
-/// can never send on a descriptor number the kernel has handed to a new connection.
 void end_session(session_ptr self, bool close_socket) {
   auto& st = self->state;
   if (st.closing) return;
@@ -96,9 +140,11 @@ void handle(session_ptr self, proto::any_message&& msg) {
           }
           if constexpr (std::is_same_v<T, proto::client_hello>) {
             st.who = role::client;
+            st.label = ", client \"" + m.name + "\"";
             write(self, proto::make_client_hello_ok(m.head.id, st.cfg.shards));
           } else {
             st.who = role::worker;
+            st.label = ", worker \"" + m.name + "\"";
             self->send(st.directory, hello_atom::value, st.id, self_actor, m.head.id, m.max_shards,
                        m.offers,
                        (m.offers & proto::offer_invoked) ? m.invocation.value() : uint64_t{0});
@@ -162,7 +208,8 @@ caf::behavior session_fn(session_ptr self, caf::io::connection_handle hdl, int f
   auto& st = self->state;
   st.cfg = cfg;
   st.hdl = hdl;
-  st.lane = std::make_shared<out_lane>(fd);
+  st.lane = std::make_shared<out_lane>(fd, cfg.write_buffer_bytes);
+  st.peer = peer_name(fd);
   st.id = next_session_id++;
   st.directory = std::move(directory);
   st.wal = wal;
@@ -193,12 +240,7 @@ caf::behavior session_fn(session_ptr self, caf::io::connection_handle hdl, int f
         }
       },
       [=](write_atom, const bytes& frame) { write_bytes(self, frame); },
-      [=](queued_atom, const bytes& counted) {  // the lane already counted these bytes
-        auto& st = self->state;
-        if (st.closing) return;
-        self->write(st.hdl, counted.size(), counted.data());
-        self->flush(st.hdl);
-      },
+      [=](flush_atom) { drain_lane(self); },  // the writer thread left bytes in the lane
       [=](const caf::io::data_transferred_msg& msg) { self->state.lane->transferred(msg.written); },
       [=](close_atom, const bytes& frame) {
         write_bytes(self, frame);

@@ -19,6 +19,7 @@ struct session_config {
   uint32_t shards = 16;
   uint32_t ping_interval_ms = 1000;
   uint32_t timeout_ms = 5000;
+  uint64_t write_buffer_bytes = 16u << 20;  ///< out_lane limit
 };
 
 /// Accepts connections on host:port with its own thread (so each session knows its socket and

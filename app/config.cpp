@@ -51,6 +51,8 @@ const setting<server_config> server_settings[] = {
      "the longest a call or message waits for a holder"},
     {"invoker", "close_grace_ms", &server_config::close_grace_ms, 0, u32_max,
      "after a 2xx, how long before an invocation's leases are revoked"},
+    {"limits", "write_buffer_mb", &server_config::write_buffer_mb, 1, 65536,
+     "bytes waiting to be written to one connection, in MiB, before it is ended"},
 };
 
 const setting<endpoint_config> endpoint_settings[] = {
@@ -204,7 +206,7 @@ std::optional<std::string> load_toml(const std::string& file, server_config& cfg
     auto* tbl = table_node.as_table();
     if (tbl == nullptr)
       return where(file, table_node) + ": unknown key `" + tname +
-             "` (expected [server], [liveness], [invoker] or [[endpoint]])";
+             "` (expected [server], [liveness], [invoker], [limits] or [[endpoint]])";
     for (auto&& [key_name, node] : *tbl) {
       std::string key{key_name.str()};
       auto* s = find(server_settings, tname, key);

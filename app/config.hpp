@@ -40,6 +40,8 @@ struct server_config {
   // [invoker]
   uint32_t park_ms = 30000;
   uint32_t close_grace_ms = 2000;
+  // [limits]
+  uint64_t write_buffer_mb = 16;
   // [[endpoint]]
   std::vector<endpoint_config> endpoints;
 };

@@ -81,7 +81,8 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     std::string lerr;
     auto acceptor = server::listener::start(
         sys, listen->host, listen->port,
-        server::session_config{cfg.shards, cfg.ping_interval_ms, cfg.timeout_ms}, directory,
+        server::session_config{cfg.shards, cfg.ping_interval_ms, cfg.timeout_ms,
+                               cfg.write_buffer_mb << 20}, directory,
         wal.get(), &sink, &lerr);
     if (!acceptor) {
       std::fprintf(stderr, "fusee server: %s\n", lerr.c_str());

@@ -40,7 +40,8 @@ void connection::close() {
   fd_ = -1;
 }
 
-proto::result<connection> connection::open(const std::string& host, uint16_t port) {
+proto::result<connection> connection::open(const std::string& host, uint16_t port,
+                                           int receive_buffer) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -53,6 +54,8 @@ proto::result<connection> connection::open(const std::string& host, uint16_t por
   for (auto* ai = res; ai != nullptr; ai = ai->ai_next) {
     fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) continue;
+    if (receive_buffer > 0)
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
     if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
     why = std::strerror(errno);
     ::close(fd);

@@ -21,8 +21,11 @@ public:
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;
 
-  /// Connects to host:port (numeric IPv4 or a name), with TCP_NODELAY.
-  static proto::result<connection> open(const std::string& host, uint16_t port);
+  /// Connects to host:port (numeric IPv4 or a name), with TCP_NODELAY. A nonzero
+  /// `receive_buffer` sets SO_RCVBUF before connecting (tests use a tiny one to make the server
+  /// write in pieces).
+  static proto::result<connection> open(const std::string& host, uint16_t port,
+                                        int receive_buffer = 0);
 
   /// Sends one message; false if the connection failed.
   bool send(const proto::any_message& m);

@@ -158,8 +158,8 @@ int server_process::wait_exit(std::chrono::milliseconds timeout) {
   return -1;
 }
 
-client::connection server_process::connect() const {
-  auto c = client::connection::open("127.0.0.1", port_);
+client::connection server_process::connect(int receive_buffer) const {
+  auto c = client::connection::open("127.0.0.1", port_, receive_buffer);
   if (!c) throw std::runtime_error(c.err().message);
   return std::move(*c);
 }

@@ -38,10 +38,12 @@ public:
   /// Waits for the process to exit by itself (e.g. after a refused start); returns its status.
   int wait_exit(std::chrono::milliseconds timeout);
   bool running() const { return pid_ > 0; }
+  int pid() const { return pid_; }
 
   uint16_t port() const { return port_; }
   uint16_t admin_port() const { return admin_port_; }
-  client::connection connect() const;
+  /// A connection to the server; `receive_buffer` as in client::connection::open.
+  client::connection connect(int receive_buffer = 0) const;
   /// The server's stderr so far.
   std::string log() const;
 
