@@ -307,23 +307,54 @@ std::unique_ptr<listener> listener::start(caf::actor_system& sys, const std::str
                                               : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
   auto broker = sys.middleman().spawn_broker(acceptor_fn, cfg, directory, wal, sink);
   l->broker_ = new caf::actor(broker);
-  l->thread_ = std::thread([fd, broker] {
-    for (;;) {
-      int c = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (c < 0) {
-        if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE)
-          continue;  // EMFILE: keep serving the connections we have
-        return;      // the socket was shut down: stop
-      }
-      int on = 1;
-      ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
-      caf::anon_send(broker, accept_atom::value, c);
-    }
-  });
+  auto* raw = l.get();
+  l->thread_ = std::thread([raw, broker] { raw->accept_loop(broker); });
   return l;
 }
 
+void listener::accept_loop(caf::actor broker) {
+  // Out of descriptors (EMFILE/ENFILE), the pending connection stays in the backlog and accept
+  // fails again at once: back off (10 ms doubling to 1 s) instead of spinning, say so once, and
+  // keep serving the connections that are open.
+  std::chrono::milliseconds backoff{0};
+  for (;;) {
+    int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (c < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EMFILE && errno != ENFILE && errno != ENOBUFS && errno != ENOMEM)
+        return;  // the socket was shut down: stop
+      if (backoff.count() == 0)
+        std::fprintf(stderr,
+                     "fusee server: cannot accept connections: %s; new connections wait until "
+                     "descriptors are free (raise the limit: ulimit -n, LimitNOFILE=)\n",
+                     std::strerror(errno));
+      backoff = std::min<std::chrono::milliseconds>(
+          std::max<std::chrono::milliseconds>(2 * backoff, std::chrono::milliseconds(10)),
+          std::chrono::seconds(1));
+      if (!pause(backoff)) return;
+      continue;
+    }
+    if (backoff.count() != 0) {
+      std::fprintf(stderr, "fusee server: accepting connections again\n");
+      backoff = std::chrono::milliseconds(0);
+    }
+    int on = 1;
+    ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+    caf::anon_send(broker, accept_atom::value, c);
+  }
+}
+
+bool listener::pause(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lk{mtx_};
+  return !cv_.wait_for(lk, d, [this] { return stopping_; });
+}
+
 void listener::stop() {
+  {
+    std::lock_guard<std::mutex> lk{mtx_};
+    stopping_ = true;
+  }
+  cv_.notify_all();
   if (fd_ >= 0) {
     ::shutdown(fd_, SHUT_RDWR);
     if (thread_.joinable()) thread_.join();

@@ -3,8 +3,11 @@
 // thread, no actor hop) or to the directory (leases, calls, messages).
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -38,10 +41,17 @@ public:
 
 private:
   listener() = default;
+  void accept_loop(caf::actor broker);
+  /// Sleeps up to `d` (an out-of-descriptors backoff); false once stop() was called.
+  bool pause(std::chrono::milliseconds d);
+
   int fd_ = -1;
   uint16_t port_ = 0;
   caf::actor* broker_ = nullptr;
   std::thread thread_;
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
 };
 
 }  // namespace fusee::server
