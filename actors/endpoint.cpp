@@ -46,7 +46,7 @@ struct endpoint_state {
   uint32_t close_grace_ms = 2000;
   http_sender* http = nullptr;
   scheduler_actor scheduler;
-  caf::actor directory;
+  fence_actor directory;
   std::unordered_map<uint64_t, invocation> invocations;
   uint32_t failures = 0;
   clock_type::time_point not_before{};
@@ -79,7 +79,7 @@ std::string endpoint_json(const endpoint_state& st, clock_type::time_point now) 
 endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, endpoint_settings cfg,
                                           std::string server_address, uint32_t close_grace_ms,
                                           http_sender* http, scheduler_actor scheduler,
-                                          caf::actor directory) {
+                                          fence_actor directory) {
   auto& st = self->state;
   st.index = index;
   st.cfg = std::move(cfg);
@@ -107,36 +107,45 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
         req.ca_file = st.cfg.ca_file;
         req.cert_file = st.cfg.cert_file;
         req.key_file = st.cfg.key_file;
+        req.done =
+            [me = caf::actor_cast<endpoint_actor>(self)](http_result r) {  // on the curl thread
+              caf::anon_send(me, std::move(r));
+            };
         st.invocations[id] = invocation{shards, 0, false, self->clock().now()};
         st.m.invocations++;
         st.m.shards += shards.size();
         st.http->submit(std::move(req));
       },
-      [=](bind_atom, uint64_t id,
-          uint64_t session) -> caf::result<uint32_t, std::vector<uint32_t>, uint32_t> {
+      [=](bind_request& b) -> bind_result {
         auto& st = self->state;
-        auto i = st.invocations.find(id);
-        if (i == st.invocations.end())
-          return caf::make_result(uint32_t{7}, std::vector<uint32_t>{}, uint32_t{0});
-        if (i->second.session != 0)
-          return caf::make_result(uint32_t{8}, std::vector<uint32_t>{}, uint32_t{0});
-        i->second.session = session;
+        bind_result r;
+        auto i = st.invocations.find(b.invocation);
+        if (i == st.invocations.end()) return r;  // unknown, or already over
+        if (i->second.session != 0) {
+          r.code = bind_code::taken;
+          return r;
+        }
+        i->second.session = b.session;
         auto elapsed =
             std::chrono::duration_cast<ms>(self->clock().now() - i->second.started).count();
-        uint32_t left =
+        r.code = bind_code::bound;
+        r.shards = i->second.shards;
+        r.remaining_ms =
             elapsed >= st.cfg.budget_ms ? 1 : st.cfg.budget_ms - static_cast<uint32_t>(elapsed);
-        return caf::make_result(uint32_t{0}, i->second.shards, left);
+        r.endpoint_index = static_cast<int32_t>(st.index);
+        r.endpoint = caf::actor_cast<invocation_actor>(self);
+        return r;
       },
-      [=](leased_atom, uint64_t id, uint32_t granted) {
-        auto i = self->state.invocations.find(id);
-        if (i != self->state.invocations.end() && granted > 0) i->second.leased = true;
+      [=](invocation_leased& l) {
+        auto i = self->state.invocations.find(l.invocation);
+        if (i != self->state.invocations.end() && l.shards > 0) i->second.leased = true;
       },
-      [=](report_atom, uint64_t steps, uint64_t open_us) {
-        self->state.m.steps += steps;
-        self->state.m.open_us_total += open_us;
+      [=](shard_reported& r) {
+        self->state.m.steps += r.steps;
+        self->state.m.open_us_total += r.open_us;
         self->state.m.opens++;
       },
-      [=](httpdone_atom, const http_outcome& out) {
+      [=](http_result& out) {
         auto& st = self->state;
         auto id = out.id;
         auto status = out.status;
@@ -183,7 +192,7 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
           if (ok)
             self->delayed_send(self, ms{st.close_grace_ms}, fencelater_atom::value, inv.session);
           else
-            caf::anon_send(st.directory, fence_atom::value, inv.session);
+            self->send(st.directory, fence_request{inv.session});
         }
         st.invocations.erase(i);
         auto wait =
@@ -191,10 +200,10 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
                 ? static_cast<uint64_t>(
                       std::chrono::duration_cast<ms>(st.not_before - self->clock().now()).count())
                 : 0;
-        self->send(st.scheduler, ended_atom::value, st.index, id, inv.shards, success, wait);
+        self->send(st.scheduler, invocation_ended{st.index, id, inv.shards, success, wait});
       },
       [=](fencelater_atom, uint64_t session) {
-        caf::anon_send(self->state.directory, fence_atom::value, session);
+        self->send(self->state.directory, fence_request{session});
       },
       [=](metrics_atom) -> std::string { return endpoint_json(self->state, self->clock().now()); },
   };
@@ -204,7 +213,7 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
 
 endpoint_actor spawn_endpoint(caf::actor_system& sys, uint32_t index, endpoint_settings cfg,
                               std::string server_address, uint32_t close_grace_ms,
-                              http_sender* http, scheduler_actor scheduler, caf::actor directory) {
+                              http_sender* http, scheduler_actor scheduler, fence_actor directory) {
   return sys.spawn(endpoint_fn, index, std::move(cfg), std::move(server_address), close_grace_ms,
                    http, std::move(scheduler), std::move(directory));
 }

@@ -5,15 +5,17 @@
 
 #include <string>
 
-#include "actors/invoker.hpp"
 #include "actors/invoker_interface.hpp"
+#include "actors/node_settings.hpp"
 
 namespace fusee::server {
 
-/// `index` is the endpoint's position in the configuration; `directory` gets (fence_atom,
-/// session) when an invocation's leases must end; `http` must outlive the actor.
+class http_sender;
+
+/// `index` is the endpoint's position in the configuration; `directory` gets a fence_request
+/// when an invocation's leases must end; `http` must outlive the actor.
 endpoint_actor spawn_endpoint(caf::actor_system& sys, uint32_t index, endpoint_settings cfg,
                               std::string server_address, uint32_t close_grace_ms,
-                              http_sender* http, scheduler_actor scheduler, caf::actor directory);
+                              http_sender* http, scheduler_actor scheduler, fence_actor directory);
 
 }  // namespace fusee::server

@@ -30,7 +30,7 @@ size_t on_write(char* data, size_t size, size_t n, void* user) {
 
 }  // namespace
 
-http_client::http_client(completion done) : done_(std::move(done)) {
+http_client::http_client() {
   multi_ = curl_multi_init();
   thread_ = std::thread([this] { run(); });
 }
@@ -67,7 +67,9 @@ void http_client::run() {
     http_result res;
     res.id = t.req.id;
     if (code == CURLE_OK) {
-      curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &res.status);
+      long status = 0;
+      curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+      res.status = status;
     } else {
       res.error = t.errbuf[0] ? t.errbuf : curl_easy_strerror(code);
       res.timed_out = code == CURLE_OPERATION_TIMEDOUT;
@@ -77,7 +79,7 @@ void http_client::run() {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t.started)
             .count();
     --in_flight_;
-    done_(std::move(res));
+    if (t.req.done) t.req.done(std::move(res));
   };
   while (!stop_) {
     std::deque<http_request> fresh;
@@ -142,7 +144,7 @@ void http_client::run() {
   }
   for (auto& r : never) {
     --in_flight_;
-    done_(http_result{r.id, 0, "aborted: the server is stopping", false, {}, 0});
+    if (r.done) r.done(http_result{r.id, 0, "aborted: the server is stopping", false, {}, 0});
   }
 }
 

@@ -1,6 +1,6 @@
 // The invoker's HTTP client: one thread drives a libcurl multi handle; submit() is thread-safe and
-// every completion is reported through the callback, on the curl thread (the callback must not
-// block: the endpoint actor's glue turns it into a message). No CAF here.
+// every completion is reported through the request's own callback, on the curl thread (it must
+// not block: the endpoint that submitted the request sends itself a message). No CAF here.
 #pragma once
 
 #include <atomic>
@@ -14,6 +14,8 @@
 
 namespace fusee::server {
 
+struct http_result;
+
 struct http_request {
   uint64_t id = 0;
   std::string url;
@@ -21,16 +23,24 @@ struct http_request {
   std::string body;
   uint32_t timeout_ms = 0;  ///< whole transfer; 0 = none
   std::string ca_file, cert_file, key_file;
+  /// Called once with the outcome, on the curl thread (also when the client stops first).
+  std::function<void(http_result)> done;
 };
 
+/// A POST's outcome; also the message the curl thread sends to the endpoint that submitted it.
 struct http_result {
   uint64_t id = 0;
-  long status = 0;    ///< HTTP status, 0 if the transfer failed
-  std::string error;  ///< curl's message when it failed ("Couldn't connect to server", ...)
+  int64_t status = 0;  ///< HTTP status, 0 if the transfer failed
+  std::string error;   ///< curl's message when it failed ("Couldn't connect to server", ...)
   bool timed_out = false;
   std::string body;
   double total_ms = 0;
 };
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, http_result& x) {
+  return f(x.id, x.status, x.error, x.timed_out, x.body, x.total_ms);
+}
 
 /// Where the endpoint actors hand their POSTs: the curl thread in the server, a fake in tests.
 class http_sender {
@@ -42,10 +52,8 @@ public:
 
 class http_client final : public http_sender {
 public:
-  using completion = std::function<void(http_result)>;
-
   /// Call curl_global_init() before any thread exists (STACK.md §7.16), then construct.
-  explicit http_client(completion done);
+  http_client();
   ~http_client();
   http_client(const http_client&) = delete;
   http_client& operator=(const http_client&) = delete;
@@ -58,7 +66,6 @@ public:
 private:
   void run();
 
-  completion done_;
   void* multi_ = nullptr;  // CURLM*
   std::mutex mtx_;
   std::deque<http_request> queue_;

@@ -1,5 +1,6 @@
 // The invoker's typed actor interfaces: one wake-record actor per shard, one actor per endpoint,
-// and the scheduler. The compiler checks every message between them (and from the directory).
+// and the scheduler, with the messages between them and from the directory. The compiler checks
+// every message (one line per message below).
 #pragma once
 
 #include <cstdint>
@@ -7,51 +8,166 @@
 #include <vector>
 
 #include "actors/atoms.hpp"
+#include "actors/http_client.hpp"
+#include "actors/lease_log.hpp"
 
 namespace fusee::server {
 
+/// How a lease ended, from the directory to the shard's wake record: with the holder's IDLE
+/// report for the shard, or `crashed` (no report: a crash, a revocation, a silent worker).
+struct lease_end {
+  uint8_t flags = 0;
+  uint64_t due_in_ms = UINT64_MAX;  ///< protocol's nothing_due
+  uint64_t steps = 0;
+  uint64_t open_us = 0;
+  std::vector<std::string> types;  ///< types the holder had no code for
+  bool crashed = false;
+  bool invoked = false;  ///< the holder was an invoked worker
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, lease_end& x) {
+  return f(caf::meta::type_name("fusee.lease_end"), x.flags, x.due_in_ms, x.steps, x.open_us,
+           x.types, x.crashed, x.invoked);
+}
+
+/// A wake record's state as the scheduler needs it. `state`: idle (nothing due, or leased),
+/// waiting (due later), backoff (due, but backing off), ready (due now, for `endpoint`).
+struct shard_status {
+  enum : uint8_t { idle = 0, waiting = 1, backoff = 2, ready = 3 };
+  enum : uint8_t { no_event = 0, handback = 1, crash = 2, no_progress = 3 };
+  uint32_t shard = 0;
+  uint8_t state = idle;
+  uint8_t reasons = 0;
+  int16_t endpoint = -1;
+  uint8_t event = no_event;  ///< counted in the metrics
+  bool operator==(const shard_status&) const = default;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_status& x) {
+  return f(caf::meta::type_name("fusee.shard_status"), x.shard, x.state, x.reasons, x.endpoint,
+           x.event);
+}
+
+/// An INVOKED HELLO: bind the worker on `session` to `invocation`.
+struct bind_request {
+  uint64_t invocation = 0;
+  session_id session = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, bind_request& x) {
+  return f(caf::meta::type_name("fusee.bind_request"), x.invocation, x.session);
+}
+
+/// The invoker's answer to a bind: `bound` (the shards to offer, the budget left), `unknown`
+/// (no such invocation, or it is over: UNKNOWN_INVOCATION) or `taken` (another connection
+/// answers it: INVOCATION_TAKEN).
+enum class bind_code : uint8_t { bound = 0, unknown = 1, taken = 2 };
+
+/// A report of an invoked worker's shard, from the directory to the invocation's endpoint.
+struct shard_reported {
+  uint64_t steps = 0;
+  uint64_t open_us = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_reported& x) {
+  return f(caf::meta::type_name("fusee.shard_reported"), x.steps, x.open_us);
+}
+
+/// The invoked worker got its LEASE with `shards` grants, from the directory to the endpoint.
+struct invocation_leased {
+  uint64_t invocation = 0;
+  uint32_t shards = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, invocation_leased& x) {
+  return f(caf::meta::type_name("fusee.invocation_leased"), x.invocation, x.shards);
+}
+
+/// What the directory may tell the endpoint that owns an invoked worker's invocation.
+using invocation_actor =
+    caf::typed_actor<caf::reacts_to<invocation_leased>, caf::reacts_to<shard_reported>>;
+
+struct bind_result {
+  bind_code code = bind_code::unknown;
+  std::vector<uint32_t> shards;
+  uint32_t remaining_ms = 0;
+  int32_t endpoint_index = -1;  ///< the wake records remember it as the last endpoint
+  invocation_actor endpoint;    ///< told when the worker leased and when it reports
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, bind_result& x) {
+  return f(caf::meta::type_name("fusee.bind_result"), x.code, x.shards, x.remaining_ms,
+           x.endpoint_index, x.endpoint);
+}
+
+/// An invocation ended (its POST was answered, failed or timed out), from its endpoint.
+struct invocation_ended {
+  uint32_t endpoint = 0;
+  uint64_t invocation = 0;
+  std::vector<uint32_t> shards;
+  bool success = false;
+  uint64_t backoff_ms = 0;  ///< how long the endpoint takes no new invocation
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, invocation_ended& x) {
+  return f(caf::meta::type_name("fusee.invocation_ended"), x.endpoint, x.invocation, x.shards,
+           x.success, x.backoff_ms);
+}
+
+/// An invocation's leases must end (fencing), from its endpoint to the directory: every lease the
+/// worker on `session` still holds is revoked; the connection stays open.
+struct fence_request {
+  session_id session = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, fence_request& x) {
+  return f(caf::meta::type_name("fusee.fence_request"), x.session);
+}
+
+/// The part of the directory the endpoints talk to.
+using fence_actor = caf::typed_actor<caf::reacts_to<fence_request>>;
+
 /// A shard's wake record: what it waits for and when it is next due. It tells the scheduler
-/// whenever its state changes (status_atom) and arms its own timers for due times and backoff.
+/// whenever its state changes (shard_status) and arms its own timers for due times and backoff.
 /// A record starts due for `recovery` (every shard is due once at start); the scheduler's view
 /// starts the same way, so start-up costs no message per shard.
 using shard_actor =
     caf::typed_actor<caf::reacts_to<due_atom, uint8_t, std::string>,  ///< work arrived: reasons, a
-                                                                      ///< start's type or ""
-                     /// A worker holds the shard (never due while it does); the endpoint index of
+                                                                      ///< start's type
+                     /// A worker holds the shard (never due while it does): the endpoint index of
                      /// its invocation, or -1 for a worker that was not invoked.
                      caf::reacts_to<leased_atom, int32_t>,
-                     caf::reacts_to<report_atom, lease_end>,  ///< the lease ended, with what IDLE
-                                                              ///< said
-                     caf::reacts_to<tick_atom, uint64_t>>;    ///< own timer (generation)
+                     caf::reacts_to<lease_end>,  ///< the lease ended, with what IDLE said
+                     caf::reacts_to<tick_atom, uint64_t>>;  ///< own timer (generation)
 
 /// One configured endpoint: signs and sends the POSTs, binds the invoked worker to its
 /// invocation, and fences the invocation's leases when it ends.
-using endpoint_actor = caf::typed_actor<
+using endpoint_actor = invocation_actor::extend<
     caf::reacts_to<invoke_atom, uint64_t, std::vector<uint32_t>, uint8_t>,  ///< id, shards, reasons
-    caf::replies_to<bind_atom, uint64_t, uint64_t>::with<uint32_t, std::vector<uint32_t>,
-                                                         uint32_t>,  ///< see scheduler
-    caf::reacts_to<leased_atom, uint64_t, uint32_t>,                 ///< invocation, shards granted
-    caf::reacts_to<report_atom, uint64_t, uint64_t>,    ///< steps, open_us of a reported shard
-    caf::reacts_to<httpdone_atom, http_outcome>,        ///< the POST completed
+    caf::replies_to<bind_request>::with<bind_result>,   ///< delegated by the scheduler
+    caf::reacts_to<http_result>,                        ///< its POST completed (curl thread)
     caf::reacts_to<fencelater_atom, uint64_t>,          ///< close grace over for a session
     caf::replies_to<metrics_atom>::with<std::string>>;  ///< its part of /v1/invoker
 
-/// Knows which shards are ready (an index per endpoint, O(due) per dispatch), groups them into
-/// invocations within each endpoint's free slots, and routes binds and HTTP completions.
-using scheduler_actor = caf::typed_actor<
-    /// The wake records, once, from the directory: dispatching starts then.
-    caf::reacts_to<caf::put_atom, std::vector<shard_actor>>,
-    caf::reacts_to<status_atom, shard_status>,                 ///< from a wake record
-    caf::reacts_to<report_atom, int32_t, uint64_t, uint64_t>,  ///< endpoint, steps, open_us
-    /// An INVOKED HELLO (invocation, session): (code, shards, remaining budget ms, endpoint
-    /// index); code 0 = bound, 7 = unknown or finished invocation, 8 = another connection
-    /// holds it.
-    caf::replies_to<bind_atom, uint64_t, uint64_t>::with<uint32_t, std::vector<uint32_t>, uint32_t,
-                                                         int32_t>,
-    caf::reacts_to<leased_atom, uint64_t, uint32_t>,  ///< invocation, shards granted
-    caf::reacts_to<httpdone_atom, http_outcome>,      ///< from the curl thread
-    caf::reacts_to<ended_atom, uint32_t, uint64_t, std::vector<uint32_t>, bool,
-                   uint64_t>,  ///< endpoint, invocation, shards, success, endpoint backoff ms
+/// What the directory needs of the scheduler: to hand it the wake records (dispatching starts
+/// then, so the directory knows the invoker before any POST names an invocation) and to bind
+/// invoked workers (the scheduler knows which endpoint owns an invocation and delegates).
+using binder_actor = caf::typed_actor<caf::reacts_to<caf::put_atom, std::vector<shard_actor>>,
+                                      caf::replies_to<bind_request>::with<bind_result>>;
+
+/// Knows which shards are ready (an index per endpoint, O(due) per dispatch) and groups them into
+/// invocations within each endpoint's free slots.
+using scheduler_actor = binder_actor::extend<
+    caf::reacts_to<shard_status>,         ///< from a wake record
+    caf::reacts_to<invocation_ended>,     ///< from an endpoint: a slot is free
     caf::reacts_to<tick_atom, uint64_t>,  ///< own timer; 0 = coalesced dispatch
     caf::reacts_to<gather_atom>,          ///< own timer: the gather window is over
     caf::replies_to<metrics_atom, uint64_t>::with<std::string>>;  ///< parked calls -> JSON

@@ -1,16 +1,15 @@
 #include "actors/log_sink.hpp"
 
-#include "actors/atoms.hpp"
 #include "actors/out_lane.hpp"
 
 namespace fusee::server {
 
-void log_sink::set_directory(caf::actor d) {
+void log_sink::set_directory(directory_actor d) {
   std::lock_guard<std::mutex> lk{mtx_};
   directory_ = std::move(d);
 }
 
-void log_sink::add_session(session_id s, caf::actor a, std::shared_ptr<out_lane> lane) {
+void log_sink::add_session(session_id s, session_actor a, std::shared_ptr<out_lane> lane) {
   std::lock_guard<std::mutex> lk{mtx_};
   sessions_[s] = target{std::move(a), std::move(lane)};
 }
@@ -51,26 +50,26 @@ void log_sink::on_io_failed(session_id s, shard_id shard, epoch_t epoch, std::st
 }
 
 void log_sink::on_granted(std::vector<granted_shard> grants) {
-  std::vector<grant_done> out;
-  out.reserve(grants.size());
+  grants_made out;
+  out.grants.reserve(grants.size());
   for (auto& g : grants)
-    out.push_back(
+    out.grants.push_back(
         grant_done{g.token, g.session, g.shard.value(), g.epoch.value(), g.durable_lsn.value()});
-  caf::actor d;
+  directory_actor d;
   {
     std::lock_guard<std::mutex> lk{mtx_};
     d = directory_;
   }
-  caf::anon_send(d, granted_atom::value, std::move(out));
+  caf::anon_send(d, std::move(out));
 }
 
-void log_sink::on_revoked(uint64_t token, shard_id shard, epoch_t epoch) {
-  caf::actor d;
+void log_sink::on_revoked(uint64_t token, shard_id shard, epoch_t) {
+  directory_actor d;
   {
     std::lock_guard<std::mutex> lk{mtx_};
     d = directory_;
   }
-  caf::anon_send(d, revoked_atom::value, token, shard.value(), epoch.value());
+  caf::anon_send(d, revocation_done{token, shard.value()});
 }
 
 }  // namespace fusee::server

@@ -6,8 +6,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include <caf/actor.hpp>
-
+#include "actors/directory_interface.hpp"
 #include "actors/wal_writer.hpp"
 
 namespace fusee::server {
@@ -16,8 +15,8 @@ class out_lane;
 
 class log_sink final : public wal_sink {
 public:
-  void set_directory(caf::actor d);
-  void add_session(session_id s, caf::actor a, std::shared_ptr<out_lane> lane);
+  void set_directory(directory_actor d);
+  void add_session(session_id s, session_actor a, std::shared_ptr<out_lane> lane);
   void remove_session(session_id s);
 
   void on_durable(session_id s, std::vector<proto::position> positions) override;
@@ -31,9 +30,9 @@ private:
   void send_frame(session_id s, const proto::any_message& m);
 
   std::mutex mtx_;
-  caf::actor directory_;
+  directory_actor directory_;
   struct target {
-    caf::actor actor;
+    session_actor actor;
     std::shared_ptr<out_lane> lane;
   };
   std::unordered_map<session_id, target> sessions_;

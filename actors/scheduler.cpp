@@ -42,7 +42,6 @@ struct endpoint_slot {
 };
 
 struct scheduler_state {
-  invoker_settings cfg;
   std::vector<shard_entry> shards;
   std::vector<shard_actor> records;
   std::vector<endpoint_slot> endpoints;
@@ -154,14 +153,14 @@ std::string metrics_json(const scheduler_state& st, const std::vector<std::strin
   return o.str();
 }
 
-scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, invoker_settings cfg,
+scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cfg,
+                                            std::string server_address,
                                             std::shared_ptr<const endpoint_types> types,
-                                            http_sender* http, caf::actor directory) {
+                                            http_sender* http, fence_actor directory) {
   auto& st = self->state;
-  st.cfg = cfg;
   for (uint32_t i = 0; i < cfg.endpoints.size(); ++i) {
-    auto a = spawn_endpoint(self->system(), i, cfg.endpoints[i], cfg.server_address,
-                            cfg.close_grace_ms, http, self, directory);
+    auto a = spawn_endpoint(self->system(), i, cfg.endpoints[i], server_address, cfg.close_grace_ms,
+                            http, self, directory);
     self->link_to(a);
     st.endpoints.push_back(endpoint_slot{a, cfg.endpoints[i], 0, {}, {}});
   }
@@ -190,7 +189,7 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, invoker_settings
             caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
         });
       },
-      [=](status_atom, const shard_status& s) {
+      [=](const shard_status& s) {
         auto& st = self->state;
         if (s.shard >= st.shards.size()) return;
         switch (s.event) {
@@ -213,47 +212,21 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, invoker_settings
         x.endpoint = s.endpoint;
         enqueue(self, s.shard);
       },
-      [=](report_atom, int32_t endpoint, uint64_t steps, uint64_t open_us) {
+      [=](bind_request& b) -> caf::result<bind_result> {
+        // The endpoint that owns the invocation answers (with its handle, so the directory tells
+        // it of the lease and the reports directly).
         auto& st = self->state;
-        if (endpoint >= 0 && static_cast<size_t>(endpoint) < st.endpoints.size())
-          self->send(st.endpoints[endpoint].actor, report_atom::value, steps, open_us);
+        auto i = st.owner.find(b.invocation);
+        if (i == st.owner.end()) return bind_result{};  // unknown, or already over
+        return self->delegate(st.endpoints[i->second].actor, b);
       },
-      [=](bind_atom, uint64_t id, uint64_t session)
-          -> caf::typed_response_promise<uint32_t, std::vector<uint32_t>, uint32_t, int32_t> {
+      [=](const invocation_ended& end) {
         auto& st = self->state;
-        auto rp = self->make_response_promise<uint32_t, std::vector<uint32_t>, uint32_t, int32_t>();
-        auto i = st.owner.find(id);
-        if (i == st.owner.end()) {
-          rp.deliver(uint32_t{7}, std::vector<uint32_t>{}, uint32_t{0}, int32_t{-1});
-          return rp;
-        }
-        auto e = static_cast<int32_t>(i->second);
-        self->request(st.endpoints[e].actor, std::chrono::seconds(5), bind_atom::value, id, session)
-            .then([=](uint32_t code, std::vector<uint32_t>& shards,
-                      uint32_t left) mutable { rp.deliver(code, std::move(shards), left, e); },
-                  [=](caf::error&) mutable {
-                    rp.deliver(uint32_t{7}, std::vector<uint32_t>{}, uint32_t{0}, int32_t{-1});
-                  });
-        return rp;
-      },
-      [=](leased_atom, uint64_t id, uint32_t granted) {
-        auto& st = self->state;
-        if (auto i = st.owner.find(id); i != st.owner.end())
-          self->send(st.endpoints[i->second].actor, leased_atom::value, id, granted);
-      },
-      [=](httpdone_atom, http_outcome& out) {
-        auto& st = self->state;
-        if (auto i = st.owner.find(out.id); i != st.owner.end())
-          self->send(st.endpoints[i->second].actor, httpdone_atom::value, std::move(out));
-      },
-      [=](ended_atom, uint32_t e, uint64_t id, const std::vector<uint32_t>& shards, bool,
-          uint64_t backoff_ms) {
-        auto& st = self->state;
-        st.owner.erase(id);
-        auto& ep = st.endpoints[e];
+        st.owner.erase(end.invocation);
+        auto& ep = st.endpoints[end.endpoint];
         ep.in_flight--;
-        ep.not_before = self->clock().now() + ms{static_cast<int64_t>(backoff_ms)};
-        for (auto s : shards) {
+        ep.not_before = self->clock().now() + ms{static_cast<int64_t>(end.backoff_ms)};
+        for (auto s : end.shards) {
           st.shards[s].invoking = false;
           enqueue(self, s);  // still ready: its shards were never leased
         }
@@ -299,23 +272,20 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, invoker_settings
 
 }  // namespace
 
-invoker_handles spawn_invoker(caf::actor_system& sys, invoker_settings cfg, http_sender* http,
-                              caf::actor directory) {
+invoker_handles spawn_invoker(caf::actor_system& sys, const node_settings& settings,
+                              std::string server_address, http_sender* http,
+                              fence_actor directory) {
   auto types = std::make_shared<endpoint_types>();
-  for (auto& e : cfg.endpoints)
+  for (auto& e : settings.endpoints)
     types->push_back(e.types);
   invoker_handles h;
-  uint32_t shards = cfg.shards;
-  h.scheduler = sys.spawn(scheduler_fn, std::move(cfg), types, http, std::move(directory));
+  h.scheduler = sys.spawn(scheduler_fn, settings, std::move(server_address), types, http,
+                          std::move(directory));
   uint64_t seed = std::random_device{}();
-  h.shards.reserve(shards);
-  for (uint32_t i = 0; i < shards; ++i)
+  h.shards.reserve(settings.shards);
+  for (uint32_t i = 0; i < settings.shards; ++i)
     h.shards.push_back(spawn_shard(sys, i, h.scheduler, types, seed));
   return h;
-}
-
-void deliver_http_result(const scheduler_actor& scheduler, http_outcome outcome) {
-  caf::anon_send(scheduler, httpdone_atom::value, std::move(outcome));
 }
 
 }  // namespace fusee::server

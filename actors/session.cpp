@@ -13,7 +13,7 @@
 
 #include <caf/io/all.hpp>
 
-#include "actors/atoms.hpp"
+#include "actors/directory_interface.hpp"
 #include "actors/log_sink.hpp"
 #include "actors/out_lane.hpp"
 #include "actors/wal_writer.hpp"
@@ -41,11 +41,11 @@ std::string peer_name(int fd) {
 enum class role { none, worker, client };
 
 struct session_state {
-  session_config cfg;
+  std::shared_ptr<const node_settings> cfg;
   caf::io::connection_handle hdl;
   std::shared_ptr<out_lane> lane;
   session_id id = 0;
-  caf::actor directory;
+  directory_actor directory;
   wal_writer* wal = nullptr;
   log_sink* sink = nullptr;
   proto::frame_decoder decoder;
@@ -108,7 +108,7 @@ void end_session(session_ptr self, bool close_socket) {
   st.closing = true;
   st.lane->close();
   st.sink->remove_session(st.id);
-  if (st.who == role::worker) caf::anon_send(st.directory, bye_atom::value, st.id);
+  if (st.who == role::worker) self->send(st.directory, session_ended{st.id, false});
   if (close_socket) self->close(st.hdl);
   self->quit();
 }
@@ -123,9 +123,33 @@ void refuse_and_close(session_ptr self, uint64_t id, const proto::error& e) {
   shutdown(self);
 }
 
+/// Where a request came from, for the directory.
+origin origin_of(session_ptr self, const proto::request_head& h) {
+  auto& st = self->state;
+  return origin{st.id, caf::actor_cast<session_actor>(self), h.id, h.shard.value(),
+                h.epoch.value()};
+}
+
+/// An IDLE frame's entries as the directory keeps them.
+std::vector<shard_report> reports_of(std::vector<proto::idle_entry>&& entries) {
+  std::vector<shard_report> out;
+  out.reserve(entries.size());
+  for (auto& e : entries) {
+    shard_report r;
+    r.shard = e.shard.value();
+    r.epoch = e.epoch.value();
+    r.end.flags = e.flags;
+    r.end.due_in_ms = e.due_in_ms;
+    r.end.steps = e.steps;
+    r.end.open_us = e.open_us;
+    r.end.types = std::move(e.types);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 void handle(session_ptr self, proto::any_message&& msg) {
   auto& st = self->state;
-  auto self_actor = caf::actor_cast<caf::actor>(self);
   std::visit(
       [&](auto&& m) {
         using T = std::decay_t<decltype(m)>;
@@ -141,14 +165,15 @@ void handle(session_ptr self, proto::any_message&& msg) {
           if constexpr (std::is_same_v<T, proto::client_hello>) {
             st.who = role::client;
             st.label = ", client \"" + m.name + "\"";
-            write(self, proto::make_client_hello_ok(m.head.id, st.cfg.shards));
+            write(self, proto::make_client_hello_ok(m.head.id, st.cfg->shards));
           } else {
             st.who = role::worker;
             st.label = ", worker \"" + m.name + "\"";
-            self->send(st.directory, hello_atom::value, st.id, self_actor, m.head.id, m.max_shards,
-                       m.offers,
-                       (m.offers & proto::offer_invoked) ? m.invocation.value() : uint64_t{0});
-            self->delayed_send(self, std::chrono::milliseconds(st.cfg.ping_interval_ms),
+            bool invoked = (m.offers & proto::offer_invoked) != 0;
+            self->send(st.directory, hello_request{origin_of(self, m.head), m.max_shards,
+                                                   (m.offers & proto::offer_serve_calls) != 0,
+                                                   invoked ? m.invocation.value() : uint64_t{0}});
+            self->delayed_send(self, std::chrono::milliseconds(st.cfg->ping_interval_ms),
                                tick_atom::value);
           }
           return;
@@ -176,26 +201,24 @@ void handle(session_ptr self, proto::any_message&& msg) {
             std::vector<uint32_t> shards;
             for (auto sh : m.shards)
               shards.push_back(sh.value());
-            self->send(st.directory, drain_atom::value, st.id, self_actor, h.id, std::move(shards));
+            self->send(st.directory, drain_request{origin_of(self, h), std::move(shards)});
           } else if constexpr (std::is_same_v<T, proto::idle>) {
-            bytes body;
-            proto::encode_body(m, body);
-            self->send(st.directory, idle_atom::value, st.id, self_actor, h.id, std::move(body));
+            self->send(st.directory,
+                       idle_request{origin_of(self, h), reports_of(std::move(m.entries))});
           } else if constexpr (std::is_same_v<T, proto::call>) {
-            self->send(st.directory, call_atom::value, self_actor, h.id, h.shard.value(),
-                       std::move(m.method), std::move(m.type), std::move(m.args), m.park_ms);
+            self->send(st.directory, call_request{origin_of(self, h), std::move(m.method),
+                                                  std::move(m.type), std::move(m.args), m.park_ms});
           } else if constexpr (std::is_same_v<T, proto::call_reply>) {
-            self->send(st.directory, reply_atom::value, st.id, self_actor, h.id, h.shard.value(),
-                       h.epoch.value(), m.relay, m.ok, std::move(m.body));
+            self->send(st.directory, call_reply_request{origin_of(self, h), m.relay, m.ok != 0,
+                                                        std::move(m.body)});
           } else if constexpr (std::is_same_v<T, proto::relay>) {
-            self->send(st.directory, relay_atom::value, st.id, self_actor, h.id, h.shard.value(),
-                       h.epoch.value(), m.target.value(), m.outbox_id, std::move(m.payload));
+            self->send(st.directory, relay_request{origin_of(self, h), m.target.value(),
+                                                   m.outbox_id, std::move(m.payload)});
           } else if constexpr (std::is_same_v<T, proto::message_ack>) {
-            self->send(st.directory, msgack_atom::value, st.id, self_actor, h.id, h.shard.value(),
-                       h.epoch.value(), m.from.value(), m.from_epoch.value(), m.outbox_id);
+            self->send(st.directory, ack_request{origin_of(self, h), m.from.value(),
+                                                 m.from_epoch.value(), m.outbox_id});
           } else if constexpr (std::is_same_v<T, proto::release>) {
-            self->send(st.directory, release_atom::value, st.id, self_actor, h.id, h.shard.value(),
-                       h.epoch.value());
+            self->send(st.directory, release_request{origin_of(self, h)});
           }
         }
       },
@@ -203,19 +226,19 @@ void handle(session_ptr self, proto::any_message&& msg) {
 }
 
 caf::behavior session_fn(session_ptr self, caf::io::connection_handle hdl, int fd,
-                         session_config cfg, caf::actor directory, wal_writer* wal,
-                         log_sink* sink) {
+                         std::shared_ptr<const node_settings> cfg, directory_actor directory,
+                         wal_writer* wal, log_sink* sink) {
   auto& st = self->state;
   st.cfg = cfg;
   st.hdl = hdl;
-  st.lane = std::make_shared<out_lane>(fd, cfg.write_buffer_bytes);
+  st.lane = std::make_shared<out_lane>(fd, cfg->write_buffer_mb << 20);
   st.peer = peer_name(fd);
   st.id = next_session_id++;
   st.directory = std::move(directory);
   st.wal = wal;
   st.sink = sink;
   st.last_rx = self->clock().now();
-  sink->add_session(st.id, caf::actor_cast<caf::actor>(self), st.lane);
+  sink->add_session(st.id, caf::actor_cast<session_actor>(self), st.lane);
   self->configure_read(hdl, caf::io::receive_policy::at_most(64 * 1024));
   self->ack_writes(hdl, true);
   return {
@@ -239,7 +262,7 @@ caf::behavior session_fn(session_ptr self, caf::io::connection_handle hdl, int f
           handle(self, std::move(*m));
         }
       },
-      [=](write_atom, const bytes& frame) { write_bytes(self, frame); },
+      [=](frame_atom, const bytes& frame) { write_bytes(self, frame); },
       [=](flush_atom) { drain_lane(self); },  // the writer thread left bytes in the lane
       [=](const caf::io::data_transferred_msg& msg) { self->state.lane->transferred(msg.written); },
       [=](close_atom, const bytes& frame) {
@@ -250,11 +273,11 @@ caf::behavior session_fn(session_ptr self, caf::io::connection_handle hdl, int f
         auto& st = self->state;
         if (st.closing) return;
         auto silent = self->clock().now() - st.last_rx;
-        if (silent >= std::chrono::milliseconds(st.cfg.timeout_ms)) {
-          self->send(st.directory, timeout_atom::value, st.id);
+        if (silent >= std::chrono::milliseconds(st.cfg->timeout_ms)) {
+          self->send(st.directory, session_ended{st.id, true});
           return;  // the directory answers with close_atom and the REVOKED frame
         }
-        self->delayed_send(self, std::chrono::milliseconds(st.cfg.ping_interval_ms),
+        self->delayed_send(self, std::chrono::milliseconds(st.cfg->ping_interval_ms),
                            tick_atom::value);
       },
       [=](const caf::io::connection_closed_msg&) { end_session(self, false); },
@@ -263,8 +286,8 @@ caf::behavior session_fn(session_ptr self, caf::io::connection_handle hdl, int f
 
 using accept_atom = caf::atom_constant<caf::atom("accept")>;
 
-caf::behavior acceptor_fn(caf::io::broker* self, session_config cfg, caf::actor directory,
-                          wal_writer* wal, log_sink* sink) {
+caf::behavior acceptor_fn(caf::io::broker* self, std::shared_ptr<const node_settings> cfg,
+                          directory_actor directory, wal_writer* wal, log_sink* sink) {
   return {
       [=](accept_atom, int fd) {
         auto hdl = self->add_scribe(fd);
@@ -276,8 +299,9 @@ caf::behavior acceptor_fn(caf::io::broker* self, session_config cfg, caf::actor 
 }  // namespace
 
 std::unique_ptr<listener> listener::start(caf::actor_system& sys, const std::string& host,
-                                          uint16_t port, session_config cfg, caf::actor directory,
-                                          wal_writer* wal, log_sink* sink, std::string* err) {
+                                          uint16_t port, std::shared_ptr<const node_settings> cfg,
+                                          directory_actor directory, wal_writer* wal,
+                                          log_sink* sink, std::string* err) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;

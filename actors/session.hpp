@@ -11,19 +11,13 @@
 #include <string>
 #include <thread>
 
-#include <caf/fwd.hpp>
+#include "actors/directory_interface.hpp"
+#include "actors/node_settings.hpp"
 
 namespace fusee::server {
 
 class wal_writer;
 class log_sink;
-
-struct session_config {
-  uint32_t shards = 16;
-  uint32_t ping_interval_ms = 1000;
-  uint32_t timeout_ms = 5000;
-  uint64_t write_buffer_bytes = 16u << 20;  ///< out_lane limit
-};
 
 /// Accepts connections on host:port with its own thread (so each session knows its socket and
 /// can share it with the log's writer thread, see out_lane.hpp) and hands each to a broker that
@@ -31,9 +25,12 @@ struct session_config {
 class listener {
 public:
   /// Binds host:port (0 = any free port) and starts accepting; nullptr and `*err` on failure.
+  /// Sessions read `shards`, the liveness settings and `write_buffer_mb` of `settings`.
   static std::unique_ptr<listener> start(caf::actor_system& sys, const std::string& host,
-                                         uint16_t port, session_config cfg, caf::actor directory,
-                                         wal_writer* wal, log_sink* sink, std::string* err);
+                                         uint16_t port,
+                                         std::shared_ptr<const node_settings> settings,
+                                         directory_actor directory, wal_writer* wal, log_sink* sink,
+                                         std::string* err);
   ~listener();
   uint16_t port() const { return port_; }
   /// Stops accepting and ends the broker; open sessions end when the actor system does.

@@ -67,7 +67,7 @@ void update(shard_ptr self, uint8_t event = shard_status::no_event) {
   if (s == st.told && event == shard_status::no_event) return;
   st.told = s;
   st.told.event = shard_status::no_event;
-  self->send(st.scheduler, status_atom::value, s);
+  self->send(st.scheduler, s);
 }
 
 void become_due(shard_state& st, time_point now, uint8_t reasons) {
@@ -81,8 +81,6 @@ uint8_t on_lease_end(shard_ptr self, const lease_end& e) {
   auto& st = self->state;
   auto now = self->clock().now();
   st.leased = false;
-  if (e.invoked && !e.crashed && st.last_endpoint >= 0)
-    self->send(st.scheduler, report_atom::value, int32_t{st.last_endpoint}, e.steps, e.open_us);
   if (e.crashed) {  // a crash, a revoked lease, or a worker that never reported
     become_due(st, now, proto::reason_recovery);
     if (e.invoked) {
@@ -154,7 +152,7 @@ shard_actor::behavior_type shard_fn(shard_ptr self, uint32_t shard, scheduler_ac
         st.starts.shrink_to_fit();
         update(self);
       },
-      [=](report_atom, const lease_end& e) { update(self, on_lease_end(self, e)); },
+      [=](const lease_end& e) { update(self, on_lease_end(self, e)); },
       [=](tick_atom, uint64_t generation) {
         if (self->state.timer.fire(generation)) update(self);
       },

@@ -971,6 +971,14 @@ void wal_writer::inject_write_failure() {
   impl_->inject_failure = true;
 }
 
+void wal_writer::grant(uint64_t token, session_id session, shard_id shard) {
+  submit(wal_grant{token, session, shard});
+}
+
+void wal_writer::revoke(uint64_t token, shard_id shard, epoch_t epoch, session_id holder) {
+  submit(wal_revoke{token, shard, epoch, holder});
+}
+
 epoch_t wal_writer::recovered_epoch(shard_id s) const {
   return impl_->shards.at(s.value()).epoch;
 }

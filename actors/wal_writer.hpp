@@ -23,6 +23,7 @@
 #include <variant>
 #include <vector>
 
+#include "actors/lease_log.hpp"
 #include "protocol/errors.hpp"
 #include "protocol/ids.hpp"
 #include "protocol/messages.hpp"
@@ -33,9 +34,6 @@ using proto::bytes;
 using proto::epoch_t;
 using proto::lsn_t;
 using proto::shard_id;
-
-/// Identifies a worker or client connection inside the node; 0 = nobody.
-using session_id = uint64_t;
 
 // -- what callers submit ------------------------------------------------------------------------
 
@@ -135,14 +133,14 @@ struct wal_recovery_report {
   std::string torn_reason;
 };
 
-class wal_writer {
+class wal_writer final : public lease_log {
 public:
   /// Opens (creating if needed) and recovers the log. Fails with a message on a shard-count
   /// mismatch or on corruption anywhere but the tail of the last segment.
   static std::unique_ptr<wal_writer> open(const wal_options& opts, wal_sink* sink,
                                           std::string* error,
                                           wal_recovery_report* report = nullptr);
-  ~wal_writer();
+  ~wal_writer() override;
   wal_writer(const wal_writer&) = delete;
   wal_writer& operator=(const wal_writer&) = delete;
 
@@ -153,8 +151,11 @@ public:
   /// Stops the thread after writing what is queued.
   void stop();
 
+  // lease_log: grants and revocations are entries of the same queue as the appends.
+  void grant(uint64_t token, session_id session, shard_id shard) override;
+  void revoke(uint64_t token, shard_id shard, epoch_t epoch, session_id holder) override;
   /// The epoch last granted for each shard (as recovered; for start-up decisions only).
-  epoch_t recovered_epoch(shard_id s) const;
+  epoch_t recovered_epoch(shard_id s) const override;
   lsn_t recovered_durable_lsn(shard_id s) const;
 
   struct stats {

@@ -30,7 +30,8 @@ struct setting {
 
 constexpr uint64_t u32_max = 0xFFFFFFFFull;
 
-// Every setting, once. Defaults are the member initialisers of server_config / endpoint_config.
+// Every setting, once. Defaults are the member initialisers of server::node_settings and
+// server::endpoint_settings (actors/node_settings.hpp).
 const setting<server_config> server_settings[] = {
     {"server", "data_dir", &server_config::data_dir, 0, 0, "data directory, created if missing",
      true},

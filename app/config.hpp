@@ -1,5 +1,5 @@
-// The server's settings (DESIGN.md §8 names), each declared once in config.cpp with its default,
-// description and bounds; read from a TOML file and overridden by flags.
+// The server's settings (DESIGN.md §8 names): the table of config.cpp points into the server's
+// own structs, which hold the defaults; read from a TOML file and overridden by flags.
 #pragma once
 
 #include <cstdint>
@@ -7,44 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "actors/node_settings.hpp"
 #include "client/address.hpp"
 
 namespace fusee::app {
 
-/// One `[[endpoint]]` table: an HTTP endpoint the invoker may wake.
-struct endpoint_config {
-  std::string url;
-  std::vector<std::string> types;  ///< workflow types it has code for; empty = all
-  std::string secret_file;
-  std::string secret;  ///< the file's bytes less trailing CR/LF; never logged
-  uint32_t concurrency = 16;
-  uint32_t budget_ms = 60000;
-  uint32_t max_shards = 0;  ///< 0 = no limit
-  uint32_t grace_ms = 30000;
-  std::string ca_file;
-  std::string cert_file;
-  std::string key_file;
-};
-
-struct server_config {
-  // [server]
-  std::string data_dir = "./data";
-  uint32_t shards = 16;
-  std::string listen = "127.0.0.1:7400";
-  std::string admin_listen = "127.0.0.1:7401";
-  std::string advertise;
-  uint64_t segment_mb = 16;
-  // [liveness]
-  uint32_t ping_interval_ms = 1000;
-  uint32_t timeout_ms = 5000;
-  // [invoker]
-  uint32_t park_ms = 30000;
-  uint32_t close_grace_ms = 2000;
-  // [limits]
-  uint64_t write_buffer_mb = 16;
-  // [[endpoint]]
-  std::vector<endpoint_config> endpoints;
-};
+/// The settings and their defaults are the server's own structs (actors/node_settings.hpp);
+/// this module reads them from TOML, checks them and describes them.
+using server_config = server::node_settings;
+using endpoint_config = server::endpoint_settings;
 
 using client::host_port;
 using client::parse_host_port;

@@ -7,14 +7,14 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include "actors/atoms.hpp"
 #include "actors/directory.hpp"
 #include "actors/http_client.hpp"
 #include "actors/invoker.hpp"
 #include "actors/log_sink.hpp"
+#include "actors/message_types.hpp"
 #include "actors/session.hpp"
 #include "actors/wal_writer.hpp"
-#include "app/http_server.hpp"
+#include "app/admin_routes.hpp"
 
 namespace fusee::app {
 
@@ -73,17 +73,12 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
   {
     node_config caf_cfg;
     caf::actor_system sys{caf_cfg};
-    auto directory = server::spawn_directory(
-        sys,
-        server::directory_config{cfg.shards, cfg.ping_interval_ms, cfg.timeout_ms, cfg.park_ms},
-        wal.get());
+    auto directory = server::spawn_directory(sys, cfg, wal.get());
     sink.set_directory(directory);
     std::string lerr;
-    auto acceptor = server::listener::start(
-        sys, listen->host, listen->port,
-        server::session_config{cfg.shards, cfg.ping_interval_ms, cfg.timeout_ms,
-                               cfg.write_buffer_mb << 20}, directory,
-        wal.get(), &sink, &lerr);
+    auto acceptor = server::listener::start(sys, listen->host, listen->port,
+                                            std::make_shared<const server::node_settings>(cfg),
+                                            directory, wal.get(), &sink, &lerr);
     if (!acceptor) {
       std::fprintf(stderr, "fusee server: %s\n", lerr.c_str());
       caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
@@ -96,67 +91,22 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     // The invoker, when endpoints are configured: a curl thread plus scheduler and endpoints.
     server::scheduler_actor scheduler;
     if (acceptor && !cfg.endpoints.empty()) {
-      auto target = std::make_shared<server::scheduler_actor>();
-      http = std::make_unique<server::http_client>([target](server::http_result r) {
-        server::deliver_http_result(
-            *target,
-            server::http_outcome{r.id, r.status, std::move(r.error), r.timed_out, r.total_ms});
-      });
-      server::invoker_settings inv;
-      inv.shards = cfg.shards;
-      inv.close_grace_ms = cfg.close_grace_ms;
-      inv.server_address = !cfg.advertise.empty()
-                               ? cfg.advertise
-                               : listen->host + ":" + std::to_string(acceptor->port());
-      for (auto& e : cfg.endpoints)
-        inv.endpoints.push_back(server::endpoint_settings{e.url, e.types, e.secret, e.concurrency,
-                                                          e.budget_ms, e.max_shards, e.grace_ms,
-                                                          e.ca_file, e.cert_file, e.key_file});
-      auto invoker = server::spawn_invoker(sys, std::move(inv), http.get(), directory);
+      http = std::make_unique<server::http_client>();
+      auto address = !cfg.advertise.empty() ? cfg.advertise
+                                            : listen->host + ":" + std::to_string(acceptor->port());
+      auto invoker = server::spawn_invoker(sys, cfg, address, http.get(), directory);
       scheduler = invoker.scheduler;
-      *target = scheduler;  // set before the first POST can complete
-      caf::anon_send(directory, caf::put_atom::value, scheduler, std::move(invoker.shards));
+      caf::anon_send(directory, server::invoker_ready{scheduler, std::move(invoker.shards)});
       std::fprintf(stderr, "fusee server: invoker with %zu endpoint(s), server address %s\n",
-                   cfg.endpoints.size(),
-                   (!cfg.advertise.empty() ? cfg.advertise
-                                           : listen->host + ":" + std::to_string(acceptor->port()))
-                       .c_str());
+                   cfg.endpoints.size(), address.c_str());
     }
-    // The admin HTTP server: /healthz and /v1/invoker.
+    // The admin HTTP server (admin_routes.cpp).
     std::unique_ptr<http_server> admin;
     auto admin_at = parse_host_port(cfg.admin_listen);
     if (acceptor) {
       std::string aerr;
-      admin = http_server::start(
-          admin_at->host, admin_at->port,
-          [&sys, directory, scheduler](const http_exchange& ex) {
-            if (ex.method == "GET" && ex.path == "/healthz")
-              return http_reply{200, "application/json", R"({"status":"ok"})"};
-            if (ex.method == "GET" && ex.path == "/v1/invoker") {
-              // On microhttpd's thread, never a CAF scheduler thread: blocking is fine here.
-              caf::scoped_actor self{sys};
-              uint64_t parked = 0;
-              std::string json;
-              self->request(directory, std::chrono::seconds(5), caf::get_atom::value)
-                  .receive([&](uint64_t n) { parked = n; }, [&](caf::error&) {});
-              if (!scheduler)
-                return http_reply{200, "application/json",
-                                  R"({"endpoints":[],"dueShards":0,"invokingShards":0,)"
-                                  R"("backoffShards":0,"handbacks":0,"crashes":0,)"
-                                  R"("noProgress":0,"parkedCalls":)" +
-                                      std::to_string(parked) + "}"};
-              self->request(scheduler, std::chrono::seconds(5), server::metrics_atom::value, parked)
-                  .receive([&](std::string& j) { json = std::move(j); }, [&](caf::error&) {});
-              if (json.empty())
-                return http_reply{503, "application/json",
-                                  R"({"error":"the invoker did not answer"})"};
-              return http_reply{200, "application/json", json};
-            }
-            return http_reply{404, "application/json",
-                              R"({"error":"no such admin endpoint: )" + ex.method + " " + ex.path +
-                                  R"("})"};
-          },
-          &aerr);
+      admin = http_server::start(admin_at->host, admin_at->port,
+                                 admin_routes(sys, directory, scheduler), &aerr);
       if (!admin) {
         std::fprintf(stderr, "fusee server: `server.admin_listen`: %s\n", aerr.c_str());
         acceptor->stop();
@@ -189,7 +139,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     if (scheduler) caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
     if (http) http->stop();
     wal->stop();
-    sink.set_directory(caf::actor{});
+    sink.set_directory(server::directory_actor{});
     auto st = wal->get_stats();
     std::fprintf(stderr,
                  "fusee server: log stats: %llu records in %llu batches, %llu fsyncs, "

@@ -52,8 +52,8 @@ app::http_reply handle(const app::http_exchange& ex) {
   return {200, "application/json", R"({"ok":true,"bytes":)" + std::to_string(ex.body.size()) + "}"};
 }
 
-server::http_request signed_post(uint64_t id, uint16_t port, const std::string& secret,
-                                 const std::string& path = "/invoke") {
+server::http_request signed_post(results& got, uint64_t id, uint16_t port,
+                                 const std::string& secret, const std::string& path = "/invoke") {
   std::string body = R"({"version":1,"invocation":"00000000000000ab","shards":[1]})";
   server::http_request r;
   r.id = id;
@@ -62,29 +62,31 @@ server::http_request signed_post(uint64_t id, uint16_t port, const std::string& 
                "fusee-signature: " + proto::sign(secret, now_ms(), body)};
   r.body = body;
   r.timeout_ms = 5000;
+  r.done = [&got](server::http_result res) { got.add(std::move(res)); };
   return r;
 }
 
 }  // namespace
 
-TEST_CASE("the HTTP client posts signed bodies and reports each outcome by callback") {
+TEST_CASE(
+    "the HTTP client posts signed bodies and reports each outcome through the request's callback") {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   std::string err;
   auto srv = app::http_server::start("127.0.0.1", 0, handle, &err);
   REQUIRE_MESSAGE(srv, err);
   results got;
-  server::http_client client{[&](server::http_result r) { got.add(std::move(r)); }};
+  server::http_client client;
 
-  client.submit(signed_post(1, srv->port(), "s3cret"));
+  client.submit(signed_post(got, 1, srv->port(), "s3cret"));
   auto ok = got.await(1);
   CHECK(ok.status == 200);
   CHECK(ok.body.find("\"ok\":true") != std::string::npos);
   CHECK(ok.error.empty());
 
-  client.submit(signed_post(2, srv->port(), "wrong"));
+  client.submit(signed_post(got, 2, srv->port(), "wrong"));
   CHECK(got.await(2).status == 401);
 
-  auto slow = signed_post(3, srv->port(), "s3cret", "/slow");
+  auto slow = signed_post(got, 3, srv->port(), "s3cret", "/slow");
   slow.timeout_ms = 200;
   client.submit(slow);
   auto late = got.await(3);
@@ -93,7 +95,7 @@ TEST_CASE("the HTTP client posts signed bodies and reports each outcome by callb
 
   auto port = srv->port();
   srv.reset();  // nobody listens any more
-  client.submit(signed_post(4, port, "s3cret"));
+  client.submit(signed_post(got, 4, port, "s3cret"));
   auto refused = got.await(4);
   CHECK(refused.status == 0);
   CHECK_FALSE(refused.timed_out);
@@ -106,7 +108,7 @@ TEST_CASE("the HTTP server refuses oversized bodies with 413") {
   auto srv = app::http_server::start("127.0.0.1", 0, handle, &err, 16);
   REQUIRE(srv);
   results got;
-  server::http_client client{[&](server::http_result r) { got.add(std::move(r)); }};
-  client.submit(signed_post(1, srv->port(), "s3cret"));
+  server::http_client client;
+  client.submit(signed_post(got, 1, srv->port(), "s3cret"));
   CHECK(got.await(1).status == 413);
 }

@@ -8,13 +8,12 @@
 #include <filesystem>
 #include <random>
 
-#include "actors/atoms.hpp"
-#include "actors/directory.hpp"
 #include "actors/http_client.hpp"
 #include "actors/invoker.hpp"
 #include "actors/invoker_rules.hpp"
-#include "actors/wal_writer.hpp"
+#include "actors/message_types.hpp"
 #include "protocol/invocation_request.hpp"
+#include "protocol/messages.hpp"
 #include "protocol/signature.hpp"
 
 using namespace fusee;
@@ -41,18 +40,47 @@ struct fenced_log {
   std::vector<uint64_t> sessions;
 };
 
-caf::behavior directory_stub(caf::event_based_actor*, fenced_log* log) {
-  return {[=](fence_atom, uint64_t s) { log->sessions.push_back(s); }};
+fence_actor::behavior_type directory_stub(fence_actor::pointer, fenced_log* log) {
+  return {[=](const fence_request& f) { log->sessions.push_back(f.session); }};
 }
 
-invoker_settings one_endpoint(uint32_t close_grace_ms) {
-  invoker_settings inv;
-  inv.shards = 4;
-  inv.close_grace_ms = close_grace_ms;
-  inv.server_address = "127.0.0.1:7400";
-  inv.endpoints.push_back(
-      endpoint_settings{"http://ep/invoke", {}, "k", 16, 1000, 0, 500, {}, {}, {}});
-  return inv;
+/// Plays the directory's part in binding an invoked worker: asks the scheduler (the endpoint
+/// that owns the invocation answers), and when bound and `lease`, tells that endpoint the worker
+/// leased its shards. The answer lands in `*out` if given.
+caf::behavior binder(caf::event_based_actor* self, scheduler_actor scheduler, uint64_t id,
+                     uint64_t session, bool lease, bind_result* out) {
+  self->request(scheduler, caf::infinite, bind_request{id, session}).then([=](bind_result& r) {
+    if (lease && r.code == bind_code::bound) self->send(r.endpoint, invocation_leased{id, 1});
+    if (out) *out = r;
+    self->quit();
+  });
+  return {[](caf::ok_atom) {}};
+}
+
+endpoint_settings endpoint(std::string url, std::vector<std::string> types,
+                           uint32_t concurrency = 16, uint32_t max_shards = 0) {
+  endpoint_settings e;
+  e.url = std::move(url);
+  e.types = std::move(types);
+  e.secret = "k";
+  e.concurrency = concurrency;
+  e.budget_ms = 1000;
+  e.max_shards = max_shards;
+  e.grace_ms = 500;
+  return e;
+}
+
+node_settings settings(uint32_t shards, std::vector<endpoint_settings> endpoints,
+                       uint32_t close_grace_ms = 300) {
+  node_settings s;
+  s.shards = shards;
+  s.close_grace_ms = close_grace_ms;
+  s.endpoints = std::move(endpoints);
+  return s;
+}
+
+node_settings one_endpoint(uint32_t close_grace_ms) {
+  return settings(4, {endpoint("http://ep/invoke", {})}, close_grace_ms);
 }
 
 struct fixture {
@@ -62,15 +90,15 @@ struct fixture {
       dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
   fake_sender http;
   fenced_log fenced;
-  caf::actor directory = sys.spawn(directory_stub, &fenced);
+  fence_actor directory = sys.spawn(directory_stub, &fenced);
   invoker_handles inv;
   scheduler_actor scheduler;
 
   explicit fixture(uint32_t close_grace_ms = 300) : fixture(one_endpoint(close_grace_ms)) {}
-  explicit fixture(invoker_settings settings) {
+  explicit fixture(node_settings settings) {
     for (auto& e : settings.endpoints)
       urls.push_back(e.url);
-    inv = spawn_invoker(sys, std::move(settings), &http, directory);
+    inv = spawn_invoker(sys, settings, "127.0.0.1:7400", &http, directory);
     scheduler = inv.scheduler;
     caf::anon_send(scheduler, caf::put_atom::value, inv.shards);  // as the directory does
     sched.run();
@@ -90,7 +118,7 @@ struct fixture {
     sched.run();
   }
   void lease_ended(uint32_t shard, lease_end e) {
-    caf::anon_send(inv.shards.at(shard), report_atom::value, std::move(e));
+    caf::anon_send(inv.shards.at(shard), std::move(e));
     sched.run();
   }
   proto::invocation_request body(size_t i) {
@@ -105,16 +133,26 @@ struct fixture {
     return out;
   }
   uint64_t last_id() { return body(http.requests.size() - 1).invocation.value(); }
-  void answer(uint64_t id, long status, bool timed_out = false) {
-    deliver_http_result(
-        scheduler,
-        http_outcome{id, status, status ? "" : "Couldn't connect to server", timed_out, 10.0});
+  /// The curl thread reports the POST of invocation `id` (through the request's callback).
+  void answer(uint64_t id, int64_t status, bool timed_out = false) {
+    auto req = std::find_if(http.requests.begin(), http.requests.end(), [&](auto& r) {
+      return proto::parse_invocation_request(r.body)->invocation.value() == id;
+    });
+    REQUIRE(req != http.requests.end());
+    req->done(
+        http_result{id, status, status ? "" : "Couldn't connect to server", timed_out, {}, 10.0});
     sched.run();
+  }
+  /// An invoked worker on `session` binds to invocation `id` (and, if `lease`, leases).
+  bind_result bind(uint64_t id, uint64_t session, bool lease = false) {
+    bind_result r;
+    sys.spawn(binder, scheduler, id, session, lease, &r);
+    sched.run();
+    return r;
   }
   /// The invoked worker binds and takes every shard of invocation `id`, then the POST returns 200.
   void served(uint64_t id, uint64_t session) {
-    caf::anon_send(scheduler, bind_atom::value, id, session);
-    caf::anon_send(scheduler, leased_atom::value, id, uint32_t{1});
+    bind(id, session, true);
     for (size_t i = 0; i < http.requests.size(); ++i)
       if (body(i).invocation.value() == id)
         for (auto s : body(i).shards)
@@ -148,21 +186,6 @@ struct fixture {
   }
 };
 
-endpoint_settings endpoint(std::string url, std::vector<std::string> types,
-                           uint32_t concurrency = 16, uint32_t max_shards = 0) {
-  return endpoint_settings{
-      std::move(url), std::move(types), "k", concurrency, 1000, max_shards, 500, {}, {}, {}};
-}
-
-invoker_settings settings(uint32_t shards, std::vector<endpoint_settings> endpoints) {
-  invoker_settings inv;
-  inv.shards = shards;
-  inv.close_grace_ms = 300;
-  inv.server_address = "127.0.0.1:7400";
-  inv.endpoints = std::move(endpoints);
-  return inv;
-}
-
 }  // namespace
 
 TEST_CASE("due shards become one signed POST with budget + grace as its deadline") {
@@ -195,7 +218,8 @@ TEST_CASE("nothing is dispatched before the directory hands the wake records to 
   fake_sender http;
   fenced_log fenced;
   auto directory = sys.spawn(directory_stub, &fenced);
-  auto inv = spawn_invoker(sys, one_endpoint(300), &http, directory);
+  fence_actor directory_handle = directory;
+  auto inv = spawn_invoker(sys, one_endpoint(300), "127.0.0.1:7400", &http, directory_handle);
   sched.run();
   sched.advance_time(1s);
   sched.run();
@@ -210,12 +234,26 @@ TEST_CASE("nothing is dispatched before the directory hands the wake records to 
   sched.run();
 }
 
+TEST_CASE("a bind is answered by the endpoint that owns the invocation, once") {
+  fixture f{settings(4, {endpoint("http://a/invoke", {"x"}), endpoint("http://b/invoke", {})})};
+  REQUIRE(f.http.requests.size() == 1);  // at start: b, the endpoint with no types
+  auto id = f.last_id();
+  auto first = f.bind(id, 42);
+  CHECK(first.code == bind_code::bound);
+  CHECK(first.shards == std::vector<uint32_t>{0, 1, 2, 3});
+  CHECK(first.endpoint_index == 1);
+  CHECK(first.endpoint);  // the directory tells it of the lease and the reports directly
+  CHECK(first.remaining_ms == 1000);  // no simulated time has passed: the whole budget
+  CHECK(f.bind(id, 43).code == bind_code::taken);
+  CHECK(f.bind(id + 1, 44).code == bind_code::unknown);
+  f.answer(id, 500);
+  CHECK(f.bind(id, 45).code == bind_code::unknown);  // over
+}
+
 TEST_CASE("after a 2xx the bound worker is fenced exactly close_grace_ms later") {
   fixture f{300};
   auto id = f.last_id();
-  caf::anon_send(f.scheduler, bind_atom::value, id, uint64_t{42});
-  caf::anon_send(f.scheduler, leased_atom::value, id, uint32_t{4});
-  f.sched.run();
+  f.bind(id, 42, true);
   f.answer(id, 200);
   CHECK(f.fenced.sessions.empty());
   f.advance(299ms);
@@ -228,8 +266,7 @@ TEST_CASE("after a 2xx the bound worker is fenced exactly close_grace_ms later")
 TEST_CASE("a failed or timed-out invocation is fenced at once and the endpoint backs off") {
   fixture f;
   auto id = f.last_id();
-  caf::anon_send(f.scheduler, bind_atom::value, id, uint64_t{7});
-  f.sched.run();
+  f.bind(id, 7);
   f.answer(id, 0, true);  // curl: no answer within budget + grace
   REQUIRE(f.fenced.sessions.size() == 1);
   CHECK(f.fenced.sessions[0] == 7);
@@ -494,67 +531,4 @@ TEST_CASE("backoff caps: endpoint failures at 30 s, crashes at 30 s, no progress
       f.served(f.last_id(), 1);
     }
   }
-}
-
-namespace {
-
-/// Stands in for a client session: decodes the frames the directory writes to it.
-caf::behavior session_stub(caf::event_based_actor*, std::vector<proto::any_message>* got) {
-  return {[=](write_atom, const proto::bytes& frame) {
-    proto::frame_decoder d;
-    d.feed(frame);
-    auto f = d.next();
-    REQUIRE(f);
-    REQUIRE(*f);
-    auto m = proto::decode((*f)->kind, (*f)->body);
-    REQUIRE(m);
-    got->push_back(std::move(*m));
-  }};
-}
-
-struct null_sink : wal_sink {
-  void on_durable(session_id, std::vector<proto::position>) override {}
-  void on_refused(session_id, uint64_t, proto::error) override {}
-  void on_granted(std::vector<granted_shard>) override {}
-  void on_revoked(uint64_t, shard_id, epoch_t) override {}
-  void on_answer(session_id, proto::any_message) override {}
-  void on_io_failed(session_id, shard_id, epoch_t, std::string) override {}
-};
-
-}  // namespace
-
-TEST_CASE("a parked call expires exactly after its park time, with status 2") {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("fusee-park-test-" + std::to_string(std::random_device{}()));
-  null_sink sink;
-  std::string err;
-  auto wal = wal_writer::open(wal_options{dir, 4}, &sink, &err);
-  REQUIRE_MESSAGE(wal, err);
-  {
-    test_config cfg;
-    caf::actor_system sys{cfg};
-    auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
-    std::vector<proto::any_message> got;
-    auto client = sys.spawn(session_stub, &got);
-    auto directory = spawn_directory(sys, directory_config{4, 1000, 5000, 30000}, wal.get());
-    sched.run();
-    caf::anon_send(directory, call_atom::value, client, uint64_t{5}, uint32_t{2},
-                   std::string{"start"}, std::string{}, proto::bytes{'{', '}'}, uint32_t{250});
-    sched.run();
-    CHECK(got.empty());
-    sched.advance_time(249ms);
-    sched.run();
-    CHECK(got.empty());
-    sched.advance_time(1ms);
-    sched.run();
-    REQUIRE(got.size() == 1);
-    auto& res = std::get<proto::call_result>(got[0]);
-    CHECK(res.id == 5);
-    CHECK(res.status == uint8_t(proto::call_status::parked_too_long));
-    caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(client, caf::exit_reason::user_shutdown);
-    sched.run();
-  }
-  wal->stop();
-  std::filesystem::remove_all(dir);
 }

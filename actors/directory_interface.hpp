@@ -1,0 +1,239 @@
+// The typed interfaces of the directory and of the sessions: one named message per request a
+// session hands the directory, the log's answers, and what the directory tells a session. The
+// compiler checks every message between them (one line per message below).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "actors/invoker_interface.hpp"
+#include "protocol/wire.hpp"
+
+namespace fusee::server {
+
+/// A worker or client connection (a session broker), as the directory and the log's sink see it.
+using session_actor = caf::typed_actor<
+    caf::reacts_to<frame_atom, proto::bytes>,  ///< send this frame, in the connection's order
+    caf::reacts_to<close_atom, proto::bytes>,  ///< send this last frame, then close
+    caf::reacts_to<flush_atom>>;               ///< the log's writer thread left bytes in the lane
+
+/// Where a request comes from: the connection, its request id, and the shard and epoch its head
+/// names (no shard: 0xFFFFFFFF and 0). Answers go to `reply_to`.
+struct origin {
+  session_id session = 0;
+  session_actor reply_to;
+  uint64_t request = 0;
+  uint32_t shard = 0xFFFFFFFFu;
+  uint64_t epoch = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, origin& x) {
+  return f(caf::meta::type_name("fusee.origin"), x.session, x.reply_to, x.request, x.shard,
+           x.epoch);
+}
+
+/// HELLO from a worker: answered with LEASE (or ERR for an invocation that cannot be bound).
+struct hello_request {
+  origin from;
+  uint32_t max_shards = 0;  ///< 0 = all
+  bool serve_calls = false;
+  uint64_t invocation = 0;  ///< an invoked worker's invocation; 0 = long-lived
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, hello_request& x) {
+  return f(caf::meta::type_name("fusee.hello_request"), x.from, x.max_shards, x.serve_calls,
+           x.invocation);
+}
+
+/// DRAIN: no more calls or messages to these shards; OK once the calls routed before it are
+/// answered.
+struct drain_request {
+  origin from;
+  std::vector<uint32_t> shards;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, drain_request& x) {
+  return f(caf::meta::type_name("fusee.drain_request"), x.from, x.shards);
+}
+
+/// One IDLE entry: what the holder says about one of its shards, kept until its lease ends.
+struct shard_report {
+  uint32_t shard = 0;
+  uint64_t epoch = 0;
+  lease_end end;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_report& x) {
+  return f(caf::meta::type_name("fusee.shard_report"), x.shard, x.epoch, x.end);
+}
+
+/// IDLE: answered with OK.
+struct idle_request {
+  origin from;
+  std::vector<shard_report> reports;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, idle_request& x) {
+  return f(caf::meta::type_name("fusee.idle_request"), x.from, x.reports);
+}
+
+/// CALL from a client for `from.shard`: answered with CALL_RESULT.
+struct call_request {
+  origin from;
+  std::string method;
+  std::string type;
+  proto::bytes args;
+  uint32_t park_ms = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, call_request& x) {
+  return f(caf::meta::type_name("fusee.call_request"), x.from, x.method, x.type, x.args, x.park_ms);
+}
+
+/// CALL_REPLY from a holder.
+struct call_reply_request {
+  origin from;
+  uint64_t relay = 0;
+  bool ok = false;
+  proto::bytes body;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, call_reply_request& x) {
+  return f(caf::meta::type_name("fusee.call_reply_request"), x.from, x.relay, x.ok, x.body);
+}
+
+/// RELAY: a message from `from.shard` to `target`.
+struct relay_request {
+  origin from;
+  uint32_t target = 0;
+  uint64_t outbox_id = 0;
+  proto::bytes payload;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, relay_request& x) {
+  return f(caf::meta::type_name("fusee.relay_request"), x.from, x.target, x.outbox_id, x.payload);
+}
+
+/// MESSAGE_ACK from the target's holder: ACK to the sender's lease if it still holds `sender`.
+struct ack_request {
+  origin from;
+  uint32_t sender = 0;
+  uint64_t sender_epoch = 0;
+  uint64_t outbox_id = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ack_request& x) {
+  return f(caf::meta::type_name("fusee.ack_request"), x.from, x.sender, x.sender_epoch,
+           x.outbox_id);
+}
+
+/// RELEASE of `from.shard`: OK once the revocation is through the log.
+struct release_request {
+  origin from;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, release_request& x) {
+  return f(caf::meta::type_name("fusee.release_request"), x.from);
+}
+
+/// A worker connection ended (`silent`: its liveness timeout; the directory sends the REVOKED
+/// frame with close_atom, the session closes). Its leases end.
+struct session_ended {
+  session_id session = 0;
+  bool silent = false;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, session_ended& x) {
+  return f(caf::meta::type_name("fusee.session_ended"), x.session, x.silent);
+}
+
+/// The log made a lease grant durable (epoch 0: it could not).
+struct grant_done {
+  uint64_t token = 0;
+  session_id session = 0;
+  uint32_t shard = 0;
+  uint64_t epoch = 0;
+  uint64_t durable_lsn = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, grant_done& x) {
+  return f(caf::meta::type_name("fusee.grant_done"), x.token, x.session, x.shard, x.epoch,
+           x.durable_lsn);
+}
+
+/// The grants of one log batch.
+struct grants_made {
+  std::vector<grant_done> grants;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, grants_made& x) {
+  return f(caf::meta::type_name("fusee.grants_made"), x.grants);
+}
+
+/// A revocation is through the log: everything queued before it is durable or refused.
+struct revocation_done {
+  uint64_t token = 0;
+  uint32_t shard = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, revocation_done& x) {
+  return f(caf::meta::type_name("fusee.revocation_done"), x.token, x.shard);
+}
+
+/// The invoker is up (from the server's start): the scheduler to bind invocations with, and the
+/// wake records the directory tells of leases, work and reports.
+struct invoker_ready {
+  binder_actor scheduler;
+  std::vector<shard_actor> records;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, invoker_ready& x) {
+  return f(caf::meta::type_name("fusee.invoker_ready"), x.scheduler, x.records);
+}
+
+/// The directory's own timer: a parked call's wait is over.
+struct call_expired {
+  uint32_t shard = 0;
+  uint64_t seq = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, call_expired& x) {
+  return f(caf::meta::type_name("fusee.call_expired"), x.shard, x.seq);
+}
+
+/// The directory: leases (holder, epoch), the standby order, and the routing of calls and
+/// messages to holders. Lease changes go through the log first (lease_log.hpp).
+using directory_actor = fence_actor::extend<
+    caf::reacts_to<hello_request>,       ///< HELLO from a worker
+    caf::reacts_to<drain_request>,       ///< DRAIN
+    caf::reacts_to<idle_request>,        ///< IDLE
+    caf::reacts_to<call_request>,        ///< CALL from a client
+    caf::reacts_to<call_reply_request>,  ///< CALL_REPLY from a holder
+    caf::reacts_to<relay_request>,       ///< RELAY
+    caf::reacts_to<ack_request>,         ///< MESSAGE_ACK
+    caf::reacts_to<release_request>,     ///< RELEASE
+    caf::reacts_to<session_ended>,       ///< a worker connection ended or fell silent
+    caf::reacts_to<grants_made>,         ///< from the log
+    caf::reacts_to<revocation_done>,     ///< from the log
+    caf::reacts_to<invoker_ready>,       ///< once, at start, when endpoints are configured
+    caf::reacts_to<call_expired>,        ///< own timer
+    caf::replies_to<parked_atom>::with<uint64_t>>;  ///< calls parked now (/v1/invoker)
+
+}  // namespace fusee::server

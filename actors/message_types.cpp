@@ -1,0 +1,40 @@
+#include "actors/message_types.hpp"
+
+#include "actors/directory_interface.hpp"
+
+namespace fusee::server {
+
+void add_server_types(caf::actor_system_config& cfg) {
+  // directory and sessions
+  cfg.add_message_type<origin>("fusee.origin");
+  cfg.add_message_type<hello_request>("fusee.hello_request");
+  cfg.add_message_type<drain_request>("fusee.drain_request");
+  cfg.add_message_type<shard_report>("fusee.shard_report");
+  cfg.add_message_type<std::vector<shard_report>>("fusee.shard_report_list");
+  cfg.add_message_type<idle_request>("fusee.idle_request");
+  cfg.add_message_type<call_request>("fusee.call_request");
+  cfg.add_message_type<call_reply_request>("fusee.call_reply_request");
+  cfg.add_message_type<relay_request>("fusee.relay_request");
+  cfg.add_message_type<ack_request>("fusee.ack_request");
+  cfg.add_message_type<release_request>("fusee.release_request");
+  cfg.add_message_type<session_ended>("fusee.session_ended");
+  cfg.add_message_type<grant_done>("fusee.grant_done");
+  cfg.add_message_type<std::vector<grant_done>>("fusee.grant_done_list");
+  cfg.add_message_type<grants_made>("fusee.grants_made");
+  cfg.add_message_type<revocation_done>("fusee.revocation_done");
+  cfg.add_message_type<invoker_ready>("fusee.invoker_ready");
+  cfg.add_message_type<call_expired>("fusee.call_expired");
+  // invoker
+  cfg.add_message_type<lease_end>("fusee.lease_end");
+  cfg.add_message_type<shard_status>("fusee.shard_status");
+  cfg.add_message_type<bind_request>("fusee.bind_request");
+  cfg.add_message_type<bind_result>("fusee.bind_result");
+  cfg.add_message_type<shard_reported>("fusee.shard_reported");
+  cfg.add_message_type<invocation_leased>("fusee.invocation_leased");
+  cfg.add_message_type<invocation_ended>("fusee.invocation_ended");
+  cfg.add_message_type<fence_request>("fusee.fence_request");
+  cfg.add_message_type<http_result>("fusee.http_result");
+  cfg.add_message_type<std::vector<shard_actor>>("fusee.shard_actor_list");
+}
+
+}  // namespace fusee::server

@@ -1,0 +1,47 @@
+// A server node's settings, each with its default, declared once (DESIGN.md §8 names). The
+// actors read them from here; app/config.cpp's table points into these structs for TOML, flags,
+// ranges and descriptions. No CAF here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fusee::server {
+
+/// One `[[endpoint]]` table: an HTTP endpoint the invoker may wake.
+struct endpoint_settings {
+  std::string url;
+  std::vector<std::string> types;  ///< workflow types it has code for; empty = all
+  std::string secret_file;
+  std::string secret;  ///< the file's bytes less trailing CR/LF (read by validation); never logged
+  uint32_t concurrency = 16;
+  uint32_t budget_ms = 60000;
+  uint32_t max_shards = 0;  ///< 0 = no limit
+  uint32_t grace_ms = 30000;
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+};
+
+struct node_settings {
+  // [server]
+  std::string data_dir = "./data";
+  uint32_t shards = 16;
+  std::string listen = "127.0.0.1:7400";
+  std::string admin_listen = "127.0.0.1:7401";
+  std::string advertise;  ///< put in invocation bodies; empty = the address listened on
+  uint64_t segment_mb = 16;
+  // [liveness]
+  uint32_t ping_interval_ms = 1000;
+  uint32_t timeout_ms = 5000;
+  // [invoker]
+  uint32_t park_ms = 30000;
+  uint32_t close_grace_ms = 2000;
+  // [limits]
+  uint64_t write_buffer_mb = 16;
+  // [[endpoint]]
+  std::vector<endpoint_settings> endpoints;
+};
+
+}  // namespace fusee::server

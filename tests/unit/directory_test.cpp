@@ -1,0 +1,583 @@
+// The directory's lease rules under CAF's deterministic test scheduler, with a fake log and fake
+// sessions: nothing runs unless the test drives it, the log "commits" when the test says so, and
+// timers fire when the test advances the clock.
+#include <doctest/doctest.h>
+
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include <deque>
+#include <map>
+
+#include "actors/directory.hpp"
+#include "actors/message_types.hpp"
+#include "protocol/invocation_request.hpp"
+#include "protocol/messages.hpp"
+
+using namespace fusee;
+using namespace fusee::server;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct test_config : caf::actor_system_config {
+  test_config() {
+    add_server_types(*this);
+    set("scheduler.policy", caf::atom("testing"));
+  }
+};
+
+/// What happened, in order: log entries and frames the sessions got, as text ("revoke 1",
+/// "REVOKED to 1", ...), so tests can check that the log hears of a change first.
+using journal = std::vector<std::string>;
+
+/// The log: records grants and revocations; commit() answers them as the writer would.
+struct fake_log : lease_log {
+  struct entry {
+    bool grant = false;
+    uint64_t token = 0;
+    session_id session = 0;
+    uint32_t shard = 0;
+  };
+  std::vector<entry> queued;
+  std::vector<entry> all;
+  std::map<uint32_t, uint64_t> epochs;  ///< last granted, by shard
+  journal* events = nullptr;
+
+  void grant(uint64_t token, session_id session, proto::shard_id shard) override {
+    queued.push_back({true, token, session, shard.value()});
+    all.push_back(queued.back());
+    events->push_back("grant " + std::to_string(shard.value()));
+  }
+  void revoke(uint64_t token, proto::shard_id shard, proto::epoch_t, session_id) override {
+    queued.push_back({false, token, 0, shard.value()});
+    all.push_back(queued.back());
+    events->push_back("revoke " + std::to_string(shard.value()));
+  }
+  proto::epoch_t recovered_epoch(proto::shard_id shard) const override {
+    auto i = epochs.find(shard.value());
+    return proto::epoch_t{i == epochs.end() ? 0 : i->second};
+  }
+  size_t grants() const {
+    return static_cast<size_t>(
+        std::count_if(all.begin(), all.end(), [](auto& e) { return e.grant; }));
+  }
+};
+
+/// A connection as the directory sees it: records every frame it is told to send.
+struct connection {
+  session_id id = 0;
+  session_actor handle;
+  std::vector<proto::any_message> frames;
+  bool closed = false;
+  journal* events = nullptr;
+
+  template <class T>
+  std::vector<T> all() const {
+    std::vector<T> out;
+    for (auto& f : frames)
+      if (auto* t = std::get_if<T>(&f)) out.push_back(*t);
+    return out;
+  }
+  template <class T>
+  T last() const {
+    auto v = all<T>();
+    REQUIRE_MESSAGE(!v.empty(), "no " << proto::kind_name(static_cast<uint8_t>(T::tag)));
+    return v.back();
+  }
+};
+
+proto::any_message decode_frame(const proto::bytes& frame) {
+  proto::frame_decoder d;
+  d.feed(frame);
+  auto f = d.next();
+  REQUIRE(f);
+  REQUIRE(*f);
+  auto m = proto::decode((*f)->kind, (*f)->body);
+  REQUIRE(m);
+  return std::move(*m);
+}
+
+session_actor::behavior_type session_stub(session_actor::pointer, connection* c) {
+  auto record = [c](const proto::bytes& frame) {
+    c->frames.push_back(decode_frame(frame));
+    c->events->push_back(proto::kind_name(static_cast<uint8_t>(proto::kind_of(c->frames.back()))) +
+                         " to " + std::to_string(c->id));
+  };
+  return {
+      [=](frame_atom, const proto::bytes& frame) { record(frame); },
+      [=](close_atom, const proto::bytes& frame) {
+        record(frame);
+        c->closed = true;
+      },
+      [=](flush_atom) {},
+  };
+}
+
+/// The invoker's scheduler as the directory sees it: holds each bind until the test answers.
+using binder_stub_actor = binder_actor::extend<caf::reacts_to<caf::ok_atom, bind_result>>;
+
+struct binder_state {
+  std::deque<caf::typed_response_promise<bind_result>> waiting;
+  std::vector<shard_actor>* records = nullptr;
+};
+
+binder_stub_actor::behavior_type binder_stub(binder_stub_actor::stateful_pointer<binder_state> self,
+                                             std::vector<shard_actor>* records) {
+  self->state.records = records;
+  return {
+      [=](caf::put_atom, const std::vector<shard_actor>& r) { *self->state.records = r; },
+      [=](const bind_request&) -> caf::typed_response_promise<bind_result> {
+        auto rp = self->make_response_promise<bind_result>();
+        self->state.waiting.push_back(rp);
+        return rp;
+      },
+      [=](caf::ok_atom, bind_result& r) {  // answers the oldest waiting bind
+        if (self->state.waiting.empty()) return;
+        self->state.waiting.front().deliver(std::move(r));
+        self->state.waiting.pop_front();
+      },
+  };
+}
+
+/// A wake record: records what the directory tells it.
+struct wake_log {
+  std::vector<int32_t> leased;
+  std::vector<lease_end> ended;
+  std::vector<uint8_t> due;
+};
+
+shard_actor::behavior_type wake_stub(shard_actor::pointer, wake_log* log) {
+  return {
+      [=](due_atom, uint8_t reasons, const std::string&) { log->due.push_back(reasons); },
+      [=](leased_atom, int32_t endpoint) { log->leased.push_back(endpoint); },
+      [=](const lease_end& e) { log->ended.push_back(e); },
+      [=](tick_atom, uint64_t) {},
+  };
+}
+
+/// The endpoint that owns an invocation, as the directory sees it.
+struct endpoint_log {
+  std::vector<invocation_leased> leased;
+  std::vector<shard_reported> reports;
+};
+
+invocation_actor::behavior_type endpoint_stub(invocation_actor::pointer, endpoint_log* log) {
+  return {
+      [=](const invocation_leased& l) { log->leased.push_back(l); },
+      [=](const shard_reported& r) { log->reports.push_back(r); },
+  };
+}
+
+struct fixture {
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scheduler::test_coordinator& sched =
+      dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  journal events;
+  fake_log log;
+  directory_actor dir;
+  std::deque<connection> conns;  // stable addresses: the stubs hold pointers
+  session_id next_id = 1;
+
+  explicit fixture(uint32_t shards = 4, uint32_t park_ms = 30000) {
+    log.events = &events;
+    node_settings s;
+    s.shards = shards;
+    s.park_ms = park_ms;
+    dir = spawn_directory(sys, s, &log);
+    sched.run();
+  }
+  ~fixture() {
+    caf::anon_send_exit(dir, caf::exit_reason::user_shutdown);
+    for (auto& c : conns)
+      caf::anon_send_exit(c.handle, caf::exit_reason::user_shutdown);
+    sched.run();
+  }
+  void run() { sched.run(); }
+
+  connection& connect() {
+    auto& c = conns.emplace_back();
+    c.id = next_id++;
+    c.events = &events;
+    c.handle = sys.spawn(session_stub, &c);
+    return c;
+  }
+  origin from(connection& c, uint64_t request, uint32_t shard = 0xFFFFFFFFu, uint64_t epoch = 0) {
+    return origin{c.id, c.handle, request, shard, epoch};
+  }
+  /// A worker's HELLO (request id 1).
+  connection& worker(uint32_t max_shards = 0, bool serve_calls = true) {
+    auto& c = connect();
+    caf::anon_send(dir, hello_request{from(c, 1), max_shards, serve_calls, 0});
+    run();
+    return c;
+  }
+  /// The log writes everything queued as one batch and reports it, as the writer does.
+  void commit(uint64_t durable_lsn = 0) {
+    grants_made made;
+    std::vector<revocation_done> revoked;
+    for (auto& e : log.queued) {
+      if (e.grant)
+        made.grants.push_back(
+            grant_done{e.token, e.session, e.shard, ++log.epochs[e.shard], durable_lsn});
+      else
+        revoked.push_back(revocation_done{e.token, e.shard});
+    }
+    log.queued.clear();
+    if (!made.grants.empty()) caf::anon_send(dir, std::move(made));
+    for (auto& r : revoked)
+      caf::anon_send(dir, r);
+    run();
+  }
+  void end(connection& c, bool silent = false) {
+    caf::anon_send(dir, session_ended{c.id, silent});
+    run();
+  }
+  void call(connection& client, uint64_t id, uint32_t shard, uint32_t park_ms = 0) {
+    caf::anon_send(
+        dir, call_request{from(client, id, shard), "start", "", proto::bytes{'{', '}'}, park_ms});
+    run();
+  }
+};
+
+std::vector<uint32_t> shards_of(const std::vector<proto::grant_entry>& grants) {
+  std::vector<uint32_t> out;
+  for (auto& g : grants)
+    out.push_back(g.shard.value());
+  return out;
+}
+
+uint64_t epoch_of(const connection& c, uint32_t shard) {
+  for (auto& l : c.all<proto::lease>())
+    for (auto& g : l.grants)
+      if (g.shard.value() == shard) return g.epoch.value();
+  for (auto& l : c.all<proto::grant>())
+    for (auto& g : l.grants)
+      if (g.shard.value() == shard) return g.epoch.value();
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("a worker's LEASE holds every free shard up to max_shards, sent once the grants are "
+          "durable") {
+  fixture f;
+  auto& a = f.worker(3);
+  CHECK(f.log.grants() == 3);
+  CHECK(a.frames.empty());  // the grants are still in the log
+  f.commit(7);
+  auto lease = a.last<proto::lease>();
+  CHECK(lease.id == 1);
+  CHECK(lease.shard_count == 4);
+  CHECK(lease.ping_interval_ms == 1000);
+  CHECK(lease.timeout_ms == 5000);
+  CHECK(shards_of(lease.grants) == std::vector<uint32_t>{0, 1, 2});
+  for (auto& g : lease.grants) {
+    CHECK(g.epoch.value() == 1);
+    CHECK(g.durable_lsn.value() == 7);
+  }
+}
+
+TEST_CASE("epochs continue from the ones the log recovered") {
+  fixture f{2};
+  // A fresh directory on a log whose shard 1 was last granted under epoch 9 before a restart:
+  // a connection naming epoch 9 is told it is stale, not that it never held it.
+  f.log.epochs[1] = 9;
+  node_settings s;
+  s.shards = 2;
+  auto dir = spawn_directory(f.sys, s, &f.log);
+  auto& c = f.connect();
+  caf::anon_send(dir, release_request{f.from(c, 5, 1, 9)});
+  f.run();
+  auto err = c.last<proto::err>();
+  CHECK(err.code == uint16_t(proto::err_code::stale_epoch));
+  caf::anon_send_exit(dir, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("standbys get freed shards in connection order, each within its max_shards") {
+  fixture f;
+  auto& a = f.worker();
+  f.commit();
+  REQUIRE(a.last<proto::lease>().grants.size() == 4);
+  auto& b = f.worker(1);  // standby for one shard
+  auto& c = f.worker();   // standby for any number
+  CHECK(b.last<proto::lease>().grants.empty());
+  CHECK(c.last<proto::lease>().grants.empty());
+  f.end(a);
+  CHECK(f.log.grants() == 4);  // nothing is offered before the revocations are through the log
+  f.commit();                  // the revocations
+  CHECK(f.log.grants() == 8);
+  f.commit();  // the new grants
+  auto gb = b.last<proto::grant>();
+  auto gc = c.last<proto::grant>();
+  CHECK(shards_of(gb.grants) == std::vector<uint32_t>{0});  // b came first, and takes one
+  CHECK(shards_of(gc.grants) == std::vector<uint32_t>{1, 2, 3});
+  for (auto& g : gc.grants)
+    CHECK(g.epoch.value() == 2);  // strictly greater than a's
+}
+
+TEST_CASE("RELEASE answers OK once the revocation is through the log and the shard goes to a "
+          "standby, never back to the releaser") {
+  fixture f{2};
+  auto& a = f.worker();
+  f.commit();
+  auto& b = f.worker();
+  auto e0 = epoch_of(a, 0);
+  // the wrong epoch is refused and nothing reaches the log
+  caf::anon_send(f.dir, release_request{f.from(a, 9, 0, e0 + 1)});
+  f.run();
+  CHECK(a.last<proto::err>().code == uint16_t(proto::err_code::not_holder));
+  CHECK(f.log.queued.empty());
+  caf::anon_send(f.dir, release_request{f.from(a, 10, 0, e0)});
+  f.run();
+  REQUIRE(f.log.queued.size() == 1);
+  CHECK_FALSE(f.log.queued[0].grant);
+  CHECK(a.all<proto::ok>().empty());  // not before the log has it
+  f.commit();
+  CHECK(a.last<proto::ok>().id == 10);
+  f.commit();
+  CHECK(shards_of(b.last<proto::grant>().grants) == std::vector<uint32_t>{0});
+  CHECK(a.all<proto::grant>().empty());
+  // released again by b, with a the only one waiting: a never gets it back
+  caf::anon_send(f.dir, release_request{f.from(b, 11, 0, epoch_of(b, 0))});
+  f.run();
+  f.commit();
+  f.commit();
+  CHECK(a.all<proto::grant>().empty());
+  CHECK(f.log.grants() == 3);
+}
+
+TEST_CASE("after DRAIN no call is relayed to the worker, and its OK waits for the calls routed "
+          "before it") {
+  fixture f{2};
+  auto& a = f.worker();
+  f.commit();
+  auto& client = f.connect();
+  f.call(client, 100, 0);
+  auto rc = a.last<proto::relayed_call>();
+  caf::anon_send(f.dir, drain_request{f.from(a, 20), {0}});
+  f.run();
+  CHECK(a.all<proto::ok>().empty());  // the call routed before it is not answered yet
+  f.call(client, 101, 0);
+  CHECK(a.all<proto::relayed_call>().size() == 1);  // parked, not relayed
+  caf::anon_send(f.dir, call_reply_request{f.from(a, 0, 0, epoch_of(a, 0)), rc.relay, true,
+                                           proto::bytes{'1'}});
+  f.run();
+  CHECK(a.last<proto::ok>().id == 20);
+  auto res = client.last<proto::call_result>();
+  CHECK(res.id == 100);
+  CHECK(res.status == uint8_t(proto::call_status::ok));
+  // the parked call goes to the next holder
+  auto& b = f.worker();
+  f.end(a);
+  f.commit();
+  f.commit();
+  CHECK(b.last<proto::relayed_call>().relay != rc.relay);
+}
+
+TEST_CASE("fencing revokes in the log before the worker hears REVOKED, and keeps its "
+          "connection") {
+  fixture f{2};
+  auto& a = f.worker();
+  f.commit();
+  f.events.clear();
+  caf::anon_send(f.dir, fence_request{a.id});
+  f.run();
+  REQUIRE(f.events.size() == 3);
+  CHECK(f.events[0] == "revoke 0");
+  CHECK(f.events[1] == "revoke 1");
+  CHECK(f.events[2] == "REVOKED to " + std::to_string(a.id));
+  auto revoked = a.last<proto::revoked>();
+  CHECK(revoked.shards.size() == 2);
+  CHECK(revoked.reason == "the invocation ended");
+  CHECK_FALSE(a.closed);
+  // later requests under the fenced epoch are stale
+  caf::anon_send(f.dir, release_request{f.from(a, 3, 0, epoch_of(a, 0))});
+  f.run();
+  CHECK(a.last<proto::err>().code == uint16_t(proto::err_code::stale_epoch));
+}
+
+TEST_CASE("a silent worker gets REVOKED and is closed; the standby gets its shards") {
+  fixture f{2};
+  auto& a = f.worker();
+  f.commit();
+  auto& b = f.worker();
+  f.end(a, true);
+  CHECK(a.closed);
+  auto revoked = a.last<proto::revoked>();
+  CHECK(revoked.shards.size() == 2);
+  CHECK(revoked.reason.find("liveness") != std::string::npos);
+  f.commit();
+  f.commit();
+  CHECK(shards_of(b.last<proto::grant>().grants) == std::vector<uint32_t>{0, 1});
+}
+
+TEST_CASE("a call with no holder parks and expires exactly after its park time, with status 2") {
+  fixture f{4, 30000};
+  auto& client = f.connect();
+  f.call(client, 5, 2, 250);
+  CHECK(client.frames.empty());
+  f.sched.advance_time(249ms);
+  f.run();
+  CHECK(client.frames.empty());
+  f.sched.advance_time(1ms);
+  f.run();
+  auto res = client.last<proto::call_result>();
+  CHECK(res.id == 5);
+  CHECK(res.status == uint8_t(proto::call_status::parked_too_long));
+  // park_ms 0 means the server's own limit; a larger one is lowered to it
+  f.call(client, 6, 2, 0);
+  f.call(client, 7, 2, 90000);
+  f.sched.advance_time(29999ms);
+  f.run();
+  CHECK(client.all<proto::call_result>().size() == 1);
+  f.sched.advance_time(1ms);
+  f.run();
+  CHECK(client.all<proto::call_result>().size() == 3);
+  // no such shard: status 4 at once
+  f.call(client, 8, 4);
+  CHECK(client.last<proto::call_result>().status == uint8_t(proto::call_status::bad_request));
+}
+
+TEST_CASE("calls in flight to a holder that goes away end with status 3") {
+  fixture f{1};
+  auto& a = f.worker();
+  f.commit();
+  auto& client = f.connect();
+  f.call(client, 1, 0);
+  f.call(client, 2, 0);
+  CHECK(a.all<proto::relayed_call>().size() == 2);
+  f.end(a);
+  auto results = client.all<proto::call_result>();
+  REQUIRE(results.size() == 2);
+  for (auto& r : results)
+    CHECK(r.status == uint8_t(proto::call_status::holder_lost));
+}
+
+namespace {
+
+/// A directory with the invoker's parts stubbed: a binder that holds binds until answered, one
+/// wake record per shard, an endpoint.
+struct invoked_fixture : fixture {
+  std::vector<shard_actor> records;
+  std::vector<wake_log> wake;
+  endpoint_log ep;
+  binder_stub_actor binder;
+  invocation_actor endpoint;
+
+  explicit invoked_fixture(uint32_t shards = 4) : fixture(shards), wake(shards) {
+    binder = sys.spawn(binder_stub, &records);
+    endpoint = sys.spawn(endpoint_stub, &ep);
+    std::vector<shard_actor> recs;
+    for (auto& w : wake)
+      recs.push_back(sys.spawn(wake_stub, &w));
+    caf::anon_send(dir, invoker_ready{binder, recs});
+    run();
+    REQUIRE(records.size() == shards);  // handed on to the scheduler
+  }
+  ~invoked_fixture() {
+    caf::anon_send_exit(binder, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(endpoint, caf::exit_reason::user_shutdown);
+    for (auto& r : records)
+      caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
+    run();
+  }
+  connection& invoked(uint64_t invocation) {
+    auto& c = connect();
+    caf::anon_send(dir, hello_request{from(c, 1), 0, true, invocation});
+    run();
+    return c;
+  }
+  void answer(bind_result r) {
+    caf::anon_send(binder, caf::ok_atom::value, std::move(r));
+    run();
+  }
+  bind_result bound(std::vector<uint32_t> shards) {
+    return bind_result{bind_code::bound, std::move(shards), 900, 0, endpoint};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a worker that leaves while its invocation's bind answer is on its way holds no lease") {
+  invoked_fixture f;
+  auto& a = f.invoked(77);
+  f.end(a);  // BYE before the invoker answered
+  f.answer(f.bound({0, 1}));
+  CHECK(f.log.grants() == 0);
+  CHECK(a.frames.empty());
+  // and the shards are still free for the next worker
+  auto& b = f.worker();
+  f.commit();
+  CHECK(b.last<proto::lease>().grants.size() == 4);
+}
+
+TEST_CASE("an invoked worker gets exactly its invocation's free shards, or ERR when the "
+          "invocation is unknown or taken") {
+  invoked_fixture f;
+  auto& a = f.invoked(77);
+  f.answer(f.bound({2, 1, 2}));
+  f.commit();
+  auto lease = a.last<proto::lease>();
+  CHECK(shards_of(lease.grants) == std::vector<uint32_t>{1, 2});
+  CHECK(lease.remaining_ms == 900);
+  REQUIRE(f.ep.leased.size() == 1);  // the endpoint hears of it straight from the directory
+  CHECK(f.ep.leased[0].invocation == 77);
+  CHECK(f.ep.leased[0].shards == 2);
+  CHECK(f.wake[1].leased == std::vector<int32_t>{0});  // the record learns its last endpoint
+  auto& b = f.invoked(78);
+  f.answer(bind_result{bind_code::unknown, {}, 0, -1, {}});
+  CHECK(b.closed);
+  CHECK(b.last<proto::err>().code == uint16_t(proto::err_code::unknown_invocation));
+  auto& c = f.invoked(77);
+  f.answer(bind_result{bind_code::taken, {}, 0, -1, {}});
+  CHECK(c.closed);
+  CHECK(c.last<proto::err>().code == uint16_t(proto::err_code::invocation_taken));
+}
+
+TEST_CASE("an invoked worker's IDLE report reaches its wake record and its endpoint when the "
+          "lease ends") {
+  invoked_fixture f;
+  auto& a = f.invoked(77);
+  f.answer(f.bound({1}));
+  f.commit();
+  shard_report r;
+  r.shard = 1;
+  r.epoch = epoch_of(a, 1);
+  r.end.due_in_ms = 100;
+  r.end.steps = 5;
+  r.end.open_us = 1234;
+  caf::anon_send(f.dir, idle_request{f.from(a, 30), {r}});
+  f.run();
+  CHECK(a.last<proto::ok>().id == 30);
+  caf::anon_send(f.dir, fence_request{a.id});
+  f.run();
+  f.commit();
+  REQUIRE(f.wake[1].ended.size() == 1);
+  auto& end = f.wake[1].ended[0];
+  CHECK_FALSE(end.crashed);
+  CHECK(end.invoked);
+  CHECK(end.due_in_ms == 100);
+  CHECK(end.steps == 5);
+  REQUIRE(f.ep.reports.size() == 1);
+  CHECK(f.ep.reports[0].steps == 5);
+  CHECK(f.ep.reports[0].open_us == 1234);
+  // a lease that ends without a report is a crash, and the endpoint hears nothing
+  auto& b = f.invoked(79);
+  f.answer(f.bound({1}));
+  f.commit();
+  f.end(b);
+  REQUIRE(f.wake[1].ended.size() == 2);
+  CHECK(f.wake[1].ended[1].crashed);
+  CHECK(f.ep.reports.size() == 1);
+}
+
+TEST_CASE("a call parked for a shard nobody holds makes its wake record due, with the start's "
+          "type") {
+  invoked_fixture f;
+  auto& client = f.connect();
+  caf::anon_send(f.dir, call_request{f.from(client, 1, 3), "start", "billing", {}, 0});
+  f.run();
+  CHECK(f.wake[3].due == std::vector<uint8_t>{proto::reason_call});
+}
