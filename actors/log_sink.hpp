@@ -7,7 +7,7 @@
 #include <unordered_map>
 
 #include "actors/directory_interface.hpp"
-#include "actors/wal_writer.hpp"
+#include "actors/wal/wal_writer.hpp"
 
 namespace fusee::server {
 

@@ -16,7 +16,7 @@
 #include "actors/directory_interface.hpp"
 #include "actors/log_sink.hpp"
 #include "actors/out_lane.hpp"
-#include "actors/wal_writer.hpp"
+#include "actors/wal/wal_writer.hpp"
 #include "protocol/messages.hpp"
 
 namespace fusee::server {

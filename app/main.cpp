@@ -1,50 +1,14 @@
-// The fusee command: `fusee server`, `fusee disk-check`.
-#include <algorithm>
+// The fusee command: `fusee server`, `handler`, `call`, `disk-check`.
 #include <cstdio>
-#include <filesystem>
 
 #include <CLI/CLI.hpp>
 #include <curl/curl.h>
 
-#include "actors/wal_writer.hpp"
 #include "app/call.hpp"
 #include "app/config.hpp"
+#include "app/disk_check.hpp"
 #include "app/handler.hpp"
 #include "app/server_main.hpp"
-
-namespace {
-
-int disk_check(const std::string& dir, int n, int idle_ms) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  // The log overwrites preallocated segments; appending to a growing file is shown for contrast.
-  // The idle case is what a cold wake's grant meets: some disks are much slower after a pause.
-  struct run {
-    const char* what;
-    bool preallocated;
-    int runs, idle_ms;
-  };
-  std::vector<run> runs{{"overwrite (as the log writes)", true, n, 0},
-                        {"append (growing file)", false, n, 0}};
-  if (idle_ms > 0)
-    runs.push_back(
-        {"overwrite after idle time (as a cold wake's grant)", true, std::min(n, 100), idle_ms});
-  for (auto& r : runs) {
-    auto us = fusee::server::wal_writer::measure_fsync_us(dir, r.runs, r.preallocated, r.idle_ms);
-    if (us.size() < static_cast<size_t>(r.runs)) {
-      std::fprintf(stderr, "fusee disk-check: cannot write and fdatasync in %s\n", dir.c_str());
-      return 1;
-    }
-    std::sort(us.begin(), us.end());
-    auto pct = [&](double p) { return us[std::min(us.size() - 1, size_t(p * us.size()))]; };
-    auto idle = r.idle_ms > 0 ? ", " + std::to_string(r.idle_ms) + " ms idle before each" : "";
-    std::printf("%s: fdatasync of 4 KiB in %s, %d runs%s: p50 %.0f us, p99 %.0f us, max %.0f us\n",
-                r.what, dir.c_str(), r.runs, idle.c_str(), pct(0.50), pct(0.99), us.back());
-  }
-  return 0;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   // libcurl's global state must be set up before any thread exists (STACK.md §7.16).
@@ -115,7 +79,7 @@ int main(int argc, char** argv) {
 
   if (*handler) return fusee::app::run_handler(hcfg);
 
-  if (*check) return disk_check(check_dir, check_runs, check_idle_ms);
+  if (*check) return fusee::app::run_disk_check(check_dir, check_runs, check_idle_ms);
 
   if (list_settings) {
     std::fputs(fusee::app::describe_settings().c_str(), stdout);

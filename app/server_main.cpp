@@ -13,7 +13,7 @@
 #include "actors/log_sink.hpp"
 #include "actors/message_types.hpp"
 #include "actors/session.hpp"
-#include "actors/wal_writer.hpp"
+#include "actors/wal/wal_writer.hpp"
 #include "app/admin_routes.hpp"
 
 namespace fusee::app {
@@ -47,17 +47,13 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   server::log_sink sink;
-  server::wal_options wopts;
-  wopts.dir = cfg.data_dir;
-  wopts.shards = cfg.shards;
-  wopts.segment_bytes = cfg.segment_mb << 20;
-  std::string err;
   server::wal_recovery_report rep;
-  auto wal = server::wal_writer::open(wopts, &sink, &err, &rep);
-  if (!wal) {
-    std::fprintf(stderr, "fusee server: %s\n", err.c_str());
+  auto opened = server::wal_writer::open(server::wal_options::of(cfg), &sink, &rep);
+  if (!opened) {
+    std::fprintf(stderr, "fusee server: %s\n", opened.err().message.c_str());
     return 1;
   }
+  auto wal = std::move(*opened);
   std::fprintf(stderr,
                "fusee server: recovered %llu records in %llu batches from %llu segments of %s\n",
                (unsigned long long)rep.records, (unsigned long long)rep.batches,

@@ -1,7 +1,9 @@
-// result<T>: a value or a proto::error (std::expected arrives with C++23).
+// result<T>: a value or a proto::error (std::expected arrives with C++23); result<void>: success
+// or an error.
 #pragma once
 
 #include <cassert>
+#include <optional>
 #include <utility>
 #include <variant>
 
@@ -42,6 +44,25 @@ public:
 
 private:
   std::variant<T, error> v_;
+};
+
+/// A success without a value, or an error.
+template <>
+class [[nodiscard]] result<void> {
+public:
+  result() = default;
+  result(error err) : err_(std::move(err)) {}
+
+  bool has_value() const { return !err_; }
+  explicit operator bool() const { return has_value(); }
+
+  const error& err() const {
+    assert(err_);
+    return *err_;
+  }
+
+private:
+  std::optional<error> err_;
 };
 
 /// Makes an error value: `return fail(err_code::bad_body, "...")`.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <random>
 #include <stdexcept>
 #include <string_view>
@@ -38,6 +39,19 @@ inline proto::bytes from_hex(std::string_view hex) {
 inline proto::bytes to_bytes(std::string_view s) {
   return proto::bytes(s.begin(), s.end());
 }
+
+/// A fresh directory under the system's temp dir, removed with everything in it.
+struct temp_dir {
+  std::filesystem::path path;
+  temp_dir() {
+    std::random_device rd;
+    path = std::filesystem::temp_directory_path() / ("fusee-unit-" + std::to_string(rd()));
+    std::filesystem::create_directories(path);
+  }
+  ~temp_dir() { std::filesystem::remove_all(path); }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+};
 
 /// A seeded generator, so a failing run can be repeated.
 inline std::mt19937_64& rng() {

@@ -6,10 +6,12 @@
 #include <mutex>
 #include <random>
 
-#include "actors/wal_writer.hpp"
+#include "actors/wal/wal_writer.hpp"
+#include "test_util.hpp"
 
 using namespace fusee;
 using namespace fusee::server;
+using fusee::test::temp_dir;
 namespace fs = std::filesystem;
 
 namespace {
@@ -57,20 +59,17 @@ struct recording_sink : wal_sink {
   }
 };
 
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("fusee-wal-test-" + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~temp_dir() { fs::remove_all(path); }
-};
-
 wal_append app(session_id s, uint64_t id, uint32_t shard, uint64_t epoch, uint64_t first,
                std::string rec) {
   return wal_append{
       s, id, shard_id{shard}, epoch_t{epoch}, lsn_t{first}, {proto::bytes(rec.begin(), rec.end())}};
+}
+
+/// Opens the log on `dir` (which must succeed).
+std::unique_ptr<wal_writer> open_log(const fs::path& dir, uint32_t shards, wal_sink* sink) {
+  auto opened = wal_writer::open(wal_options{dir, shards}, sink);
+  REQUIRE_MESSAGE(opened, (opened ? "" : opened.err().message));
+  return std::move(*opened);
 }
 
 }  // namespace
@@ -78,9 +77,7 @@ wal_append app(session_id s, uint64_t id, uint32_t shard, uint64_t epoch, uint64
 TEST_CASE("the log checks holder, epoch and LSN at commit") {
   temp_dir tmp;
   recording_sink sink;
-  std::string err;
-  auto wal = wal_writer::open(wal_options{tmp.path, 2}, &sink, &err);
-  REQUIRE_MESSAGE(wal, err);
+  auto wal = open_log(tmp.path, 2, &sink);
   wal->submit(wal_grant{1, 7, shard_id{0}});
   REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
   CHECK(sink.granted[0].epoch == epoch_t{1});
@@ -109,9 +106,7 @@ TEST_CASE("a failed write is reported, never acknowledged, and the shard refuses
   temp_dir tmp;
   {
     recording_sink sink;
-    std::string err;
-    auto wal = wal_writer::open(wal_options{tmp.path, 1}, &sink, &err);
-    REQUIRE(wal);
+    auto wal = open_log(tmp.path, 1, &sink);
     wal->submit(wal_grant{1, 7, shard_id{0}});
     wal->submit(app(7, 1, 0, 1, 1, "durable"));
     REQUIRE(sink.await([&] { return sink.durable.size() == 1; }));
@@ -125,9 +120,7 @@ TEST_CASE("a failed write is reported, never acknowledged, and the shard refuses
     CHECK(sink.durable.size() == 1);  // nothing after the failure was acknowledged
   }
   recording_sink sink;
-  std::string err;
-  auto wal = wal_writer::open(wal_options{tmp.path, 1}, &sink, &err);
-  REQUIRE(wal);
+  auto wal = open_log(tmp.path, 1, &sink);
   CHECK(wal->recovered_durable_lsn(shard_id{0}) == lsn_t{1});
   CHECK(wal->recovered_epoch(shard_id{0}) == epoch_t{1});
 }
@@ -135,9 +128,7 @@ TEST_CASE("a failed write is reported, never acknowledged, and the shard refuses
 TEST_CASE("group commit: everything queued while a batch is written shares the next fsync") {
   temp_dir tmp;
   recording_sink sink;
-  std::string err;
-  auto wal = wal_writer::open(wal_options{tmp.path, 64}, &sink, &err);
-  REQUIRE(wal);
+  auto wal = open_log(tmp.path, 64, &sink);
   std::vector<wal_entry> grants;
   for (uint32_t s = 0; s < 64; ++s)
     grants.push_back(wal_grant{s, 100 + s, shard_id{s}});
@@ -157,8 +148,8 @@ TEST_CASE("group commit: everything queued while a batch is written shares the n
 TEST_CASE("a data dir refuses a different shard count") {
   temp_dir tmp;
   recording_sink sink;
-  std::string err;
-  REQUIRE(wal_writer::open(wal_options{tmp.path, 4}, &sink, &err));
-  CHECK_FALSE(wal_writer::open(wal_options{tmp.path, 5}, &sink, &err));
-  CHECK(err.find("created with 4 shards") != std::string::npos);
+  open_log(tmp.path, 4, &sink);
+  auto again = wal_writer::open(wal_options{tmp.path, 5}, &sink);
+  REQUIRE_FALSE(again);
+  CHECK(again.err().message.find("created with 4 shards") != std::string::npos);
 }

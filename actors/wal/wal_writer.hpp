@@ -9,21 +9,20 @@
 //
 // Threading: submit() may be called from any thread; every sink callback runs on the writer
 // thread, in submission order per session. No CAF here: the glue lives in log_sink.
+//
+// The pieces live in actors/wal/: the on-disk format (format.hpp), file I/O (file_io.hpp),
+// recovery (recovery.hpp), the segment files (segments.hpp), checkpoints (checkpoints.hpp); this
+// file is the writer: admission, batching, acknowledgements, failures and reads.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <filesystem>
-#include <mutex>
-#include <optional>
+#include <memory>
 #include <string>
-#include <thread>
-#include <unordered_map>
 #include <variant>
 #include <vector>
 
 #include "actors/lease_log.hpp"
+#include "actors/wal/options.hpp"
 #include "protocol/errors.hpp"
 #include "protocol/ids.hpp"
 #include "protocol/messages.hpp"
@@ -115,31 +114,13 @@ public:
   virtual void on_io_failed(session_id s, shard_id shard, epoch_t epoch, std::string message) = 0;
 };
 
-struct wal_options {
-  std::filesystem::path
-      dir;  ///< data dir; the log lives in dir/wal, checkpoints in dir/checkpoints
-  uint32_t shards = 16;
-  uint64_t segment_bytes = 16ull << 20;  ///< preallocated size; a new segment starts past it
-  uint32_t max_read_bytes = 16u << 20;   ///< cap on one RECOVER_LOG page (the first record always)
-  uint32_t spin_us = 100;  ///< longest the writer spins for more work before it sleeps (0: never)
-};
-
-/// What recovery found, for logs and tests.
-struct wal_recovery_report {
-  uint64_t segments = 0;
-  uint64_t batches = 0;
-  uint64_t records = 0;
-  uint64_t torn_bytes = 0;  ///< dropped from the tail of the last segment
-  std::string torn_reason;
-};
-
 class wal_writer final : public lease_log {
 public:
-  /// Opens (creating if needed) and recovers the log. Fails with a message on a shard-count
-  /// mismatch or on corruption anywhere but the tail of the last segment.
-  static std::unique_ptr<wal_writer> open(const wal_options& opts, wal_sink* sink,
-                                          std::string* error,
-                                          wal_recovery_report* report = nullptr);
+  /// Opens (creating if needed) and recovers the log (wal/recovery.hpp lists the outcomes),
+  /// then starts the writer thread. Fails with a message naming the file on a shard-count
+  /// mismatch or on damage anywhere but a torn tail of the last segment.
+  static proto::result<std::unique_ptr<wal_writer>> open(const wal_options& opts, wal_sink* sink,
+                                                         wal_recovery_report* report = nullptr);
   ~wal_writer() override;
   wal_writer(const wal_writer&) = delete;
   wal_writer& operator=(const wal_writer&) = delete;
@@ -169,12 +150,6 @@ public:
 
   /// Test hook (fault injection): the next batch write fails as if the disk returned EIO.
   void inject_write_failure();
-
-  /// The fdatasync latency of the disk under `dir`: n timed pwrite+fdatasync of 4 KiB, either
-  /// appending to a growing file or overwriting a preallocated one (what the log does), with
-  /// `idle_ms` of idle time before each (a cold wake's grant comes after idle time). Blocks.
-  static std::vector<double> measure_fsync_us(const std::filesystem::path& dir, int n,
-                                              bool preallocated, int idle_ms = 0);
 
   struct impl;
 

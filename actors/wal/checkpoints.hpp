@@ -1,0 +1,28 @@
+// Per-shard checkpoint files (format.hpp): one blob per shard, replaced atomically and durably.
+// Blocking: the log's writer thread and start-up only.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "actors/wal/file_io.hpp"
+#include "actors/wal/format.hpp"
+
+namespace fusee::server::wal {
+
+class checkpoint_store {
+public:
+  explicit checkpoint_store(fs::path dir) : dir_(std::move(dir)) {}
+
+  /// Replaces the shard's checkpoint; durable when it returns.
+  proto::result<void> write(uint32_t shard, uint64_t lsn, byte_view data) const;
+  /// The shard's checkpoint, or nothing if it has none; a damaged file is an error naming it.
+  proto::result<std::optional<checkpoint_file>> read(uint32_t shard) const;
+
+  fs::path path(uint32_t shard) const;
+
+private:
+  fs::path dir_;
+};
+
+}  // namespace fusee::server::wal

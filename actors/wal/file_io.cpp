@@ -1,0 +1,125 @@
+#include "actors/wal/file_io.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace fusee::server::wal {
+
+proto::error io_error(const std::string& what, const fs::path& path) {
+  return proto::error{proto::err_code::io,
+                      what + " " + path.string() + ": " + std::strerror(errno)};
+}
+
+file::~file() {
+  close();
+}
+
+file& file::operator=(file&& o) noexcept {
+  if (this != &o) {
+    close();
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+void file::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+proto::result<file> file::open(const fs::path& path, int flags, int mode) {
+  int fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
+  if (fd < 0) return io_error("open", path);
+  return file{fd};
+}
+
+proto::result<void> file::write_at(proto::byte_view data, uint64_t offset,
+                                   const fs::path& path) const {
+  const uint8_t* p = data.data();
+  size_t n = data.size();
+  while (n > 0) {
+    ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return io_error("write", path);
+    p += w;
+    n -= static_cast<size_t>(w);
+    offset += static_cast<uint64_t>(w);
+  }
+  return {};
+}
+
+proto::result<void> file::read_at(proto::bytes& out, uint64_t offset, const fs::path& path) const {
+  uint8_t* p = out.data();
+  size_t n = out.size();
+  while (n > 0) {
+    ssize_t r = ::pread(fd_, p, n, static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return io_error("read", path);
+    if (r == 0)
+      return proto::error{proto::err_code::io,
+                          "read " + path.string() + ": file ends at " + std::to_string(offset)};
+    p += r;
+    n -= static_cast<size_t>(r);
+    offset += static_cast<uint64_t>(r);
+  }
+  return {};
+}
+
+proto::result<void> file::sync(const fs::path& path) const {
+  if (::fdatasync(fd_) != 0) return io_error("fdatasync", path);
+  return {};
+}
+
+proto::result<uint64_t> file::size(const fs::path& path) const {
+  struct stat sb {};
+  if (::fstat(fd_, &sb) != 0) return io_error("stat", path);
+  return static_cast<uint64_t>(sb.st_size);
+}
+
+proto::result<proto::bytes> read_file(const fs::path& path) {
+  auto f = file::open(path, O_RDONLY);
+  if (!f) return f.err();
+  auto n = f->size(path);
+  if (!n) return n.err();
+  proto::bytes all(*n);
+  if (auto r = f->read_at(all, 0, path); !r) return r.err();
+  return all;
+}
+
+proto::result<void> sync_dir(const fs::path& dir) {
+  auto d = file::open(dir, O_RDONLY | O_DIRECTORY);
+  if (!d) return d.err();
+  if (::fsync(d->fd()) != 0) return io_error("fsync", dir);
+  return {};
+}
+
+proto::result<void> write_file_durably(const fs::path& path, proto::byte_view data) {
+  auto tmp = path;
+  tmp += ".tmp";
+  {
+    auto f = file::open(tmp, O_WRONLY | O_CREAT | O_TRUNC);
+    if (!f) return f.err();
+    if (auto r = f->write_at(data, 0, tmp); !r) return r;
+    if (auto r = f->sync(tmp); !r) return r;
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return io_error("rename", tmp);
+  return sync_dir(path.parent_path());
+}
+
+proto::result<void> create_zero_file(const fs::path& path, uint64_t size) {
+  auto f = file::open(path, O_WRONLY | O_CREAT | O_TRUNC);
+  if (!f) return f.err();
+  proto::bytes zeros(1 << 20, 0);
+  for (uint64_t off = 0; off < size; off += zeros.size()) {
+    auto n = static_cast<size_t>(std::min<uint64_t>(zeros.size(), size - off));
+    if (auto r = f->write_at(proto::byte_view{zeros.data(), n}, off, path); !r) return r;
+  }
+  return f->sync(path);
+}
+
+}  // namespace fusee::server::wal

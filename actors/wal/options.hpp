@@ -1,0 +1,33 @@
+// The log's settings and what its recovery reports.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace fusee::server {
+
+struct node_settings;
+
+struct wal_options {
+  std::filesystem::path
+      dir;  ///< data dir; the log lives in dir/wal, checkpoints in dir/checkpoints
+  uint32_t shards = 0;
+  uint64_t segment_bytes = 16ull << 20;  ///< preallocated size; a new segment starts past it
+  uint32_t max_read_bytes = 16u << 20;   ///< cap on one RECOVER_LOG page (the first record always)
+  uint32_t spin_us = 100;  ///< longest the writer spins for more work before it sleeps (0: never)
+
+  /// The node's data dir, shard count and segment size.
+  static wal_options of(const node_settings& settings);
+};
+
+/// What recovery found, for logs and tests.
+struct wal_recovery_report {
+  uint64_t segments = 0;
+  uint64_t batches = 0;
+  uint64_t records = 0;
+  uint64_t torn_bytes = 0;  ///< dropped from the tail of the last segment
+  std::string torn_reason;  ///< names the file and offset
+};
+
+}  // namespace fusee::server

@@ -1,0 +1,243 @@
+#include "actors/wal/recovery.hpp"
+
+#include <algorithm>
+
+#include <fcntl.h>
+
+#include "actors/wal/checkpoints.hpp"
+
+namespace fusee::server::wal {
+
+namespace {
+
+proto::error refuse(std::string message) {
+  return proto::error{proto::err_code::io, std::move(message)};
+}
+
+std::string at(const fs::path& path, size_t offset) {
+  return path.string() + " at offset " + std::to_string(offset);
+}
+
+/// Checks fusee.meta against the configured shard count; writes it for a new data dir.
+proto::result<void> check_meta(const wal_options& opts) {
+  auto path = opts.dir / "fusee.meta";
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    auto text = encode(meta_file{format_version, opts.shards});
+    return write_file_durably(path, proto::as_bytes(text));
+  }
+  auto all = read_file(path);
+  if (!all) return all.err();
+  auto meta =
+      decode_meta(std::string_view{reinterpret_cast<const char*>(all->data()), all->size()});
+  if (!meta) return refuse(path.string() + ": " + meta.err().message);
+  if (meta->shards != opts.shards)
+    return refuse("data dir " + opts.dir.string() + " was created with " +
+                  std::to_string(meta->shards) + " shards; `shards` is " +
+                  std::to_string(opts.shards) + ". The shard count is fixed per data dir.");
+  return {};
+}
+
+/// The segment files in the wal dir, by seq; removes stale temporary files.
+proto::result<std::vector<std::pair<uint64_t, fs::path>>> list_segments(const fs::path& dir) {
+  std::vector<std::pair<uint64_t, fs::path>> out;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    auto name = it->path().filename().string();
+    if (auto seq = parse_segment_name(name))
+      out.emplace_back(*seq, it->path());
+    else if (name.starts_with("seg-"))
+      return refuse(it->path().string() +
+                    ": not a segment name (seg-<16 lowercase hex digits>.wal); move it out of " +
+                    dir.string() + " if it is not part of the log");
+    else if (name.ends_with(".tmp") || name.ends_with(".prep"))
+      fs::remove(it->path(), ec);
+  }
+  if (ec) return refuse("list " + dir.string() + ": " + ec.message());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// True if a whole batch with a valid checksum starts anywhere in data[from, end).
+bool valid_batch_after(byte_view data, size_t from) {
+  static constexpr uint8_t magic[4] = {'F', 'W', 'B', '1'};
+  for (size_t p = from; p + batch_header_size <= data.size(); ++p) {
+    if (!std::equal(magic, magic + 4, data.begin() + static_cast<ptrdiff_t>(p))) continue;
+    auto h = decode_batch_header(data.subspan(p));
+    if (h && h->len <= data.size() - p - batch_header_size &&
+        batch_checksum_ok(*h, data.subspan(p + batch_header_size, h->len)))
+      return true;
+  }
+  return false;
+}
+
+struct scanner {
+  const wal_options& opts;
+  recovered_log& log;
+  uint64_t next_batch_seq = 0;  ///< 0: the chain is not known yet
+  uint32_t prev_crc = 0;
+
+  proto::result<void> apply(const section& s, uint64_t seg_seq, uint64_t body_at, byte_view body) {
+    auto bad_shard = [&](uint32_t shard) {
+      return refuse("section for shard " + std::to_string(shard) + " of a log with " +
+                    std::to_string(log.shards.size()) + " shards");
+    };
+    if (auto* r = std::get_if<records_section>(&s)) {
+      if (r->shard >= log.shards.size()) return bad_shard(r->shard);
+      auto& st = log.shards[r->shard];
+      auto count = static_cast<uint32_t>(r->records.size());
+      if (count == 0) return {};
+      uint64_t offset = body_at + static_cast<uint64_t>(r->region.data() - body.data());
+      st.index.push_back(section_ref{r->first_lsn, count, seg_seq, offset, r->region.size()});
+      st.last_lsn = r->first_lsn + count - 1;
+      auto& m = log.segments.active().max_lsn[r->shard];
+      m = std::max(m, st.last_lsn);
+      log.report.records += count;
+    } else if (auto* g = std::get_if<grant_section>(&s)) {
+      if (g->shard >= log.shards.size()) return bad_shard(g->shard);
+      auto& st = log.shards[g->shard];
+      st.epoch = std::max(st.epoch, proto::epoch_t{g->epoch});
+    } else if (auto* snap = std::get_if<snapshot_section>(&s)) {
+      for (auto& e : snap->shards) {
+        if (e.shard >= log.shards.size()) return bad_shard(e.shard);
+        auto& st = log.shards[e.shard];
+        st.epoch = std::max(st.epoch, proto::epoch_t{e.epoch});
+        st.last_lsn = std::max(st.last_lsn, e.last_lsn);
+      }
+    }
+    return {};
+  }
+
+  /// Scans one segment; on the last segment a torn tail is cut off, elsewhere damage is fatal.
+  /// `adjacent`: the segment before it on disk has the previous seq (none was retired between).
+  proto::result<void> scan_segment(uint64_t seq, const fs::path& path, bool last, bool adjacent) {
+    auto f = file::open(path, O_RDWR);
+    if (!f) return f.err();
+    auto size = f->size(path);
+    if (!size) return size.err();
+    bytes data(*size);
+    if (auto r = f->read_at(data, 0, path); !r) return r;
+    auto& seg = log.segments.add(seq, std::move(*f), 0);
+    if (!adjacent) next_batch_seq = 0;  // older segments were retired: the chain restarts here
+
+    size_t pos = 0;
+    std::string problem;
+    auto header = decode_segment_header(data);
+    if (!header) {
+      problem = "segment header missing or damaged (" + header.err().message + ")";
+    } else if (header->seq != seq) {
+      return refuse(path.string() + ": its header says segment " + std::to_string(header->seq));
+    } else {
+      pos = segment_header_size;
+    }
+    while (problem.empty() && pos < data.size()) {
+      byte_view rest = byte_view{data}.subspan(pos);
+      auto h = decode_batch_header(rest);
+      if (!h) {
+        problem = rest.size() < batch_header_size ? "partial batch header" : h.err().message;
+        break;
+      }
+      if (rest.size() - batch_header_size < h->len) {
+        problem = "partial batch body";
+        break;
+      }
+      auto body = rest.subspan(batch_header_size, h->len);
+      if (!batch_checksum_ok(*h, body)) {
+        problem = "batch checksum mismatch";
+        break;
+      }
+      if (next_batch_seq != 0 && (h->seq != next_batch_seq || h->prev_crc != prev_crc))
+        return refuse(at(path, pos) + ": batch " + std::to_string(h->seq) +
+                      " does not follow batch " + std::to_string(next_batch_seq - 1) +
+                      " (sequence or chain checksum); a batch is missing or the file is not "
+                      "this log's. Refusing to start.");
+      auto sections = decode_sections(body);
+      if (!sections)
+        return refuse(at(path, pos) +
+                      ": checksummed batch does not parse: " + sections.err().message);
+      for (auto& s : *sections)
+        if (auto r = apply(s, seq, pos + batch_header_size, body); !r)
+          return refuse(at(path, pos) + ": " + r.err().message);
+      next_batch_seq = h->seq + 1;
+      prev_crc = h->crc;
+      log.report.batches++;
+      pos += batch_header_size + h->len;
+    }
+    // Segments are preallocated with zeros: zeros after the last batch are its clean end.
+    if (!problem.empty() && pos >= segment_header_size &&
+        std::all_of(data.begin() + static_cast<ptrdiff_t>(pos), data.end(),
+                    [](uint8_t b) { return b == 0; }))
+      problem.clear();
+    if (!problem.empty()) {
+      if (!last)
+        return refuse(at(path, pos) + ": " + problem +
+                      "; this is not the last segment, so acknowledged records may be damaged. "
+                      "Refusing to start.");
+      if (valid_batch_after(data, pos + 1))
+        return refuse(at(path, pos) + ": " + problem +
+                      ", and a valid batch follows: this is damage, not a torn write, so "
+                      "acknowledged records may be lost. Refusing to start.");
+      if (auto r = cut_torn_tail(seg, data, pos, problem); !r) return r;
+      pos = std::max(pos, segment_header_size);
+    }
+    seg.size = pos;
+    log.report.segments++;
+    return {};
+  }
+
+  /// Zeroes the torn bytes (the space stays preallocated; the next scan ends there) and
+  /// rewrites a damaged header.
+  proto::result<void> cut_torn_tail(segment& seg, const bytes& data, size_t pos,
+                                    const std::string& problem) {
+    size_t end = data.size();
+    while (end > pos && data[end - 1] == 0)
+      --end;
+    log.report.torn_bytes = end - pos;
+    log.report.torn_reason = at(seg.path, pos) + ": " + problem;
+    if (pos < segment_header_size) {
+      if (auto r = seg.f.write_at(encode(segment_header{format_version, seg.seq}), 0, seg.path); !r)
+        return r;
+      pos = segment_header_size;
+    }
+    if (end > pos)
+      if (auto r = seg.f.write_at(bytes(end - pos, 0), pos, seg.path); !r) return r;
+    return seg.f.sync(seg.path);
+  }
+};
+
+}  // namespace
+
+proto::result<recovered_log> recover(const wal_options& opts) {
+  auto wal_dir = opts.dir / "wal";
+  checkpoint_store checkpoints{opts.dir / "checkpoints"};
+  std::error_code ec;
+  fs::create_directories(wal_dir, ec);
+  if (!ec) fs::create_directories(opts.dir / "checkpoints", ec);
+  if (ec) return refuse("cannot create " + wal_dir.string() + ": " + ec.message());
+  if (auto r = check_meta(opts); !r) return r.err();
+  auto segs = list_segments(wal_dir);
+  if (!segs) return segs.err();
+
+  recovered_log log{
+      std::vector<shard_log>(opts.shards), segment_set{wal_dir, opts.segment_bytes}, {}};
+  scanner scan{opts, log};
+  for (size_t i = 0; i < segs->size(); ++i) {
+    auto [seq, path] = (*segs)[i];
+    bool adjacent = i > 0 && (*segs)[i - 1].first + 1 == seq;
+    if (auto r = scan.scan_segment(seq, path, i + 1 == segs->size(), adjacent); !r) return r.err();
+  }
+  log.segments.continue_chain(scan.next_batch_seq == 0 ? 1 : scan.next_batch_seq, scan.prev_crc);
+  for (uint32_t s = 0; s < opts.shards; ++s) {
+    auto c = checkpoints.read(s);
+    if (!c) return c.err();
+    if (*c) log.shards[s].ckpt_lsn = (*c)->lsn;
+    log.shards[s].durable_lsn = log.shards[s].last_lsn;
+  }
+  if (log.segments.empty()) {
+    if (auto r = log.segments.roll(snapshot_section{}); !r) return r.err();
+  }
+  return log;
+}
+
+}  // namespace fusee::server::wal

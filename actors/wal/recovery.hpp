@@ -1,0 +1,33 @@
+// Start-up: check the data dir, scan every segment, rebuild each shard's state and index.
+//
+// Outcomes (docs/operations.md, "Recovery"), each failure a message naming the file (and offset):
+// - zeros after the last batch of a segment: its clean end (segments are preallocated);
+// - a partial, unreadable or mismatching batch at the end of the last segment, with nothing
+//   valid after it: a torn write; it is cut off (zeroed and synced) and reported;
+// - the same anywhere else, or followed by a valid batch: acknowledged records may be damaged,
+//   so the start is refused;
+// - a batch with a valid checksum that does not follow the one before it (sequence or chain
+//   CRC) within a segment, or across two consecutive segments: refused (a batch is missing);
+// - a checksummed batch whose body does not parse: refused;
+// - fusee.meta missing (a new data dir: it is written), foreign or with another shard count:
+//   refused; a file named seg-* that is not seg-<16 hex>.wal: refused; a damaged checkpoint:
+//   refused. Other files in the wal dir are left alone (stale *.tmp and *.prep are removed).
+#pragma once
+
+#include <vector>
+
+#include "actors/wal/options.hpp"
+#include "actors/wal/segments.hpp"
+#include "actors/wal/shard_log.hpp"
+
+namespace fusee::server::wal {
+
+struct recovered_log {
+  std::vector<shard_log> shards;
+  segment_set segments;  ///< at least one: a new data dir gets its first segment
+  wal_recovery_report report;
+};
+
+proto::result<recovered_log> recover(const wal_options& opts);
+
+}  // namespace fusee::server::wal

@@ -1,0 +1,71 @@
+// The log's segment files, oldest first; the last is the active one, appended to. A segment is a
+// preallocated zero-filled file (prepared in the background, so rolling to a new one costs no
+// zero-filling on the writer thread) with a header and checksummed batches chained across
+// segments (format.hpp). Used by the writer thread and, before it starts, by recovery.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/wal/file_io.hpp"
+#include "actors/wal/format.hpp"
+
+namespace fusee::server::wal {
+
+struct segment {
+  uint64_t seq = 0;
+  fs::path path;
+  file f;
+  uint64_t size = 0;                               ///< bytes in use: the header and the batches
+  std::unordered_map<uint32_t, uint64_t> max_lsn;  ///< per shard, for retirement
+};
+
+class segment_set {
+public:
+  segment_set(fs::path dir, uint64_t segment_bytes);
+  ~segment_set();
+  segment_set(segment_set&&) = default;
+  segment_set& operator=(segment_set&&) = default;
+
+  const fs::path& dir() const { return dir_; }
+  bool empty() const { return segments_.empty(); }
+  size_t count() const { return segments_.size(); }
+  segment& active() { return segments_.rbegin()->second; }
+  /// True once the active segment has passed its preallocated size.
+  bool full() { return active().size > segment_bytes_; }
+
+  /// Recovery: a segment found on disk, with `size` bytes in use.
+  segment& add(uint64_t seq, file f, uint64_t size);
+  /// Recovery: the batch chain continues after the last batch found.
+  void continue_chain(uint64_t next_seq, uint32_t prev_crc);
+
+  /// Appends one batch to the active segment and makes it durable; the body's file offset.
+  proto::result<uint64_t> append(byte_view body);
+  /// A new active segment: the spare zero-filled file gets a header and `snapshot` as its first
+  /// batch; the next spare is prepared in the background.
+  proto::result<void> roll(const snapshot_section& snapshot);
+  /// `size` bytes at `offset` of segment `seq`.
+  proto::result<bytes> read(uint64_t seq, uint64_t offset, uint64_t size) const;
+  /// Deletes the oldest segments while `covered` holds for them, never the active one; returns
+  /// their seqs.
+  std::vector<uint64_t> retire(const std::function<bool(const segment&)>& covered);
+
+  /// Test hook: the next append fails as if the disk returned EIO.
+  void fail_next_append() { fail_next_ = true; }
+
+private:
+  fs::path dir_;
+  uint64_t segment_bytes_;
+  std::map<uint64_t, segment> segments_;
+  uint64_t next_batch_seq_ = 1;
+  uint32_t prev_crc_ = 0;
+  std::future<proto::result<void>> spare_;  ///< the next segment's file, being zero-filled
+  bool fail_next_ = false;
+};
+
+}  // namespace fusee::server::wal

@@ -1,0 +1,31 @@
+// One shard's state in the log, as recovery rebuilds it and the writer keeps it: the fencing
+// facts (epoch, holder), LSNs, and the index from LSNs to the records' places on disk.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "actors/lease_log.hpp"
+#include "protocol/ids.hpp"
+
+namespace fusee::server::wal {
+
+/// Where one records section's `(len bytes)*` region sits on disk.
+struct section_ref {
+  uint64_t first_lsn = 0;
+  uint32_t count = 0;
+  uint64_t segment = 0;  ///< segment seq
+  uint64_t offset = 0;   ///< file offset of the first record's length
+  uint64_t size = 0;     ///< bytes of the region
+};
+
+struct shard_log {
+  proto::epoch_t epoch{};  ///< last granted
+  session_id holder = 0;   ///< live lease, 0 = none
+  uint64_t last_lsn = 0;   ///< last queued
+  uint64_t durable_lsn = 0;
+  uint64_t ckpt_lsn = 0;
+  std::vector<section_ref> index;  ///< by first_lsn, one entry per records section
+};
+
+}  // namespace fusee::server::wal

@@ -1,0 +1,451 @@
+#include "actors/wal/wal_writer.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "actors/lease_rules.hpp"
+#include "actors/node_settings.hpp"
+#include "actors/wal/checkpoints.hpp"
+#include "actors/wal/recovery.hpp"
+
+namespace fusee::server {
+
+using proto::err_code;
+using namespace wal;
+
+wal_options wal_options::of(const node_settings& settings) {
+  wal_options o;
+  o.dir = settings.data_dir;
+  o.shards = settings.shards;
+  o.segment_bytes = settings.segment_mb << 20;
+  return o;
+}
+
+struct wal_writer::impl {
+  wal_options opts;
+  wal_sink* sink = nullptr;
+  std::vector<shard_log> shards;
+  segment_set segments;
+  checkpoint_store checkpoints;
+  bool broken = false;  ///< a write failed: every later append is refused until restart
+  std::string broken_reason;
+
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::vector<wal_entry> queue;
+  std::atomic<size_t> queued{0};  ///< entries in `queue`, readable without the lock
+  bool sleeping = false;          ///< the writer waits on `cv` (guarded by mtx)
+  std::chrono::nanoseconds spin_budget{0};
+  bool stopping = false;
+  std::thread thread;
+
+  std::atomic<bool> inject_failure{false};
+  std::atomic<uint64_t> n_batches{0}, n_records{0}, n_fsyncs{0}, n_retired{0}, n_segments{0};
+
+  impl(const wal_options& o, wal_sink* s, recovered_log&& log)
+      : opts(o), sink(s), shards(std::move(log.shards)), segments(std::move(log.segments)),
+        checkpoints(o.dir / "checkpoints") {
+    n_segments = segments.count();
+  }
+
+  // -- the writer loop ------------------------------------------------------------------------
+
+  // Waking a sleeping thread costs tens of microseconds, a good part of an fsync. After a
+  // batch the writer therefore spins for the next entry a little while (at most spin_us, and
+  // about twice the time the last flush took, so a fast disk spins less) before it sleeps.
+  void run() {
+    std::vector<wal_entry> work;
+    for (;;) {
+      auto spin_until = std::chrono::steady_clock::now() + spin_budget;
+      while (queued.load(std::memory_order_acquire) == 0 &&
+             std::chrono::steady_clock::now() < spin_until)
+        cpu_relax();
+      {
+        std::unique_lock<std::mutex> lk{mtx};
+        if (queue.empty() && !stopping) {
+          sleeping = true;
+          cv.wait(lk, [&] { return !queue.empty() || stopping; });
+          sleeping = false;
+        }
+        if (queue.empty() && stopping) return;
+        work.swap(queue);
+        queued.store(0, std::memory_order_release);
+      }
+      auto t0 = std::chrono::steady_clock::now();
+      process(work);
+      auto took = std::chrono::steady_clock::now() - t0;
+      spin_budget =
+          std::min<std::chrono::nanoseconds>(std::chrono::microseconds(opts.spin_us), 2 * took);
+      work.clear();
+    }
+  }
+
+  static void cpu_relax() {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+
+  // -- admission ------------------------------------------------------------------------------
+
+  std::optional<proto::error> check_shard(uint32_t shard) const {
+    if (shard >= shards.size())
+      return proto::error{err_code::bad_body, "no shard " + std::to_string(shard) + " (there are " +
+                                                  std::to_string(shards.size()) + ")"};
+    if (broken)
+      return proto::error{err_code::io, "the log failed earlier (" + broken_reason +
+                                            "); appends are refused until restart"};
+    return std::nullopt;
+  }
+
+  /// The shard's state if `session` holds `shard` under `epoch` (and, to write, the log still
+  /// works); otherwise the request is refused (to the session) and nullptr returned. Reads of
+  /// durable data are served even after a write failure.
+  shard_log* admit(session_id session, uint64_t request_id, shard_id shard, epoch_t epoch,
+                   bool to_write = true) {
+    uint32_t s = shard.value();
+    std::optional<proto::error> err;
+    if (s >= shards.size() || to_write) err = check_shard(s);
+    if (!err) {
+      auto& st = shards[s];
+      err = refuse_shard_request(s, epoch, st.epoch, st.holder != 0,
+                                 st.holder == session && session != 0);
+    }
+    if (err) {
+      sink->on_refused(session, request_id, *err);
+      return nullptr;
+    }
+    return &shards[s];
+  }
+
+  // -- one batch ------------------------------------------------------------------------------
+
+  struct pending_index {
+    uint32_t shard;
+    section_ref ref;  ///< offset relative to the batch body until it is written
+  };
+
+  /// Writes everything queued as one batch (group commit), then acknowledges it; checkpoints,
+  /// loads and reads are served after it, so they see every record queued before them.
+  void process(std::vector<wal_entry>& work) {
+    bytes body;
+    std::vector<pending_index> new_sections;
+    std::map<session_id, std::map<uint32_t, proto::position>> acks;
+    std::vector<granted_shard> grants;
+    std::vector<wal_revoke> revokes;
+    std::vector<wal_entry*> after_commit;                  // checkpoints, loads, reads
+    std::vector<std::pair<session_id, uint32_t>> touched;  // for IO_FAILED
+    uint64_t records = 0;
+
+    for (auto& e : work) {
+      if (auto* a = std::get_if<wal_append>(&e)) {
+        uint32_t s = a->shard.value();
+        auto* st = admit(a->session, a->request_id, a->shard, a->epoch);
+        if (!st) continue;
+        if (a->first_lsn.value() != st->last_lsn + 1) {
+          sink->on_refused(a->session, a->request_id,
+                           proto::error{err_code::lsn_gap,
+                                        "shard " + std::to_string(s) + ": first_lsn must be " +
+                                            std::to_string(st->last_lsn + 1) + ", not " +
+                                            std::to_string(a->first_lsn.value())});
+          continue;
+        }
+        records_section sec{s, a->epoch.value(), a->first_lsn.value(), {}, {}};
+        sec.records.assign(a->records.begin(), a->records.end());
+        size_t region = append_section(body, sec);
+        auto count = static_cast<uint32_t>(a->records.size());
+        new_sections.push_back(
+            {s, section_ref{a->first_lsn.value(), count, 0, region, body.size() - region}});
+        st->last_lsn += count;
+        records += count;
+        acks[a->session][s] = proto::position{a->shard, a->epoch, lsn_t{st->last_lsn}};
+        touched.emplace_back(a->session, s);
+      } else if (auto* g = std::get_if<wal_grant>(&e)) {
+        uint32_t s = g->shard.value();
+        if (check_shard(s)) {
+          grants.push_back({g->token, g->session, g->shard, epoch_t{0}, lsn_t{0}});
+          continue;
+        }
+        auto& st = shards[s];
+        st.epoch = epoch_t{st.epoch.value() + 1};
+        st.holder = g->session;
+        append_section(body, grant_section{s, st.epoch.value()});
+        grants.push_back({g->token, g->session, g->shard, st.epoch, lsn_t{st.last_lsn}});
+      } else if (auto* r = std::get_if<wal_revoke>(&e)) {
+        uint32_t s = r->shard.value();
+        if (s < shards.size()) {
+          auto& st = shards[s];
+          if (st.epoch == r->epoch && (r->session == 0 || st.holder == r->session)) st.holder = 0;
+        }
+        revokes.push_back(*r);
+      } else {
+        after_commit.push_back(&e);
+      }
+    }
+
+    if (!body.empty()) {
+      if (inject_failure.exchange(false)) segments.fail_next_append();
+      auto written = segments.append(body);
+      if (!written) {
+        fail(written.err().message, touched, std::move(grants));
+        return;
+      }
+      n_batches++;
+      n_fsyncs++;
+      n_records += records;
+      for (auto& p : new_sections) {
+        auto& st = shards[p.shard];
+        p.ref.segment = segments.active().seq;
+        p.ref.offset += *written;
+        st.index.push_back(p.ref);
+        st.durable_lsn = p.ref.first_lsn + p.ref.count - 1;
+        auto& m = segments.active().max_lsn[p.shard];
+        m = std::max(m, st.durable_lsn);
+      }
+    }
+    for (auto& [session, per_shard] : acks) {
+      std::vector<proto::position> pos;
+      pos.reserve(per_shard.size());
+      for (auto& [s, p] : per_shard)
+        pos.push_back(p);
+      sink->on_durable(session, std::move(pos));
+    }
+    if (!grants.empty()) sink->on_granted(std::move(grants));
+    for (auto& r : revokes)
+      sink->on_revoked(r.token, r.shard, r.epoch);
+    for (auto* e : after_commit)
+      serve_after_commit(*e);
+    if (segments.full()) roll();
+  }
+
+  /// A new segment, starting with a snapshot of every shard that has state.
+  void roll() {
+    snapshot_section snap;
+    for (uint32_t s = 0; s < shards.size(); ++s)
+      if (shards[s].epoch.value() > 0 || shards[s].last_lsn > 0)
+        snap.shards.push_back(snapshot_entry{s, shards[s].epoch.value(), shards[s].last_lsn});
+    if (auto r = segments.roll(snap); !r) {
+      fail(r.err().message, {}, {});
+      return;
+    }
+    n_segments = segments.count();
+  }
+
+  /// A write or fsync failed: nothing of this batch is acknowledged, every later append is
+  /// refused, and the sessions whose records were in it hear IO_FAILED.
+  void fail(const std::string& err, const std::vector<std::pair<session_id, uint32_t>>& touched,
+            std::vector<granted_shard> grants) {
+    broken = true;
+    broken_reason = err;
+    for (auto& st : shards)
+      st.last_lsn = st.durable_lsn;
+    for (auto& [session, s] : touched)
+      sink->on_io_failed(session, shard_id{s}, shards[s].epoch, err);
+    for (auto& g : grants)
+      g.epoch = epoch_t{0};  // not granted
+    if (!grants.empty()) sink->on_granted(std::move(grants));
+  }
+
+  // -- after the batch: checkpoints, loads, reads ---------------------------------------------
+
+  void serve_after_commit(wal_entry& e) {
+    if (auto* c = std::get_if<wal_checkpoint>(&e))
+      serve_checkpoint(*c);
+    else if (auto* l = std::get_if<wal_load_checkpoint>(&e))
+      serve_load(*l);
+    else if (auto* r = std::get_if<wal_read>(&e))
+      serve_read(*r);
+  }
+
+  void serve_checkpoint(const wal_checkpoint& c) {
+    auto* st = admit(c.session, c.request_id, c.shard, c.epoch);
+    if (!st) return;
+    if (c.lsn.value() > st->durable_lsn) {
+      sink->on_refused(c.session, c.request_id,
+                       proto::error{err_code::bad_body, "checkpoint lsn " +
+                                                            std::to_string(c.lsn.value()) +
+                                                            " is past the shard's durable LSN " +
+                                                            std::to_string(st->durable_lsn)});
+      return;
+    }
+    if (auto r = checkpoints.write(c.shard.value(), c.lsn.value(), c.data); !r) {
+      sink->on_refused(c.session, c.request_id, r.err());
+      return;
+    }
+    n_fsyncs += 2;
+    st->ckpt_lsn = std::max(st->ckpt_lsn, c.lsn.value());
+    retire();  // before the OK, so a caller that saw the OK sees the segments gone
+    sink->on_answer(c.session, proto::ok{c.request_id, {}});
+  }
+
+  void serve_load(const wal_load_checkpoint& l) {
+    if (!admit(l.session, l.request_id, l.shard, l.epoch, false)) return;
+    auto c = checkpoints.read(l.shard.value());
+    if (!c) {
+      sink->on_refused(l.session, l.request_id, c.err());
+      return;
+    }
+    proto::checkpoint_data out{l.request_id, lsn_t{0}, {}};
+    if (*c) {
+      out.lsn = lsn_t{(*c)->lsn};
+      out.data = std::move((*c)->data);
+    }
+    sink->on_answer(l.session, std::move(out));
+  }
+
+  /// RECOVER_LOG: durable records after `after`, the first always, then while they fit.
+  void serve_read(const wal_read& r) {
+    uint32_t s = r.shard.value();
+    auto* st = admit(r.session, r.request_id, r.shard, r.epoch, false);
+    if (!st) return;
+    proto::log_page page{r.request_id, r.shard, lsn_t{r.after.value() + 1},
+                         {},           0,       lsn_t{st->durable_lsn}};
+    uint64_t want = r.after.value() + 1;
+    if (want > st->durable_lsn) {
+      sink->on_answer(r.session, std::move(page));
+      return;
+    }
+    auto it = std::upper_bound(st->index.begin(), st->index.end(), want,
+                               [](uint64_t v, const section_ref& x) { return v < x.first_lsn; });
+    if (it == st->index.begin()) {
+      uint64_t first = st->index.empty() ? st->durable_lsn + 1 : st->index.front().first_lsn;
+      sink->on_refused(r.session, r.request_id,
+                       proto::error{err_code::bad_body,
+                                    "shard " + std::to_string(s) + ": records before LSN " +
+                                        std::to_string(first) +
+                                        " were retired after a checkpoint; load the checkpoint "
+                                        "and recover after its LSN"});
+      return;
+    }
+    --it;
+    uint64_t limit = std::min<uint64_t>(r.max_bytes, opts.max_read_bytes);
+    uint64_t total = 0;
+    uint64_t lsn = want;
+    for (bool full = false; it != st->index.end() && !full; ++it) {
+      auto region = segments.read(it->segment, it->offset, it->size);
+      auto recs = region ? decode_records(*region, it->count) : region.err();
+      if (!recs) {
+        sink->on_refused(r.session, r.request_id,
+                         proto::error{err_code::io, "log of shard " + std::to_string(s) +
+                                                        " cannot be read: " + recs.err().message});
+        return;
+      }
+      for (uint32_t i = 0; i < it->count && !full; ++i) {
+        uint64_t this_lsn = it->first_lsn + i;
+        if (this_lsn < lsn) continue;
+        auto rec = (*recs)[i];
+        if (!page.records.empty() && total + rec.size() > limit) {
+          full = true;
+          break;
+        }
+        total += rec.size();
+        page.records.emplace_back(rec.begin(), rec.end());
+        lsn = this_lsn + 1;
+      }
+    }
+    page.more = lsn <= st->durable_lsn ? 1 : 0;
+    sink->on_answer(r.session, std::move(page));
+  }
+
+  /// Deletes the oldest segments whose every record is covered by its shard's checkpoint.
+  void retire() {
+    auto gone = segments.retire([&](const segment& seg) {
+      for (auto& [s, max] : seg.max_lsn)
+        if (max > shards[s].ckpt_lsn) return false;
+      return true;
+    });
+    if (gone.empty()) return;
+    uint64_t newest = gone.back();
+    for (auto& st : shards) {
+      auto keep = std::find_if(st.index.begin(), st.index.end(),
+                               [&](const section_ref& x) { return x.segment > newest; });
+      st.index.erase(st.index.begin(), keep);
+    }
+    n_retired += gone.size();
+    n_segments = segments.count();
+  }
+};
+
+wal_writer::wal_writer(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+wal_writer::~wal_writer() {
+  stop();
+}
+
+proto::result<std::unique_ptr<wal_writer>> wal_writer::open(const wal_options& opts, wal_sink* sink,
+                                                            wal_recovery_report* report) {
+  auto log = recover(opts);
+  if (!log) return log.err();
+  if (report) *report = log->report;
+  auto p = std::make_unique<impl>(opts, sink, std::move(*log));
+  auto* raw = p.get();
+  p->thread = std::thread([raw] { raw->run(); });
+  return std::unique_ptr<wal_writer>(new wal_writer(std::move(p)));
+}
+
+void wal_writer::submit(wal_entry e) {
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lk{impl_->mtx};
+    impl_->queue.push_back(std::move(e));
+    impl_->queued.store(impl_->queue.size(), std::memory_order_release);
+    wake = impl_->sleeping;
+  }
+  if (wake) impl_->cv.notify_one();
+}
+
+void wal_writer::submit(std::vector<wal_entry> es) {
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lk{impl_->mtx};
+    for (auto& e : es)
+      impl_->queue.push_back(std::move(e));
+    impl_->queued.store(impl_->queue.size(), std::memory_order_release);
+    wake = impl_->sleeping;
+  }
+  if (wake) impl_->cv.notify_one();
+}
+
+void wal_writer::stop() {
+  if (!impl_ || !impl_->thread.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lk{impl_->mtx};
+    impl_->stopping = true;
+    impl_->queued.store(1, std::memory_order_release);  // ends a spin at once
+  }
+  impl_->cv.notify_one();
+  impl_->thread.join();
+}
+
+void wal_writer::inject_write_failure() {
+  impl_->inject_failure = true;
+}
+
+void wal_writer::grant(uint64_t token, session_id session, shard_id shard) {
+  submit(wal_grant{token, session, shard});
+}
+
+void wal_writer::revoke(uint64_t token, shard_id shard, epoch_t epoch, session_id holder) {
+  submit(wal_revoke{token, shard, epoch, holder});
+}
+
+epoch_t wal_writer::recovered_epoch(shard_id s) const {
+  return impl_->shards.at(s.value()).epoch;
+}
+
+lsn_t wal_writer::recovered_durable_lsn(shard_id s) const {
+  return lsn_t{impl_->shards.at(s.value()).durable_lsn};
+}
+
+wal_writer::stats wal_writer::get_stats() const {
+  return stats{impl_->n_batches, impl_->n_records, impl_->n_fsyncs, impl_->n_segments,
+               impl_->n_retired};
+}
+
+}  // namespace fusee::server

@@ -1,0 +1,350 @@
+// Recovery on crafted bytes: segments, batches and files written with the format's own encoders
+// (and then damaged), each case giving the outcome wal/recovery.hpp documents and, when it
+// refuses, a message naming the file.
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "actors/wal/checkpoints.hpp"
+#include "actors/wal/recovery.hpp"
+#include "test_util.hpp"
+
+using namespace fusee;
+using namespace fusee::server;
+using namespace fusee::server::wal;
+using fusee::test::temp_dir;
+
+namespace {
+
+byte_view text(std::string_view s) {
+  return proto::as_bytes(s);
+}
+
+/// A data dir with a fusee.meta for `shards` and an empty wal dir.
+struct data_dir {
+  temp_dir tmp;
+  uint32_t shards;
+  explicit data_dir(uint32_t n = 4) : shards(n) {
+    fs::create_directories(wal());
+    write_text("fusee.meta", encode(meta_file{format_version, n}));
+  }
+  fs::path wal() const { return tmp.path / "wal"; }
+  void write_text(const std::string& name, const std::string& content) const {
+    std::ofstream(tmp.path / name, std::ios::binary) << content;
+  }
+  proto::result<recovered_log> recover() const {
+    return wal::recover(wal_options{tmp.path, shards});
+  }
+  /// Recovery must refuse; returns its message.
+  std::string refused() const {
+    auto r = recover();
+    REQUIRE_FALSE(r);
+    return r.err().message;
+  }
+};
+
+/// Writes a segment file batch by batch, chaining them as the writer does.
+struct segment_file {
+  uint64_t seq;
+  bytes data;
+  uint64_t next_batch;
+  uint32_t prev_crc;
+  std::vector<size_t> batch_at;  ///< file offset of each batch
+
+  explicit segment_file(uint64_t s, uint64_t first_batch = 1, uint32_t prev = 0)
+      : seq(s), data(encode(segment_header{format_version, s})), next_batch(first_batch),
+        prev_crc(prev) {}
+
+  segment_file& batch(std::vector<section> sections) {
+    bytes body;
+    for (auto& x : sections)
+      append_section(body, x);
+    auto b = encode_batch(next_batch++, prev_crc, body);
+    prev_crc = decode_batch_header(b)->crc;
+    batch_at.push_back(data.size());
+    data.insert(data.end(), b.begin(), b.end());
+    return *this;
+  }
+  segment_file& raw(const bytes& b) {
+    data.insert(data.end(), b.begin(), b.end());
+    return *this;
+  }
+  segment_file& zeros(size_t n) { return raw(bytes(n, 0)); }
+  fs::path write(const data_dir& d) const {
+    auto path = d.wal() / segment_name(seq);
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(data.data()),
+               static_cast<std::streamsize>(data.size()));
+    return path;
+  }
+};
+
+records_section records(uint32_t shard, uint64_t epoch, uint64_t first,
+                        std::vector<std::string_view> recs) {
+  records_section r{shard, epoch, first, {}, {}};
+  for (auto s : recs)
+    r.records.push_back(text(s));
+  return r;
+}
+
+bytes file_bytes(const fs::path& p) {
+  return *read_file(p);
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("recovery rebuilds epochs, LSNs and the index; zeros after the last batch are the "
+          "clean end") {
+  data_dir d;
+  segment_file seg{1};
+  seg.batch({snapshot_section{}})
+      .batch({grant_section{2, 1}})
+      .batch({records(2, 1, 1, {"a", "bb"}), grant_section{3, 4}})
+      .batch({records(2, 1, 3, {"ccc"})})
+      .zeros(4096);
+  seg.write(d);
+  auto log = d.recover();
+  REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
+  CHECK(log->report.batches == 4);
+  CHECK(log->report.records == 3);
+  CHECK(log->report.torn_bytes == 0);
+  CHECK(log->shards[2].epoch.value() == 1);
+  CHECK(log->shards[2].last_lsn == 3);
+  CHECK(log->shards[2].durable_lsn == 3);
+  CHECK(log->shards[3].epoch.value() == 4);
+  REQUIRE(log->shards[2].index.size() == 2);
+  auto& ref = log->shards[2].index[1];
+  auto region = log->segments.read(ref.segment, ref.offset, ref.size);
+  REQUIRE(region);
+  auto recs = decode_records(*region, ref.count);
+  REQUIRE(recs);
+  CHECK(bytes(recs->at(0).begin(), recs->at(0).end()) == fusee::test::to_bytes("ccc"));
+  CHECK(log->segments.active().size == seg.data.size() - 4096);  // appends go after the batches
+}
+
+TEST_CASE("a torn tail of the last segment is cut off and reported with the file and offset") {
+  data_dir d;
+  segment_file seg{1};
+  seg.batch({snapshot_section{}}).batch({records(0, 1, 1, {"kept"})});
+  segment_file torn = seg;
+  torn.batch({records(0, 1, 2, {"torn write"})});
+  size_t tail_at = torn.batch_at.back();
+  // Only the first 30 bytes of the last batch reached the disk.
+  seg.raw(bytes(torn.data.begin() + static_cast<ptrdiff_t>(tail_at),
+                torn.data.begin() + static_cast<ptrdiff_t>(tail_at) + 30))
+      .zeros(1000);
+  auto path = seg.write(d);
+  {
+    auto log = d.recover();
+    REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
+    CHECK(log->report.torn_bytes == 30);
+    CHECK(
+        contains(log->report.torn_reason, path.string() + " at offset " + std::to_string(tail_at)));
+    CHECK(log->shards[0].last_lsn == 1);  // the acknowledged record is there
+  }
+  // The torn bytes are zeroed on disk: the next start finds a clean end.
+  auto after = file_bytes(path);
+  CHECK(std::all_of(after.begin() + static_cast<ptrdiff_t>(tail_at), after.end(),
+                    [](uint8_t b) { return b == 0; }));
+  auto again = d.recover();
+  REQUIRE(again);
+  CHECK(again->report.torn_bytes == 0);
+}
+
+TEST_CASE("a last batch with a checksum mismatch and nothing valid after it is a torn write") {
+  data_dir d;
+  segment_file seg{1};
+  seg.batch({snapshot_section{}}).batch({records(0, 1, 1, {"kept"})});
+  seg.batch({records(0, 1, 2, {"half written"})});
+  seg.data[seg.batch_at.back() + 30] ^= 0xFF;
+  seg.zeros(512);
+  seg.write(d);
+  auto log = d.recover();
+  REQUIRE(log);
+  CHECK(contains(log->report.torn_reason, "checksum mismatch"));
+  CHECK(log->shards[0].last_lsn == 1);
+}
+
+TEST_CASE("damage followed by a valid batch is refused, not cut: acknowledged records would be "
+          "lost") {
+  data_dir d;
+  segment_file seg{1};
+  seg.batch({snapshot_section{}}).batch({records(0, 1, 1, {"one"})});
+  seg.batch({records(0, 1, 2, {"two"})});
+  size_t damaged = seg.batch_at.back();
+  seg.batch({records(0, 1, 3, {"three"})}).zeros(256);
+  seg.data[damaged + 26] ^= 0x01;  // one bit in batch 3's body
+  auto path = seg.write(d);
+  auto why = d.refused();
+  CHECK(contains(why, path.string() + " at offset " + std::to_string(damaged)));
+  CHECK(contains(why, "not a torn write"));
+}
+
+TEST_CASE("a batch that does not follow the one before it is refused (broken chain)") {
+  SUBCASE("within a segment") {
+    data_dir d;
+    segment_file seg{1};
+    seg.batch({snapshot_section{}}).batch({records(0, 1, 1, {"one"})});
+    seg.prev_crc ^= 1;  // the next batch names the wrong predecessor, with a valid checksum
+    seg.batch({records(0, 1, 2, {"two"})});
+    auto path = seg.write(d);
+    auto why = d.refused();
+    CHECK(contains(why, path.string() + " at offset " + std::to_string(seg.batch_at.back())));
+    CHECK(contains(why, "does not follow"));
+  }
+  SUBCASE("across two consecutive segments: a batch is missing") {
+    data_dir d;
+    segment_file first{1};
+    first.batch({snapshot_section{}}).batch({records(0, 1, 1, {"one"})}).zeros(64);
+    first.write(d);
+    segment_file second{2, first.next_batch + 1, first.prev_crc};  // skips a batch
+    second.batch({snapshot_section{{snapshot_entry{0, 1, 1}}}});
+    auto path = second.write(d);
+    CHECK(contains(d.refused(), path.string()));
+  }
+  SUBCASE("not across a gap of retired segments") {
+    data_dir d;
+    segment_file first{1};
+    first.batch({snapshot_section{}}).zeros(64);
+    first.write(d);
+    segment_file third{3, 57, 0x1234};  // segment 2 was retired
+    third.batch({snapshot_section{{snapshot_entry{0, 2, 9}}}}).batch({records(0, 2, 10, {"x"})});
+    third.write(d);
+    auto log = d.recover();
+    REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
+    CHECK(log->shards[0].last_lsn == 10);
+  }
+}
+
+TEST_CASE("damage in an older segment refuses the start, naming the file") {
+  data_dir d;
+  segment_file first{1};
+  first.batch({snapshot_section{}}).batch({records(1, 1, 1, {"r"})});
+  size_t damaged = first.batch_at.back();
+  first.data[damaged + batch_header_size + 2] ^= 0x40;
+  first.zeros(128);
+  auto path = first.write(d);
+  segment_file second{2, first.next_batch, first.prev_crc};
+  second.batch({snapshot_section{{snapshot_entry{1, 1, 1}}}});
+  second.write(d);
+  auto why = d.refused();
+  CHECK(contains(why, path.string() + " at offset " + std::to_string(damaged)));
+  CHECK(contains(why, "not the last segment"));
+}
+
+TEST_CASE("a checksummed batch whose body does not parse is refused") {
+  data_dir d;
+  segment_file seg{1};
+  seg.batch({snapshot_section{}});
+  bytes body{9, 1, 2, 3};  // section tag 9 does not exist
+  auto b = encode_batch(seg.next_batch, seg.prev_crc, body);
+  size_t at_offset = seg.data.size();
+  seg.raw(b);
+  auto path = seg.write(d);
+  auto why = d.refused();
+  CHECK(contains(why, path.string() + " at offset " + std::to_string(at_offset)));
+  CHECK(contains(why, "unknown section tag 9"));
+}
+
+TEST_CASE("records or grants for a shard the data dir does not have are refused") {
+  data_dir d{2};
+  segment_file seg{1};
+  seg.batch({snapshot_section{}}).batch({grant_section{7, 1}});
+  auto path = seg.write(d);
+  auto why = d.refused();
+  CHECK(contains(why, path.string()));
+  CHECK(contains(why, "shard 7"));
+}
+
+TEST_CASE("a segment whose header names another segment is refused") {
+  data_dir d;
+  segment_file seg{5};
+  seg.batch({snapshot_section{}});
+  auto path = d.wal() / segment_name(6);
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(seg.data.data()),
+             static_cast<std::streamsize>(seg.data.size()));
+  auto why = d.refused();
+  CHECK(contains(why, path.string()));
+  CHECK(contains(why, "header says segment 5"));
+}
+
+TEST_CASE("a bad or foreign fusee.meta is refused, naming the file") {
+  data_dir d;
+  auto meta = (d.tmp.path / "fusee.meta").string();
+  SUBCASE("another format") {
+    d.write_text("fusee.meta", "format=2\nshards=4\n");
+    auto why = d.refused();
+    CHECK(contains(why, meta));
+    CHECK(contains(why, "format 2 is not supported"));
+  }
+  SUBCASE("not ours") {
+    d.write_text("fusee.meta", "<html>hello</html>\n");
+    auto why = d.refused();
+    CHECK(contains(why, meta));
+    CHECK(contains(why, "not key=value"));
+  }
+  SUBCASE("a value that is not a number") {
+    d.write_text("fusee.meta", "format=1\nshards=lots\n");
+    CHECK(contains(d.refused(), "`shards` = \"lots\" is not a number"));
+  }
+  SUBCASE("a missing key") {
+    d.write_text("fusee.meta", "format=1\n");
+    CHECK(contains(d.refused(), "`shards` is missing"));
+  }
+  SUBCASE("an unknown key") {
+    d.write_text("fusee.meta", "format=1\nshards=4\ncolour=blue\n");
+    CHECK(contains(d.refused(), "unknown key `colour`"));
+  }
+  SUBCASE("another shard count") {
+    d.write_text("fusee.meta", "format=1\nshards=8\n");
+    CHECK(contains(d.refused(), "created with 8 shards"));
+  }
+}
+
+TEST_CASE("a new data dir gets its fusee.meta and a first segment") {
+  temp_dir tmp;
+  auto log = wal::recover(wal_options{tmp.path / "fresh", 3});
+  REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
+  CHECK(log->segments.count() == 1);
+  auto meta = read_file(tmp.path / "fresh" / "fusee.meta");
+  REQUIRE(meta);
+  CHECK(std::string(meta->begin(), meta->end()) == "format=1\nshards=3\n");
+  CHECK(fs::exists(tmp.path / "fresh" / "wal" / segment_name(1)));
+}
+
+TEST_CASE("a file named like a segment that does not parse is refused; other files are left "
+          "alone") {
+  data_dir d;
+  std::ofstream(d.wal() / "notes.txt") << "operator's notes";
+  std::ofstream(d.wal() / "seg-00000000000000zz.wal") << "?";
+  auto why = d.refused();
+  CHECK(contains(why, (d.wal() / "seg-00000000000000zz.wal").string()));
+  CHECK(contains(why, "not a segment name"));
+  fs::remove(d.wal() / "seg-00000000000000zz.wal");
+  CHECK(d.recover());
+  CHECK(fs::exists(d.wal() / "notes.txt"));
+}
+
+TEST_CASE("a damaged checkpoint file is refused, naming it") {
+  data_dir d;
+  fs::create_directories(d.tmp.path / "checkpoints");
+  checkpoint_store store{d.tmp.path / "checkpoints"};
+  REQUIRE(store.write(1, 5, text("state")));
+  auto ok = store.read(1);
+  REQUIRE(ok);
+  REQUIRE(*ok);
+  CHECK((*ok)->lsn == 5);
+  auto path = store.path(1);
+  auto b = file_bytes(path);
+  b.back() ^= 1;
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+  auto why = d.refused();
+  CHECK(contains(why, path.string()));
+  CHECK(contains(why, "checksum mismatch"));
+}
