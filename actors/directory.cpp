@@ -583,6 +583,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         auto& st = self->state;
         std::map<session_id, std::vector<proto::grant_entry>> pushes;
         std::vector<session_id> leased;
+        std::vector<uint32_t> serving;  // shards whose holder may get calls and messages now
         for (auto& g : made.grants) {
           st.pending_grants.erase(g.token);
           auto& slot = st.slots[g.shard];
@@ -604,18 +605,26 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           wk.pending--;
           wk.held.insert(g.shard);
           slot.holder_actor = wk.actor;
-          slot.serve_calls = wk.serve_calls;
           proto::grant_entry e{shard_id{g.shard}, epoch_t{g.epoch}, proto::lsn_t{g.durable_lsn}};
           if (!wk.answered) {
+            // No call or message before the LEASE that names the shard: its grants may come
+            // from several log batches.
+            slot.serve_calls = false;
             wk.initial.push_back(e);
             if (wk.pending == 0) leased.push_back(g.session);
           } else {
+            slot.serve_calls = wk.serve_calls;
             pushes[g.session].push_back(e);
+            serving.push_back(g.shard);
           }
         }
         for (auto s : leased) {
           auto& wk = st.workers[s];
           wk.answered = true;
+          for (auto& e : wk.initial) {
+            st.slots[e.shard.value()].serve_calls = wk.serve_calls;
+            serving.push_back(e.shard.value());
+          }
           if (wk.endpoint)
             self->send(wk.endpoint,
                        invocation_leased{wk.invocation, static_cast<uint32_t>(wk.initial.size())});
@@ -628,8 +637,8 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
             self->send(*rec, leased_atom::value, st.workers[g.session].endpoint_index);
         for (auto& [s, grants] : pushes)
           send_frame(self, st.workers[s].actor, proto::grant{0, std::move(grants)});
-        for (auto& g : made.grants)
-          if (g.epoch != 0) flush_parked(self, g.shard);
+        for (auto shard : serving)
+          flush_parked(self, shard);
         offer_free(st);
       },
       [=](revocation_done& r) {

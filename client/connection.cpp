@@ -126,7 +126,8 @@ proto::result<proto::lease> hello(connection& c, uint32_t offers, uint32_t max_s
   if (auto* l = std::get_if<proto::lease>(&*r)) return *l;
   if (auto* e = std::get_if<proto::err>(&*r))
     return error{static_cast<err_code>(e->code), e->message};
-  return error{err_code::bad_body, "expected LEASE"};
+  return error{err_code::bad_body,
+               "expected LEASE, got " + proto::kind_name(static_cast<uint8_t>(proto::kind_of(*r)))};
 }
 
 }  // namespace fusee::client

@@ -417,7 +417,7 @@ TEST_CASE("fusee call: a workflow id's call wakes the endpoint and prints the an
     return std::make_pair(WEXITSTATUS(rc), out);
   };
   auto [rc, out] = run("--workflow order-42 --method start --args '{\"item\":1}'");
-  CHECK(rc == 0);
+  CHECK_MESSAGE(rc == 0, out << "\nserver log:\n" << server.log());
   // fnv1a64("order-42") mod 4 picks the shard; the handler names it in its answer.
   auto shard = proto::shard_for("order-42", 4).value();
   CHECK(out.find("\"handled\":\"start\",\"shard\":" + std::to_string(shard)) != std::string::npos);

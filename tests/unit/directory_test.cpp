@@ -213,10 +213,16 @@ struct fixture {
     run();
     return c;
   }
-  /// The log writes everything queued as one batch and reports it, as the writer does.
-  void commit(uint64_t durable_lsn = 0) {
+  /// The log writes everything queued as one batch and reports it, as the writer does (only the
+  /// first `n` entries when given: the rest go into a later batch).
+  void commit(uint64_t durable_lsn = 0, size_t n = SIZE_MAX) {
     grants_made made;
     std::vector<revocation_done> revoked;
+    std::vector<fake_log::entry> later;
+    if (n < log.queued.size()) {
+      later.assign(log.queued.begin() + static_cast<ptrdiff_t>(n), log.queued.end());
+      log.queued.resize(n);
+    }
     for (auto& e : log.queued) {
       if (e.grant)
         made.grants.push_back(
@@ -224,7 +230,7 @@ struct fixture {
       else
         revoked.push_back(revocation_done{e.token, e.shard});
     }
-    log.queued.clear();
+    log.queued = std::move(later);
     if (!made.grants.empty()) caf::anon_send(dir, std::move(made));
     for (auto& r : revoked)
       caf::anon_send(dir, r);
@@ -277,6 +283,22 @@ TEST_CASE("a worker's LEASE holds every free shard up to max_shards, sent once t
     CHECK(g.epoch.value() == 1);
     CHECK(g.durable_lsn.value() == 7);
   }
+}
+
+TEST_CASE("no call reaches a worker before the LEASE that names its shard, even when the grants "
+          "take two log batches") {
+  fixture f{2};
+  auto& a = f.worker();
+  auto& client = f.connect();
+  f.call(client, 7, 0);  // parked: nobody holds shard 0 yet
+  f.commit(0, 1);        // shard 0's grant is durable, shard 1's is not yet
+  f.call(client, 8, 0);
+  CHECK(a.frames.empty());
+  f.commit();
+  REQUIRE(a.frames.size() == 3);
+  CHECK(std::holds_alternative<proto::lease>(a.frames[0]));
+  CHECK(std::holds_alternative<proto::relayed_call>(a.frames[1]));
+  CHECK(std::holds_alternative<proto::relayed_call>(a.frames[2]));
 }
 
 TEST_CASE("epochs continue from the ones the log recovered") {
