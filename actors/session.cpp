@@ -1,13 +1,11 @@
 #include "actors/session.hpp"
 
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -83,6 +81,7 @@ void drain_lane(session_ptr self) {
                  "to standbys\n",
                  static_cast<unsigned long long>(st.id), st.peer.c_str(), st.label.c_str(),
                  static_cast<unsigned long long>(st.lane->limit()));
+    st.lane->abort();  // drop what waits in CAF's buffer too: the peer does not read it
     end_session(self, true);
     return;
   case out_lane::drained::closed:
@@ -226,17 +225,17 @@ void handle(session_ptr self, proto::any_message&& msg) {
 }
 
 caf::behavior session_fn(session_ptr self, caf::io::connection_handle hdl, int fd,
-                         std::shared_ptr<const node_settings> cfg, directory_actor directory,
-                         wal_writer* wal, log_sink* sink) {
+                         session_context ctx) {
   auto& st = self->state;
-  st.cfg = cfg;
+  st.cfg = ctx.settings;
   st.hdl = hdl;
-  st.lane = std::make_shared<out_lane>(fd, cfg->write_buffer_mb << 20);
+  st.lane = std::make_shared<out_lane>(fd, st.cfg->write_buffer_mb << 20);
   st.peer = peer_name(fd);
   st.id = next_session_id++;
-  st.directory = std::move(directory);
-  st.wal = wal;
-  st.sink = sink;
+  st.directory = std::move(ctx.directory);
+  st.wal = ctx.wal;
+  st.sink = ctx.sink;
+  auto* sink = ctx.sink;
   st.last_rx = self->clock().now();
   sink->add_session(st.id, caf::actor_cast<session_actor>(self), st.lane);
   self->configure_read(hdl, caf::io::receive_policy::at_most(64 * 1024));
@@ -284,116 +283,11 @@ caf::behavior session_fn(session_ptr self, caf::io::connection_handle hdl, int f
   };
 }
 
-using accept_atom = caf::atom_constant<caf::atom("accept")>;
-
-caf::behavior acceptor_fn(caf::io::broker* self, std::shared_ptr<const node_settings> cfg,
-                          directory_actor directory, wal_writer* wal, log_sink* sink) {
-  return {
-      [=](accept_atom, int fd) {
-        auto hdl = self->add_scribe(fd);
-        self->fork(session_fn, hdl, fd, cfg, directory, wal, sink);
-      },
-  };
-}
-
 }  // namespace
 
-std::unique_ptr<listener> listener::start(caf::actor_system& sys, const std::string& host,
-                                          uint16_t port, std::shared_ptr<const node_settings> cfg,
-                                          directory_actor directory, wal_writer* wal,
-                                          log_sink* sink, std::string* err) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  auto port_text = std::to_string(port);
-  if (int rc = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &res); rc != 0) {
-    *err = "cannot resolve listen host " + host + ": " + gai_strerror(rc);
-    return nullptr;
-  }
-  int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  bool ok = fd >= 0 && ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
-            ::bind(fd, res->ai_addr, res->ai_addrlen) == 0 && ::listen(fd, 1024) == 0;
-  ::freeaddrinfo(res);
-  if (!ok) {
-    *err = "cannot listen on " + host + ":" + port_text + ": " + std::strerror(errno);
-    if (fd >= 0) ::close(fd);
-    return nullptr;
-  }
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  std::unique_ptr<listener> l{new listener};
-  l->fd_ = fd;
-  l->port_ = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
-                                              : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-  auto broker = sys.middleman().spawn_broker(acceptor_fn, cfg, directory, wal, sink);
-  l->broker_ = new caf::actor(broker);
-  auto* raw = l.get();
-  l->thread_ = std::thread([raw, broker] { raw->accept_loop(broker); });
-  return l;
-}
-
-void listener::accept_loop(caf::actor broker) {
-  // Out of descriptors (EMFILE/ENFILE), the pending connection stays in the backlog and accept
-  // fails again at once: back off (10 ms doubling to 1 s) instead of spinning, say so once, and
-  // keep serving the connections that are open.
-  std::chrono::milliseconds backoff{0};
-  for (;;) {
-    int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (c < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EMFILE && errno != ENFILE && errno != ENOBUFS && errno != ENOMEM)
-        return;  // the socket was shut down: stop
-      if (backoff.count() == 0)
-        std::fprintf(stderr,
-                     "fusee server: cannot accept connections: %s; new connections wait until "
-                     "descriptors are free (raise the limit: ulimit -n, LimitNOFILE=)\n",
-                     std::strerror(errno));
-      backoff = std::min<std::chrono::milliseconds>(
-          std::max<std::chrono::milliseconds>(2 * backoff, std::chrono::milliseconds(10)),
-          std::chrono::seconds(1));
-      if (!pause(backoff)) return;
-      continue;
-    }
-    if (backoff.count() != 0) {
-      std::fprintf(stderr, "fusee server: accepting connections again\n");
-      backoff = std::chrono::milliseconds(0);
-    }
-    int on = 1;
-    ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
-    caf::anon_send(broker, accept_atom::value, c);
-  }
-}
-
-bool listener::pause(std::chrono::milliseconds d) {
-  std::unique_lock<std::mutex> lk{mtx_};
-  return !cv_.wait_for(lk, d, [this] { return stopping_; });
-}
-
-void listener::stop() {
-  {
-    std::lock_guard<std::mutex> lk{mtx_};
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (fd_ >= 0) {
-    ::shutdown(fd_, SHUT_RDWR);
-    if (thread_.joinable()) thread_.join();
-    ::close(fd_);
-    fd_ = -1;
-  }
-  if (broker_) {
-    caf::anon_send_exit(*broker_, caf::exit_reason::user_shutdown);
-    delete broker_;
-    broker_ = nullptr;
-  }
-}
-
-listener::~listener() {
-  stop();
+void fork_session(caf::io::broker* acceptor, caf::io::connection_handle hdl, int fd,
+                  const session_context& ctx) {
+  acceptor->fork(session_fn, hdl, fd, ctx);
 }
 
 }  // namespace fusee::server

@@ -1,15 +1,12 @@
-// One worker or client TCP connection: frame decoding, the HELLO handshake, liveness, and the
-// hand-off of each request to the log (appends, reads, checkpoints: straight to the writer
-// thread, no actor hop) or to the directory (leases, calls, messages).
+// One worker or client TCP connection (a CAF broker): frame decoding, the HELLO handshake,
+// liveness, and the hand-off of each request to the log (appends, reads, checkpoints: straight to
+// the writer thread, no actor hop) or to the directory (leases, calls, messages). Every frame it
+// sends goes through the connection's out_lane, which owns the write order.
 #pragma once
 
-#include <chrono>
-#include <condition_variable>
-#include <cstdint>
 #include <memory>
-#include <mutex>
-#include <string>
-#include <thread>
+
+#include <caf/io/fwd.hpp>
 
 #include "actors/directory_interface.hpp"
 #include "actors/node_settings.hpp"
@@ -19,36 +16,16 @@ namespace fusee::server {
 class wal_writer;
 class log_sink;
 
-/// Accepts connections on host:port with its own thread (so each session knows its socket and
-/// can share it with the log's writer thread, see out_lane.hpp) and hands each to a broker that
-/// forks a session.
-class listener {
-public:
-  /// Binds host:port (0 = any free port) and starts accepting; nullptr and `*err` on failure.
-  /// Sessions read `shards`, the liveness settings and `write_buffer_mb` of `settings`.
-  static std::unique_ptr<listener> start(caf::actor_system& sys, const std::string& host,
-                                         uint16_t port,
-                                         std::shared_ptr<const node_settings> settings,
-                                         directory_actor directory, wal_writer* wal, log_sink* sink,
-                                         std::string* err);
-  ~listener();
-  uint16_t port() const { return port_; }
-  /// Stops accepting and ends the broker; open sessions end when the actor system does.
-  void stop();
-
-private:
-  listener() = default;
-  void accept_loop(caf::actor broker);
-  /// Sleeps up to `d` (an out-of-descriptors backoff); false once stop() was called.
-  bool pause(std::chrono::milliseconds d);
-
-  int fd_ = -1;
-  uint16_t port_ = 0;
-  caf::actor* broker_ = nullptr;
-  std::thread thread_;
-  std::mutex mtx_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
+/// What every session of a node shares.
+struct session_context {
+  std::shared_ptr<const node_settings> settings;  ///< shards, liveness, write_buffer_mb
+  directory_actor directory;
+  wal_writer* wal = nullptr;
+  log_sink* sink = nullptr;  ///< the sessions register their out_lanes with it
 };
+
+/// Starts the session broker for the accepted socket `fd`, which `acceptor` added as `hdl`.
+void fork_session(caf::io::broker* acceptor, caf::io::connection_handle hdl, int fd,
+                  const session_context& ctx);
 
 }  // namespace fusee::server

@@ -10,9 +10,9 @@
 #include "actors/directory.hpp"
 #include "actors/http_client.hpp"
 #include "actors/invoker.hpp"
+#include "actors/listener.hpp"
 #include "actors/log_sink.hpp"
 #include "actors/message_types.hpp"
-#include "actors/session.hpp"
 #include "actors/wal/wal_writer.hpp"
 #include "app/admin_routes.hpp"
 
@@ -72,9 +72,11 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     auto directory = server::spawn_directory(sys, cfg, wal.get());
     sink.set_directory(directory);
     std::string lerr;
-    auto acceptor = server::listener::start(sys, listen->host, listen->port,
-                                            std::make_shared<const server::node_settings>(cfg),
-                                            directory, wal.get(), &sink, &lerr);
+    auto acceptor = server::listener::start(
+        sys, listen->host, listen->port,
+        server::session_context{std::make_shared<const server::node_settings>(cfg), directory,
+                                wal.get(), &sink},
+        &lerr);
     if (!acceptor) {
       std::fprintf(stderr, "fusee server: %s\n", lerr.c_str());
       caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);

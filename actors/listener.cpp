@@ -1,0 +1,128 @@
+#include "actors/listener.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <caf/io/all.hpp>
+
+namespace fusee::server {
+
+namespace {
+
+using accept_atom = caf::atom_constant<caf::atom("accept")>;
+
+caf::behavior acceptor_fn(caf::io::broker* self, session_context ctx) {
+  return {
+      [=](accept_atom, int fd) {
+        auto hdl = self->add_scribe(fd);
+        fork_session(self, hdl, fd, ctx);
+      },
+  };
+}
+
+}  // namespace
+
+std::unique_ptr<listener> listener::start(caf::actor_system& sys, const std::string& host,
+                                          uint16_t port, session_context ctx, std::string* err) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  auto port_text = std::to_string(port);
+  if (int rc = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &res); rc != 0) {
+    *err = "cannot resolve listen host " + host + ": " + gai_strerror(rc);
+    return nullptr;
+  }
+  int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  bool ok = fd >= 0 && ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
+            ::bind(fd, res->ai_addr, res->ai_addrlen) == 0 && ::listen(fd, 1024) == 0;
+  ::freeaddrinfo(res);
+  if (!ok) {
+    *err = "cannot listen on " + host + ":" + port_text + ": " + std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    return nullptr;
+  }
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::unique_ptr<listener> l{new listener};
+  l->fd_ = fd;
+  l->port_ = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
+                                              : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  auto broker = sys.middleman().spawn_broker(acceptor_fn, std::move(ctx));
+  l->broker_ = new caf::actor(broker);
+  auto* raw = l.get();
+  l->thread_ = std::thread([raw, broker] { raw->accept_loop(broker); });
+  return l;
+}
+
+void listener::accept_loop(caf::actor broker) {
+  // Out of descriptors (EMFILE/ENFILE), the pending connection stays in the backlog and accept
+  // fails again at once: back off (10 ms doubling to 1 s) instead of spinning, say so once, and
+  // keep serving the connections that are open.
+  std::chrono::milliseconds backoff{0};
+  for (;;) {
+    int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (c < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EMFILE && errno != ENFILE && errno != ENOBUFS && errno != ENOMEM)
+        return;  // the socket was shut down: stop
+      if (backoff.count() == 0)
+        std::fprintf(stderr,
+                     "fusee server: cannot accept connections: %s; new connections wait until "
+                     "descriptors are free (raise the limit: ulimit -n, LimitNOFILE=)\n",
+                     std::strerror(errno));
+      backoff = std::min<std::chrono::milliseconds>(
+          std::max<std::chrono::milliseconds>(2 * backoff, std::chrono::milliseconds(10)),
+          std::chrono::seconds(1));
+      if (!pause(backoff)) return;
+      continue;
+    }
+    if (backoff.count() != 0) {
+      std::fprintf(stderr, "fusee server: accepting connections again\n");
+      backoff = std::chrono::milliseconds(0);
+    }
+    int on = 1;
+    ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+    caf::anon_send(broker, accept_atom::value, c);
+  }
+}
+
+bool listener::pause(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lk{mtx_};
+  return !cv_.wait_for(lk, d, [this] { return stopping_; });
+}
+
+void listener::stop() {
+  {
+    std::lock_guard<std::mutex> lk{mtx_};
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (fd_ >= 0) {
+    ::shutdown(fd_, SHUT_RDWR);
+    if (thread_.joinable()) thread_.join();
+    ::close(fd_);
+    fd_ = -1;
+  }
+  if (broker_) {
+    caf::anon_send_exit(*broker_, caf::exit_reason::user_shutdown);
+    delete broker_;
+    broker_ = nullptr;
+  }
+}
+
+listener::~listener() {
+  stop();
+}
+
+}  // namespace fusee::server

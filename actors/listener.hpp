@@ -1,0 +1,43 @@
+// Accepts worker and client connections on the listen address with its own thread (so each
+// session knows its socket and can share it with the log's writer thread, see out_lane.hpp) and
+// hands each to a broker that forks a session. Out of descriptors, it backs off and says so once.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "actors/session.hpp"
+
+namespace fusee::server {
+
+class listener {
+public:
+  /// Binds host:port (0 = any free port) and starts accepting; nullptr and `*err` on failure.
+  static std::unique_ptr<listener> start(caf::actor_system& sys, const std::string& host,
+                                         uint16_t port, session_context ctx, std::string* err);
+  ~listener();
+  uint16_t port() const { return port_; }
+  /// Stops accepting and ends the broker; open sessions end when the actor system does.
+  void stop();
+
+private:
+  listener() = default;
+  void accept_loop(caf::actor broker);
+  /// Sleeps up to `d` (an out-of-descriptors backoff); false once stop() was called.
+  bool pause(std::chrono::milliseconds d);
+
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  caf::actor* broker_ = nullptr;
+  std::thread thread_;
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+};
+
+}  // namespace fusee::server
