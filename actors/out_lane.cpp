@@ -75,6 +75,14 @@ uint64_t out_lane::waiting() const {
   return pending_.size() + with_owner_;
 }
 
+void out_lane::abort() {
+  {
+    std::lock_guard<std::mutex> lk{mtx_};
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+  }
+  close();
+}
+
 void out_lane::close() {
   std::lock_guard<std::mutex> lk{mtx_};
   open_ = false;

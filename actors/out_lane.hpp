@@ -61,6 +61,9 @@ public:
 
   /// No more writes through this lane (closes the duplicate).
   void close();
+  /// Ends the connection at once (shutdown of the socket): bytes still buffered for it anywhere,
+  /// CAF's buffer included, are dropped instead of waiting for a peer that does not read.
+  void abort();
 
 private:
   outcome wake();

@@ -237,6 +237,13 @@ TEST_CASE("a worker that stops reading is cut at the write limit: its calls end 
   CHECK(served >= 1);  // the standby took over
   CHECK(peak_kib < base_kib + 64 * 1024);
   CHECK(f.server.log().find("stopped reading") != std::string::npos);
+  // The server ended A's connection: A reads at most what was on its way, then the close.
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!a.conn.closed() && std::chrono::steady_clock::now() < until) {
+    auto r = a.conn.receive(std::chrono::milliseconds(100));
+    if (!r && r.err().message != "timed out") break;
+  }
+  CHECK(a.conn.closed());
 
   // Everyone else is still served: a call to B's other shard.
   REQUIRE(c.conn.send(proto::call{proto::request_head{7, proto::shard_id{1}, proto::epoch_t{0}},
