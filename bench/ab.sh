@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Two builds of fusee side by side on the server-core benchmarks, rounds alternating so the drift
+# of this noisy machine hits both alike: the disk floor, step latency, throughput at 64 and 256
+# records in flight. For "no worse than before" checks of a change against the commit before it.
+# Usage: bench/ab.sh BUILD_A BUILD_B   (e.g. a worktree of the previous commit built in its build/)
+set -euo pipefail
+ulimit -n 65536 2>/dev/null || true
+A=${1:?usage: bench/ab.sh BUILD_A BUILD_B}
+B=${2:?usage: bench/ab.sh BUILD_A BUILD_B}
+ROUNDS=${ROUNDS:-3}
+STEPS=${STEPS:-3000}
+SECONDS_TP=${SECONDS_TP:-5}
+
+work=$(mktemp -d /var/tmp/fusee-ab.XXXXXX)
+server_pid=""
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+start_fusee() {  # BUILD
+  rm -rf "$work/fusee"
+  "$1/app/fusee" server --data-dir "$work/fusee" --shards 64 --listen 127.0.0.1:0 \
+    --ready-file "$work/ready" 2>"$work/fusee.log" &
+  server_pid=$!
+  for _ in $(seq 1 200); do [ -f "$work/ready" ] && break; sleep 0.05; done
+  fusee_addr=$(grep '^listen=' "$work/ready" | cut -d= -f2)
+  rm -f "$work/ready"
+}
+stop_fusee() { kill "$server_pid"; wait "$server_pid" || true; server_pid=""; }
+json() { python3 -c "import json,sys; print(json.loads(sys.argv[1])['$2'])" "$1"; }
+
+echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r)"
+echo "command: bench/ab.sh $A $B (ROUNDS=$ROUNDS STEPS=$STEPS SECONDS_TP=$SECONDS_TP)"
+echo
+echo "| round | disk floor p50 (us) | A step p50 / p99 (us) | B step p50 / p99 (us) |"
+echo "| --- | --- | --- | --- |"
+for r in $(seq 1 "$ROUNDS"); do
+  floor=$("$B/app/fusee" disk-check --data-dir "$work/disk" --runs "$STEPS" --idle-ms 0 | head -1 |
+          sed -E 's/.*p50 ([0-9]+) us.*/\1/')
+  row="| $r | $floor"
+  for build in "$A" "$B"; do
+    start_fusee "$build"
+    step=$("$build/bench/step_latency" "$fusee_addr" "$STEPS" 100)
+    stop_fusee
+    row="$row | $(json "$step" p50_us) / $(json "$step" p99_us)"
+  done
+  echo "$row |"
+done
+echo
+echo "| round | concurrency | A records/s | B records/s | B / A |"
+echo "| --- | --- | --- | --- | --- |"
+for r in $(seq 1 "$ROUNDS"); do
+  for conc in 64 256; do
+    per_shard=$((conc / 64))
+    rates=()
+    for build in "$A" "$B"; do
+      start_fusee "$build"
+      tp=$("$build/bench/throughput" "$fusee_addr" 4 "$SECONDS_TP" "$per_shard" 100 64)
+      stop_fusee
+      rates+=("$(json "$tp" records_per_s)")
+    done
+    echo "| $r | $conc | ${rates[0]} | ${rates[1]} | $(python3 -c "print(f'{${rates[1]}/max(${rates[0]},1):.2f}')") |"
+  done
+done
