@@ -28,9 +28,8 @@ proto::result<std::vector<double>> measure(const wal::fs::path& dir, int n, bool
       wal::fs::remove(p, ec);
     }
   } remove_after{path};
-  if (preallocated)
-    if (auto r = wal::create_zero_file(path, static_cast<uint64_t>(n) * 4096); !r) return r.err();
-  auto f = wal::file::open(path, O_RDWR | O_CREAT | (preallocated ? 0 : O_TRUNC));
+  auto f = preallocated ? wal::create_zero_file(path, static_cast<uint64_t>(n) * 4096)
+                        : wal::file::open(path, O_RDWR | O_CREAT | O_TRUNC);
   if (!f) return f.err();
   proto::bytes block(4096, 0x5a);
   std::vector<double> out;

@@ -75,6 +75,11 @@ proto::result<void> file::sync(const fs::path& path) const {
   return {};
 }
 
+proto::result<void> file::sync_all(const fs::path& path) const {
+  if (::fsync(fd_) != 0) return io_error("fsync", path);
+  return {};
+}
+
 proto::result<uint64_t> file::size(const fs::path& path) const {
   struct stat sb {};
   if (::fstat(fd_, &sb) != 0) return io_error("stat", path);
@@ -94,8 +99,7 @@ proto::result<proto::bytes> read_file(const fs::path& path) {
 proto::result<void> sync_dir(const fs::path& dir) {
   auto d = file::open(dir, O_RDONLY | O_DIRECTORY);
   if (!d) return d.err();
-  if (::fsync(d->fd()) != 0) return io_error("fsync", dir);
-  return {};
+  return d->sync_all(dir);
 }
 
 proto::result<void> write_file_durably(const fs::path& path, proto::byte_view data) {
@@ -111,15 +115,16 @@ proto::result<void> write_file_durably(const fs::path& path, proto::byte_view da
   return sync_dir(path.parent_path());
 }
 
-proto::result<void> create_zero_file(const fs::path& path, uint64_t size) {
-  auto f = file::open(path, O_WRONLY | O_CREAT | O_TRUNC);
+proto::result<file> create_zero_file(const fs::path& path, uint64_t size) {
+  auto f = file::open(path, O_RDWR | O_CREAT | O_TRUNC);
   if (!f) return f.err();
   proto::bytes zeros(1 << 20, 0);
   for (uint64_t off = 0; off < size; off += zeros.size()) {
     auto n = static_cast<size_t>(std::min<uint64_t>(zeros.size(), size - off));
-    if (auto r = f->write_at(proto::byte_view{zeros.data(), n}, off, path); !r) return r;
+    if (auto r = f->write_at(proto::byte_view{zeros.data(), n}, off, path); !r) return r.err();
   }
-  return f->sync(path);
+  if (auto r = f->sync(path); !r) return r.err();
+  return std::move(*f);
 }
 
 }  // namespace fusee::server::wal

@@ -35,7 +35,8 @@ public:
   proto::result<void> write_at(proto::byte_view data, uint64_t offset, const fs::path& path) const;
   /// Exactly `out.size()` bytes at `offset`.
   proto::result<void> read_at(proto::bytes& out, uint64_t offset, const fs::path& path) const;
-  proto::result<void> sync(const fs::path& path) const;  ///< fdatasync
+  proto::result<void> sync(const fs::path& path) const;      ///< fdatasync
+  proto::result<void> sync_all(const fs::path& path) const;  ///< fsync (a directory's entries)
   proto::result<uint64_t> size(const fs::path& path) const;
 
 private:
@@ -51,10 +52,11 @@ proto::result<void> sync_dir(const fs::path& dir);
 /// Replaces `path` with `data` atomically and durably (temp file, fdatasync, rename, fsync dir).
 proto::result<void> write_file_durably(const fs::path& path, proto::byte_view data);
 
-/// Creates `path` filled with `size` zero bytes, durably. Writing into a file whose blocks exist
-/// lets fdatasync skip the metadata update an extending write needs (175 us instead of 240 us
-/// per commit on the development machine, docs/benchmarks.md).
-proto::result<void> create_zero_file(const fs::path& path, uint64_t size);
+/// Creates `path` filled with `size` zero bytes, durably, and returns it open for reading and
+/// writing. Writing into a file whose blocks exist lets fdatasync skip the metadata update an
+/// extending write needs (175 us instead of 240 us per commit on the development machine,
+/// docs/benchmarks.md).
+proto::result<file> create_zero_file(const fs::path& path, uint64_t size);
 
 /// An I/O error value: "<what> <path>: <strerror(errno)>".
 proto::error io_error(const std::string& what, const fs::path& path);

@@ -23,14 +23,16 @@ using proto::writer;
 
 template <class F>
 bool describe(F& f, segment_header& x) {
-  return f.magic("FWAL") && f("version", x.version) && f.check(x.version == format_version, [&] {
-    return "segment format " + std::to_string(x.version) + " is not supported";
-  }) && f("seq", x.seq);
+  return f.magic(segment_magic) && f("version", x.version) &&
+         f.check(
+             x.version == format_version,
+             [&] { return "segment format " + std::to_string(x.version) + " is not supported"; }) &&
+         f("seq", x.seq);
 }
 
 template <class F>
 bool describe(F& f, batch_header& x) {
-  return f.magic("FWB1") && f("len", x.len) && f("seq", x.seq) && f("prev_crc", x.prev_crc) &&
+  return f.magic(batch_magic) && f("len", x.len) && f("seq", x.seq) && f("prev_crc", x.prev_crc) &&
          f("crc", x.crc);
 }
 
@@ -59,7 +61,7 @@ bool describe(F& f, snapshot_section& x) {
 
 template <class F>
 bool describe(F& f, checkpoint_file& x) {
-  return f.magic("FCK1") && f("lsn", x.lsn) && f.checksummed("data", x.data);
+  return f.magic(checkpoint_magic) && f("lsn", x.lsn) && f.checksummed("data", x.data);
 }
 
 template <class F>
@@ -81,7 +83,7 @@ struct encoder {
 
   bool operator()(const char*, uint32_t v) { return w.u32(v), true; }
   bool operator()(const char*, uint64_t v) { return w.u64(v), true; }
-  bool magic(const char* text) { return w.raw(proto::as_bytes(std::string_view{text, 4})), true; }
+  bool magic(std::string_view text) { return w.raw(proto::as_bytes(text)), true; }
   template <class Msg>
   bool check(bool, Msg&&) {
     return true;
@@ -129,10 +131,11 @@ struct decoder {
 
   bool operator()(const char* n, uint32_t& v) { return r.u32(v, n); }
   bool operator()(const char* n, uint64_t& v) { return r.u64(v, n); }
-  bool magic(const char* text) {
-    if (r.remaining() < 4 || std::memcmp(in.data() + r.offset(), text, 4) != 0)
-      return r.fail(err_code::io, std::string{"magic \""} + std::string(text, 4) + "\" missing");
-    return r.skip(4, "magic");
+  bool magic(std::string_view text) {
+    if (r.remaining() < text.size() ||
+        std::memcmp(in.data() + r.offset(), text.data(), text.size()) != 0)
+      return r.fail(err_code::io, "magic \"" + std::string(text) + "\" missing");
+    return r.skip(text.size(), "magic");
   }
   template <class Msg>
   bool check(bool ok, Msg&& message) {

@@ -33,6 +33,10 @@ using proto::byte_view;
 using proto::bytes;
 
 inline constexpr uint32_t format_version = 1;
+inline constexpr std::string_view segment_magic = "FWAL";
+inline constexpr std::string_view batch_magic = "FWB1";
+inline constexpr std::string_view checkpoint_magic = "FCK1";
+/// Encoded sizes of the fixed headers (format_test checks them against the descriptions).
 inline constexpr size_t segment_header_size = 16;
 inline constexpr size_t batch_header_size = 24;
 

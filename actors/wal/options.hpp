@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <string>
 
+#include "actors/node_settings.hpp"
+
 namespace fusee::server {
 
 struct node_settings;

@@ -1,6 +1,7 @@
 #include "actors/wal/recovery.hpp"
 
 #include <algorithm>
+#include <new>
 
 #include <fcntl.h>
 
@@ -18,11 +19,17 @@ std::string at(const fs::path& path, size_t offset) {
   return path.string() + " at offset " + std::to_string(offset);
 }
 
-/// Checks fusee.meta against the configured shard count; writes it for a new data dir.
-proto::result<void> check_meta(const wal_options& opts) {
+/// Checks fusee.meta against the configured shard count; writes it for a new data dir (one
+/// without segments).
+proto::result<void> check_meta(const wal_options& opts, size_t segments) {
   auto path = opts.dir / "fusee.meta";
   std::error_code ec;
   if (!fs::exists(path, ec)) {
+    if (segments > 0)
+      return refuse(path.string() + " is missing, but " + (opts.dir / "wal").string() + " holds " +
+                    std::to_string(segments) +
+                    " segment(s): restore it (format=1 and the data dir's shard count) rather "
+                    "than guess the shard count");
     auto text = encode(meta_file{format_version, opts.shards});
     return write_file_durably(path, proto::as_bytes(text));
   }
@@ -51,8 +58,10 @@ proto::result<std::vector<std::pair<uint64_t, fs::path>>> list_segments(const fs
       return refuse(it->path().string() +
                     ": not a segment name (seg-<16 lowercase hex digits>.wal); move it out of " +
                     dir.string() + " if it is not part of the log");
-    else if (name.ends_with(".tmp") || name.ends_with(".prep"))
-      fs::remove(it->path(), ec);
+    else if (name.ends_with(".tmp") || name.ends_with(".prep")) {
+      std::error_code stale;
+      fs::remove(it->path(), stale);  // rewritten from scratch when needed
+    }
   }
   if (ec) return refuse("list " + dir.string() + ": " + ec.message());
   std::sort(out.begin(), out.end());
@@ -61,9 +70,10 @@ proto::result<std::vector<std::pair<uint64_t, fs::path>>> list_segments(const fs
 
 /// True if a whole batch with a valid checksum starts anywhere in data[from, end).
 bool valid_batch_after(byte_view data, size_t from) {
-  static constexpr uint8_t magic[4] = {'F', 'W', 'B', '1'};
   for (size_t p = from; p + batch_header_size <= data.size(); ++p) {
-    if (!std::equal(magic, magic + 4, data.begin() + static_cast<ptrdiff_t>(p))) continue;
+    if (!std::equal(batch_magic.begin(), batch_magic.end(),
+                    data.begin() + static_cast<ptrdiff_t>(p)))
+      continue;
     auto h = decode_batch_header(data.subspan(p));
     if (h && h->len <= data.size() - p - batch_header_size &&
         batch_checksum_ok(*h, data.subspan(p + batch_header_size, h->len)))
@@ -110,16 +120,20 @@ struct scanner {
   }
 
   /// Scans one segment; on the last segment a torn tail is cut off, elsewhere damage is fatal.
-  /// `adjacent`: the segment before it on disk has the previous seq (none was retired between).
-  proto::result<void> scan_segment(uint64_t seq, const fs::path& path, bool last, bool adjacent) {
+  proto::result<void> scan_segment(uint64_t seq, const fs::path& path, bool last) {
     auto f = file::open(path, O_RDWR);
     if (!f) return f.err();
     auto size = f->size(path);
     if (!size) return size.err();
-    bytes data(*size);
+    bytes data;
+    try {
+      data.resize(*size);
+    } catch (const std::bad_alloc&) {
+      return refuse(path.string() + ": " + std::to_string(*size) +
+                    " bytes do not fit in memory; not a segment of this log?");
+    }
     if (auto r = f->read_at(data, 0, path); !r) return r;
     auto& seg = log.segments.add(seq, std::move(*f), 0);
-    if (!adjacent) next_batch_seq = 0;  // older segments were retired: the chain restarts here
 
     size_t pos = 0;
     std::string problem;
@@ -147,11 +161,13 @@ struct scanner {
         problem = "batch checksum mismatch";
         break;
       }
+      // The chain runs across segments; only the oldest batch on disk starts it (older segments
+      // are retired oldest first, so nothing is missing before it).
       if (next_batch_seq != 0 && (h->seq != next_batch_seq || h->prev_crc != prev_crc))
         return refuse(at(path, pos) + ": batch " + std::to_string(h->seq) +
                       " does not follow batch " + std::to_string(next_batch_seq - 1) +
-                      " (sequence or chain checksum); a batch is missing or the file is not "
-                      "this log's. Refusing to start.");
+                      " (sequence or chain checksum); a batch or a segment is missing, or the "
+                      "file is not this log's. Refusing to start.");
       auto sections = decode_sections(body);
       if (!sections)
         return refuse(at(path, pos) +
@@ -215,18 +231,17 @@ proto::result<recovered_log> recover(const wal_options& opts) {
   fs::create_directories(wal_dir, ec);
   if (!ec) fs::create_directories(opts.dir / "checkpoints", ec);
   if (ec) return refuse("cannot create " + wal_dir.string() + ": " + ec.message());
-  if (auto r = check_meta(opts); !r) return r.err();
   auto segs = list_segments(wal_dir);
   if (!segs) return segs.err();
+  if (auto r = check_meta(opts, segs->size()); !r) return r.err();
 
   recovered_log log{
       std::vector<shard_log>(opts.shards), segment_set{wal_dir, opts.segment_bytes}, {}};
   scanner scan{opts, log};
-  for (size_t i = 0; i < segs->size(); ++i) {
-    auto [seq, path] = (*segs)[i];
-    bool adjacent = i > 0 && (*segs)[i - 1].first + 1 == seq;
-    if (auto r = scan.scan_segment(seq, path, i + 1 == segs->size(), adjacent); !r) return r.err();
-  }
+  for (size_t i = 0; i < segs->size(); ++i)
+    if (auto r = scan.scan_segment((*segs)[i].first, (*segs)[i].second, i + 1 == segs->size()); !r)
+      return r.err();
+  if (auto r = log.segments.start(); !r) return r.err();
   log.segments.continue_chain(scan.next_batch_seq == 0 ? 1 : scan.next_batch_seq, scan.prev_crc);
   for (uint32_t s = 0; s < opts.shards; ++s) {
     auto c = checkpoints.read(s);

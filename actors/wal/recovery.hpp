@@ -7,7 +7,7 @@
 // - the same anywhere else, or followed by a valid batch: acknowledged records may be damaged,
 //   so the start is refused;
 // - a batch with a valid checksum that does not follow the one before it (sequence or chain
-//   CRC) within a segment, or across two consecutive segments: refused (a batch is missing);
+//   CRC), within a segment or across segments: refused (a batch or a whole segment is missing);
 // - a checksummed batch whose body does not parse: refused;
 // - fusee.meta missing (a new data dir: it is written), foreign or with another shard count:
 //   refused; a file named seg-* that is not seg-<16 hex>.wal: refused; a damaged checkpoint:

@@ -12,8 +12,21 @@ fs::path spare_path(const fs::path& dir) {
 
 }  // namespace
 
+proto::result<void> segment_set::sync_entries() const {
+  return dir_file_ ? dir_file_.sync_all(dir_) : sync_dir(dir_);
+}
+
 segment_set::segment_set(fs::path dir, uint64_t segment_bytes)
     : dir_(std::move(dir)), segment_bytes_(segment_bytes) {}
+
+proto::result<void> segment_set::start() {
+  auto d = file::open(dir_, O_RDONLY | O_DIRECTORY);
+  if (!d) return d.err();
+  dir_file_ = std::move(*d);
+  if (!spare_.valid())
+    spare_ = std::async(std::launch::async, create_zero_file, spare_path(dir_), segment_bytes_);
+  return {};
+}
 
 segment_set::~segment_set() {
   if (spare_.valid()) spare_.wait();  // the background zero-filling writes into dir_
@@ -54,14 +67,12 @@ proto::result<void> segment_set::roll(const snapshot_section& snapshot) {
   uint64_t seq = segments_.empty() ? 1 : segments_.rbegin()->first + 1;
   auto path = dir_ / segment_name(seq);
   auto prep = spare_path(dir_);
-  auto ready = spare_.valid() ? spare_.get() : create_zero_file(prep, segment_bytes_);
-  if (!ready) return ready;
-  auto f = file::open(prep, O_RDWR);
+  auto f = spare_.valid() ? spare_.get() : create_zero_file(prep, segment_bytes_);
   if (!f) return f.err();
   if (auto r = f->write_at(encode(segment_header{format_version, seq}), 0, prep); !r) return r;
   if (auto r = f->sync(prep); !r) return r;
   if (::rename(prep.c_str(), path.c_str()) != 0) return io_error("rename", prep);
-  if (auto r = sync_dir(dir_); !r) return r;
+  if (auto r = sync_entries(); !r) return r;
   spare_ = std::async(std::launch::async, create_zero_file, prep, segment_bytes_);
   add(seq, std::move(*f), segment_header_size);
   // The snapshot makes the segment self-sufficient for epochs and LSN numbering.
@@ -82,19 +93,19 @@ proto::result<bytes> segment_set::read(uint64_t seq, uint64_t offset, uint64_t s
 }
 
 std::vector<uint64_t> segment_set::retire(const std::function<bool(const segment&)>& covered) {
+  // Oldest first, and only while each removal works: the segments left on disk are always the
+  // newest, consecutive ones, so recovery can check the batch chain across all of them. A
+  // removal that was not yet durable at a crash brings back only the oldest ones, still
+  // consecutive, whose records the checkpoints cover.
   std::vector<uint64_t> gone;
   while (segments_.size() > 1 && covered(segments_.begin()->second)) {
     auto& oldest = segments_.begin()->second;
-    gone.push_back(oldest.seq);
-    auto path = oldest.path;
-    segments_.erase(segments_.begin());  // closes the file
-    // Best effort: a retired segment that is still there after a crash (its removal failed or
-    // was not yet durable) is read again at start, harmlessly: its records are covered by
-    // checkpoints, and recovery does not check the batch chain across a gap in segment numbers.
     std::error_code ec;
-    fs::remove(path, ec);
-    (void)sync_dir(dir_);
+    if (!fs::remove(oldest.path, ec) || ec) break;  // kept: it is retried at the next checkpoint
+    gone.push_back(oldest.seq);
+    segments_.erase(segments_.begin());  // closes the file
   }
+  if (!gone.empty()) (void)sync_entries();  // best effort, see above
   return gone;
 }
 

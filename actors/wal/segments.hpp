@@ -1,7 +1,8 @@
 // The log's segment files, oldest first; the last is the active one, appended to. A segment is a
-// preallocated zero-filled file (prepared in the background, so rolling to a new one costs no
-// zero-filling on the writer thread) with a header and checksummed batches chained across
-// segments (format.hpp). Used by the writer thread and, before it starts, by recovery.
+// preallocated zero-filled file (prepared in the background and kept open, so rolling to a new
+// one costs no zero-filling on the writer thread and needs no new file descriptor) with a header
+// and checksummed batches chained across segments (format.hpp). Used by the writer thread and,
+// before it starts, by recovery.
 #pragma once
 
 #include <atomic>
@@ -28,11 +29,12 @@ struct segment {
 class segment_set {
 public:
   segment_set(fs::path dir, uint64_t segment_bytes);
+  /// Opens the directory (kept open to sync its entries) and starts preparing the next segment.
+  proto::result<void> start();
   ~segment_set();
   segment_set(segment_set&&) = default;
   segment_set& operator=(segment_set&&) = default;
 
-  const fs::path& dir() const { return dir_; }
   bool empty() const { return segments_.empty(); }
   size_t count() const { return segments_.size(); }
   segment& active() { return segments_.rbegin()->second; }
@@ -59,12 +61,16 @@ public:
   void fail_next_append() { fail_next_ = true; }
 
 private:
+  /// fsync of the directory (its entries: new, renamed, removed segments).
+  proto::result<void> sync_entries() const;
+
   fs::path dir_;
   uint64_t segment_bytes_;
   std::map<uint64_t, segment> segments_;
   uint64_t next_batch_seq_ = 1;
   uint32_t prev_crc_ = 0;
-  std::future<proto::result<void>> spare_;  ///< the next segment's file, being zero-filled
+  file dir_file_;                           ///< the directory, for syncing its entries
+  std::future<proto::result<file>> spare_;  ///< the next segment's file, being zero-filled
   bool fail_next_ = false;
 };
 

@@ -234,6 +234,8 @@ struct wal_writer::impl {
       fail(r.err().message, {}, {});
       return;
     }
+    n_batches++;  // the snapshot batch
+    n_fsyncs++;
     n_segments = segments.count();
   }
 

@@ -1,10 +1,10 @@
 // The node's write-ahead log: one writer thread doing group commit for every shard, and the
 // recovery that rebuilds each shard's state from the segment files at start.
 //
-// Durability contract: a completion (on_durable, on_granted, on_checkpointed) is reported only
-// after the bytes it covers were written and fdatasync'ed. Nothing refused, failed or unwritten
-// is ever reported durable. Appends are checked at commit: the section's epoch must be the
-// shard's live lease held by the submitting session, and its first LSN must follow the shard's
+// Durability contract: a completion (on_durable, on_granted, the OK that answers a checkpoint)
+// is reported only after the bytes it covers were written and fdatasync'ed. Nothing refused, failed
+// or unwritten is ever reported durable. Appends are checked at commit: the section's epoch must be
+// the shard's live lease held by the submitting session, and its first LSN must follow the shard's
 // last queued LSN; otherwise nothing is written and on_refused names the reason.
 //
 // Threading: submit() may be called from any thread; every sink callback runs on the writer

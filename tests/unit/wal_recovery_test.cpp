@@ -184,7 +184,8 @@ TEST_CASE("damage followed by a valid batch is refused, not cut: acknowledged re
   CHECK(contains(why, "not a torn write"));
 }
 
-TEST_CASE("a batch that does not follow the one before it is refused (broken chain)") {
+TEST_CASE("a batch that does not follow the one before it is refused (broken chain), also "
+          "across segments") {
   SUBCASE("within a segment") {
     data_dir d;
     segment_file seg{1};
@@ -206,14 +207,28 @@ TEST_CASE("a batch that does not follow the one before it is refused (broken cha
     auto path = second.write(d);
     CHECK(contains(d.refused(), path.string()));
   }
-  SUBCASE("not across a gap of retired segments") {
+  SUBCASE("a whole segment missing in the middle") {
     data_dir d;
     segment_file first{1};
     first.batch({snapshot_section{}}).zeros(64);
     first.write(d);
-    segment_file third{3, 57, 0x1234};  // segment 2 was retired
-    third.batch({snapshot_section{{snapshot_entry{0, 2, 9}}}}).batch({records(0, 2, 10, {"x"})});
-    third.write(d);
+    segment_file second{2, first.next_batch, first.prev_crc};
+    second.batch({snapshot_section{}}).batch({records(0, 1, 1, {"lost"})}).zeros(64);
+    segment_file third{3, second.next_batch, second.prev_crc};  // segment 2 is not on disk
+    third.batch({snapshot_section{{snapshot_entry{0, 1, 1}}}});
+    auto path = third.write(d);
+    auto why = d.refused();
+    CHECK(contains(why, path.string()));
+    CHECK(contains(why, "a batch or a segment is missing"));
+  }
+  SUBCASE("the oldest segment on disk starts the chain (older ones were retired)") {
+    data_dir d;
+    segment_file fifth{5, 57, 0x1234};
+    fifth.batch({snapshot_section{{snapshot_entry{0, 2, 9}}}}).batch({records(0, 2, 10, {"x"})});
+    fifth.write(d);
+    segment_file sixth{6, fifth.next_batch, fifth.prev_crc};
+    sixth.batch({snapshot_section{{snapshot_entry{0, 2, 10}}}});
+    sixth.write(d);
     auto log = d.recover();
     REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
     CHECK(log->shards[0].last_lsn == 10);
@@ -347,4 +362,23 @@ TEST_CASE("a damaged checkpoint file is refused, naming it") {
   auto why = d.refused();
   CHECK(contains(why, path.string()));
   CHECK(contains(why, "checksum mismatch"));
+}
+
+TEST_CASE("the fixed header sizes are the ones their descriptions encode") {
+  CHECK(encode(segment_header{format_version, 7}).size() == segment_header_size);
+  CHECK(encode_batch(1, 0, {}).size() == batch_header_size);
+  auto meta = decode_meta(encode(meta_file{format_version, 12}));
+  REQUIRE(meta);
+  CHECK(meta->shards == 12);
+}
+
+TEST_CASE("a data dir whose fusee.meta is gone but whose segments are there is refused") {
+  data_dir d;
+  segment_file seg{1};
+  seg.batch({snapshot_section{}});
+  seg.write(d);
+  fs::remove(d.tmp.path / "fusee.meta");
+  auto why = d.refused();
+  CHECK(contains(why, (d.tmp.path / "fusee.meta").string() + " is missing"));
+  CHECK_FALSE(fs::exists(d.tmp.path / "fusee.meta"));  // not guessed
 }
