@@ -1,5 +1,6 @@
 #include "actors/out_lane.hpp"
 
+#include <algorithm>
 #include <cerrno>
 
 #include <fcntl.h>
@@ -26,7 +27,7 @@ out_lane::outcome out_lane::send(const std::vector<uint8_t>& frame) {
   if (!open_) return outcome::closed;
   if (over_) return wake();
   size_t sent = 0;
-  if (pending_.empty() && with_owner_ == 0) {
+  if (queued_total_ == written_total_) {
     // Nothing waits: the kernel takes what fits now; the rest waits, and so does every later
     // frame, so nothing can land inside it.
     while (sent < frame.size() && fd_ >= 0) {
@@ -38,19 +39,23 @@ out_lane::outcome out_lane::send(const std::vector<uint8_t>& frame) {
         continue;
       } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         break;
-      } else {  // the connection broke; the broker sees it close
+      } else {
+        // The connection broke (perhaps mid-frame): end it, so the broker's read side sees it
+        // close and ends the session; nothing more may be written.
+        ::shutdown(fd_, SHUT_RDWR);
         open_ = false;
         return outcome::closed;
       }
     }
     if (sent == frame.size()) return outcome::written;
-  } else if (pending_.size() + with_owner_ > limit_) {
+  } else if (queued_total_ - frame_ends_.front() > limit_) {
     over_ = true;
-    pending_.clear();
-    pending_.shrink_to_fit();
+    pending_ = {};
     return wake();
   }
   pending_.insert(pending_.end(), frame.begin() + static_cast<ptrdiff_t>(sent), frame.end());
+  queued_total_ += frame.size() - sent;
+  frame_ends_.push_back(queued_total_);
   return wake();
 }
 
@@ -61,18 +66,24 @@ out_lane::drained out_lane::drain(std::vector<uint8_t>& out) {
   if (over_) return drained::over_limit;
   out = std::move(pending_);
   pending_ = {};
-  with_owner_ += out.size();
   return drained::ok;
 }
 
 void out_lane::transferred(uint64_t n) {
   std::lock_guard<std::mutex> lk{mtx_};
-  with_owner_ = n > with_owner_ ? 0 : with_owner_ - n;
+  written_total_ = std::min(written_total_ + n, queued_total_);
+  while (!frame_ends_.empty() && frame_ends_.front() <= written_total_)
+    frame_ends_.pop_front();
 }
 
 uint64_t out_lane::waiting() const {
   std::lock_guard<std::mutex> lk{mtx_};
-  return pending_.size() + with_owner_;
+  return queued_total_ - written_total_;
+}
+
+uint64_t out_lane::waiting_behind_head() const {
+  std::lock_guard<std::mutex> lk{mtx_};
+  return frame_ends_.empty() ? 0 : queued_total_ - frame_ends_.front();
 }
 
 void out_lane::abort() {

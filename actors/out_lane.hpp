@@ -11,13 +11,16 @@
 // with transferred() what CAF wrote. Until all of it is written, nothing goes straight out.
 //
 // Bound: a connection whose peer stops reading must not make the server buffer without limit.
-// Once more than `limit` bytes are waiting, the next frame is refused and drain() reports
-// over_limit: the owner ends the connection. So a connection never holds more than
-// limit + one frame.
+// Once more than `limit` bytes wait behind the frame being written (the oldest one not yet
+// wholly in the kernel), the next frame is refused and drain() reports over_limit: the owner ends
+// the connection. A frame larger than the limit (a big log page or call) therefore still goes
+// through, and so do the frames after it while the peer reads; a connection never holds more
+// than that frame, the limit and one more frame.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <vector>
 
@@ -57,6 +60,8 @@ public:
 
   /// Bytes given to send() and not yet in the kernel.
   uint64_t waiting() const;
+  /// Of those, the bytes behind the frame being written (what the limit applies to).
+  uint64_t waiting_behind_head() const;
   uint64_t limit() const { return limit_; }
 
   /// No more writes through this lane (closes the duplicate).
@@ -72,10 +77,14 @@ private:
   int fd_;
   const uint64_t limit_;
   bool open_ = true;
-  bool over_ = false;        ///< the limit was hit: everything is refused from now on
-  bool owner_told_ = false;  ///< a drain is due (the owner was told, or is draining)
-  std::vector<uint8_t> pending_;
-  uint64_t with_owner_ = 0;  ///< taken by drain() and not yet reported written
+  bool over_ = false;             ///< the limit was hit: everything is refused from now on
+  bool owner_told_ = false;       ///< a drain is due (the owner was told, or is draining)
+  std::vector<uint8_t> pending_;  ///< waiting, not yet taken by drain()
+  // Bytes ever queued (not sent straight) and ever reported written by the owner: waiting is the
+  // difference; nothing waits when they are equal.
+  uint64_t queued_total_ = 0;
+  uint64_t written_total_ = 0;
+  std::deque<uint64_t> frame_ends_;  ///< queued_total_ at the end of each frame still waiting
 };
 
 }  // namespace fusee::server
