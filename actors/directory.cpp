@@ -35,8 +35,8 @@ struct worker {
   uint32_t pending = 0;  ///< grants in the log
   bool serve_calls = false;
   uint64_t hello_id = 0;
-  bool binding = false;   ///< an invoked worker waiting for the invoker's bind answer
   bool answered = false;  ///< LEASE sent
+  bool fenced = false;    ///< its invocation ended: it holds nothing more
   std::vector<proto::grant_entry> initial;
   std::set<uint32_t> held;
   std::set<uint32_t> released;  ///< given back by RELEASE: never offered again to this worker
@@ -92,7 +92,6 @@ struct directory_state {
   std::unordered_map<session_id, worker> workers;
   uint64_t next_order = 1;
   uint64_t next_token = 1;
-  std::unordered_map<uint64_t, std::pair<session_id, uint32_t>> pending_grants;
   std::unordered_map<uint64_t, pending_revoke> pending_revokes;
   // Only shards with something parked have an entry (100,000 empty deques would cost ~100 MB).
   std::unordered_map<uint32_t, std::deque<parked_call>> parked_calls;
@@ -207,9 +206,7 @@ void grant(directory_state& st, session_id s, worker& w, uint32_t shard) {
   slot.busy = true;
   refresh_free(st, shard);
   w.pending++;
-  uint64_t token = st.next_token++;
-  st.pending_grants[token] = {s, shard};
-  st.log->grant(token, s, shard_id{shard});
+  st.log->grant(st.next_token++, s, shard_id{shard});
 }
 
 /// Gives free shards to waiting long-lived workers in connection order.
@@ -352,7 +349,6 @@ proto::lease lease_frame(const directory_state& st, const worker& w,
 void start_worker(self_ptr self, session_id s, std::vector<uint32_t> only) {
   auto& st = self->state;
   auto& w = st.workers[s];
-  w.binding = false;
   auto offer = [&](uint32_t shard) {
     auto& slot = st.slots[shard];
     if (slot.holder == 0 && !slot.busy) grant(st, s, w, shard);
@@ -389,7 +385,6 @@ void bind_invoked(self_ptr self, session_id s, uint64_t invocation) {
            "invocation " + name + " is unknown: this server has no endpoints");
     return;
   }
-  w.binding = true;
   self->request(st.scheduler, std::chrono::seconds(5), bind_request{invocation, s})
       .then(
           [=](bind_result& r) {
@@ -428,18 +423,24 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
   }
   return {
       [=](fence_request& f) {
-        // An invocation ended: the leases it still holds are revoked; the connection stays.
+        // An invocation ended: the leases it holds are revoked (grants still in the log are
+        // revoked when they arrive); the connection stays.
         auto& st = self->state;
         auto w = st.workers.find(f.session);
-        if (w == st.workers.end() || w->second.held.empty()) return;
-        proto::revoked r{0, held_leases(st, w->second), "the invocation ended"};
-        auto held = w->second.held;
-        auto actor = w->second.actor;
+        if (w == st.workers.end()) return;
+        auto& wk = w->second;
+        wk.fenced = true;
+        if (wk.held.empty()) return;
+        auto held = wk.held;
+        proto::revoked r{0, held_leases(st, wk), "the invocation ended"};
         // The log hears of the revocation before the worker does, so anything the worker sends
         // after REVOKED is queued behind it and refused (STALE_EPOCH).
         for (auto shard : held)
-          revoke(self, shard, &w->second);
-        send_frame(self, actor, r);
+          revoke(self, shard, &wk);
+        if (wk.answered)
+          send_frame(self, wk.actor, r);
+        else
+          wk.initial.clear();  // never announced: its LEASE (when its grants are in) is empty
         offer_free(st);
       },
       [=](hello_request& h) {
@@ -582,27 +583,30 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
       [=](grants_made& made) {
         auto& st = self->state;
         std::map<session_id, std::vector<proto::grant_entry>> pushes;
-        std::vector<session_id> leased;
+        std::set<session_id> waiting;   // workers whose LEASE may be complete now
         std::vector<uint32_t> serving;  // shards whose holder may get calls and messages now
         for (auto& g : made.grants) {
-          st.pending_grants.erase(g.token);
           auto& slot = st.slots[g.shard];
           slot.busy = false;
           auto w = st.workers.find(g.session);
+          if (w != st.workers.end()) {
+            w->second.pending--;
+            if (!w->second.answered) waiting.insert(g.session);
+          }
           if (g.epoch == 0) {  // the log could not write the grant
             refresh_free(st, g.shard);
-            if (w != st.workers.end()) w->second.pending--;
             continue;
           }
           slot.epoch = epoch_t{g.epoch};
           slot.holder = g.session;
           refresh_free(st, g.shard);
-          if (w == st.workers.end()) {  // the worker left meanwhile: end the new lease at once
+          if (w == st.workers.end() || w->second.fenced) {
+            // The worker left, or its invocation ended, meanwhile: the new lease ends at once,
+            // unannounced.
             revoke(self, g.shard, nullptr);
             continue;
           }
           auto& wk = w->second;
-          wk.pending--;
           wk.held.insert(g.shard);
           slot.holder_actor = wk.actor;
           proto::grant_entry e{shard_id{g.shard}, epoch_t{g.epoch}, proto::lsn_t{g.durable_lsn}};
@@ -611,13 +615,15 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
             // from several log batches.
             slot.serve_calls = false;
             wk.initial.push_back(e);
-            if (wk.pending == 0) leased.push_back(g.session);
           } else {
             slot.serve_calls = wk.serve_calls;
             pushes[g.session].push_back(e);
             serving.push_back(g.shard);
           }
         }
+        std::vector<session_id> leased;
+        for (auto s : waiting)
+          if (st.workers[s].pending == 0) leased.push_back(s);
         for (auto s : leased) {
           auto& wk = st.workers[s];
           wk.answered = true;

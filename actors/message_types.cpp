@@ -10,7 +10,6 @@ void add_server_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<hello_request>("fusee.hello_request");
   cfg.add_message_type<drain_request>("fusee.drain_request");
   cfg.add_message_type<shard_report>("fusee.shard_report");
-  cfg.add_message_type<std::vector<shard_report>>("fusee.shard_report_list");
   cfg.add_message_type<idle_request>("fusee.idle_request");
   cfg.add_message_type<call_request>("fusee.call_request");
   cfg.add_message_type<call_reply_request>("fusee.call_reply_request");
@@ -19,7 +18,6 @@ void add_server_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<release_request>("fusee.release_request");
   cfg.add_message_type<session_ended>("fusee.session_ended");
   cfg.add_message_type<grant_done>("fusee.grant_done");
-  cfg.add_message_type<std::vector<grant_done>>("fusee.grant_done_list");
   cfg.add_message_type<grants_made>("fusee.grants_made");
   cfg.add_message_type<revocation_done>("fusee.revocation_done");
   cfg.add_message_type<invoker_ready>("fusee.invoker_ready");

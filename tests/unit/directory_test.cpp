@@ -215,7 +215,7 @@ struct fixture {
   }
   /// The log writes everything queued as one batch and reports it, as the writer does (only the
   /// first `n` entries when given: the rest go into a later batch).
-  void commit(uint64_t durable_lsn = 0, size_t n = SIZE_MAX) {
+  void commit(uint64_t durable_lsn = 0, size_t n = SIZE_MAX, bool fail_grants = false) {
     grants_made made;
     std::vector<revocation_done> revoked;
     std::vector<fake_log::entry> later;
@@ -225,8 +225,8 @@ struct fixture {
     }
     for (auto& e : log.queued) {
       if (e.grant)
-        made.grants.push_back(
-            grant_done{e.token, e.session, e.shard, ++log.epochs[e.shard], durable_lsn});
+        made.grants.push_back(grant_done{e.token, e.session, e.shard,
+                                         fail_grants ? 0 : ++log.epochs[e.shard], durable_lsn});
       else
         revoked.push_back(revocation_done{e.token, e.shard});
     }
@@ -299,6 +299,15 @@ TEST_CASE("no call reaches a worker before the LEASE that names its shard, even 
   CHECK(std::holds_alternative<proto::lease>(a.frames[0]));
   CHECK(std::holds_alternative<proto::relayed_call>(a.frames[1]));
   CHECK(std::holds_alternative<proto::relayed_call>(a.frames[2]));
+}
+
+TEST_CASE("a worker whose grants fail in the log still gets its LEASE, without them") {
+  fixture f{2};
+  auto& a = f.worker();
+  f.commit(0, 1);               // shard 0 granted
+  f.commit(0, SIZE_MAX, true);  // shard 1's grant could not be written
+  auto lease = a.last<proto::lease>();
+  CHECK(shards_of(lease.grants) == std::vector<uint32_t>{0});
 }
 
 TEST_CASE("epochs continue from the ones the log recovered") {
@@ -556,6 +565,29 @@ TEST_CASE("an invoked worker gets exactly its invocation's free shards, or ERR w
   f.answer(bind_result{bind_code::taken, {}, 0, -1, {}});
   CHECK(c.closed);
   CHECK(c.last<proto::err>().code == uint16_t(proto::err_code::invocation_taken));
+}
+
+TEST_CASE("an invocation that ends while its grants are in the log leaves no lease: the LEASE "
+          "is empty and every grant is revoked") {
+  invoked_fixture f;
+  auto& a = f.invoked(77);
+  f.answer(f.bound({0, 1}));
+  f.commit(0, 1);  // shard 0's grant is in, shard 1's not yet
+  caf::anon_send(f.dir, fence_request{a.id});
+  f.run();
+  CHECK(a.frames.empty());  // nothing to revoke that the worker was told of
+  f.commit();               // shard 1's grant arrives after the fence, and shard 0's revocation
+  f.commit();               // shard 1's revocation
+  REQUIRE(a.frames.size() == 1);
+  CHECK(a.last<proto::lease>().grants.empty());
+  CHECK(f.ep.leased.at(0).shards == 0);  // the endpoint counts it unleased
+  size_t revokes = 0;
+  for (auto& e : f.log.all)
+    revokes += !e.grant;
+  CHECK(revokes == 2);
+  auto& b = f.worker();  // and the shards are free again
+  f.commit();
+  CHECK(b.last<proto::lease>().grants.size() == 4);
 }
 
 TEST_CASE("an invoked worker's IDLE report reaches its wake record and its endpoint when the "
