@@ -73,9 +73,23 @@ void listener::accept_loop(caf::actor broker) {
   for (;;) {
     int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (c < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EMFILE && errno != ENFILE && errno != ENOBUFS && errno != ENOMEM)
-        return;  // the socket was shut down: stop
+      // Errors of the connection being accepted (accept(2): Linux passes pending network errors
+      // on): that connection is lost, the next one is not.
+      if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO || errno == ENETDOWN ||
+          errno == ENOPROTOOPT || errno == EHOSTDOWN || errno == ENONET || errno == EHOSTUNREACH ||
+          errno == EOPNOTSUPP || errno == ENETUNREACH || errno == EPERM)
+        continue;
+      if (errno != EMFILE && errno != ENFILE && errno != ENOBUFS && errno != ENOMEM) {
+        bool stopping;
+        {
+          std::lock_guard<std::mutex> lk{mtx_};
+          stopping = stopping_;
+        }
+        if (!stopping)  // not our own shutdown of the socket
+          std::fprintf(stderr, "fusee server: accepting connections failed for good: %s\n",
+                       std::strerror(errno));
+        return;
+      }
       if (backoff.count() == 0)
         std::fprintf(stderr,
                      "fusee server: cannot accept connections: %s; new connections wait until "

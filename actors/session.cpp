@@ -55,7 +55,23 @@ struct session_state {
   static inline const char* name = "session";
 };
 
-using session_ptr = caf::stateful_actor<session_state, caf::io::broker>*;
+/// The session broker's whole interface: what the directory and the log's sink may send it
+/// (session_actor), the network events it handles, and its liveness tick.
+using session_broker_actor =
+    session_actor::extend<caf::reacts_to<caf::io::new_data_msg>,
+                          caf::reacts_to<caf::io::connection_closed_msg>,
+                          caf::reacts_to<caf::io::data_transferred_msg>, caf::reacts_to<tick_atom>>;
+
+template <class T>
+struct broker_of;
+template <class... Sigs>
+struct broker_of<caf::typed_actor<Sigs...>> {
+  using type = caf::io::typed_broker<Sigs...>;
+};
+
+using session_ptr = caf::stateful_actor<session_state, broker_of<session_broker_actor>::type>*;
+static_assert(std::is_convertible_v<session_broker_actor, session_actor>,
+              "the session broker implements what the directory and the log's sink send it");
 
 /// Ends the session once. The lane is closed before the socket is, so the log's writer thread
 /// can never send on a descriptor number the kernel has handed to a new connection.
@@ -77,10 +93,10 @@ void drain_lane(session_ptr self) {
   case out_lane::drained::over_limit:
     std::fprintf(stderr,
                  "fusee server: connection %llu (%s%s) stopped reading: more than %llu bytes "
-                 "wait to be written to it (`limits.write_buffer_mb`); closing it, its leases go "
-                 "to standbys\n",
+                 "wait to be written to it (`limits.write_buffer_mb`); closing it%s\n",
                  static_cast<unsigned long long>(st.id), st.peer.c_str(), st.label.c_str(),
-                 static_cast<unsigned long long>(st.lane->limit()));
+                 static_cast<unsigned long long>(st.lane->limit()),
+                 st.who == role::worker ? ", its leases go to standbys" : "");
     st.lane->abort();  // drop what waits in CAF's buffer too: the peer does not read it
     end_session(self, true);
     return;
@@ -224,8 +240,8 @@ void handle(session_ptr self, proto::any_message&& msg) {
       std::move(msg));
 }
 
-caf::behavior session_fn(session_ptr self, caf::io::connection_handle hdl, int fd,
-                         session_context ctx) {
+session_broker_actor::behavior_type session_fn(session_ptr self, caf::io::connection_handle hdl,
+                                               int fd, session_context ctx) {
   auto& st = self->state;
   st.cfg = ctx.settings;
   st.hdl = hdl;

@@ -72,7 +72,7 @@ TEST_CASE("out of descriptors, the accept loop backs off, logs once and keeps se
   for (int i = 0; i < 8 && !waiting; ++i) {
     peer p{f.server.connect()};
     REQUIRE(p.conn.send(proto::client_hello{proto::request_head{1}, 1, "client"}));
-    if (p.conn.receive(std::chrono::milliseconds(300)))
+    if (p.conn.receive(std::chrono::milliseconds(1000)))
       accepted.push_back(std::move(p));
     else
       waiting.emplace(std::move(p));
