@@ -233,6 +233,21 @@ struct text_decoder {
   }
 };
 
+/// The tag of a section on disk: its index in `section` + 1.
+template <class T>
+constexpr uint8_t tag_of() {
+  return static_cast<uint8_t>(section{std::in_place_type<T>}.index() + 1);
+}
+
+/// Appends tag and section; the offset of a records section's region (0 for the others).
+template <class T>
+size_t append_tagged(bytes& body, const T& x) {
+  body.push_back(tag_of<T>());
+  encoder e{writer{body}, body};
+  describe(e, const_cast<T&>(x));  // describe() takes references for decoding; encoding only reads
+  return e.region;
+}
+
 /// CRC32C(len ++ seq ++ prev_crc ++ body).
 uint32_t batch_crc(const batch_header& h, byte_view body) {
   bytes head;
@@ -265,11 +280,20 @@ bool batch_checksum_ok(const batch_header& h, byte_view body) {
   return body.size() == h.len && batch_crc(h, body) == h.crc;
 }
 
+size_t append_section(bytes& body, const records_section& s) {
+  return append_tagged(body, s);
+}
+
+size_t append_section(bytes& body, const grant_section& s) {
+  return append_tagged(body, s);
+}
+
+size_t append_section(bytes& body, const snapshot_section& s) {
+  return append_tagged(body, s);
+}
+
 size_t append_section(bytes& body, const section& s) {
-  body.push_back(static_cast<uint8_t>(s.index() + 1));
-  encoder e{writer{body}, body};
-  std::visit([&](auto x) { describe(e, x); }, s);
-  return std::holds_alternative<records_section>(s) ? e.region : 0;
+  return std::visit([&](const auto& x) { return append_tagged(body, x); }, s);
 }
 
 bytes encode(const checkpoint_file& c) {
@@ -303,17 +327,17 @@ proto::result<std::vector<section>> decode_sections(byte_view body) {
     uint8_t tag = 0;
     r.u8(tag, "section tag");
     bool ok = false;
-    if (tag == 1) {
+    if (tag == tag_of<records_section>()) {
       r.set_context("records section");
       records_section x;
       ok = describe(d, x);
       out.emplace_back(std::move(x));
-    } else if (tag == 2) {
+    } else if (tag == tag_of<grant_section>()) {
       r.set_context("grant section");
       grant_section x;
       ok = describe(d, x);
       out.emplace_back(x);
-    } else if (tag == 3) {
+    } else if (tag == tag_of<snapshot_section>()) {
       r.set_context("snapshot section");
       snapshot_section x;
       ok = describe(d, x);

@@ -97,6 +97,9 @@ bytes encode(const segment_header& h);
 bytes encode_batch(uint64_t seq, uint32_t prev_crc, byte_view body);
 /// Appends the section (tag included) to a batch body; returns the offset of a records
 /// section's region within `body` (0 for other sections).
+size_t append_section(bytes& body, const records_section& s);
+size_t append_section(bytes& body, const grant_section& s);
+size_t append_section(bytes& body, const snapshot_section& s);
 size_t append_section(bytes& body, const section& s);
 bytes encode(const checkpoint_file& c);
 std::string encode(const meta_file& m);
