@@ -51,7 +51,17 @@ size_t count(const std::string& text, const std::string& what) {
 
 }  // namespace
 
-TEST_CASE("out of descriptors, the accept loop backs off, logs once and keeps serving") {
+#ifdef FUSEE_SANITIZED
+// UBSan's vptr check tests memory through a pipe(2); a process without descriptors cannot make
+// one, and UBSan then reports every virtual call as a bad vptr (make test-asan). The sanitizer's
+// own need, not the server's: this test runs in the normal build only.
+constexpr bool sanitized = true;
+#else
+constexpr bool sanitized = false;
+#endif
+
+TEST_CASE("out of descriptors, the accept loop backs off, logs once and keeps serving" *
+          doctest::skip(sanitized)) {
   server_fixture f{"[server]\nshards = 2\n"};
   int pid = f.server.pid();
   auto w = f.connect();

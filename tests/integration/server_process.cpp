@@ -18,6 +18,19 @@ namespace fusee::test {
 
 namespace fs = std::filesystem;
 
+scoped_env::scoped_env(std::string name, const std::string& options) : name_(std::move(name)) {
+  if (auto* v = std::getenv(name_.c_str())) old_ = v;
+  auto value = old_ && !old_->empty() ? *old_ + ":" + options : options;
+  ::setenv(name_.c_str(), value.c_str(), 1);
+}
+
+scoped_env::~scoped_env() {
+  if (old_)
+    ::setenv(name_.c_str(), old_->c_str(), 1);
+  else
+    ::unsetenv(name_.c_str());
+}
+
 std::string fusee_binary() {
   return FUSEE_BINARY;
 }

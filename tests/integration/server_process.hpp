@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,20 @@ int spawn_process(std::vector<std::string> args, const std::filesystem::path& lo
 
 /// GET http://127.0.0.1:port/path; returns {status, body} (status 0 if the request failed).
 std::pair<long, std::string> http_get(uint16_t port, const std::string& path);
+
+/// Appends `options` to a colon-separated environment variable (ASAN_OPTIONS, UBSAN_OPTIONS)
+/// for the processes started while it lives; restores the old value after.
+class scoped_env {
+public:
+  scoped_env(std::string name, const std::string& options);
+  ~scoped_env();
+  scoped_env(const scoped_env&) = delete;
+  scoped_env& operator=(const scoped_env&) = delete;
+
+private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
 
 /// The fusee binary under test (set by CMake).
 std::string fusee_binary();

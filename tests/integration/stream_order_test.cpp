@@ -168,22 +168,6 @@ uint64_t proc_kib(int pid, const std::string& key) {
 
 }  // namespace
 
-/// Sets an environment variable for the processes started in its lifetime.
-struct scoped_env {
-  std::string name;
-  std::optional<std::string> old;
-  scoped_env(std::string n, const std::string& value) : name(std::move(n)) {
-    if (auto* v = std::getenv(name.c_str())) old = v;
-    ::setenv(name.c_str(), value.c_str(), 1);
-  }
-  ~scoped_env() {
-    if (old)
-      ::setenv(name.c_str(), old->c_str(), 1);
-    else
-      ::unsetenv(name.c_str());
-  }
-};
-
 TEST_CASE("a worker that stops reading is cut at the write limit: its calls end with status 3, "
           "a standby serves the rest, and the server's memory stays bounded") {
   // Under AddressSanitizer (make test-asan) freed memory sits in a quarantine of 256 MiB by
