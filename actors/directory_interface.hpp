@@ -159,21 +159,6 @@ typename Inspector::result_type inspect(Inspector& f, session_ended& x) {
   return f(caf::meta::type_name("fusee.session_ended"), x.session, x.silent);
 }
 
-/// The log made a lease grant durable (epoch 0: it could not).
-struct grant_done {
-  uint64_t token = 0;
-  session_id session = 0;
-  uint32_t shard = 0;
-  uint64_t epoch = 0;
-  uint64_t durable_lsn = 0;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, grant_done& x) {
-  return f(caf::meta::type_name("fusee.grant_done"), x.token, x.session, x.shard, x.epoch,
-           x.durable_lsn);
-}
-
 /// The grants of one log batch.
 struct grants_made {
   std::vector<grant_done> grants;

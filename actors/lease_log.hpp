@@ -1,7 +1,8 @@
 // How the directory reaches the log: a lease grant and a revocation are log entries, made durable
 // (grants) or ordered behind every record queued before them (revocations) before anyone hears of
 // them. The log answers by message (grants_made, revocation_done in directory_interface.hpp).
-// The wal_writer implements it; directory tests use a fake. No CAF here.
+// The wal_writer implements it; directory tests use a fake. No CAF here (grant_done's inspect()
+// is a template CAF instantiates; its name is given where it is registered).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,21 @@ namespace fusee::server {
 
 /// Identifies a worker or client connection inside the node; 0 = nobody.
 using session_id = uint64_t;
+
+/// A lease grant the log made durable (epoch 0: it could not), as the log reports it and the
+/// directory receives it.
+struct grant_done {
+  uint64_t token = 0;
+  session_id session = 0;
+  uint32_t shard = 0;
+  uint64_t epoch = 0;
+  uint64_t durable_lsn = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, grant_done& x) {
+  return f(x.token, x.session, x.shard, x.epoch, x.durable_lsn);
+}
 
 class lease_log {
 public:

@@ -49,18 +49,13 @@ void log_sink::on_io_failed(session_id s, shard_id shard, epoch_t epoch, std::st
   send_frame(s, proto::io_failed{0, shard, epoch, std::move(message)});
 }
 
-void log_sink::on_granted(std::vector<granted_shard> grants) {
-  grants_made out;
-  out.grants.reserve(grants.size());
-  for (auto& g : grants)
-    out.grants.push_back(
-        grant_done{g.token, g.session, g.shard.value(), g.epoch.value(), g.durable_lsn.value()});
+void log_sink::on_granted(std::vector<grant_done> grants) {
   directory_actor d;
   {
     std::lock_guard<std::mutex> lk{mtx_};
     d = directory_;
   }
-  caf::anon_send(d, std::move(out));
+  caf::anon_send(d, grants_made{std::move(grants)});
 }
 
 void log_sink::on_revoked(uint64_t token, shard_id shard, epoch_t) {

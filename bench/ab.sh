@@ -19,17 +19,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-start_fusee() {  # BUILD
-  rm -rf "$work/fusee"
-  "$1/app/fusee" server --data-dir "$work/fusee" --shards 64 --listen 127.0.0.1:0 \
-    --ready-file "$work/ready" 2>"$work/fusee.log" &
-  server_pid=$!
-  for _ in $(seq 1 200); do [ -f "$work/ready" ] && break; sleep 0.05; done
-  fusee_addr=$(grep '^listen=' "$work/ready" | cut -d= -f2)
-  rm -f "$work/ready"
-}
-stop_fusee() { kill "$server_pid"; wait "$server_pid" || true; server_pid=""; }
-json() { python3 -c "import json,sys; print(json.loads(sys.argv[1])['$2'])" "$1"; }
+source "$(dirname "$0")/lib.sh"
 
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r)"
 echo "command: bench/ab.sh $A $B (ROUNDS=$ROUNDS STEPS=$STEPS SECONDS_TP=$SECONDS_TP)"

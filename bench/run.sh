@@ -64,17 +64,7 @@ pg_tps() {  # concurrency -> records per second (pgbench excludes its connection
 }
 
 # -- fusee ------------------------------------------------------------------------------------
-start_fusee() {
-  rm -rf "$work/fusee"
-  "$BUILD/app/fusee" server --data-dir "$work/fusee" --shards 64 --listen 127.0.0.1:0 \
-    --ready-file "$work/ready" 2>"$work/fusee.log" &
-  server_pid=$!
-  for _ in $(seq 1 200); do [ -f "$work/ready" ] && break; sleep 0.05; done
-  fusee_addr=$(grep '^listen=' "$work/ready" | cut -d= -f2)
-  rm -f "$work/ready"
-}
-stop_fusee() { kill "$server_pid"; wait "$server_pid" || true; server_pid=""; }
-json() { python3 -c "import json,sys; print(json.loads(sys.argv[1])['$2'])" "$1"; }
+source "$(dirname "$0")/lib.sh"
 
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r); data on $(df -h "$work" | awk 'NR==2 {print $1}')"
 echo "command: bench/run.sh $BUILD (ROUNDS=$ROUNDS STEPS=$STEPS SECONDS_TP=$SECONDS_TP)"
@@ -86,7 +76,7 @@ echo "| --- | --- | --- | --- |"
 for r in $(seq 1 "$ROUNDS"); do
   floor=$("$BUILD/app/fusee" disk-check --data-dir "$work/disk" --runs "$STEPS" | head -1 |
           sed -E 's/.*p50 ([0-9]+) us, p99 ([0-9]+) us.*/\1 \2/')
-  start_fusee
+  start_fusee "$BUILD"
   step=$("$BUILD/bench/step_latency" "$fusee_addr" "$STEPS" 100)
   stop_fusee
   pg=$(pg_latency)
@@ -100,7 +90,7 @@ echo "| --- | --- | --- | --- | --- | --- |"
 for r in $(seq 1 "$ROUNDS"); do
   for conc in 64 256; do
     per_shard=$((conc / 64))
-    start_fusee
+    start_fusee "$BUILD"
     tp=$("$BUILD/bench/throughput" "$fusee_addr" 4 "$SECONDS_TP" "$per_shard" 100 64)
     stop_fusee
     per_fsync=$(sed -nE 's/.* ([0-9.]+) records per batch.*/\1/p' "$work/fusee.log")

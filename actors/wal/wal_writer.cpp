@@ -137,7 +137,7 @@ struct wal_writer::impl {
     bytes body;
     std::vector<pending_index> new_sections;
     std::map<session_id, std::map<uint32_t, proto::position>> acks;
-    std::vector<granted_shard> grants;
+    std::vector<grant_done> grants;
     std::vector<wal_revoke> revokes;
     std::vector<wal_entry*> after_commit;                  // checkpoints, loads, reads
     std::vector<std::pair<session_id, uint32_t>> touched;  // for IO_FAILED
@@ -169,14 +169,14 @@ struct wal_writer::impl {
       } else if (auto* g = std::get_if<wal_grant>(&e)) {
         uint32_t s = g->shard.value();
         if (check_shard(s)) {
-          grants.push_back({g->token, g->session, g->shard, epoch_t{0}, lsn_t{0}});
+          grants.push_back({g->token, g->session, s, 0, 0});
           continue;
         }
         auto& st = shards[s];
         st.epoch = epoch_t{st.epoch.value() + 1};
         st.holder = g->session;
         append_section(body, grant_section{s, st.epoch.value()});
-        grants.push_back({g->token, g->session, g->shard, st.epoch, lsn_t{st.last_lsn}});
+        grants.push_back({g->token, g->session, s, st.epoch.value(), st.last_lsn});
       } else if (auto* r = std::get_if<wal_revoke>(&e)) {
         uint32_t s = r->shard.value();
         if (s < shards.size()) {
@@ -242,7 +242,7 @@ struct wal_writer::impl {
   /// A write or fsync failed: nothing of this batch is acknowledged, every later append is
   /// refused, and the sessions whose records were in it hear IO_FAILED.
   void fail(const std::string& err, const std::vector<std::pair<session_id, uint32_t>>& touched,
-            std::vector<granted_shard> grants) {
+            std::vector<grant_done> grants) {
     broken = true;
     broken_reason = err;
     for (auto& st : shards)
@@ -250,7 +250,7 @@ struct wal_writer::impl {
     for (auto& [session, s] : touched)
       sink->on_io_failed(session, shard_id{s}, shards[s].epoch, err);
     for (auto& g : grants)
-      g.epoch = epoch_t{0};  // not granted
+      g.epoch = 0;  // not granted
     if (!grants.empty()) sink->on_granted(std::move(grants));
   }
 

@@ -91,14 +91,6 @@ using wal_entry =
 
 // -- what the writer reports ------------------------------------------------------------------
 
-struct granted_shard {
-  uint64_t token = 0;
-  session_id session = 0;
-  shard_id shard;
-  epoch_t epoch;
-  lsn_t durable_lsn;
-};
-
 /// Receives the writer's reports, on the writer thread. Implementations must not block.
 class wal_sink {
 public:
@@ -106,7 +98,7 @@ public:
   /// New durable positions for one session, cumulative per shard.
   virtual void on_durable(session_id s, std::vector<proto::position> positions) = 0;
   virtual void on_refused(session_id s, uint64_t request_id, proto::error e) = 0;
-  virtual void on_granted(std::vector<granted_shard> grants) = 0;
+  virtual void on_granted(std::vector<grant_done> grants) = 0;
   virtual void on_revoked(uint64_t token, shard_id shard, epoch_t epoch) = 0;
   /// An answer to a checkpoint, load or read: a whole message for the session.
   virtual void on_answer(session_id s, proto::any_message answer) = 0;

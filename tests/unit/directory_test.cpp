@@ -10,7 +10,7 @@
 #include <map>
 
 #include "actors/directory.hpp"
-#include "actors/message_types.hpp"
+#include "deterministic_config.hpp"
 #include "protocol/invocation_request.hpp"
 #include "protocol/messages.hpp"
 
@@ -20,12 +20,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct test_config : caf::actor_system_config {
-  test_config() {
-    add_server_types(*this);
-    set("scheduler.policy", caf::atom("testing"));
-  }
-};
+using test_config = fusee::test::deterministic_config;
 
 /// What happened, in order: log entries and frames the sessions got, as text ("revoke 1",
 /// "REVOKED to 1", ...), so tests can check that the log hears of a change first.

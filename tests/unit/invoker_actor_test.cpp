@@ -11,7 +11,7 @@
 #include "actors/http_client.hpp"
 #include "actors/invoker.hpp"
 #include "actors/invoker_rules.hpp"
-#include "actors/message_types.hpp"
+#include "deterministic_config.hpp"
 #include "protocol/invocation_request.hpp"
 #include "protocol/messages.hpp"
 #include "protocol/signature.hpp"
@@ -22,12 +22,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct test_config : caf::actor_system_config {
-  test_config() {
-    add_server_types(*this);
-    set("scheduler.policy", caf::atom("testing"));
-  }
-};
+using test_config = fusee::test::deterministic_config;
 
 /// Records the POSTs instead of sending them.
 struct fake_sender : http_sender {

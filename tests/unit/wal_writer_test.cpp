@@ -22,7 +22,7 @@ struct recording_sink : wal_sink {
   std::condition_variable cv;
   std::vector<proto::position> durable;
   std::vector<std::pair<uint64_t, proto::error>> refused;
-  std::vector<granted_shard> granted;
+  std::vector<grant_done> granted;
   std::vector<std::string> io_failed;
   std::vector<proto::any_message> answers;
 
@@ -36,7 +36,7 @@ struct recording_sink : wal_sink {
     refused.emplace_back(id, e);
     cv.notify_all();
   }
-  void on_granted(std::vector<granted_shard> g) override {
+  void on_granted(std::vector<grant_done> g) override {
     std::lock_guard<std::mutex> lk{mtx};
     granted.insert(granted.end(), g.begin(), g.end());
     cv.notify_all();
@@ -80,7 +80,7 @@ TEST_CASE("the log checks holder, epoch and LSN at commit") {
   auto wal = open_log(tmp.path, 2, &sink);
   wal->submit(wal_grant{1, 7, shard_id{0}});
   REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
-  CHECK(sink.granted[0].epoch == epoch_t{1});
+  CHECK(sink.granted[0].epoch == 1);
   wal->submit(app(7, 1, 0, 1, 1, "ok"));
   wal->submit(app(8, 2, 0, 1, 2, "another session"));
   wal->submit(app(7, 3, 0, 2, 2, "future epoch"));
@@ -98,8 +98,8 @@ TEST_CASE("the log checks holder, epoch and LSN at commit") {
   wal->submit(wal_grant{3, 9, shard_id{0}});
   REQUIRE(sink.await([&] { return sink.refused.size() == 5 && sink.granted.size() == 2; }));
   CHECK(sink.refused[4].second.code == proto::err_code::stale_epoch);
-  CHECK(sink.granted[1].epoch == epoch_t{2});
-  CHECK(sink.granted[1].durable_lsn == lsn_t{1});
+  CHECK(sink.granted[1].epoch == 2);
+  CHECK(sink.granted[1].durable_lsn == 1);
 }
 
 TEST_CASE("a failed write is reported, never acknowledged, and the shard refuses appends") {

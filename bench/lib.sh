@@ -1,0 +1,16 @@
+# Shared by the server-core benchmark scripts (source it; it uses $work and sets $server_pid,
+# $fusee_addr).
+
+# start_fusee BUILD: a fresh `fusee server` with 64 shards on a free port, its log in $work.
+start_fusee() {
+  rm -rf "$work/fusee"
+  "$1/app/fusee" server --data-dir "$work/fusee" --shards 64 --listen 127.0.0.1:0 \
+    --ready-file "$work/ready" 2>"$work/fusee.log" &
+  server_pid=$!
+  for _ in $(seq 1 200); do [ -f "$work/ready" ] && break; sleep 0.05; done
+  fusee_addr=$(grep '^listen=' "$work/ready" | cut -d= -f2)
+  rm -f "$work/ready"
+}
+stop_fusee() { kill "$server_pid"; wait "$server_pid" || true; server_pid=""; }
+# json TEXT KEY: one field of a bench program's JSON line.
+json() { python3 -c "import json,sys; print(json.loads(sys.argv[1])['$2'])" "$1"; }
