@@ -125,12 +125,17 @@ struct scanner {
     if (!f) return f.err();
     auto size = f->size(path);
     if (!size) return size.err();
+    // A segment is at most its preallocated size (segment_mb <= 4096) plus the batch that
+    // crossed it; anything far larger is not one of ours, and would not fit in memory.
+    if (*size > 2 * std::max<uint64_t>(opts.segment_bytes, uint64_t{4096} << 20))
+      return refuse(path.string() + ": " + std::to_string(*size) +
+                    " bytes, larger than any segment this server writes; not a segment of this "
+                    "log?");
     bytes data;
     try {
       data.resize(*size);
     } catch (const std::bad_alloc&) {
-      return refuse(path.string() + ": " + std::to_string(*size) +
-                    " bytes do not fit in memory; not a segment of this log?");
+      return refuse(path.string() + ": " + std::to_string(*size) + " bytes do not fit in memory");
     }
     if (auto r = f->read_at(data, 0, path); !r) return r;
     auto& seg = log.segments.add(seq, std::move(*f), 0);
@@ -222,6 +227,12 @@ struct scanner {
   }
 };
 
+bytes encode_snapshot_body(const std::vector<shard_log>& shards) {
+  bytes body;
+  append_section(body, snapshot_of(shards));
+  return body;
+}
+
 }  // namespace
 
 proto::result<recovered_log> recover(const wal_options& opts) {
@@ -238,9 +249,14 @@ proto::result<recovered_log> recover(const wal_options& opts) {
   recovered_log log{
       std::vector<shard_log>(opts.shards), segment_set{wal_dir, opts.segment_bytes}, {}};
   scanner scan{opts, log};
-  for (size_t i = 0; i < segs->size(); ++i)
-    if (auto r = scan.scan_segment((*segs)[i].first, (*segs)[i].second, i + 1 == segs->size()); !r)
-      return r.err();
+  for (size_t i = 0; i < segs->size(); ++i) {
+    auto [seq, path] = (*segs)[i];
+    if (i > 0 && seq != (*segs)[i - 1].first + 1)  // retirement removes the oldest only
+      return refuse("segment " + segment_name((*segs)[i - 1].first + 1) + " is missing between " +
+                    (*segs)[i - 1].second.string() + " and " + path.string() +
+                    "; its records would be lost. Refusing to start.");
+    if (auto r = scan.scan_segment(seq, path, i + 1 == segs->size()); !r) return r.err();
+  }
   if (auto r = log.segments.start(); !r) return r.err();
   log.segments.continue_chain(scan.next_batch_seq == 0 ? 1 : scan.next_batch_seq, scan.prev_crc);
   for (uint32_t s = 0; s < opts.shards; ++s) {
@@ -251,6 +267,11 @@ proto::result<recovered_log> recover(const wal_options& opts) {
   }
   if (log.segments.empty()) {
     if (auto r = log.segments.roll(snapshot_section{}); !r) return r.err();
+  } else if (log.segments.active().size == segment_header_size) {
+    // A crash between creating a segment and writing its snapshot: write it now, so the segment
+    // stands alone once the ones before it are retired.
+    if (auto r = log.segments.append(encode_snapshot_body(log.shards)); !r) return r.err();
+    log.report.batches++;
   }
   return log;
 }

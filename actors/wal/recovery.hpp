@@ -9,9 +9,13 @@
 // - a batch with a valid checksum that does not follow the one before it (sequence or chain
 //   CRC), within a segment or across segments: refused (a batch or a whole segment is missing);
 // - a checksummed batch whose body does not parse: refused;
-// - fusee.meta missing (a new data dir: it is written), foreign or with another shard count:
-//   refused; a file named seg-* that is not seg-<16 hex>.wal: refused; a damaged checkpoint:
-//   refused. Other files in the wal dir are left alone (stale *.tmp and *.prep are removed).
+// - segment numbers that are not consecutive (a segment is missing): refused;
+// - a last segment with a header and nothing else (a crash inside a roll): its snapshot is
+//   written now;
+// - fusee.meta missing with no segment (a new data dir): it is written; missing while segments
+//   exist, foreign, or with another shard count: refused; a file named seg-* that is not
+//   seg-<16 hex>.wal, or far larger than a segment: refused; a damaged checkpoint: refused. Other
+//   files in the wal dir are left alone (stale *.tmp and *.prep are removed).
 #pragma once
 
 #include <vector>

@@ -68,6 +68,7 @@ proto::result<void> segment_set::roll(const snapshot_section& snapshot) {
   auto path = dir_ / segment_name(seq);
   auto prep = spare_path(dir_);
   auto f = spare_.valid() ? spare_.get() : create_zero_file(prep, segment_bytes_);
+  if (!f) f = create_zero_file(prep, segment_bytes_);  // the background one failed: try again now
   if (!f) return f.err();
   if (auto r = f->write_at(encode(segment_header{format_version, seq}), 0, prep); !r) return r;
   if (auto r = f->sync(prep); !r) return r;
@@ -93,19 +94,19 @@ proto::result<bytes> segment_set::read(uint64_t seq, uint64_t offset, uint64_t s
 }
 
 std::vector<uint64_t> segment_set::retire(const std::function<bool(const segment&)>& covered) {
-  // Oldest first, and only while each removal works: the segments left on disk are always the
-  // newest, consecutive ones, so recovery can check the batch chain across all of them. A
-  // removal that was not yet durable at a crash brings back only the oldest ones, still
-  // consecutive, whose records the checkpoints cover.
+  // Oldest first, each removal made durable before the next, and only while that works: the
+  // segments on disk are always the newest, consecutive ones, so recovery can check the batch
+  // chain across all of them. A removal not yet durable at a crash brings back only the oldest,
+  // still consecutive, whose records the checkpoints cover.
   std::vector<uint64_t> gone;
   while (segments_.size() > 1 && covered(segments_.begin()->second)) {
     auto& oldest = segments_.begin()->second;
     std::error_code ec;
-    if (!fs::remove(oldest.path, ec) || ec) break;  // kept: it is retried at the next checkpoint
+    fs::remove(oldest.path, ec);       // false without an error: already gone, which is as good
+    if (ec || !sync_entries()) break;  // kept in memory; retried at the next checkpoint
     gone.push_back(oldest.seq);
     segments_.erase(segments_.begin());  // closes the file
   }
-  if (!gone.empty()) (void)sync_entries();  // best effort, see above
   return gone;
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "actors/lease_log.hpp"
+#include "actors/wal/format.hpp"
 #include "protocol/ids.hpp"
 
 namespace fusee::server::wal {
@@ -27,5 +28,14 @@ struct shard_log {
   uint64_t ckpt_lsn = 0;
   std::vector<section_ref> index;  ///< by first_lsn, one entry per records section
 };
+
+/// The snapshot that starts a segment: every shard with state (an epoch or records).
+inline snapshot_section snapshot_of(const std::vector<shard_log>& shards) {
+  snapshot_section snap;
+  for (uint32_t s = 0; s < shards.size(); ++s)
+    if (shards[s].epoch.value() > 0 || shards[s].last_lsn > 0)
+      snap.shards.push_back(snapshot_entry{s, shards[s].epoch.value(), shards[s].last_lsn});
+  return snap;
+}
 
 }  // namespace fusee::server::wal

@@ -226,11 +226,7 @@ struct wal_writer::impl {
 
   /// A new segment, starting with a snapshot of every shard that has state.
   void roll() {
-    snapshot_section snap;
-    for (uint32_t s = 0; s < shards.size(); ++s)
-      if (shards[s].epoch.value() > 0 || shards[s].last_lsn > 0)
-        snap.shards.push_back(snapshot_entry{s, shards[s].epoch.value(), shards[s].last_lsn});
-    if (auto r = segments.roll(snap); !r) {
+    if (auto r = segments.roll(snapshot_of(shards)); !r) {
       fail(r.err().message, {}, {});
       return;
     }

@@ -219,7 +219,17 @@ TEST_CASE("a batch that does not follow the one before it is refused (broken cha
     auto path = third.write(d);
     auto why = d.refused();
     CHECK(contains(why, path.string()));
-    CHECK(contains(why, "a batch or a segment is missing"));
+    CHECK(contains(why, segment_name(2) + " is missing"));
+  }
+  SUBCASE("a missing segment before one with no batch yet (the chain cannot tell)") {
+    data_dir d;
+    segment_file first{1};
+    first.batch({snapshot_section{}}).batch({records(0, 1, 1, {"r"})}).zeros(64);
+    first.write(d);
+    segment_file third{3};  // a header only: created, then the crash
+    third.zeros(64);
+    third.write(d);
+    CHECK(contains(d.refused(), segment_name(2) + " is missing"));
   }
   SUBCASE("the oldest segment on disk starts the chain (older ones were retired)") {
     data_dir d;
@@ -381,4 +391,46 @@ TEST_CASE("a data dir whose fusee.meta is gone but whose segments are there is r
   auto why = d.refused();
   CHECK(contains(why, (d.tmp.path / "fusee.meta").string() + " is missing"));
   CHECK_FALSE(fs::exists(d.tmp.path / "fusee.meta"));  // not guessed
+}
+
+TEST_CASE("a last segment with a header and nothing else gets its snapshot at recovery") {
+  data_dir d;
+  segment_file first{1};
+  first.batch({snapshot_section{}}).batch({grant_section{2, 5}, records(2, 5, 1, {"r"})});
+  first.zeros(64);
+  first.write(d);
+  segment_file second{2};  // the crash came between creating it and writing its snapshot
+  second.zeros(4096);
+  auto path = second.write(d);
+  {
+    auto log = d.recover();
+    REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
+  }
+  // The segment now starts with a snapshot that carries shard 2's epoch and last LSN, chained to
+  // the batch before it.
+  auto data = file_bytes(path);
+  auto h = decode_batch_header(byte_view{data}.subspan(segment_header_size));
+  REQUIRE(h);
+  CHECK(h->seq == first.next_batch);
+  CHECK(h->prev_crc == first.prev_crc);
+  auto sections =
+      decode_sections(byte_view{data}.subspan(segment_header_size + batch_header_size, h->len));
+  REQUIRE(sections);
+  REQUIRE(sections->size() == 1);
+  auto& snap = std::get<snapshot_section>(sections->at(0));
+  REQUIRE(snap.shards.size() == 1);
+  CHECK(snap.shards[0].shard == 2);
+  CHECK(snap.shards[0].epoch == 5);
+  CHECK(snap.shards[0].last_lsn == 1);
+  CHECK(d.recover());  // and it recovers again
+}
+
+TEST_CASE("a file named like a segment but far larger than any segment is refused") {
+  data_dir d;
+  auto path = d.wal() / segment_name(1);
+  { std::ofstream(path) << ""; }
+  fs::resize_file(path, uint64_t{9} << 30);  // sparse: no disk space used
+  auto why = d.refused();
+  CHECK(contains(why, path.string()));
+  CHECK(contains(why, "larger than any segment"));
 }
