@@ -602,8 +602,9 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           refresh_free(st, g.shard);
           if (w == st.workers.end() || w->second.fenced) {
             // The worker left, or its invocation ended, meanwhile: the new lease ends at once,
-            // unannounced.
-            revoke(self, g.shard, nullptr);
+            // unannounced (for a fenced worker, as its other leases did: an invoked lease ended
+            // without a report).
+            revoke(self, g.shard, w == st.workers.end() ? nullptr : &w->second);
             continue;
           }
           auto& wk = w->second;

@@ -70,15 +70,19 @@ void listener::accept_loop(caf::actor broker) {
   // fails again at once: back off (10 ms doubling to 1 s) instead of spinning, say so once, and
   // keep serving the connections that are open.
   std::chrono::milliseconds backoff{0};
+  int failed_in_a_row = 0;  // connections lost to their own errors, one after the other
   for (;;) {
     int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (c < 0) {
       // Errors of the connection being accepted (accept(2): Linux passes pending network errors
-      // on): that connection is lost, the next one is not.
+      // on): that connection is lost, the next one is not. Should they persist (a firewall
+      // refusing every one with EPERM, say), a short pause keeps the loop from spinning.
       if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO || errno == ENETDOWN ||
           errno == ENOPROTOOPT || errno == EHOSTDOWN || errno == ENONET || errno == EHOSTUNREACH ||
-          errno == EOPNOTSUPP || errno == ENETUNREACH || errno == EPERM)
+          errno == EOPNOTSUPP || errno == ENETUNREACH || errno == EPERM) {
+        if (++failed_in_a_row >= 100 && !pause(std::chrono::milliseconds(10))) return;
         continue;
+      }
       if (errno != EMFILE && errno != ENFILE && errno != ENOBUFS && errno != ENOMEM) {
         bool stopping;
         {
@@ -105,6 +109,7 @@ void listener::accept_loop(caf::actor broker) {
       std::fprintf(stderr, "fusee server: accepting connections again\n");
       backoff = std::chrono::milliseconds(0);
     }
+    failed_in_a_row = 0;
     int on = 1;
     ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
     caf::anon_send(broker, accept_atom::value, c);

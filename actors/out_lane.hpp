@@ -13,9 +13,9 @@
 // Bound: a connection whose peer stops reading must not make the server buffer without limit.
 // Once more than `limit` bytes wait behind the frame being written (the oldest one not yet
 // wholly in the kernel), the next frame is refused and drain() reports over_limit: the owner ends
-// the connection. A frame larger than the limit (a big log page or call) therefore still goes
-// through, and so do the frames after it while the peer reads; a connection never holds more
-// than that frame, the limit and one more frame.
+// the connection. So a connection never holds more than its head frame, the limit and one frame
+// more. A frame larger than the limit goes through when it is the head (or what is queued behind
+// the head stays under the limit); two such frames queued back to back exceed it.
 #pragma once
 
 #include <cstddef>
