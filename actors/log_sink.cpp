@@ -9,6 +9,11 @@ void log_sink::set_directory(directory_actor d) {
   directory_ = std::move(d);
 }
 
+directory_actor log_sink::directory() {
+  std::lock_guard<std::mutex> lk{mtx_};
+  return directory_;
+}
+
 void log_sink::add_session(session_id s, session_actor a, std::shared_ptr<out_lane> lane) {
   std::lock_guard<std::mutex> lk{mtx_};
   sessions_[s] = target{std::move(a), std::move(lane)};
@@ -50,21 +55,11 @@ void log_sink::on_io_failed(session_id s, shard_id shard, epoch_t epoch, std::st
 }
 
 void log_sink::on_granted(std::vector<grant_done> grants) {
-  directory_actor d;
-  {
-    std::lock_guard<std::mutex> lk{mtx_};
-    d = directory_;
-  }
-  caf::anon_send(d, grants_made{std::move(grants)});
+  caf::anon_send(directory(), grants_made{std::move(grants)});
 }
 
 void log_sink::on_revoked(uint64_t token, shard_id shard, epoch_t) {
-  directory_actor d;
-  {
-    std::lock_guard<std::mutex> lk{mtx_};
-    d = directory_;
-  }
-  caf::anon_send(d, revocation_done{token, shard.value()});
+  caf::anon_send(directory(), revocation_done{token, shard.value()});
 }
 
 }  // namespace fusee::server

@@ -28,6 +28,7 @@ public:
 
 private:
   void send_frame(session_id s, const proto::any_message& m);
+  directory_actor directory();
 
   std::mutex mtx_;
   directory_actor directory_;

@@ -227,12 +227,6 @@ struct scanner {
   }
 };
 
-bytes encode_snapshot_body(const std::vector<shard_log>& shards) {
-  bytes body;
-  append_section(body, snapshot_of(shards));
-  return body;
-}
-
 }  // namespace
 
 proto::result<recovered_log> recover(const wal_options& opts) {
@@ -270,7 +264,7 @@ proto::result<recovered_log> recover(const wal_options& opts) {
   } else if (log.segments.active().size == segment_header_size) {
     // A crash between creating a segment and writing its snapshot: write it now, so the segment
     // stands alone once the ones before it are retired.
-    if (auto r = log.segments.append(encode_snapshot_body(log.shards)); !r) return r.err();
+    if (auto r = log.segments.append_snapshot(snapshot_of(log.shards)); !r) return r.err();
     log.report.batches++;
   }
   return log;

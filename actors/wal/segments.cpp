@@ -77,6 +77,10 @@ proto::result<void> segment_set::roll(const snapshot_section& snapshot) {
   spare_ = std::async(std::launch::async, create_zero_file, prep, segment_bytes_);
   add(seq, std::move(*f), segment_header_size);
   // The snapshot makes the segment self-sufficient for epochs and LSN numbering.
+  return append_snapshot(snapshot);
+}
+
+proto::result<void> segment_set::append_snapshot(const snapshot_section& snapshot) {
   bytes body;
   append_section(body, snapshot);
   auto r = append(body);

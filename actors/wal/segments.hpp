@@ -48,6 +48,8 @@ public:
 
   /// Appends one batch to the active segment and makes it durable; the body's file offset.
   proto::result<uint64_t> append(byte_view body);
+  /// Appends a batch holding only `snapshot` (the first batch of every segment).
+  proto::result<void> append_snapshot(const snapshot_section& snapshot);
   /// A new active segment: the spare zero-filled file gets a header and `snapshot` as its first
   /// batch; the next spare is prepared in the background.
   proto::result<void> roll(const snapshot_section& snapshot);

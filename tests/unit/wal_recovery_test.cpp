@@ -72,9 +72,7 @@ struct segment_file {
   segment_file& zeros(size_t n) { return raw(bytes(n, 0)); }
   fs::path write(const data_dir& d) const {
     auto path = d.wal() / segment_name(seq);
-    std::ofstream(path, std::ios::binary)
-        .write(reinterpret_cast<const char*>(data.data()),
-               static_cast<std::streamsize>(data.size()));
+    REQUIRE(write_file_durably(path, data));
     return path;
   }
 };
@@ -290,9 +288,7 @@ TEST_CASE("a segment whose header names another segment is refused") {
   segment_file seg{5};
   seg.batch({snapshot_section{}});
   auto path = d.wal() / segment_name(6);
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(seg.data.data()),
-             static_cast<std::streamsize>(seg.data.size()));
+  REQUIRE(write_file_durably(path, seg.data));
   auto why = d.refused();
   CHECK(contains(why, path.string()));
   CHECK(contains(why, "header says segment 5"));
@@ -367,8 +363,7 @@ TEST_CASE("a damaged checkpoint file is refused, naming it") {
   auto path = store.path(1);
   auto b = file_bytes(path);
   b.back() ^= 1;
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+  REQUIRE(write_file_durably(path, b));
   auto why = d.refused();
   CHECK(contains(why, path.string()));
   CHECK(contains(why, "checksum mismatch"));
