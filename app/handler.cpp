@@ -7,11 +7,13 @@
 #include <map>
 
 #include "app/config.hpp"
+#include "app/demo_workflows.hpp"
 #include "app/http_server.hpp"
 #include "client/connection.hpp"
 #include "protocol/invocation_request.hpp"
 #include "protocol/json_text.hpp"
 #include "protocol/signature.hpp"
+#include "worker/runtime.hpp"
 
 namespace fusee::app {
 
@@ -141,6 +143,11 @@ int run_handler(const handler_config& cfg) {
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   std::vector<std::string> secrets{secret};
+  worker::registry types;
+  add_demo_workflows(types);
+  worker::worker_options wopts;
+  wopts.name = "fusee-handler";
+  wopts.linger_ms = cfg.linger_ms;
   std::string err;
   auto srv = http_server::start(
       at->host, at->port,
@@ -163,7 +170,10 @@ int run_handler(const handler_config& cfg) {
         std::fprintf(stderr, "fusee handler: invocation %s shards [%s] reasons [%s]\n",
                      proto::format_invocation_id(req->invocation).c_str(), shards.c_str(),
                      reasons.c_str());
-        return run_invocation(cfg, *req, received);
+        if (cfg.mode == "echo") return run_invocation(cfg, *req, received);
+        worker::runtime rt(types, wopts);
+        auto out = rt.invoke(*req);
+        return json_reply(out.http_status, out.body);
       },
       &err);
   if (!srv) {

@@ -1,6 +1,7 @@
-// `fusee handler`: a test endpoint. It serves the invocation POST, checks the signature, connects
-// back as the invoked worker, answers the calls relayed to it with a fixed JSON result, reports
-// IDLE and answers 200 — the seed of the load tool's simulated endpoints.
+// `fusee handler`: an invocation endpoint. It serves the invocation POST, checks the signature and
+// connects back as the invoked worker: in `workflows` mode it runs the demo workflows with the
+// runtime (worker/runtime.hpp); in `echo` mode (tests, benchmarks) it answers every relayed call
+// with a fixed JSON result. Either way it reports IDLE and answers the POST.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 namespace fusee::app {
 
 struct handler_config {
+  std::string mode = "workflows";  ///< or "echo"
   std::string listen = "127.0.0.1:9000";
   std::string secret_file;
   std::string ready_file;

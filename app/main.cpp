@@ -1,4 +1,5 @@
-// The fusee command: `fusee server`, `handler`, `call`, `disk-check`.
+// The fusee command: `fusee server`, `worker`, `handler`, `start | signal | result | describe |
+// cancel`, `call`, `disk-check`.
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
@@ -9,6 +10,7 @@
 #include "app/disk_check.hpp"
 #include "app/handler.hpp"
 #include "app/server_main.hpp"
+#include "app/workflow_commands.hpp"
 
 int main(int argc, char** argv) {
   // libcurl's global state must be set up before any thread exists (STACK.md §7.16).
@@ -45,7 +47,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 10000));
 
   fusee::app::handler_config hcfg;
-  auto* handler = app.add_subcommand("handler", "a test HTTP endpoint that runs invocations");
+  auto* handler = app.add_subcommand(
+      "handler", "an HTTP endpoint that runs invocations (the demo workflows, or a test mode)");
+  handler
+      ->add_option("--mode", hcfg.mode,
+                   "workflows: run the demo workflows; echo: answer every call with a fixed "
+                   "JSON (tests, benchmarks)")
+      ->check(CLI::IsMember({"workflows", "echo"}));
   handler->add_option("--listen", hcfg.listen, "host:port to serve POSTs on (port 0: any)");
   handler->add_option("--secret-file", hcfg.secret_file, "the endpoint's HMAC secret")->required();
   handler->add_option("--ready-file", hcfg.ready_file, "write listen=host:port here once serving");
@@ -71,7 +79,49 @@ int main(int argc, char** argv) {
   call->add_option("--park-ms", call_park_ms,
                    "longest to wait for a holder (0: the server's limit)");
 
+  fusee::app::worker_command wcfg;
+  auto* worker = app.add_subcommand("worker", "a long-lived worker running the demo workflows");
+  worker->add_option("--server", wcfg.server, "host:port of the server");
+  worker->add_option("--name", wcfg.name, "this worker's name (in the server's logs)");
+  worker->add_option("--max-shards", wcfg.max_shards, "hold at most this many shards (0: all)");
+  worker
+      ->add_option("--checkpoint-every", wcfg.checkpoint_every,
+                   "write a shard's checkpoint after this many records")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+
+  fusee::app::client_command ccfg;
+  auto client_options = [&](CLI::App* c) {
+    c->add_option("--server", ccfg.server, "host:port of the server");
+    c->add_option("--park-ms", ccfg.park_ms,
+                  "longest to wait for a worker to hold the shard (0: the server's limit)");
+  };
+  auto* start = app.add_subcommand("start", "start a workflow (an existing id returns its run)");
+  start->add_option("type", ccfg.type, "workflow type")->required();
+  start->add_option("id", ccfg.id, "workflow id (the idempotency key)")->required();
+  start->add_option("input", ccfg.json_arg, "input JSON (default null)");
+  auto* signal = app.add_subcommand("signal", "send a signal to a workflow");
+  signal->add_option("id", ccfg.id, "workflow id")->required();
+  signal->add_option("name", ccfg.name, "signal name")->required();
+  signal->add_option("payload", ccfg.json_arg, "payload JSON (default null)");
+  auto* result = app.add_subcommand("result", "a workflow's status and result");
+  result->add_option("id", ccfg.id, "workflow id")->required();
+  result->add_option("--wait-ms", ccfg.wait_ms, "wait this long for the workflow to end");
+  auto* describe = app.add_subcommand(
+      "describe", "a workflow's status, current operation, timers, pending signals and steps");
+  describe->add_option("id", ccfg.id, "workflow id")->required();
+  auto* cancel = app.add_subcommand("cancel", "cancel a running workflow");
+  cancel->add_option("id", ccfg.id, "workflow id")->required();
+  for (auto* c : {start, signal, result, describe, cancel})
+    client_options(c);
+
   CLI11_PARSE(app, argc, argv);
+
+  for (auto* c : {start, signal, result, describe, cancel})
+    if (*c) {
+      ccfg.method = c->get_name();
+      return fusee::app::run_client_command(ccfg);
+    }
+  if (*worker) return fusee::app::run_worker(wcfg);
 
   if (*call)
     return fusee::app::run_call(call_server, call_shard, call_workflow, call_method, call_args,

@@ -11,7 +11,7 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
 echo s3cret > "$work/secret"
-"$BUILD/app/fusee" handler --listen 127.0.0.1:0 --secret-file "$work/secret" \
+"$BUILD/app/fusee" handler --mode echo --listen 127.0.0.1:0 --secret-file "$work/secret" \
   --ready-file "$work/h.ready" 2>/dev/null &
 pids+=($!)
 for _ in $(seq 1 200); do [ -f "$work/h.ready" ] && break; sleep 0.05; done

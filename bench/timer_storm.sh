@@ -23,7 +23,7 @@ trap cleanup EXIT
 echo s3cret > "$work/secret"
 endpoints=""
 for i in $(seq 1 "$ENDPOINTS"); do
-  "$BUILD/app/fusee" handler --listen 127.0.0.1:0 --secret-file "$work/secret" --fail-status 200 \
+  "$BUILD/app/fusee" handler --mode echo --listen 127.0.0.1:0 --secret-file "$work/secret" --fail-status 200 \
     --ready-file "$work/h$i.ready" 2>/dev/null &
   pids+=($!)
   for _ in $(seq 1 200); do [ -f "$work/h$i.ready" ] && break; sleep 0.05; done
@@ -77,7 +77,7 @@ fi
 # -- the timer storm proper ------------------------------------------------------------------
 serving=""
 for i in $(seq 1 "$ENDPOINTS"); do
-  "$BUILD/app/fusee" handler --listen 127.0.0.1:0 --secret-file "$work/secret" \
+  "$BUILD/app/fusee" handler --mode echo --listen 127.0.0.1:0 --secret-file "$work/secret" \
     --ready-file "$work/g$i.ready" 2>/dev/null &
   pids+=($!)
   for _ in $(seq 1 200); do [ -f "$work/g$i.ready" ] && break; sleep 0.05; done

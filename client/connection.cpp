@@ -1,5 +1,6 @@
 #include "client/connection.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -88,18 +89,23 @@ bool connection::send(const proto::any_message& m) {
 
 proto::result<proto::any_message> connection::receive(std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
+  timed_out_ = false;
   for (;;) {
     auto f = decoder_.next();
     if (!f) return f.err();
     if (*f) return proto::decode_response((*f)->kind, (*f)->body);
     if (closed_) return error{err_code::io, "connection closed by the server"};
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return error{err_code::io, "timed out"};
+    // Past the deadline the socket is still looked at once (receive(0ms) takes what has come).
+    auto left = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         deadline - std::chrono::steady_clock::now())
+                                         .count());
     pollfd p{fd_, POLLIN, 0};
-    int rc = ::poll(&p, 1, static_cast<int>(left.count()));
+    int rc = ::poll(&p, 1, static_cast<int>(left));
     if (rc < 0 && errno == EINTR) continue;
-    if (rc == 0) return error{err_code::io, "timed out"};
+    if (rc == 0) {
+      timed_out_ = true;
+      return error{err_code::io, "timed out"};
+    }
     uint8_t buf[64 * 1024];
     ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
     if (n < 0 && errno == EINTR) continue;

@@ -36,6 +36,9 @@ public:
   /// on a closed connection or on a bad frame.
   proto::result<proto::any_message> receive(std::chrono::milliseconds timeout);
 
+  /// True when the last receive() failed because nothing came in time (receive(0ms) only takes
+  /// what has arrived).
+  bool timed_out() const { return timed_out_; }
   /// True once the peer closed the connection (after receive() reported it).
   bool closed() const { return closed_; }
   void close();
@@ -44,6 +47,7 @@ public:
 private:
   int fd_ = -1;
   bool closed_ = false;
+  bool timed_out_ = false;
   proto::frame_decoder decoder_;
 };
 

@@ -9,6 +9,8 @@ packages=(
   # libraries the server links
   libcaf-dev libcurl4-openssl-dev libssl-dev libsimdjson-dev
   libmicrohttpd-dev libtomlplusplus-dev libcli11-dev libspdlog-dev
+  # the workflow runtime's user-facing JSON value type
+  nlohmann-json3-dev
   # tests: doctest, the independent HMAC check (python3), certificates (openssl CLI)
   doctest-dev python3 openssl
   # make fuzz / make test-asan: clang with libFuzzer and the sanitizer runtimes

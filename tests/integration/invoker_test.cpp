@@ -33,7 +33,7 @@ struct handler_process {
     auto ready = dir.path() / "ready";
     std::vector<std::string> args{
         fusee_binary(),  "handler",       "--listen",     "127.0.0.1:" + std::to_string(want_port),
-        "--secret-file", secret.string(), "--ready-file", ready.string()};
+        "--secret-file", secret.string(), "--ready-file", ready.string(), "--mode", "echo"};
     args.insert(args.end(), extra.begin(), extra.end());
     pid = spawn_process(args, dir.path() / "handler.log");
     auto deadline = std::chrono::steady_clock::now() + 10s;

@@ -1,0 +1,79 @@
+#include "app/workflow_commands.hpp"
+
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "app/demo_workflows.hpp"
+#include "worker/client.hpp"
+#include "worker/runtime.hpp"
+
+namespace fusee::app {
+
+int run_worker(const worker_command& cfg) {
+  worker::registry types;
+  add_demo_workflows(types);
+  worker::worker_options opts;
+  opts.server = cfg.server;
+  opts.name = cfg.name;
+  opts.max_shards = cfg.max_shards;
+  opts.runner.checkpoint_every = cfg.checkpoint_every;
+  worker::runtime rt(types, opts);
+
+  // SIGINT/SIGTERM stop the worker gracefully (DRAIN, answer routed calls, checkpoint).
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGUSR2);  // sent by this function when the runtime ends on its own
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&stop, &sig);
+    if (sig != SIGUSR2) std::fprintf(stderr, "%s: signal %d, stopping\n", cfg.name.c_str(), sig);
+    rt.stop();
+  });
+  std::fprintf(stderr, "%s: workflows %s; serving %s\n", cfg.name.c_str(), types.list().c_str(),
+               cfg.server.c_str());
+  int rc = rt.run();
+  if (rc != 0) rt.stop();
+  pthread_kill(waiter.native_handle(), SIGUSR2);
+  waiter.join();
+  return rc;
+}
+
+int run_client_command(const client_command& cmd) {
+  const char* tool = "fusee";
+  worker::json arg = worker::json::parse(cmd.json_arg, nullptr, false);
+  if (arg.is_discarded()) {
+    std::fprintf(stderr, "%s %s: not JSON: %s\n", tool, cmd.method.c_str(), cmd.json_arg.c_str());
+    return 2;
+  }
+  auto c = worker::workflow_client::connect(cmd.server, "fusee-" + cmd.method);
+  if (!c) {
+    std::fprintf(stderr, "%s %s: %s\n", tool, cmd.method.c_str(), c.err().message.c_str());
+    return 2;
+  }
+  proto::result<worker::call_answer> r = proto::error{proto::err_code::bad_body, "no method"};
+  if (cmd.method == "start")
+    r = c->start(cmd.type, cmd.id, arg, cmd.park_ms);
+  else if (cmd.method == "signal")
+    r = c->signal(cmd.id, cmd.name, arg, cmd.park_ms);
+  else if (cmd.method == "result")
+    r = c->result(cmd.id, cmd.wait_ms, cmd.park_ms);
+  else if (cmd.method == "describe")
+    r = c->describe(cmd.id, cmd.park_ms);
+  else if (cmd.method == "cancel")
+    r = c->cancel(cmd.id, cmd.park_ms);
+  if (!r) {
+    std::fprintf(stderr, "%s %s: %s\n", tool, cmd.method.c_str(), r.err().message.c_str());
+    return 2;
+  }
+  std::printf("%s\n", r->body.dump().c_str());
+  if (r->ok()) return 0;
+  if (r->status == proto::call_status::failed) return 1;
+  std::fprintf(stderr, "%s %s: %s\n", tool, cmd.method.c_str(), r->error().c_str());
+  return 2;
+}
+
+}  // namespace fusee::app

@@ -1,0 +1,32 @@
+// `fusee worker` (a long-lived worker running the demo workflows) and the client commands
+// `fusee start | signal | result | describe | cancel`: JSON in, JSON out.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace fusee::app {
+
+struct worker_command {
+  std::string server = "127.0.0.1:7400";
+  std::string name = "fusee-worker";
+  uint32_t max_shards = 0;
+  uint64_t checkpoint_every = 1000;
+};
+
+int run_worker(const worker_command& cfg);
+
+struct client_command {
+  std::string server = "127.0.0.1:7400";
+  std::string method;  ///< start, signal, result, describe, cancel
+  std::string id, type, name;
+  std::string json_arg = "null";  ///< input (start) or payload (signal)
+  uint64_t wait_ms = 0;
+  uint32_t park_ms = 0;
+};
+
+/// Prints the answer's JSON on stdout. Exit status: 0 ok, 1 the workflow or worker refused
+/// (error JSON on stdout), 2 the call could not be made or was not answered (message on stderr).
+int run_client_command(const client_command& cmd);
+
+}  // namespace fusee::app

@@ -1,0 +1,93 @@
+#include "worker/client.hpp"
+
+#include "client/address.hpp"
+#include "protocol/shard_hash.hpp"
+
+namespace fusee::worker {
+
+std::string call_answer::code() const {
+  if (body.is_object())
+    if (auto it = body.find("code"); it != body.end() && it->is_string()) return *it;
+  return {};
+}
+
+std::string call_answer::error() const {
+  if (ok()) return {};
+  if (body.is_object())
+    if (auto it = body.find("error"); it != body.end() && it->is_string()) return *it;
+  return body.dump();
+}
+
+proto::result<workflow_client> workflow_client::connect(const std::string& server,
+                                                        const std::string& name) {
+  auto at = client::parse_host_port(server);
+  if (!at)
+    return proto::error{proto::err_code::io, "server address " + server + " is not host:port"};
+  auto c = client::connection::open(at->host, at->port);
+  if (!c) return c.err();
+  workflow_client wc;
+  wc.conn_ = std::move(*c);
+  wc.conn_.send(proto::client_hello{proto::request_head{1}, proto::protocol_version, name});
+  auto r = wc.conn_.receive(std::chrono::seconds(10));
+  if (!r) return r.err();
+  if (auto* e = std::get_if<proto::err>(&*r))
+    return proto::error{static_cast<proto::err_code>(e->code), e->message};
+  auto* ok = std::get_if<proto::ok>(&*r);
+  auto count = ok ? proto::client_hello_shard_count(*ok) : std::nullopt;
+  if (!count) return proto::error{proto::err_code::bad_body, "unexpected answer to CLIENT_HELLO"};
+  wc.shard_count_ = *count;
+  return wc;
+}
+
+proto::result<call_answer> workflow_client::call(const std::string& id, const std::string& method,
+                                                 const std::string& type, const json& args,
+                                                 uint32_t park_ms,
+                                                 std::chrono::milliseconds extra_wait) {
+  auto text = args.dump();
+  uint64_t rid = next_id_++;
+  if (!conn_.send(proto::call{
+          proto::request_head{rid, proto::shard_for(id, shard_count_), proto::epoch_t{0}}, method,
+          type, proto::bytes(text.begin(), text.end()), park_ms}))
+    return proto::error{proto::err_code::io, "connection to the server lost"};
+  auto limit = std::chrono::milliseconds(park_ms ? park_ms : 30000) + extra_wait;
+  for (;;) {
+    auto r = conn_.receive(limit);
+    if (!r) return r.err();
+    if (auto* e = std::get_if<proto::err>(&*r))
+      return proto::error{static_cast<proto::err_code>(e->code), e->message};
+    auto* res = std::get_if<proto::call_result>(&*r);
+    if (!res || res->id != rid) continue;
+    call_answer a;
+    a.status = static_cast<proto::call_status>(res->status);
+    a.body = json::parse(res->body.begin(), res->body.end(), nullptr, false);
+    if (a.body.is_discarded())
+      a.body = json{{"error", std::string(res->body.begin(), res->body.end())}};
+    return a;
+  }
+}
+
+proto::result<call_answer> workflow_client::start(const std::string& type, const std::string& id,
+                                                  const json& input, uint32_t park_ms) {
+  return call(id, "start", type, json{{"id", id}, {"type", type}, {"input", input}}, park_ms);
+}
+
+proto::result<call_answer> workflow_client::signal(const std::string& id, const std::string& name,
+                                                   const json& payload, uint32_t park_ms) {
+  return call(id, "signal", "", json{{"id", id}, {"name", name}, {"payload", payload}}, park_ms);
+}
+
+proto::result<call_answer> workflow_client::result(const std::string& id, uint64_t wait_ms,
+                                                   uint32_t park_ms) {
+  return call(id, "result", "", json{{"id", id}, {"wait_ms", wait_ms}}, park_ms,
+              std::chrono::milliseconds(wait_ms) + std::chrono::seconds(60));
+}
+
+proto::result<call_answer> workflow_client::describe(const std::string& id, uint32_t park_ms) {
+  return call(id, "describe", "", json{{"id", id}}, park_ms);
+}
+
+proto::result<call_answer> workflow_client::cancel(const std::string& id, uint32_t park_ms) {
+  return call(id, "cancel", "", json{{"id", id}}, park_ms);
+}
+
+}  // namespace fusee::worker

@@ -1,0 +1,55 @@
+// The workflow client: start, signal, result, describe and cancel over the protocol (CLIENT_HELLO
+// and CALL), for programs and the `fusee start | signal | result | describe | cancel` commands.
+// Blocking, one call at a time, no threads.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "client/connection.hpp"
+#include "protocol/result.hpp"
+#include "worker/workflow.hpp"
+
+namespace fusee::worker {
+
+/// A CALL's answer: the status (PROTOCOL.md §4, CALL_RESULT) and the JSON body.
+struct call_answer {
+  proto::call_status status = proto::call_status::ok;
+  json body;
+  bool ok() const { return status == proto::call_status::ok; }
+  /// The "code" of an application error ("not_found", "conflict", ...), empty otherwise.
+  std::string code() const;
+  /// The "error" text of a refusal, empty for ok.
+  std::string error() const;
+};
+
+class workflow_client {
+public:
+  /// Connects to host:port with CLIENT_HELLO.
+  static proto::result<workflow_client> connect(const std::string& server,
+                                                const std::string& name = "fusee-client");
+
+  proto::result<call_answer> start(const std::string& type, const std::string& id,
+                                   const json& input, uint32_t park_ms = 0);
+  proto::result<call_answer> signal(const std::string& id, const std::string& name,
+                                    const json& payload, uint32_t park_ms = 0);
+  /// The run's status and result; waits up to wait_ms for it to end.
+  proto::result<call_answer> result(const std::string& id, uint64_t wait_ms = 0,
+                                    uint32_t park_ms = 0);
+  proto::result<call_answer> describe(const std::string& id, uint32_t park_ms = 0);
+  proto::result<call_answer> cancel(const std::string& id, uint32_t park_ms = 0);
+  /// Any method on the shard of workflow `id` (the arguments name it).
+  proto::result<call_answer> call(const std::string& id, const std::string& method,
+                                  const std::string& type, const json& args, uint32_t park_ms,
+                                  std::chrono::milliseconds extra_wait = std::chrono::seconds(60));
+
+  uint32_t shard_count() const { return shard_count_; }
+
+private:
+  client::connection conn_;
+  uint32_t shard_count_ = 1;
+  uint64_t next_id_ = 2;
+};
+
+}  // namespace fusee::worker

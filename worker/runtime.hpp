@@ -1,0 +1,63 @@
+// The worker side of the protocol: one connection to the server, the shards it leases, and the
+// loop that runs their workflows. Long-lived (serve until stopped, reconnect when the connection
+// drops) or invoked (one invocation's shards until they are idle or the budget is near, then
+// DRAIN, IDLE and an answer for the POST).
+//
+// Threading: run() and invoke() run the loop on the calling thread; every workflow and step body
+// runs there. stop() may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "protocol/invocation_request.hpp"
+#include "worker/shard_runner.hpp"
+#include "worker/workflow.hpp"
+
+namespace fusee::worker {
+
+struct worker_options {
+  std::string server = "127.0.0.1:7400";
+  std::string name = "fusee-worker";
+  uint32_t max_shards = 0;  ///< 0: every free shard
+  runner_settings runner;
+  uint32_t recover_page_bytes = 4u << 20;
+  /// Invoked: leave once every shard was quiet this long and nothing is due sooner than linger.
+  uint32_t quiet_ms = 100;
+  uint32_t linger_ms = 250;
+  /// Invoked: a checkpoint is written before leaving when at least this many records were
+  /// appended since the last one (recovery then replays at most that many).
+  uint64_t checkpoint_at_leave = 64;
+  /// Lines for the operator; stderr when empty.
+  std::function<void(const std::string&)> log;
+};
+
+/// What an invocation did: the handler's answer to the POST.
+struct invocation_outcome {
+  unsigned http_status = 200;
+  std::string body;  ///< JSON
+};
+
+class runtime {
+public:
+  runtime(const registry& types, worker_options options);
+  ~runtime();
+
+  /// Long-lived worker: serves until stop(). Returns 0 after stop(), nonzero when the server
+  /// refused the worker (the error is logged).
+  int run();
+  /// Leaves at the next turn of the loop (any thread).
+  void stop() { stop_ = true; }
+
+  /// Runs one verified invocation as its worker.
+  invocation_outcome invoke(const proto::invocation_request& request);
+
+private:
+  const registry& types_;
+  worker_options options_;
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace fusee::worker

@@ -1,0 +1,914 @@
+#include "worker/shard_runner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "protocol/shard_hash.hpp"
+
+namespace fusee::worker {
+
+namespace {
+constexpr uint64_t never = std::numeric_limits<uint64_t>::max();
+
+proto::bytes to_bytes(const std::string& s) {
+  return proto::bytes(s.begin(), s.end());
+}
+/// {"error": message, "code": code}: the body of a refused call (CALL_REPLY ok = 0).
+json call_error(const std::string& code, const std::string& message) {
+  return json{{"error", message}, {"code", code}};
+}
+}  // namespace
+
+// -- one run --------------------------------------------------------------------------------
+
+struct shard_runner::run_state {
+  explicit run_state(shard_runner* o) : owner(o), ctx(reinterpret_cast<workflow_run*>(this)) {}
+  shard_runner* owner;
+  context ctx;
+
+  // Durable state (rebuilt from the journal).
+  std::string id, type, input, parent;
+  run_status status = run_status::running;
+  std::string value;  // result, error or reason (JSON text)
+  uint64_t started_ms = 0, finished_ms = 0;
+  struct op_result {
+    op_kind op;
+    std::string name;
+    bool ok = true;
+    std::string value;
+  };
+  std::map<uint32_t, op_result> journal;
+  struct timer {
+    op_kind op;
+    std::string name;
+    uint64_t due_ms = 0;
+  };
+  std::map<uint32_t, timer> timers;
+  std::deque<std::pair<std::string, std::string>> inbox;  // (signal name, payload JSON)
+
+  // Live state (this process).
+  task<json> root;
+  bool live = false;
+  uint32_t next_seq = 0;
+  std::coroutine_handle<> waiting;
+  enum class wait_kind { none, timer, signal, retry } wait = wait_kind::none;
+  uint32_t wait_seq = 0;
+  std::string wait_name;
+  uint64_t wait_due = never;
+  // A step between attempts.
+  std::function<json()> body;
+  step_options options;
+  std::string step_name;
+  uint32_t attempt = 0;
+  std::string last_error;
+  // The finished operation the awaiter takes.
+  bool op_ok = true;
+  json op_value;
+  std::exception_ptr op_error;
+  // A replay that diverged: the run is stopped in this process (nothing journaled).
+  bool stopped = false;
+  std::string stop_reason;
+  std::string current;  // what it does now, for describe
+
+  /// The journaled result of `seq`, checked against what the code asks for. nullptr when the
+  /// journal has none; on divergence the run is stopped and `diverged` is set.
+  const op_result* journaled(uint32_t seq, op_kind op, const std::string& name, bool& diverged) {
+    diverged = false;
+    auto it = journal.find(seq);
+    if (it != journal.end()) {
+      if (it->second.op != op || it->second.name != name) {
+        stop(seq, it->second.op, it->second.name, op, name);
+        diverged = true;
+        return nullptr;
+      }
+      return &it->second;
+    }
+    auto t = timers.find(seq);
+    if (t != timers.end() && (t->second.op != op || t->second.name != name)) {
+      stop(seq, t->second.op, t->second.name, op, name);
+      diverged = true;
+    }
+    return nullptr;
+  }
+  void stop(uint32_t seq, op_kind had, const std::string& had_name, op_kind asked,
+            const std::string& asked_name) {
+    auto describe_op = [](op_kind k, const std::string& n) {
+      return std::string{op_name(k)} + (n.empty() ? "" : " '" + n + "'");
+    };
+    stopped = true;
+    stop_reason = "replay diverged at operation " + std::to_string(seq) + " of workflow '" + id +
+                  "': the journal has " + describe_op(had, had_name) + ", the code asked for " +
+                  describe_op(asked, asked_name);
+  }
+  void set_result(bool ok, json v) {
+    op_ok = ok;
+    op_value = std::move(v);
+    op_error = nullptr;
+  }
+  void set_from_journal(const op_result& r) {
+    if (r.op == op_kind::step && !r.ok) {
+      op_ok = false;
+      op_value = nullptr;
+      op_error = std::make_exception_ptr(
+          step_failed(r.name, json::parse(r.value, nullptr, false).is_string()
+                                  ? json::parse(r.value).get<std::string>()
+                                  : r.value));
+      return;
+    }
+    set_result(r.ok, r.value.empty() ? json(nullptr) : json::parse(r.value, nullptr, false));
+  }
+};
+
+/// How context and the awaiters reach a run (workflow_run is the public name of run_state).
+struct run_access {
+  static shard_runner::run_state& of(workflow_run* w) {
+    return *reinterpret_cast<shard_runner::run_state*>(w);
+  }
+};
+
+namespace detail_ops {
+void park(workflow_run* w, std::coroutine_handle<> h) noexcept {
+  run_access::of(w).waiting = h;
+}
+std::pair<bool, json> take(workflow_run* w) {
+  auto& r = run_access::of(w);
+  if (r.op_error) std::rethrow_exception(std::exchange(r.op_error, nullptr));
+  return {r.op_ok, std::move(r.op_value)};
+}
+}  // namespace detail_ops
+
+// -- the shard runner -----------------------------------------------------------------------
+
+shard_runner::shard_runner(proto::shard_id shard, proto::epoch_t epoch, const registry& types,
+                           runner_env& env, runner_settings settings)
+    : shard_(shard), epoch_(epoch), types_(types), env_(env), settings_(settings) {}
+
+shard_runner::~shard_runner() = default;
+
+proto::result<void> shard_runner::restore(uint64_t lsn, proto::byte_view data) {
+  if (lsn == 0) return {};
+  auto recs = decode_checkpoint(data);
+  if (!recs) return recs.err();
+  for (auto& r : *recs)
+    apply(r);
+  next_lsn_ = lsn + 1;
+  checkpoint_lsn_ = lsn;
+  return {};
+}
+
+proto::result<void> shard_runner::replay(uint64_t lsn, proto::byte_view data) {
+  auto r = decode_record(data);
+  if (!r)
+    return proto::error{r.err().code, "shard " + std::to_string(shard_.value()) + " record " +
+                                          std::to_string(lsn) + ": " + r.err().message};
+  apply(*r);
+  next_lsn_ = lsn + 1;
+  return {};
+}
+
+void shard_runner::start(uint64_t last_lsn) {
+  next_lsn_ = last_lsn + 1;
+  durable_ = last_lsn;
+  records_first_ = next_lsn_;
+  started_ = true;
+  // Messages the previous lease sent and never saw acknowledged go out again (receivers
+  // deduplicate by (from, outbox id)).
+  for (auto& [id, m] : outbox_)
+    gate(proto::relay{proto::request_head{0, shard_, epoch_}, proto::shard_id{m.target}, id,
+                      to_bytes(m.payload)});
+  std::vector<run_state*> runs;
+  for (auto& [id, run] : runs_)
+    if (run->status == run_status::running) runs.push_back(run.get());
+  for (auto* run : runs)
+    run_start(*run);
+  auto early = std::move(early_);
+  for (auto& e : early) {
+    if (e.is_call)
+      handle_call(e.relay, e.method, e.body);
+    else
+      handle_message(e.from, e.from_epoch, e.outbox, e.body);
+  }
+}
+
+// -- journal --------------------------------------------------------------------------------
+
+uint64_t shard_runner::commit(record r) {
+  apply(r);
+  records_.push_back(encode(r));
+  return next_lsn_++;
+}
+
+void shard_runner::apply(const record& r) {
+  auto find = [&](const std::string& id) -> run_state* {
+    auto it = runs_.find(id);
+    return it == runs_.end() ? nullptr : it->second.get();
+  };
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, rec::started>) {
+          if (x.from != from_call) seen_.insert({x.from, x.outbox});
+          if (find(x.workflow)) return;
+          auto run = std::make_unique<run_state>(this);
+          run->id = x.workflow;
+          run->type = x.type;
+          run->input = x.input;
+          run->parent = x.parent;
+          run->started_ms = x.at_ms;
+          runs_[x.workflow] = std::move(run);
+        } else if constexpr (std::is_same_v<T, rec::op_done>) {
+          auto* run = find(x.workflow);
+          if (!run || run->status != run_status::running) return;
+          run->journal[x.seq] = run_state::op_result{x.op, x.name, x.ok != 0, x.value};
+          run->timers.erase(x.seq);
+          if (x.op == op_kind::step) ++steps_;
+          if (x.op == op_kind::wait && x.ok) {
+            auto it = std::find_if(run->inbox.begin(), run->inbox.end(),
+                                   [&](auto& s) { return s.first == x.name; });
+            if (it != run->inbox.end()) run->inbox.erase(it);
+          }
+        } else if constexpr (std::is_same_v<T, rec::timer_set>) {
+          auto* run = find(x.workflow);
+          if (!run || run->status != run_status::running) return;
+          run->timers[x.seq] = run_state::timer{x.op, x.name, x.due_ms};
+        } else if constexpr (std::is_same_v<T, rec::signal>) {
+          if (x.from != from_call) seen_.insert({x.from, x.outbox});
+          auto* run = find(x.workflow);
+          if (!run || run->status != run_status::running) return;
+          run->inbox.emplace_back(x.name, x.payload);
+        } else if constexpr (std::is_same_v<T, rec::sent>) {
+          outbox_[x.outbox] = outbox_entry{x.target, x.payload};
+          next_outbox_ = std::max(next_outbox_, x.outbox + 1);
+          auto* run = find(x.workflow);
+          if (!run || run->status != run_status::running) return;
+          run->journal[x.seq] = run_state::op_result{x.op, x.name, true, ""};
+        } else if constexpr (std::is_same_v<T, rec::acked>) {
+          outbox_.erase(x.outbox);
+          next_outbox_ = std::max(next_outbox_, x.outbox + 1);
+        } else if constexpr (std::is_same_v<T, rec::finished>) {
+          auto* run = find(x.workflow);
+          if (!run) return;
+          run->status = x.status;
+          run->value = x.value;
+          run->finished_ms = x.at_ms;
+          run->journal.clear();
+          run->timers.clear();
+          run->inbox.clear();
+        } else if constexpr (std::is_same_v<T, rec::seen>) {
+          seen_.insert({x.from, x.outbox});
+        }
+      },
+      r);
+}
+
+void shard_runner::gate(proto::any_message m) {
+  uint64_t lsn = last_lsn();
+  if (lsn <= durable_)
+    ready_.push_back(std::move(m));
+  else
+    gated_.emplace_back(lsn, std::move(m));
+}
+
+void shard_runner::reply(uint64_t relay, bool ok, const json& body) {
+  gate(proto::call_reply{proto::request_head{0, shard_, epoch_}, relay, uint8_t(ok ? 1 : 0),
+                         to_bytes(body.dump())});
+}
+
+proto::append shard_runner::take_append() {
+  proto::append a{proto::request_head{0, shard_, epoch_}, proto::lsn_t{records_first_},
+                  std::move(records_)};
+  records_.clear();
+  records_first_ = next_lsn_;
+  return a;
+}
+
+void shard_runner::on_durable(uint64_t lsn) {
+  if (lsn <= durable_) return;
+  durable_ = lsn;
+  while (!gated_.empty() && gated_.front().first <= durable_) {
+    ready_.push_back(std::move(gated_.front().second));
+    gated_.pop_front();
+  }
+}
+
+void shard_runner::checkpoint() {
+  if (last_lsn() == 0 || last_lsn() == checkpoint_lsn_) return;
+  auto data = encode_checkpoint(snapshot());
+  checkpoint_lsn_ = last_lsn();
+  gate(proto::checkpoint{proto::request_head{env_.next_request_id(), shard_, epoch_},
+                         proto::lsn_t{checkpoint_lsn_}, std::move(data)});
+}
+
+std::vector<record> shard_runner::snapshot() const {
+  std::vector<record> out;
+  for (auto& [id, run] : runs_) {
+    out.push_back(
+        rec::started{run->id, run->type, run->input, run->parent, from_call, 0, run->started_ms});
+    if (run->status != run_status::running) {
+      out.push_back(rec::finished{run->id, run->status, run->value, run->finished_ms});
+      continue;
+    }
+    for (auto& [seq, op] : run->journal)
+      out.push_back(rec::op_done{run->id, seq, op.op, op.name, uint8_t(op.ok ? 1 : 0), op.value});
+    for (auto& [seq, t] : run->timers)
+      out.push_back(rec::timer_set{run->id, seq, t.op, t.name, t.due_ms});
+    for (auto& [name, payload] : run->inbox)
+      out.push_back(rec::signal{run->id, name, payload, from_call, 0});
+  }
+  for (auto& [id, m] : outbox_)
+    out.push_back(rec::sent{"", 0, op_kind::send, "", id, m.target, m.payload});
+  if (next_outbox_ > 1) out.push_back(rec::acked{next_outbox_ - 1});
+  for (auto& [from, outbox] : seen_)
+    out.push_back(rec::seen{from, outbox});
+  return out;
+}
+
+// -- running workflows ----------------------------------------------------------------------
+
+void shard_runner::run_start(run_state& run) {
+  auto* fn = types_.find(run.type);
+  if (!fn) return;  // no code here: reported in IDLE, describe says so
+  run.live = true;
+  run.next_seq = 0;
+  run.stopped = false;
+  try {
+    run.root = (*fn)(run.ctx, run.input.empty() ? json(nullptr) : json::parse(run.input));
+  } catch (const std::exception& e) {
+    run.stopped = true;
+    run.stop_reason = std::string{"the workflow could not start: "} + e.what();
+    return;
+  }
+  run.waiting = {};
+  run.root.get().resume();
+  after_resume(run);
+}
+
+void shard_runner::resume(run_state& run) {
+  auto h = std::exchange(run.waiting, {});
+  run.wait = run_state::wait_kind::none;
+  run.wait_due = never;
+  if (h) h.resume();
+  after_resume(run);
+}
+
+void shard_runner::after_resume(run_state& run) {
+  if (run.stopped) {
+    env_.log("shard " + std::to_string(shard_.value()) + ": " + run.stop_reason);
+    run.root = task<json>{};
+    run.live = false;
+    run.current = "stopped";
+  } else if (run.root.done()) {
+    rec::finished f{run.id, run_status::completed, "", env_.now_ms()};
+    try {
+      f.value = run.root.take().dump();
+    } catch (const std::exception& e) {
+      f.status = run_status::failed;
+      f.value = json(e.what()).dump();
+    } catch (...) {
+      f.status = run_status::failed;
+      f.value = json("the workflow threw something that is not a std::exception").dump();
+    }
+    run.root = task<json>{};
+    run.live = false;
+    run.current.clear();
+    commit(std::move(f));
+    // Calls waiting for this result.
+    for (auto it = result_waits_.begin(); it != result_waits_.end();) {
+      if (it->workflow == run.id) {
+        reply(it->relay, true, status_of(run));
+        it = result_waits_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+}
+
+/// A waiting run whose signal is in its inbox takes it.
+void shard_runner::deliver_signals(run_state& run) {
+  if (run.wait != run_state::wait_kind::signal) return;
+  auto it = std::find_if(run.inbox.begin(), run.inbox.end(),
+                         [&](auto& s) { return s.first == run.wait_name; });
+  if (it == run.inbox.end()) return;
+  std::string payload = it->second;
+  commit(rec::op_done{run.id, run.wait_seq, op_kind::wait, run.wait_name, 1, payload});
+  run.set_result(true, json::parse(payload, nullptr, false));
+  resume(run);
+}
+
+void shard_runner::tick() {
+  if (!started_) return;
+  uint64_t now = env_.now_ms();
+  std::vector<run_state*> due;
+  for (auto& [id, run] : runs_)
+    if (run->live && run->wait != run_state::wait_kind::none && run->wait_due <= now)
+      due.push_back(run.get());
+  for (auto* run : due) {
+    switch (run->wait) {
+    case run_state::wait_kind::timer:
+      commit(rec::op_done{run->id, run->wait_seq, op_kind::sleep, "", 1, ""});
+      run->set_result(true, nullptr);
+      resume(*run);
+      break;
+    case run_state::wait_kind::signal:
+      commit(rec::op_done{run->id, run->wait_seq, op_kind::wait, run->wait_name, 0, ""});
+      run->set_result(false, nullptr);
+      resume(*run);
+      break;
+    case run_state::wait_kind::retry: {
+      ++run->attempt;
+      if (attempt_step(*run)) resume(*run);
+      break;
+    }
+    case run_state::wait_kind::none:
+      break;
+    }
+  }
+  for (auto it = result_waits_.begin(); it != result_waits_.end();) {
+    if (it->deadline_ms <= now) {
+      auto r = runs_.find(it->workflow);
+      if (r != runs_.end()) reply(it->relay, true, status_of(*r->second));
+      it = result_waits_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void shard_runner::end_waits() {
+  for (auto& w : result_waits_) {
+    auto r = runs_.find(w.workflow);
+    if (r != runs_.end()) reply(w.relay, true, status_of(*r->second));
+  }
+  result_waits_.clear();
+}
+
+uint64_t shard_runner::next_wake_ms() const {
+  uint64_t at = never;
+  for (auto& [id, run] : runs_)
+    if (run->live && run->wait != run_state::wait_kind::none) at = std::min(at, run->wait_due);
+  for (auto& w : result_waits_)
+    at = std::min(at, w.deadline_ms);
+  return at;
+}
+
+uint64_t shard_runner::next_due_ms() const {
+  uint64_t at = never;
+  for (auto& [id, run] : runs_) {
+    if (run->status != run_status::running) continue;
+    if (run->live && run->wait != run_state::wait_kind::none) at = std::min(at, run->wait_due);
+    for (auto& [seq, t] : run->timers)
+      at = std::min(at, t.due_ms);
+  }
+  if (!outbox_.empty()) at = std::min(at, env_.now_ms() + settings_.resend_after_ms);
+  return at;
+}
+
+bool shard_runner::quiet() const {
+  return started_ && records_.empty() && gated_.empty() && ready_.empty() && result_waits_.empty();
+}
+
+std::vector<std::string> shard_runner::missing_types() const {
+  std::set<std::string> out;
+  for (auto& [id, run] : runs_)
+    if (run->status == run_status::running && !types_.find(run->type)) out.insert(run->type);
+  return {out.begin(), out.end()};
+}
+
+size_t shard_runner::running() const {
+  size_t n = 0;
+  for (auto& [id, run] : runs_)
+    n += run->status == run_status::running;
+  return n;
+}
+
+// -- calls and messages ---------------------------------------------------------------------
+
+void shard_runner::on_call(uint64_t relay, const std::string& method, proto::byte_view args) {
+  if (!started_) {
+    early_.push_back(early_event{true, relay, method, 0, 0, 0, {args.begin(), args.end()}});
+    return;
+  }
+  handle_call(relay, method, args);
+}
+
+void shard_runner::on_message(uint32_t from, uint64_t from_epoch, uint64_t outbox,
+                              proto::byte_view payload) {
+  if (!started_) {
+    early_.push_back(
+        early_event{false, 0, "", from, from_epoch, outbox, {payload.begin(), payload.end()}});
+    return;
+  }
+  handle_message(from, from_epoch, outbox, payload);
+}
+
+void shard_runner::on_ack(uint64_t outbox) {
+  if (outbox_.count(outbox)) commit(rec::acked{outbox});
+}
+
+json shard_runner::status_of(const run_state& run) const {
+  json out{{"id", run.id}, {"type", run.type}, {"status", status_name(run.status)}};
+  if (run.status == run_status::running && run.stopped) {
+    out["status"] = "stopped";
+    out["error"] = run.stop_reason;
+  } else if (run.status == run_status::completed) {
+    out["result"] = json::parse(run.value, nullptr, false);
+  } else if (run.status == run_status::failed || run.status == run_status::cancelled) {
+    auto v = json::parse(run.value, nullptr, false);
+    out["error"] = v.is_string() ? v : json(run.value);
+  }
+  return out;
+}
+
+json shard_runner::describe(const run_state& run) const {
+  json out = status_of(run);
+  out["shard"] = shard_.value();
+  out["started_at_ms"] = run.started_ms;
+  if (!run.parent.empty()) out["parent"] = run.parent;
+  if (run.finished_ms) out["finished_at_ms"] = run.finished_ms;
+  if (run.status != run_status::running) return out;
+  out["input"] = run.input.empty() ? json(nullptr) : json::parse(run.input, nullptr, false);
+  out["operations"] = run.journal.size();
+  if (!types_.find(run.type))
+    out["current"] = "waiting for a worker with code for type '" + run.type + "'";
+  else if (!run.current.empty())
+    out["current"] = run.current;
+  json timers = json::array();
+  uint64_t now = env_.now_ms();
+  for (auto& [seq, t] : run.timers)
+    timers.push_back(json{{"operation", seq},
+                          {"kind", op_name(t.op)},
+                          {"name", t.name},
+                          {"due_at_ms", t.due_ms},
+                          {"due_in_ms", t.due_ms > now ? t.due_ms - now : 0}});
+  out["timers"] = timers;
+  json signals = json::array();
+  for (auto& [name, payload] : run.inbox)
+    signals.push_back(json{{"name", name}, {"payload", json::parse(payload, nullptr, false)}});
+  out["pending_signals"] = signals;
+  return out;
+}
+
+void shard_runner::handle_call(uint64_t relay, const std::string& method, proto::byte_view raw) {
+  static const char* methods = "start, signal, result, describe, cancel";
+  json args = json::parse(raw.begin(), raw.end(), nullptr, false);
+  if (args.is_discarded() || !args.is_object())
+    return reply(
+        relay, false,
+        call_error("bad_request", "the arguments of '" + method + "' must be a JSON object"));
+  auto str = [&](const char* key, std::string& out) {
+    auto it = args.find(key);
+    if (it == args.end() || !it->is_string() || it->get_ref<const std::string&>().empty())
+      return false;
+    out = it->get<std::string>();
+    return true;
+  };
+  std::string id;
+  if (!str("id", id))
+    return reply(relay, false,
+                 call_error("bad_request", "'" + method + "' needs \"id\": a non-empty string"));
+  auto it = runs_.find(id);
+  run_state* run = it == runs_.end() ? nullptr : it->second.get();
+  auto not_found = [&] {
+    reply(relay, false,
+          call_error("not_found",
+                     "no workflow '" + id + "' on shard " + std::to_string(shard_.value())));
+  };
+
+  if (method == "start") {
+    std::string type;
+    if (!str("type", type))
+      return reply(relay, false, call_error("bad_request", "'start' needs \"type\": a string"));
+    if (run) {
+      if (run->type != type)
+        return reply(relay, false,
+                     call_error("conflict", "workflow '" + id + "' exists with type '" + run->type +
+                                                "', not '" + type + "'"));
+      json out = status_of(*run);
+      out["existing"] = true;
+      return reply(relay, true, out);
+    }
+    if (!types_.find(type))
+      return reply(relay, false,
+                   call_error("unknown_type", "unknown workflow type '" + type +
+                                                  "'; this worker has: " + types_.list()));
+    auto input = args.contains("input") ? args["input"] : json(nullptr);
+    commit(rec::started{id, type, input.dump(), "", from_call, 0, env_.now_ms()});
+    auto& r = *runs_[id];
+    run_start(r);
+    json out = status_of(r);
+    out["existing"] = false;
+    return reply(relay, true, out);
+  }
+  if (!run) return not_found();
+  if (method == "signal") {
+    std::string name;
+    if (!str("name", name))
+      return reply(relay, false, call_error("bad_request", "'signal' needs \"name\": a string"));
+    if (run->status != run_status::running)
+      return reply(relay, false,
+                   call_error("finished", "workflow '" + id + "' is " + status_name(run->status) +
+                                              "; signal not delivered"));
+    auto payload = args.contains("payload") ? args["payload"] : json(nullptr);
+    commit(rec::signal{id, name, payload.dump(), from_call, 0});
+    deliver_signals(*run);
+    return reply(relay, true, json{{"id", id}, {"signal", name}, {"delivered", true}});
+  }
+  if (method == "result") {
+    uint64_t wait_ms = 0;
+    if (auto w = args.find("wait_ms"); w != args.end()) {
+      if (!w->is_number_unsigned() && !(w->is_number_integer() && w->get<int64_t>() >= 0))
+        return reply(relay, false,
+                     call_error("bad_request", "\"wait_ms\" must be a non-negative integer"));
+      wait_ms = std::min<uint64_t>(w->get<uint64_t>(), settings_.max_result_wait_ms);
+    }
+    if (run->status == run_status::running && !run->stopped && wait_ms > 0) {
+      result_waits_.push_back(result_wait{relay, id, env_.now_ms() + wait_ms});
+      return;
+    }
+    return reply(relay, true, status_of(*run));
+  }
+  if (method == "describe") return reply(relay, true, describe(*run));
+  if (method == "cancel") {
+    if (run->status == run_status::running) {
+      std::string reason = "cancelled";
+      if (auto r = args.find("reason"); r != args.end() && r->is_string())
+        reason = r->get<std::string>();
+      run->root = task<json>{};  // destroys the suspended frames
+      run->live = false;
+      run->waiting = {};
+      run->wait = run_state::wait_kind::none;
+      commit(rec::finished{id, run_status::cancelled, json(reason).dump(), env_.now_ms()});
+      for (auto w = result_waits_.begin(); w != result_waits_.end();) {
+        if (w->workflow == id) {
+          reply(w->relay, true, status_of(*run));
+          w = result_waits_.erase(w);
+        } else {
+          ++w;
+        }
+      }
+    }
+    return reply(relay, true, status_of(*run));
+  }
+  reply(relay, false,
+        call_error("bad_request", "unknown method '" + method + "'; methods: " + methods));
+}
+
+void shard_runner::handle_message(uint32_t from, uint64_t from_epoch, uint64_t outbox,
+                                  proto::byte_view raw) {
+  auto ack = [&] {
+    gate(proto::message_ack{proto::request_head{0, shard_, epoch_}, proto::shard_id{from},
+                            proto::epoch_t{from_epoch}, outbox});
+  };
+  if (seen_.count({from, outbox})) return ack();  // a resend of one already taken
+  json m = json::parse(raw.begin(), raw.end(), nullptr, false);
+  auto field = [&](const char* k) {
+    auto it = m.is_object() ? m.find(k) : m.end();
+    return m.is_object() && it != m.end() && it->is_string() ? it->get<std::string>()
+                                                             : std::string{};
+  };
+  std::string kind = field("kind"), id = field("workflow");
+  auto drop = [&](const std::string& why) {
+    env_.log("shard " + std::to_string(shard_.value()) + ": message " + std::to_string(outbox) +
+             " from shard " + std::to_string(from) + " dropped: " + why);
+    commit(rec::seen{from, outbox});
+    ack();
+  };
+  if (id.empty()) return drop("it names no workflow");
+  auto it = runs_.find(id);
+  run_state* run = it == runs_.end() ? nullptr : it->second.get();
+  if (kind == "signal") {
+    std::string name = field("name");
+    if (name.empty()) return drop("a signal without a name");
+    if (!run) return drop("no workflow '" + id + "' here");
+    if (run->status != run_status::running)
+      return drop("workflow '" + id + "' is " + status_name(run->status));
+    commit(
+        rec::signal{id, name, m.contains("payload") ? m["payload"].dump() : "null", from, outbox});
+    ack();
+    deliver_signals(*run);
+    return;
+  }
+  if (kind == "start") {
+    std::string type = field("type");
+    if (type.empty()) return drop("a start without a type");
+    if (run) {  // the id is the idempotency key: an existing run stays as it is
+      commit(rec::seen{from, outbox});
+      return ack();
+    }
+    commit(rec::started{id, type, m.contains("input") ? m["input"].dump() : "null", field("parent"),
+                        from, outbox, env_.now_ms()});
+    ack();
+    run_start(*runs_[id]);
+    return;
+  }
+  drop("unknown message kind '" + kind + "'");
+}
+
+// -- operations (the context) ---------------------------------------------------------------
+
+namespace {
+uint64_t ms_after(runner_env& env, std::chrono::milliseconds d) {
+  return env.now_ms() + static_cast<uint64_t>(std::max<int64_t>(0, d.count()));
+}
+}  // namespace
+
+/// One attempt of the step `run` is on. True when the step is over (run.op_* set), false when
+/// it waits for its next attempt.
+bool shard_runner::attempt_step(run_state& run) {
+  auto& owner = *this;
+  owner.env_.before_step();
+  std::string message;
+  bool retry = false;
+  try {
+    json v = run.body();
+    commit(rec::op_done{run.id, run.wait_seq, op_kind::step, run.step_name, 1, v.dump()});
+    run.set_result(true, std::move(v));
+    run.body = nullptr;
+    return true;
+  } catch (const permanent_error& e) {
+    message = e.what();
+  } catch (const std::exception& e) {
+    message = e.what();
+    retry = !run.options.retry_if || run.options.retry_if(e);
+  } catch (...) {
+    message = "the step threw something that is not a std::exception";
+  }
+  run.last_error = message;
+  if (retry && run.attempt < run.options.attempts) {
+    double base = double(run.options.backoff.count()) *
+                  std::pow(run.options.multiplier, double(run.attempt - 1));
+    base = std::min(base, double(run.options.max_backoff.count()));
+    double jitter = std::clamp(run.options.jitter, 0.0, 1.0);
+    double u = double(owner.env_.random() % 1000000) / 1000000.0;
+    uint64_t delay = static_cast<uint64_t>(base * (1.0 - jitter * u));
+    run.wait = run_state::wait_kind::retry;
+    run.wait_due = owner.env_.now_ms() + delay;
+    run.current = "step '" + run.step_name + "' (attempt " + std::to_string(run.attempt + 1) +
+                  " in " + std::to_string(delay) + " ms; last error: " + message + ")";
+    return false;
+  }
+  commit(rec::op_done{run.id, run.wait_seq, op_kind::step, run.step_name, 0, json(message).dump()});
+  run.op_ok = false;
+  run.op_error = std::make_exception_ptr(step_failed(run.step_name, message));
+  run.body = nullptr;
+  return true;
+}
+
+const std::string& context::id() const {
+  return run_access::of(run_).id;
+}
+const std::string& context::type() const {
+  return run_access::of(run_).type;
+}
+
+op_awaitable<json> context::step_impl(std::string name, std::function<json()> body,
+                                      step_options options) {
+  auto& run = run_access::of(run_);
+  uint32_t seq = run.next_seq++;
+  bool diverged = false;
+  if (auto* j = run.journaled(seq, op_kind::step, name, diverged)) {
+    run.set_from_journal(*j);
+    return {run_, true};
+  }
+  if (diverged) return {run_, false};
+  run.current = "step '" + name + "'";
+  run.wait_seq = seq;
+  run.step_name = std::move(name);
+  run.body = std::move(body);
+  run.options = std::move(options);
+  if (run.options.attempts == 0) run.options.attempts = 1;
+  run.attempt = 1;
+  return {run_, run.owner->attempt_step(run)};
+}
+
+op_awaitable<void> context::sleep(std::chrono::milliseconds d) {
+  auto& run = run_access::of(run_);
+  auto& owner = *run.owner;
+  uint32_t seq = run.next_seq++;
+  bool diverged = false;
+  if (auto* j = run.journaled(seq, op_kind::sleep, "", diverged)) {
+    run.set_from_journal(*j);
+    return {run_, true};
+  }
+  if (diverged) return {run_, false};
+  uint64_t due;
+  if (auto t = run.timers.find(seq); t != run.timers.end())
+    due = t->second.due_ms;
+  else
+    owner.commit(rec::timer_set{run.id, seq, op_kind::sleep, "", due = ms_after(owner.env_, d)});
+  if (due <= owner.env_.now_ms()) {
+    owner.commit(rec::op_done{run.id, seq, op_kind::sleep, "", 1, ""});
+    run.set_result(true, nullptr);
+    return {run_, true};
+  }
+  run.wait = shard_runner::run_state::wait_kind::timer;
+  run.wait_seq = seq;
+  run.wait_due = due;
+  run.current = "sleep";
+  return {run_, false};
+}
+
+op_awaitable<std::optional<json>> context::wait_for(std::string name,
+                                                    std::chrono::milliseconds timeout) {
+  auto& run = run_access::of(run_);
+  auto& owner = *run.owner;
+  uint32_t seq = run.next_seq++;
+  bool diverged = false;
+  if (auto* j = run.journaled(seq, op_kind::wait, name, diverged)) {
+    run.set_from_journal(*j);
+    return {run_, true};
+  }
+  if (diverged) return {run_, false};
+  uint64_t due;
+  if (auto t = run.timers.find(seq); t != run.timers.end())
+    due = t->second.due_ms;
+  else
+    owner.commit(
+        rec::timer_set{run.id, seq, op_kind::wait, name, due = ms_after(owner.env_, timeout)});
+  run.wait = shard_runner::run_state::wait_kind::signal;
+  run.wait_seq = seq;
+  run.wait_name = name;
+  run.wait_due = due;
+  run.current = "waiting for signal '" + name + "'";
+  auto it =
+      std::find_if(run.inbox.begin(), run.inbox.end(), [&](auto& s) { return s.first == name; });
+  if (it != run.inbox.end()) {
+    std::string payload = it->second;
+    owner.commit(rec::op_done{run.id, seq, op_kind::wait, name, 1, payload});
+    run.set_result(true, json::parse(payload, nullptr, false));
+  } else if (due <= owner.env_.now_ms()) {
+    owner.commit(rec::op_done{run.id, seq, op_kind::wait, name, 0, ""});
+    run.set_result(false, nullptr);
+  } else {
+    return {run_, false};
+  }
+  run.wait = shard_runner::run_state::wait_kind::none;
+  run.wait_due = never;
+  return {run_, true};
+}
+
+op_awaitable<void> context::send(std::string workflow_id, std::string name, json payload) {
+  json m{{"kind", "signal"}, {"workflow", workflow_id}, {"name", name}, {"payload", payload}};
+  return run_access::of(run_).owner->send_op(run_access::of(run_), run_, op_kind::send, name,
+                                             workflow_id, std::move(m));
+}
+
+op_awaitable<void> context::start_child(std::string type, std::string id, json input) {
+  auto& run = run_access::of(run_);
+  json m{{"kind", "start"}, {"workflow", id}, {"type", type}, {"input", input}, {"parent", run.id}};
+  return run.owner->send_op(run, run_, op_kind::child, id, id, std::move(m));
+}
+
+op_awaitable<std::chrono::system_clock::time_point> context::now() {
+  auto& run = run_access::of(run_);
+  uint32_t seq = run.next_seq++;
+  bool diverged = false;
+  if (auto* j = run.journaled(seq, op_kind::now, "", diverged)) {
+    run.set_from_journal(*j);
+    return {run_, true};
+  }
+  if (diverged) return {run_, false};
+  uint64_t ms = run.owner->env_.now_ms();
+  run.owner->commit(rec::op_done{run.id, seq, op_kind::now, "", 1, std::to_string(ms)});
+  run.set_result(true, ms);
+  return {run_, true};
+}
+
+op_awaitable<uint64_t> context::random() {
+  auto& run = run_access::of(run_);
+  uint32_t seq = run.next_seq++;
+  bool diverged = false;
+  if (auto* j = run.journaled(seq, op_kind::random, "", diverged)) {
+    run.set_from_journal(*j);
+    return {run_, true};
+  }
+  if (diverged) return {run_, false};
+  uint64_t v = run.owner->env_.random();
+  run.owner->commit(rec::op_done{run.id, seq, op_kind::random, "", 1, std::to_string(v)});
+  run.set_result(true, v);
+  return {run_, true};
+}
+
+op_awaitable<void> shard_runner::send_op(run_state& run, workflow_run* w, op_kind op,
+                                         const std::string& name, const std::string& target_id,
+                                         json message) {
+  uint32_t seq = run.next_seq++;
+  bool diverged = false;
+  if (auto* j = run.journaled(seq, op, name, diverged)) {
+    run.set_from_journal(*j);
+    return {w, true};
+  }
+  if (diverged) return {w, false};
+  uint64_t outbox = next_outbox_;
+  uint32_t target = proto::shard_for(target_id, settings_.shard_count).value();
+  std::string payload = message.dump();
+  commit(rec::sent{run.id, seq, op, name, outbox, target, payload});
+  gate(proto::relay{proto::request_head{0, shard_, epoch_}, proto::shard_id{target}, outbox,
+                    to_bytes(payload)});
+  run.set_result(true, nullptr);
+  return {w, true};
+}
+
+}  // namespace fusee::worker

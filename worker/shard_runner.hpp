@@ -1,0 +1,174 @@
+// One leased shard in a worker: its workflow runs (state rebuilt from the journal, coroutines
+// replayed from it), the calls and messages addressed to it, and what must leave the process.
+//
+// Contract: single-threaded (the runtime's loop thread). Every state change is a journal record
+// that is applied here and appended at once (`commit`), so recovery rebuilds exactly the state
+// the records describe. Code runs ahead of the disk: records are queued for APPEND and runs go
+// on; what leaves the process (call replies, RELAY, MESSAGE_ACK, CHECKPOINT) is held until the
+// records it depends on are durable. No I/O here: the runtime takes records and frames out.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "protocol/ids.hpp"
+#include "protocol/messages.hpp"
+#include "worker/journal.hpp"
+#include "worker/workflow.hpp"
+
+namespace fusee::worker {
+
+/// What a shard runner needs from its runtime.
+struct runner_env {
+  virtual ~runner_env() = default;
+  virtual uint64_t now_ms() = 0;  ///< unix ms
+  virtual uint64_t random() = 0;
+  /// Called before a step body runs: send the records and frames that are ready, so the disk
+  /// works while the body does.
+  virtual void before_step() = 0;
+  virtual uint64_t next_request_id() = 0;
+  /// A line for the operator (stderr in the programs).
+  virtual void log(const std::string& line) = 0;
+};
+
+struct runner_settings {
+  uint32_t shard_count = 1;
+  /// A checkpoint is written once this many records were appended since the last one.
+  uint64_t checkpoint_every = 1000;
+  /// The longest a `result` call may wait for its run to end.
+  uint64_t max_result_wait_ms = 600000;
+  /// How soon an invoked worker wants to run again while messages it sent are unacknowledged.
+  uint64_t resend_after_ms = 1000;
+};
+
+class shard_runner {
+public:
+  shard_runner(proto::shard_id shard, proto::epoch_t epoch, const registry& types, runner_env& env,
+               runner_settings settings);
+  ~shard_runner();
+  shard_runner(const shard_runner&) = delete;
+  shard_runner& operator=(const shard_runner&) = delete;
+
+  proto::shard_id shard() const { return shard_; }
+  proto::epoch_t epoch() const { return epoch_; }
+
+  // -- recovery, before start() ----------------------------------------------------------------
+  /// The checkpoint (CHECKPOINT_DATA) covering records up to `lsn`.
+  proto::result<void> restore(uint64_t lsn, proto::byte_view data);
+  /// One recovered record, in LSN order.
+  proto::result<void> replay(uint64_t lsn, proto::byte_view record);
+  /// Recovery is done: the shard's records end at `last_lsn`, all durable. Resumes the runs,
+  /// resends unacknowledged messages and handles the calls and messages that came meanwhile.
+  void start(uint64_t last_lsn);
+  bool started() const { return started_; }
+
+  // -- events -------------------------------------------------------------------------------
+  void on_call(uint64_t relay, const std::string& method, proto::byte_view args);
+  void on_message(uint32_t from, uint64_t from_epoch, uint64_t outbox, proto::byte_view payload);
+  void on_ack(uint64_t outbox);
+  void on_durable(uint64_t lsn);
+  /// Runs what is due: timers, step retries, the deadlines of `result` waits.
+  void tick();
+  /// Leaving: `result` calls waiting for a run are answered with its current state now.
+  void end_waits();
+
+  // -- what leaves ---------------------------------------------------------------------------
+  bool has_records() const { return !records_.empty(); }
+  /// The queued records as one APPEND.
+  proto::append take_append();
+  /// Frames that may go out now (their records are durable). The caller sends and clears.
+  std::vector<proto::any_message>& ready_frames() { return ready_; }
+
+  /// Snapshots the state now as a checkpoint; it goes out once its LSN is durable.
+  void checkpoint();
+  uint64_t records_since_checkpoint() const { return last_lsn() - checkpoint_lsn_; }
+
+  // -- state ------------------------------------------------------------------------------------
+  uint64_t last_lsn() const { return next_lsn_ - 1; }
+  uint64_t durable_lsn() const { return durable_; }
+  /// The earliest unix ms at which tick() has something to do (UINT64_MAX: nothing).
+  uint64_t next_wake_ms() const;
+  /// What IDLE reports as due: next_wake_ms(), or a resend of unacknowledged messages.
+  uint64_t next_due_ms() const;
+  /// Nothing is waiting for the disk and nothing will leave without a new event or timer.
+  bool quiet() const;
+  /// Types of running workflows this worker has no code for.
+  std::vector<std::string> missing_types() const;
+  uint64_t steps() const { return steps_; }
+  size_t running() const;
+
+  struct run_state;  // one workflow run (shard_runner.cpp)
+
+private:
+  friend class context;
+  friend struct run_access;
+
+  uint64_t commit(record r);
+  void apply(const record& r);
+  void gate(proto::any_message m);
+  void reply(uint64_t relay, bool ok, const json& body);
+  void run_start(run_state& run);
+  void resume(run_state& run);
+  void after_resume(run_state& run);
+  void deliver_signals(run_state& run);
+  bool attempt_step(run_state& run);
+  op_awaitable<void> send_op(run_state& run, workflow_run* w, op_kind op, const std::string& name,
+                             const std::string& target_id, json message);
+  void handle_call(uint64_t relay, const std::string& method, proto::byte_view args);
+  void handle_message(uint32_t from, uint64_t from_epoch, uint64_t outbox,
+                      proto::byte_view payload);
+  json describe(const run_state& run) const;
+  json status_of(const run_state& run) const;
+  std::vector<record> snapshot() const;
+
+  proto::shard_id shard_;
+  proto::epoch_t epoch_;
+  const registry& types_;
+  runner_env& env_;
+  runner_settings settings_;
+
+  bool started_ = false;
+  uint64_t next_lsn_ = 1;
+  uint64_t durable_ = 0;
+  uint64_t checkpoint_lsn_ = 0;
+  uint64_t steps_ = 0;
+  std::vector<proto::bytes> records_;  // committed, not yet taken for APPEND
+  uint64_t records_first_ = 1;
+  std::deque<std::pair<uint64_t, proto::any_message>> gated_;  // by LSN, ascending
+  std::vector<proto::any_message> ready_;
+
+  std::map<std::string, std::unique_ptr<run_state>> runs_;
+  struct outbox_entry {
+    uint32_t target = 0;
+    std::string payload;
+  };
+  std::map<uint64_t, outbox_entry> outbox_;
+  uint64_t next_outbox_ = 1;
+  std::set<std::pair<uint32_t, uint64_t>> seen_;  // (from shard, outbox id) of messages taken
+
+  struct result_wait {
+    uint64_t relay = 0;
+    std::string workflow;
+    uint64_t deadline_ms = 0;
+  };
+  std::vector<result_wait> result_waits_;
+
+  // Events that arrived while recovering, handled by start().
+  struct early_event {
+    bool is_call = true;
+    uint64_t relay = 0;
+    std::string method;
+    uint32_t from = 0;
+    uint64_t from_epoch = 0, outbox = 0;
+    proto::bytes body;
+  };
+  std::vector<early_event> early_;
+};
+
+}  // namespace fusee::worker
