@@ -1,5 +1,6 @@
 #include "actors/message_types.hpp"
 
+#include "actors/call_gateway.hpp"
 #include "actors/directory_interface.hpp"
 
 namespace fusee::server {
@@ -22,6 +23,9 @@ void add_server_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<revocation_done>("fusee.revocation_done");
   cfg.add_message_type<invoker_ready>("fusee.invoker_ready");
   cfg.add_message_type<call_expired>("fusee.call_expired");
+  // the HTTP API's call gateway
+  cfg.add_message_type<gateway_call>("fusee.gateway_call");
+  cfg.add_message_type<gateway_deadline>("fusee.gateway_deadline");
   // invoker
   cfg.add_message_type<lease_end>("fusee.lease_end");
   cfg.add_message_type<shard_status>("fusee.shard_status");

@@ -30,6 +30,7 @@ struct node_settings {
   uint32_t shards = 16;
   std::string listen = "127.0.0.1:7400";
   std::string admin_listen = "127.0.0.1:7401";
+  std::string http_listen = "127.0.0.1:7402";  ///< the HTTP API; empty = off
   std::string advertise;  ///< put in invocation bodies; empty = the address listened on
   uint64_t segment_mb = 16;
   // [liveness]

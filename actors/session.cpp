@@ -23,7 +23,6 @@ namespace {
 
 using proto::bytes;
 
-std::atomic<uint64_t> next_session_id{1};
 
 std::string peer_name(int fd) {
   sockaddr_storage addr{};
@@ -247,7 +246,7 @@ session_broker_actor::behavior_type session_fn(session_ptr self, caf::io::connec
   st.hdl = hdl;
   st.lane = std::make_shared<out_lane>(fd, st.cfg->write_buffer_mb << 20);
   st.peer = peer_name(fd);
-  st.id = next_session_id++;
+  st.id = new_session_id();
   st.directory = std::move(ctx.directory);
   st.wal = ctx.wal;
   st.sink = ctx.sink;
@@ -300,6 +299,11 @@ session_broker_actor::behavior_type session_fn(session_ptr self, caf::io::connec
 }
 
 }  // namespace
+
+session_id new_session_id() {
+  static std::atomic<uint64_t> next{1};
+  return next++;
+}
 
 void fork_session(caf::io::broker* acceptor, caf::io::connection_handle hdl, int fd,
                   const session_context& ctx) {

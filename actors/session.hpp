@@ -24,6 +24,9 @@ struct session_context {
   log_sink* sink = nullptr;  ///< the sessions register their out_lanes with it
 };
 
+/// A fresh id for a session (or a socket-less stand-in such as the HTTP API's call gateway).
+session_id new_session_id();
+
 /// Starts the session broker for the accepted socket `fd`, which `acceptor` added as `hdl`.
 void fork_session(caf::io::broker* acceptor, caf::io::connection_handle hdl, int fd,
                   const session_context& ctx);

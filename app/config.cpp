@@ -40,6 +40,8 @@ const setting<server_config> server_settings[] = {
     {"server", "listen", &server_config::listen, 0, 0, "host:port for workers and clients"},
     {"server", "admin_listen", &server_config::admin_listen, 0, 0,
      "host:port of the admin HTTP server"},
+    {"server", "http_listen", &server_config::http_listen, 0, 0,
+     "host:port of the HTTP API for clients (/v1/workflows/...); empty = off"},
     {"server", "advertise", &server_config::advertise, 0, 0,
      "address put in invocation bodies; empty = listen"},
     {"server", "segment_mb", &server_config::segment_mb, 1, 4096,
@@ -228,6 +230,8 @@ std::optional<std::string> validate(server_config& cfg) {
     return "`server.listen` = \"" + cfg.listen + "\" is not host:port";
   if (!parse_host_port(cfg.admin_listen))
     return "`server.admin_listen` = \"" + cfg.admin_listen + "\" is not host:port";
+  if (!cfg.http_listen.empty() && !parse_host_port(cfg.http_listen))
+    return "`server.http_listen` = \"" + cfg.http_listen + "\" is not host:port";
   if (!cfg.advertise.empty() && !parse_host_port(cfg.advertise))
     return "`server.advertise` = \"" + cfg.advertise + "\" is not host:port";
   if (cfg.data_dir.empty()) return "`server.data_dir` is empty";

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
+#include <optional>
+#include <set>
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -9,21 +12,69 @@
 
 namespace fusee::app {
 
+/// A request of the async server waiting for its reply.
+struct pending_reply {
+  std::mutex mu;
+  MHD_Connection* conn = nullptr;
+  http_server::impl* server = nullptr;
+  std::optional<http_reply> reply;
+  bool suspended = false;
+  bool gone = false;  // the request ended (client gone, server stopping)
+};
+
 struct http_server::impl {
   MHD_Daemon* daemon = nullptr;
   handler h;
+  async_handler ah;
   size_t max_body = 0;
+  uint16_t port_out = 0;
+  std::mutex mu;
+  std::set<std::shared_ptr<pending_reply>> suspended;  // resumed with 503 before stopping
   ~impl() {
-    if (daemon) MHD_stop_daemon(daemon);
+    if (!daemon) return;
+    std::set<std::shared_ptr<pending_reply>> left;
+    {
+      std::lock_guard lock(mu);
+      left.swap(suspended);
+    }
+    for (auto& p : left) {
+      std::lock_guard lock(p->mu);
+      if (p->suspended && !p->gone) {
+        p->reply = http_reply{503, "application/json", R"({"error":"the server is stopping"})"};
+        p->suspended = false;
+        MHD_resume_connection(p->conn);
+      }
+    }
+    MHD_stop_daemon(daemon);
   }
 };
+
+void http_responder::operator()(http_reply r) const {
+  std::lock_guard lock(p_->mu);
+  if (p_->gone || p_->reply) return;
+  p_->reply = std::move(r);
+  if (p_->suspended) {
+    p_->suspended = false;
+    {
+      std::lock_guard l2(p_->server->mu);
+      p_->server->suspended.erase(p_);
+    }
+    MHD_resume_connection(p_->conn);
+  }
+}
 
 namespace {
 
 struct request_state {
   http_exchange ex;
   bool too_large = false;
+  std::shared_ptr<pending_reply> pending;
 };
+
+MHD_Result collect_query(void* cls, MHD_ValueKind, const char* key, const char* value) {
+  static_cast<http_exchange*>(cls)->query[key] = value ? value : "";
+  return MHD_YES;
+}
 
 MHD_Result collect_header(void* cls, MHD_ValueKind, const char* key, const char* value) {
   auto* ex = static_cast<http_exchange*>(cls);
@@ -51,6 +102,7 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
     st->ex.method = method;
     st->ex.path = url;
     MHD_get_connection_values(conn, MHD_HEADER_KIND, collect_header, &st->ex);
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_query, &st->ex);
     *con_cls = st;
     return MHD_YES;
   }
@@ -63,44 +115,108 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
     return MHD_YES;
   }
   if (st->too_large)
-    return respond(conn, http_reply{413, "application/json", R"({"error":"body too large"})"});
-  return respond(conn, self->h(st->ex));
+    return respond(
+        conn, http_reply{413, "application/json",
+                         "{\"error\":\"body over " + std::to_string(self->max_body) + " bytes\"}"});
+  if (!self->ah) return respond(conn, self->h(st->ex));
+  if (st->pending) {  // resumed: the reply is there
+    std::lock_guard lock(st->pending->mu);
+    if (st->pending->reply) return respond(conn, *st->pending->reply);
+    return MHD_YES;
+  }
+  st->pending = std::make_shared<pending_reply>();
+  st->pending->conn = conn;
+  st->pending->server = self;
+  self->ah(st->ex, http_responder{st->pending});
+  std::lock_guard lock(st->pending->mu);
+  if (st->pending->reply) return respond(conn, *st->pending->reply);
+  st->pending->suspended = true;
+  {
+    std::lock_guard l2(self->mu);
+    self->suspended.insert(st->pending);
+  }
+  MHD_suspend_connection(conn);
+  return MHD_YES;
 }
 
-void on_completed(void*, MHD_Connection*, void** con_cls, MHD_RequestTerminationCode) {
-  delete static_cast<request_state*>(*con_cls);
+void on_completed(void* cls, MHD_Connection*, void** con_cls, MHD_RequestTerminationCode) {
+  auto* st = static_cast<request_state*>(*con_cls);
+  if (st && st->pending) {
+    std::lock_guard lock(st->pending->mu);
+    st->pending->gone = true;
+    std::lock_guard l2(static_cast<http_server::impl*>(cls)->mu);
+    static_cast<http_server::impl*>(cls)->suspended.erase(st->pending);
+  }
+  delete st;
   *con_cls = nullptr;
+}
+
+sockaddr_in ipv4(const std::string& host, uint16_t port, std::string* err) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    *err = "HTTP listen host must be a numeric IPv4 address, not " + host;
+    addr.sin_family = 0;
+  }
+  return addr;
+}
+
+std::unique_ptr<http_server> finish_start(std::unique_ptr<http_server> s, MHD_Daemon* d,
+                                          const std::string& host, uint16_t port, std::string* err,
+                                          http_server::impl* impl, uint16_t* port_out) {
+  impl->daemon = d;
+  if (d == nullptr) {
+    *err =
+        "cannot serve HTTP on " + host + ":" + std::to_string(port) + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  auto* info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+  *port_out = info ? info->port : port;
+  return s;
 }
 
 }  // namespace
 
 std::unique_ptr<http_server> http_server::start(const std::string& host, uint16_t port, handler h,
                                                 std::string* err, size_t max_body) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-    *err = "admin/HTTP listen host must be a numeric IPv4 address, not " + host;
-    return nullptr;
-  }
+  auto addr = ipv4(host, port, err);
+  if (addr.sin_family == 0) return nullptr;
   std::unique_ptr<http_server> s{new http_server};
   s->impl_ = std::make_unique<impl>();
   s->impl_->h = std::move(h);
   s->impl_->max_body = max_body;
-  s->impl_->daemon =
+  auto* d =
       MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
                            MHD_USE_POLL | MHD_USE_ERROR_LOG,
                        port, nullptr, nullptr, &on_request, s->impl_.get(), MHD_OPTION_SOCK_ADDR,
-                       &addr, MHD_OPTION_NOTIFY_COMPLETED, &on_completed, nullptr,
+                       &addr, MHD_OPTION_NOTIFY_COMPLETED, &on_completed, s->impl_.get(),
                        MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
-  if (s->impl_->daemon == nullptr) {
-    *err =
-        "cannot serve HTTP on " + host + ":" + std::to_string(port) + ": " + std::strerror(errno);
-    return nullptr;
-  }
-  auto* info = MHD_get_daemon_info(s->impl_->daemon, MHD_DAEMON_INFO_BIND_PORT);
-  s->port_ = info ? info->port : port;
-  return s;
+  auto* i = s->impl_.get();
+  return finish_start(std::move(s), d, host, port, err, i, &i->port_out);
+}
+
+std::unique_ptr<http_server> http_server::start_async(const std::string& host, uint16_t port,
+                                                      async_handler h, std::string* err,
+                                                      size_t max_body) {
+  auto addr = ipv4(host, port, err);
+  if (addr.sin_family == 0) return nullptr;
+  std::unique_ptr<http_server> s{new http_server};
+  s->impl_ = std::make_unique<impl>();
+  s->impl_->ah = std::move(h);
+  s->impl_->max_body = max_body;
+  auto* d =
+      MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                           MHD_USE_ERROR_LOG,
+                       port, nullptr, nullptr, &on_request, s->impl_.get(), MHD_OPTION_SOCK_ADDR,
+                       &addr, MHD_OPTION_NOTIFY_COMPLETED, &on_completed, s->impl_.get(),
+                       MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
+  auto* i = s->impl_.get();
+  return finish_start(std::move(s), d, host, port, err, i, &i->port_out);
+}
+
+uint16_t http_server::port() const {
+  return impl_->port_out;
 }
 
 http_server::~http_server() = default;

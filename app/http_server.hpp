@@ -1,6 +1,8 @@
-// A small HTTP server on libmicrohttpd: the admin endpoints (/healthz, /v1/invoker) and, in tests
-// and the test handler, an endpoint that receives invocation POSTs. The handler runs on
-// microhttpd's own threads (never on a CAF scheduler thread), so it may block briefly.
+// A small HTTP server on libmicrohttpd, in two modes. start(): a thread per connection runs the
+// handler, which may block (the admin endpoints, the invocation endpoint of `fusee handler`).
+// start_async(): one polling thread; the handler must not block: it gets a responder it calls
+// once, now or later from any thread, and the connection waits suspended meanwhile (the HTTP
+// API, where requests wait for workers).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,7 @@ struct http_exchange {
   std::string method;
   std::string path;
   std::map<std::string, std::string> headers;  ///< names in lower case
+  std::map<std::string, std::string> query;    ///< ?key=value arguments, decoded
   std::string body;
 };
 
@@ -24,23 +27,40 @@ struct http_reply {
   std::string body;
 };
 
+struct pending_reply;
+
+/// Answers one suspended request; copyable, thread-safe, only the first call counts. Calling it
+/// after the client went away does nothing.
+class http_responder {
+public:
+  explicit http_responder(std::shared_ptr<pending_reply> p) : p_(std::move(p)) {}
+  void operator()(http_reply r) const;
+
+private:
+  std::shared_ptr<pending_reply> p_;
+};
+
 class http_server {
 public:
   using handler = std::function<http_reply(const http_exchange&)>;
+  using async_handler = std::function<void(const http_exchange&, http_responder)>;
 
   /// Serves on host:port (numeric IPv4; port 0 = any free port) until destroyed.
   /// Bodies over `max_body` bytes get 413. nullptr and `*err` on failure.
   static std::unique_ptr<http_server> start(const std::string& host, uint16_t port, handler h,
                                             std::string* err, size_t max_body = 1 << 20);
+  /// As start(), with an async handler on one polling thread.
+  static std::unique_ptr<http_server> start_async(const std::string& host, uint16_t port,
+                                                  async_handler h, std::string* err,
+                                                  size_t max_body = 1 << 20);
   ~http_server();
-  uint16_t port() const { return port_; }
+  uint16_t port() const;
 
   struct impl;
 
 private:
   http_server() = default;
   std::unique_ptr<impl> impl_;
-  uint16_t port_ = 0;
 };
 
 }  // namespace fusee::app

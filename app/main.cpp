@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
 
   fusee::app::server_config cfg;
   std::string config_file, ready_file;
-  std::string data_dir, listen, admin_listen;
+  std::string data_dir, listen, admin_listen, http_listen;
   uint32_t shards = 0;
   auto* server = app.add_subcommand("server", "run a server node");
   server->add_option("--config", config_file, "TOML configuration file")->check(CLI::ExistingFile);
@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
   server->add_option("--shards", shards, "overrides [server] shards");
   server->add_option("--listen", listen, "overrides [server] listen (host:port)");
   server->add_option("--admin-listen", admin_listen, "overrides [server] admin_listen");
+  server->add_option("--http-listen", http_listen,
+                     "overrides [server] http_listen (empty: no HTTP API)");
   server->add_option("--ready-file", ready_file,
                      "write listen=host:port here once serving (for scripts and tests)");
   bool list_settings = false;
@@ -144,6 +146,7 @@ int main(int argc, char** argv) {
   if (shards != 0 || server->count("--shards")) cfg.shards = shards;
   if (!listen.empty()) cfg.listen = listen;
   if (!admin_listen.empty()) cfg.admin_listen = admin_listen;
+  if (server->count("--http-listen")) cfg.http_listen = http_listen;
   if (auto err = fusee::app::validate(cfg)) {
     std::fprintf(stderr, "fusee server: %s\n", err->c_str());
     return 2;

@@ -15,6 +15,7 @@
 #include "actors/message_types.hpp"
 #include "actors/wal/wal_writer.hpp"
 #include "app/admin_routes.hpp"
+#include "app/http_api.hpp"
 
 namespace fusee::app {
 
@@ -116,6 +117,22 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
                      admin->port());
       }
     }
+    // The HTTP API for clients.
+    std::unique_ptr<http_api> api;
+    if (acceptor && !cfg.http_listen.empty()) {
+      auto at = parse_host_port(cfg.http_listen);
+      std::string herr;
+      api = http_api::start(sys, directory, cfg, at->host, at->port, &herr);
+      if (!api) {
+        std::fprintf(stderr, "fusee server: `server.http_listen`: %s\n", herr.c_str());
+        acceptor->stop();
+        caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
+        rc = 1;
+        acceptor.reset();
+      } else {
+        std::fprintf(stderr, "fusee server: HTTP API on %s:%u\n", at->host.c_str(), api->port());
+      }
+    }
     if (acceptor) {
       uint16_t port = acceptor->port();
       if (!ready_file.empty()) {
@@ -124,6 +141,8 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
           std::ofstream out(tmp);
           out << "listen=" << listen->host << ":" << port << "\n";
           out << "admin=" << admin_at->host << ":" << admin->port() << "\n";
+          if (api)
+            out << "http=" << parse_host_port(cfg.http_listen)->host << ":" << api->port() << "\n";
         }
         std::rename(tmp.c_str(), ready_file.c_str());
       }
@@ -133,6 +152,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       acceptor->stop();
       caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
     }
+    api.reset();
     admin.reset();
     if (scheduler) caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
     if (http) http->stop();

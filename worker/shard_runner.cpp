@@ -547,6 +547,13 @@ json shard_runner::describe(const run_state& run) const {
   for (auto& [name, payload] : run.inbox)
     signals.push_back(json{{"name", name}, {"payload", json::parse(payload, nullptr, false)}});
   out["pending_signals"] = signals;
+  json steps = json::array();
+  for (auto& [seq, op] : run.journal)
+    if (op.op == op_kind::step) {
+      json v = json::parse(op.value, nullptr, false);
+      steps.push_back(json{{"name", op.name}, {"ok", op.ok}, {op.ok ? "value" : "error", v}});
+    }
+  out["steps"] = steps;
   return out;
 }
 

@@ -1,0 +1,253 @@
+#include "app/http_api.hpp"
+
+#include <atomic>
+#include <charconv>
+#include <mutex>
+#include <unordered_map>
+
+#include <caf/all.hpp>
+#include <simdjson.h>
+
+#include "actors/call_gateway.hpp"
+#include "protocol/json_text.hpp"
+#include "protocol/messages.hpp"
+#include "protocol/shard_hash.hpp"
+
+namespace fusee::app {
+
+namespace {
+
+http_reply json_reply(unsigned status, std::string body) {
+  return http_reply{status, "application/json", std::move(body)};
+}
+
+api_route refuse(unsigned status, const std::string& message) {
+  return api_route{std::nullopt, api_refusal{status, proto::json_error(message)}};
+}
+
+/// Path segments of /a/b/c (empty segments dropped).
+std::vector<std::string> segments(const std::string& path) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    if (j > i) out.push_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
+/// Ids, types and signal names: 1-256 bytes of printable ASCII other than '/' (they sit in
+/// paths), or any UTF-8 from byte 0x80 up.
+std::optional<std::string> bad_name(const char* what, const std::string& v) {
+  if (v.empty() || v.size() > 256)
+    return std::string{what} + " must be 1 to 256 bytes, not " + std::to_string(v.size());
+  for (unsigned char c : v)
+    if (c < 0x20 || c == 0x7f) return std::string{what} + " must not contain control characters";
+  if (!proto::valid_utf8(proto::as_bytes(v))) return std::string{what} + " must be UTF-8";
+  return std::nullopt;
+}
+
+/// The body as JSON text: empty means null; anything else must be one valid JSON value.
+std::optional<std::string> json_body(const std::string& body, std::string* err) {
+  size_t start = body.find_first_not_of(" \t\r\n");
+  if (start == std::string::npos) return std::string{"null"};
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(body);
+  auto doc = parser.parse(padded);
+  if (doc.error()) {
+    *err = std::string{"the body is not JSON: "} + simdjson::error_message(doc.error());
+    return std::nullopt;
+  }
+  return body.substr(start);
+}
+
+}  // namespace
+
+api_route route_api_request(const http_exchange& ex) {
+  auto seg = segments(ex.path);
+  if (seg.size() < 3 || seg[0] != "v1" || seg[1] != "workflows")
+    return refuse(404, "no route " + ex.method + " " + ex.path +
+                           "; routes: POST /v1/workflows/{type}/{id}, GET /v1/workflows/{id}, "
+                           "POST /v1/workflows/{id}/signals/{name}, "
+                           "POST /v1/workflows/{id}/cancel");
+  api_request r;
+  std::string err;
+  auto check = [&](const char* what, const std::string& v) {
+    if (auto bad = bad_name(what, v)) {
+      err = *bad;
+      return false;
+    }
+    return true;
+  };
+  const std::string& id = seg[2];
+  if (ex.method == "GET" && (seg.size() == 3 || (seg.size() == 4 && seg[3] == "describe"))) {
+    if (!check("workflow id", id)) return refuse(400, err);
+    r.workflow = id;
+    r.method = seg.size() == 3 ? "result" : "describe";
+    if (auto w = ex.query.find("wait_ms"); w != ex.query.end()) {
+      uint64_t v = 0;
+      auto [p, ec] = std::from_chars(w->second.data(), w->second.data() + w->second.size(), v);
+      if (ec != std::errc{} || p != w->second.data() + w->second.size() || v > 600000)
+        return refuse(400, "wait_ms must be an integer from 0 to 600000, not '" + w->second + "'");
+      r.wait_ms = v;
+    }
+    std::string args = "{\"id\":" + proto::json_quote(id);
+    if (r.method == "result") args += ",\"wait_ms\":" + std::to_string(r.wait_ms);
+    r.args = args + "}";
+    return api_route{r, std::nullopt};
+  }
+  if (ex.method != "POST")
+    return refuse(405,
+                  ex.method + " " + ex.path + ": use GET to read a workflow, POST to change it");
+  if (seg.size() == 4 && seg[3] == "cancel") {
+    if (!check("workflow id", id)) return refuse(400, err);
+    r.method = "cancel";
+    r.workflow = id;
+    r.args = "{\"id\":" + proto::json_quote(id) + "}";
+    return api_route{r, std::nullopt};
+  }
+  if (seg.size() == 5 && seg[3] == "signals") {
+    if (!check("workflow id", id) || !check("signal name", seg[4])) return refuse(400, err);
+    auto payload = json_body(ex.body, &err);
+    if (!payload) return refuse(400, err);
+    r.method = "signal";
+    r.workflow = id;
+    r.args = "{\"id\":" + proto::json_quote(id) + ",\"name\":" + proto::json_quote(seg[4]) +
+             ",\"payload\":" + *payload + "}";
+    return api_route{r, std::nullopt};
+  }
+  if (seg.size() == 4) {  // POST /v1/workflows/{type}/{id}
+    const std::string& type = seg[2];
+    const std::string& wid = seg[3];
+    if (!check("workflow type", type) || !check("workflow id", wid)) return refuse(400, err);
+    auto input = json_body(ex.body, &err);
+    if (!input) return refuse(400, err);
+    r.method = "start";
+    r.workflow = wid;
+    r.type = type;
+    r.args = "{\"id\":" + proto::json_quote(wid) + ",\"type\":" + proto::json_quote(type) +
+             ",\"input\":" + *input + "}";
+    return api_route{r, std::nullopt};
+  }
+  return refuse(404, "no route POST " + ex.path);
+}
+
+http_reply api_reply(const std::string& method, uint8_t status, const std::string& body) {
+  using proto::call_status;
+  switch (static_cast<call_status>(status)) {
+  case call_status::ok: {
+    // A start that made a new run is 201; everything else that worked is 200.
+    bool created = method == "start" && body.find("\"existing\":false") != std::string::npos;
+    return json_reply(created ? 201 : 200, body);
+  }
+  case call_status::failed: {
+    // The worker refused: its JSON error carries a code.
+    unsigned http = 400;
+    simdjson::dom::parser parser;
+    simdjson::padded_string padded(body);
+    auto doc = parser.parse(padded);
+    std::string_view code;
+    if (!doc.error() && doc.value().is_object()) {
+      auto c = doc.value()["code"];
+      if (!c.error() && c.is_string()) code = c.get_string().value();
+    }
+    if (code == "not_found") http = 404;
+    if (code == "conflict" || code == "finished") http = 409;
+    return json_reply(http, body);
+  }
+  case call_status::parked_too_long:
+  case call_status::holder_lost:
+    return json_reply(503, body);
+  case call_status::bad_request:
+    return json_reply(400, body);
+  }
+  return json_reply(502, proto::json_error("unknown call status " + std::to_string(status)));
+}
+
+struct http_api::impl final : server::call_results {
+  caf::actor_system* sys = nullptr;
+  std::unique_ptr<http_server> server;
+  server::call_gateway_actor gateway;
+  uint32_t shards = 1;
+  uint32_t park_ms = 0;
+  std::atomic<uint64_t> next_ticket{1};
+  std::mutex mu;
+  struct waiting {
+    std::string method;
+    http_responder respond;
+  };
+  std::unordered_map<uint64_t, waiting> pending;
+
+  void on_call_result(uint64_t ticket, std::optional<proto::call_result> r) override {
+    std::optional<waiting> w;
+    {
+      std::lock_guard lock(mu);
+      auto it = pending.find(ticket);
+      if (it == pending.end()) return;
+      w.emplace(std::move(it->second));
+      pending.erase(it);
+    }
+    if (!r) {
+      w->respond(
+          json_reply(504, proto::json_error("no answer from the workflow's worker in time")));
+      return;
+    }
+    w->respond(api_reply(w->method, r->status, std::string(r->body.begin(), r->body.end())));
+  }
+
+  void serve(const http_exchange& ex, http_responder respond) {
+    auto route = route_api_request(ex);
+    if (route.refusal) return respond(json_reply(route.refusal->status, route.refusal->body));
+    auto& req = *route.call;
+    uint64_t ticket = next_ticket++;
+    {
+      std::lock_guard lock(mu);
+      pending.emplace(ticket, waiting{req.method, respond});
+    }
+    // The worker may take park_ms to appear, then wait_ms for the result; 10 s on top for it to
+    // answer.
+    uint64_t deadline = uint64_t{park_ms} + req.wait_ms + 10000;
+    caf::anon_send(gateway, server::gateway_call{
+                                ticket, proto::shard_for(req.workflow, shards).value(), req.method,
+                                req.type, proto::bytes(req.args.begin(), req.args.end()), 0,
+                                static_cast<uint32_t>(deadline)});
+  }
+};
+
+std::unique_ptr<http_api> http_api::start(caf::actor_system& sys, server::directory_actor directory,
+                                          const server::node_settings& settings,
+                                          const std::string& host, uint16_t port,
+                                          std::string* err) {
+  std::unique_ptr<http_api> api{new http_api};
+  api->impl_ = std::make_unique<impl>();
+  auto* im = api->impl_.get();
+  im->sys = &sys;
+  im->shards = settings.shards;
+  im->park_ms = settings.park_ms;
+  im->gateway = server::spawn_call_gateway(sys, std::move(directory), im);
+  im->server = http_server::start_async(
+      host, port, [im](const http_exchange& ex, http_responder r) { im->serve(ex, std::move(r)); },
+      err, 4u << 20);
+  if (!im->server) {
+    caf::anon_send_exit(im->gateway, caf::exit_reason::user_shutdown);
+    return nullptr;
+  }
+  return api;
+}
+
+http_api::~http_api() {
+  if (!impl_) return;
+  impl_->server.reset();  // answers the suspended requests with 503
+  // The gateway calls back into impl_: it must be gone before impl_ is.
+  caf::scoped_actor self{*impl_->sys};
+  self->send_exit(impl_->gateway, caf::exit_reason::user_shutdown);
+  self->wait_for(impl_->gateway);
+}
+
+uint16_t http_api::port() const {
+  return impl_->server->port();
+}
+
+}  // namespace fusee::app

@@ -1,0 +1,60 @@
+// The HTTP API for clients (server.http_listen): workflows started, signalled, read and
+// cancelled with curl. Each request becomes one CALL on the workflow's shard through the call
+// gateway actor; the connection waits suspended (no thread per waiting request) and gets its
+// answer when the CALL_RESULT, or the request's deadline, arrives. Routes and statuses:
+// docs/operations.md "HTTP API".
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <caf/fwd.hpp>
+
+#include "actors/directory_interface.hpp"
+#include "actors/node_settings.hpp"
+#include "app/http_server.hpp"
+
+namespace fusee::app {
+
+class http_api {
+public:
+  /// Serves on host:port; nullptr and `*err` on failure. Destroy it before the actor system.
+  static std::unique_ptr<http_api> start(caf::actor_system& sys, server::directory_actor directory,
+                                         const server::node_settings& settings,
+                                         const std::string& host, uint16_t port, std::string* err);
+  ~http_api();
+  uint16_t port() const;
+
+  struct impl;
+
+private:
+  http_api() = default;
+  std::unique_ptr<impl> impl_;
+};
+
+/// What a request asks for, from its method, path, query and body: the CALL to make, or the
+/// HTTP error to answer at once. Pure (tested directly).
+struct api_request {
+  std::string method;  ///< start, signal, result, describe, cancel
+  std::string workflow;
+  std::string type;
+  std::string args;  ///< JSON text
+  uint64_t wait_ms = 0;
+};
+struct api_refusal {
+  unsigned status = 400;
+  std::string body;  ///< JSON
+};
+/// nullopt-free: exactly one of the two is set.
+struct api_route {
+  std::optional<api_request> call;
+  std::optional<api_refusal> refusal;
+};
+api_route route_api_request(const http_exchange& ex);
+
+/// The HTTP status and body for a CALL_RESULT of `method` (status, body as the protocol gives
+/// them).
+http_reply api_reply(const std::string& method, uint8_t call_status, const std::string& body);
+
+}  // namespace fusee::app
