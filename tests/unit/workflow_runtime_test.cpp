@@ -1,0 +1,491 @@
+// The workflow runtime without sockets: a shard runner driven by hand with a fake clock, its
+// journal replayed into fresh runners as recovery would.
+#include <doctest/doctest.h>
+
+#include <map>
+
+#include "protocol/shard_hash.hpp"
+#include "worker/journal.hpp"
+#include "worker/shard_runner.hpp"
+
+using namespace fusee;
+using namespace fusee::worker;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct fake_env : runner_env {
+  uint64_t now = 1'000'000;
+  uint64_t next_random = 0;
+  uint64_t ids = 1;
+  int before_steps = 0;
+  std::vector<std::string> lines;
+  uint64_t now_ms() override { return now; }
+  uint64_t random() override { return next_random; }
+  void before_step() override { ++before_steps; }
+  uint64_t next_request_id() override { return ids++; }
+  void log(const std::string& l) override { lines.push_back(l); }
+};
+
+/// Counts the executions of step bodies by (workflow, step).
+struct bodies {
+  std::map<std::string, int> runs;
+  int& of(const std::string& wf, const std::string& step) { return runs[wf + "/" + step]; }
+};
+
+/// The test workflows: "pair" runs steps a and b; "waiter" sleeps then waits for "go";
+/// "flaky" retries a step that fails `fails` times; "sender" sends and starts a child.
+registry make_types(bodies& b, std::string second_step = "b") {
+  registry r;
+  r.add("pair", [&b, second_step](context& ctx, json in) -> task<json> {
+    json x = co_await ctx.step("a", [&] {
+      ++b.of(ctx.id(), "a");
+      return in.value("x", 0) + 1;
+    });
+    json y = co_await ctx.step(second_step, [&] {
+      ++b.of(ctx.id(), second_step);
+      return x.get<int>() * 10;
+    });
+    co_return json{{"x", x}, {"y", y}};
+  });
+  r.add("waiter", [&b](context& ctx, json in) -> task<json> {
+    co_await ctx.sleep(std::chrono::milliseconds(in.value("sleep_ms", 0)));
+    std::string name = "go";
+    auto got = co_await ctx.wait_for(name, std::chrono::milliseconds(in.value("wait_ms", 5000)));
+    co_await ctx.step("after", [&] { return ++b.of(ctx.id(), "after"); });
+    co_return got ? *got : json("timed out");
+  });
+  r.add("flaky", [&b](context& ctx, json in) -> task<json> {
+    int fails = in.value("fails", 0);
+    bool permanent = in.value("permanent", false);
+    step_options o;
+    o.attempts = 3;
+    o.backoff = 100ms;
+    o.jitter = 0.5;
+    std::string step_name = "call";  // (GCC 12: no string literal inside this co_await)
+    auto body = [&]() -> json {
+      int n = ++b.of(ctx.id(), "call");
+      if (permanent) throw permanent_error("card declined");
+      if (n <= fails) throw std::runtime_error("unavailable " + std::to_string(n));
+      return n;
+    };
+    json out;
+    try {
+      json v = co_await ctx.step(step_name, body, o);
+      out["ok"] = v;
+    } catch (const step_failed& e) {
+      out["caught"] = e.what();
+    }
+    co_return out;
+  });
+  r.add("sender", [](context& ctx, json) -> task<json> {
+    std::string target = "someone", name = "hello", child_type = "pair", child = "kid";
+    // GCC 12 cannot keep a string literal inside a co_await expression: build values first.
+    json message{{"n", 1}}, input{{"x", 4}};
+    co_await ctx.send(target, name, message);
+    co_await ctx.start_child(child_type, child, input);
+    auto t = co_await ctx.now();
+    auto r = co_await ctx.random();
+    co_return json{{"t", t.time_since_epoch().count() != 0}, {"r", r}};
+  });
+  return r;
+}
+
+proto::bytes text(const std::string& s) {
+  return proto::bytes(s.begin(), s.end());
+}
+
+/// A runner on shard 0 epoch 1, with its own journal of what it appended.
+struct rig {
+  fake_env env;
+  bodies b;
+  registry types;
+  std::unique_ptr<shard_runner> runner;
+  std::vector<proto::bytes> journal;
+  explicit rig(std::string second = "b") : types(make_types(b, second)) {
+    fresh();
+    runner->start(0);
+  }
+  void fresh(uint32_t shard_count = 4) {
+    runner = std::make_unique<shard_runner>(proto::shard_id{0}, proto::epoch_t{1}, types, env,
+                                            runner_settings{shard_count, 1000, 600000, 1000});
+  }
+  /// Takes what was appended into the journal.
+  void append() {
+    if (!runner->has_records()) return;
+    auto a = runner->take_append();
+    CHECK(a.first_lsn.value() == journal.size() + 1);
+    for (auto& r : a.records)
+      journal.push_back(r);
+  }
+  void durable() {
+    append();
+    runner->on_durable(journal.size());
+  }
+  /// A new runner recovered from the journal (as a new lease would).
+  void recover(std::vector<proto::bytes> records) {
+    journal = records;  // the shard's log is what was recovered
+    fresh();
+    for (size_t i = 0; i < records.size(); ++i)
+      REQUIRE(runner->replay(i + 1, records[i]));
+    runner->start(records.size());
+  }
+  void call(uint64_t relay, const std::string& method, const json& args) {
+    runner->on_call(relay, method, text(args.dump()));
+  }
+  /// The CALL_REPLY for `relay` among the frames ready to leave (removed), if any.
+  std::optional<proto::call_reply> reply(uint64_t relay) {
+    auto& f = runner->ready_frames();
+    for (auto it = f.begin(); it != f.end(); ++it)
+      if (auto* r = std::get_if<proto::call_reply>(&*it); r && r->relay == relay) {
+        auto out = *r;
+        f.erase(it);
+        return out;
+      }
+    return std::nullopt;
+  }
+  json answer(uint64_t relay) {
+    durable();
+    auto r = reply(relay);
+    REQUIRE(r.has_value());
+    return json::parse(r->body.begin(), r->body.end());
+  }
+  template <class T>
+  std::vector<T> frames() {
+    std::vector<T> out;
+    for (auto& f : runner->ready_frames())
+      if (auto* x = std::get_if<T>(&f)) out.push_back(*x);
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("journal records and checkpoints decode to what was encoded; damage names the field") {
+  std::vector<record> all{
+      rec::started{"w", "t", "{}", "p", 3, 9, 77},
+      rec::op_done{"w", 2, op_kind::wait, "go", 1, "\"x\""},
+      rec::timer_set{"w", 1, op_kind::sleep, "", 123456},
+      rec::signal{"w", "go", "1", from_call, 0},
+      rec::sent{"w", 4, op_kind::child, "kid", 8, 2, "{}"},
+      rec::acked{8},
+      rec::finished{"w", run_status::failed, "\"boom\"", 99},
+      rec::seen{5, 6},
+  };
+  for (auto& r : all) {
+    auto back = decode_record(encode(r));
+    REQUIRE(back);
+    CHECK(encode(*back) == encode(r));
+  }
+  auto ck = decode_checkpoint(encode_checkpoint(all));
+  REQUIRE(ck);
+  CHECK(ck->size() == all.size());
+
+  auto bytes = encode(all[1]);
+  bytes.resize(bytes.size() - 2);
+  auto bad = decode_record(bytes);
+  REQUIRE(!bad);
+  CHECK(bad.err().message.find("op_done") != std::string::npos);
+  CHECK(bad.err().message.find("value") != std::string::npos);
+  CHECK(!decode_record(proto::bytes{99}));
+  CHECK(!decode_checkpoint(text("nope")));
+}
+
+TEST_CASE("a step runs once; a replay of the journal returns its result without running it") {
+  rig t;
+  t.call(1, "start", {{"id", "w1"}, {"type", "pair"}, {"input", {{"x", 1}}}});
+  CHECK(t.answer(1)["status"] == "completed");
+  CHECK(t.b.of("w1", "a") == 1);
+  CHECK(t.b.of("w1", "b") == 1);
+  CHECK(t.env.before_steps == 2);  // what was ready went out before each body
+
+  auto journal = t.journal;
+  t.recover(journal);
+  t.call(2, "result", {{"id", "w1"}});
+  auto r = t.answer(2);
+  CHECK(r["result"] == json({{"x", 2}, {"y", 20}}));
+  CHECK(t.b.of("w1", "a") == 1);
+  CHECK(t.b.of("w1", "b") == 1);
+
+  // Recovery from a journal cut after the first step: only the second body runs.
+  std::vector<proto::bytes> cut(journal.begin(), journal.begin() + 2);  // started, a
+  t.recover(cut);
+  CHECK(t.b.of("w1", "a") == 1);
+  CHECK(t.b.of("w1", "b") == 2);
+  t.call(3, "result", {{"id", "w1"}});
+  CHECK(t.answer(3)["result"] == json({{"x", 2}, {"y", 20}}));
+}
+
+TEST_CASE("code runs ahead of the disk: a reply leaves only once every record before it is durable") {
+  rig t;
+  t.call(1, "start", {{"id", "w1"}, {"type", "pair"}, {"input", {{"x", 1}}}});
+  // The workflow ran to its end at once; nothing left the process.
+  CHECK(t.b.of("w1", "b") == 1);
+  t.append();
+  REQUIRE(t.journal.size() == 4);  // started, a, b, finished
+  CHECK(!t.reply(1));
+  t.runner->on_durable(3);
+  CHECK(!t.reply(1));
+  t.runner->on_durable(4);
+  CHECK(t.reply(1));
+}
+
+TEST_CASE("a sleep is a durable timer: nothing before it is due, the run goes on at it, and a "
+          "replay after it does not wait") {
+  rig t;
+  t.call(1, "start", {{"id", "s"}, {"type", "waiter"}, {"input", {{"sleep_ms", 1000}}}});
+  t.durable();
+  CHECK(t.runner->next_wake_ms() == t.env.now + 1000);
+  CHECK(t.runner->next_due_ms() == t.env.now + 1000);
+  t.env.now += 999;
+  t.runner->tick();
+  t.call(2, "describe", {{"id", "s"}});
+  auto d = t.answer(2);
+  CHECK(d["current"] == "sleep");
+  CHECK(d["timers"][0]["due_in_ms"] == 1);
+  t.env.now += 1;
+  t.runner->tick();
+  t.call(3, "describe", {{"id", "s"}});
+  CHECK(t.answer(3)["current"] == "waiting for signal 'go'");
+
+  // A replay of the journal cut before the timer fired, after its due time: no wait.
+  std::vector<proto::bytes> cut(t.journal.begin(), t.journal.begin() + 2);  // started, timer_set
+  t.recover(cut);
+  t.call(4, "describe", {{"id", "s"}});
+  CHECK(t.answer(4)["current"] == "waiting for signal 'go'");
+}
+
+TEST_CASE("a signal sent before the wait waits in the inbox, one sent during it wakes it, and a "
+          "time-out returns nothing") {
+  rig t;
+  // Before: the run sleeps, the signal arrives, the wait takes it at once after the sleep.
+  t.call(1, "start", {{"id", "early"}, {"type", "waiter"}, {"input", {{"sleep_ms", 50}}}});
+  t.call(2, "signal", {{"id", "early"}, {"name", "go"}, {"payload", "first"}});
+  CHECK(t.answer(2)["delivered"] == true);
+  t.call(3, "describe", {{"id", "early"}});
+  CHECK(t.answer(3)["pending_signals"].size() == 1);
+  t.env.now += 50;
+  t.runner->tick();
+  t.call(4, "result", {{"id", "early"}});
+  CHECK(t.answer(4)["result"] == "first");
+
+  // During: the run waits, the signal wakes it.
+  t.call(5, "start", {{"id", "late"}, {"type", "waiter"}, {"input", json::object()}});
+  t.call(6, "signal", {{"id", "late"}, {"name", "go"}, {"payload", {{"k", 2}}}});
+  t.call(7, "result", {{"id", "late"}});
+  CHECK(t.answer(7)["result"] == json({{"k", 2}}));
+
+  // Time-out.
+  t.call(8, "start", {{"id", "alone"}, {"type", "waiter"}, {"input", {{"wait_ms", 300}}}});
+  t.call(9, "result", {{"id", "alone"}, {"wait_ms", 10000}});
+  t.durable();
+  CHECK(!t.reply(9));  // waits for the run to end
+  t.env.now += 300;
+  t.runner->tick();
+  CHECK(t.answer(9)["result"] == "timed out");
+
+  // Replay: every run ends the same, and the consumed signals are not taken twice.
+  auto journal = t.journal;
+  t.recover(journal);
+  t.call(10, "result", {{"id", "early"}});
+  CHECK(t.answer(10)["result"] == "first");
+  t.call(11, "result", {{"id", "late"}});
+  CHECK(t.answer(11)["result"] == json({{"k", 2}}));
+  CHECK(t.b.of("late", "after") == 1);
+}
+
+TEST_CASE("a failing step retries with jittered backoff; a permanent error fails at once and the "
+          "workflow can catch it") {
+  rig t;
+  t.env.next_random = 500000;  // jitter factor 1 - 0.5 * 0.5
+  t.call(1, "start", {{"id", "f"}, {"type", "flaky"}, {"input", {{"fails", 2}}}});
+  CHECK(t.b.of("f", "call") == 1);
+  CHECK(t.runner->next_wake_ms() == t.env.now + 75);  // 100 ms * 0.75
+  t.env.now += 74;
+  t.runner->tick();
+  CHECK(t.b.of("f", "call") == 1);
+  t.env.now += 1;
+  t.runner->tick();
+  CHECK(t.b.of("f", "call") == 2);
+  CHECK(t.runner->next_wake_ms() == t.env.now + 150);  // 200 ms * 0.75
+  t.env.now += 150;
+  t.runner->tick();
+  CHECK(t.b.of("f", "call") == 3);
+  t.call(2, "result", {{"id", "f"}});
+  CHECK(t.answer(2)["result"] == json({{"ok", 3}}));
+
+  // Attempts run out: the error is caught by the workflow.
+  t.call(3, "start", {{"id", "g"}, {"type", "flaky"}, {"input", {{"fails", 9}}}});
+  for (int i = 0; i < 5; ++i) {
+    t.env.now += 1000;
+    t.runner->tick();
+  }
+  CHECK(t.b.of("g", "call") == 3);
+  t.call(4, "result", {{"id", "g"}});
+  CHECK(t.answer(4)["result"]["caught"] == "step 'call' failed: unavailable 3");
+
+  t.call(5, "start", {{"id", "p"}, {"type", "flaky"}, {"input", {{"permanent", true}}}});
+  CHECK(t.b.of("p", "call") == 1);
+  t.call(6, "result", {{"id", "p"}});
+  CHECK(t.answer(6)["result"]["caught"] == "step 'call' failed: card declined");
+
+  // A replay of a failed step throws again without running it.
+  auto journal = t.journal;
+  t.recover(journal);
+  t.call(7, "result", {{"id", "p"}});
+  CHECK(t.answer(7)["result"]["caught"] == "step 'call' failed: card declined");
+  CHECK(t.b.of("p", "call") == 1);
+}
+
+TEST_CASE("a replay that diverges from the journal stops only that workflow, naming both "
+          "operations") {
+  rig t;
+  t.call(1, "start", {{"id", "old"}, {"type", "waiter"}, {"input", json::object()}});
+  t.call(2, "start", {{"id", "p1"}, {"type", "pair"}, {"input", {{"x", 1}}}});
+  t.durable();
+  // Steps a and b ran for p1; now the code names its second step differently.
+  rig changed("b2");
+  changed.recover(t.journal);
+  changed.call(3, "result", {{"id", "p1"}});
+  auto r = changed.answer(3);
+  CHECK(r["status"] == "completed");  // finished runs are not replayed
+  changed.call(4, "describe", {{"id", "old"}});
+  CHECK(changed.answer(4)["status"] == "running");
+
+  // A run in flight under the old code, then recovered by the new one.
+  rig mid;
+  mid.call(1, "start", {{"id", "half"}, {"type", "pair"}, {"input", {{"x", 1}}}});
+  mid.call(2, "start", {{"id", "other"}, {"type", "waiter"}, {"input", json::object()}});
+  mid.durable();
+  // Keep started + a + (other's records), drop "half"'s step b and finished.
+  std::vector<proto::bytes> cut;
+  for (size_t i = 0; i < mid.journal.size(); ++i)
+    if (i != 2 && i != 3) cut.push_back(mid.journal[i]);
+  // Re-insert a fake "b" journaled under another name: the new code asks for "b2".
+  cut.push_back(encode(rec::op_done{"half", 1, op_kind::step, "b", 1, "20"}));
+  changed.recover(cut);
+  changed.call(5, "result", {{"id", "half"}});
+  auto h = changed.answer(5);
+  CHECK(h["status"] == "stopped");
+  CHECK(h["error"] ==
+        "replay diverged at operation 1 of workflow 'half': the journal has step 'b', the code "
+        "asked for step 'b2'");
+  changed.call(6, "describe", {{"id", "other"}});
+  CHECK(changed.answer(6)["current"] == "waiting for signal 'go'");
+  REQUIRE(!changed.env.lines.empty());
+}
+
+TEST_CASE("a checkpoint stands for the journal before it: the restored runner has the same runs") {
+  rig t;
+  t.call(1, "start", {{"id", "done"}, {"type", "pair"}, {"input", {{"x", 1}}}});
+  t.call(2, "start", {{"id", "waits"}, {"type", "waiter"}, {"input", json::object()}});
+  t.call(3, "signal", {{"id", "waits"}, {"name", "other"}, {"payload", 7}});
+  t.durable();
+  t.runner->checkpoint();
+  auto cps = t.frames<proto::checkpoint>();
+  REQUIRE(cps.size() == 1);
+  CHECK(cps[0].lsn.value() == t.journal.size());
+  CHECK(t.runner->records_since_checkpoint() == 0);
+
+  t.fresh();
+  REQUIRE(t.runner->restore(cps[0].lsn.value(), cps[0].data));
+  t.runner->start(cps[0].lsn.value());
+  t.call(4, "result", {{"id", "done"}});
+  CHECK(t.answer(4)["result"] == json({{"x", 2}, {"y", 20}}));
+  t.call(5, "describe", {{"id", "waits"}});
+  auto d = t.answer(5);
+  CHECK(d["current"] == "waiting for signal 'go'");
+  CHECK(d["pending_signals"][0]["name"] == "other");
+  t.call(6, "signal", {{"id", "waits"}, {"name", "go"}, {"payload", 1}});
+  t.call(7, "result", {{"id", "waits"}});
+  CHECK(t.answer(7)["result"] == 1);
+  CHECK(t.b.of("done", "a") == 1);
+}
+
+TEST_CASE("messages: RELAY leaves after durable, the outbox is resent by the next lease until "
+          "acknowledged, and a resent message is taken once") {
+  rig t;
+  t.call(1, "start", {{"id", "s"}, {"type", "sender"}, {"input", json::object()}});
+  t.append();
+  CHECK(t.frames<proto::relay>().empty());
+  t.durable();
+  auto relays = t.frames<proto::relay>();
+  REQUIRE(relays.size() == 2);
+  CHECK(relays[0].target == proto::shard_for("someone", 4));
+  CHECK(relays[1].target == proto::shard_for("kid", 4));
+  t.runner->ready_frames().clear();
+  // Only the first is acknowledged; the next lease resends the second.
+  t.runner->on_ack(relays[0].outbox_id);
+  t.durable();
+  t.recover(t.journal);
+  auto again = t.frames<proto::relay>();
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].outbox_id == relays[1].outbox_id);
+  CHECK(again[0].payload == relays[1].payload);
+  // Outbox ids keep growing after a checkpoint even when every message was acknowledged.
+  t.runner->on_ack(relays[1].outbox_id);
+  t.durable();
+  t.runner->checkpoint();
+  auto cp = t.frames<proto::checkpoint>().at(0);
+  t.fresh();
+  REQUIRE(t.runner->restore(cp.lsn.value(), cp.data));
+  t.runner->start(cp.lsn.value());
+  CHECK(t.frames<proto::relay>().empty());
+  CHECK(t.runner->next_due_ms() == UINT64_MAX);
+
+  // The receiving side: a start message, delivered twice, starts one run; both are acked.
+  rig r;
+  json start{{"kind", "start"}, {"workflow", "kid"}, {"type", "pair"}, {"input", {{"x", 4}}}};
+  r.runner->on_message(2, 5, 11, text(start.dump()));
+  r.runner->on_message(2, 5, 11, text(start.dump()));
+  r.durable();
+  CHECK(r.frames<proto::message_ack>().size() == 2);
+  CHECK(r.b.of("kid", "a") == 1);
+  // Also after recovery.
+  r.recover(r.journal);
+  r.runner->on_message(2, 6, 11, text(start.dump()));
+  r.durable();
+  CHECK(r.frames<proto::message_ack>().size() == 1);
+  CHECK(r.b.of("kid", "a") == 1);
+}
+
+TEST_CASE("start is idempotent by id, another type is a conflict, unknown types and methods are "
+          "named, cancel ends a waiting run") {
+  rig t;
+  t.call(1, "start", {{"id", "w"}, {"type", "waiter"}, {"input", json::object()}});
+  CHECK(t.answer(1)["existing"] == false);
+  t.call(2, "start", {{"id", "w"}, {"type", "waiter"}, {"input", json::object()}});
+  CHECK(t.answer(2)["existing"] == true);
+  t.call(3, "start", {{"id", "w"}, {"type", "pair"}, {"input", json::object()}});
+  CHECK(t.answer(3)["code"] == "conflict");
+  t.call(4, "start", {{"id", "x"}, {"type", "nope"}});
+  CHECK(t.answer(4)["error"] ==
+        "unknown workflow type 'nope'; this worker has: flaky, pair, sender, waiter");
+  t.call(5, "frobnicate", {{"id", "w"}});
+  CHECK(t.answer(5)["code"] == "bad_request");
+  t.call(6, "result", {{"id", "zz"}});
+  CHECK(t.answer(6)["code"] == "not_found");
+  t.runner->on_call(7, "start", text("not json"));
+  CHECK(t.answer(7)["code"] == "bad_request");
+
+  t.call(8, "result", {{"id", "w"}, {"wait_ms", 60000}});
+  t.call(9, "cancel", {{"id", "w"}});
+  CHECK(t.answer(9)["status"] == "cancelled");
+  CHECK(t.answer(8)["status"] == "cancelled");
+  t.call(10, "signal", {{"id", "w"}, {"name", "go"}});
+  CHECK(t.answer(10)["code"] == "finished");
+  t.recover(t.journal);
+  t.call(11, "result", {{"id", "w"}});
+  CHECK(t.answer(11)["status"] == "cancelled");
+  CHECK(t.b.of("w", "after") == 0);
+}
+
+TEST_CASE("runs of types without code here wait for a worker that has it, and are reported") {
+  rig t;
+  json start{{"kind", "start"}, {"workflow", "alien"}, {"type", "elsewhere"}};
+  t.runner->on_message(1, 1, 1, text(start.dump()));
+  t.durable();
+  CHECK(t.runner->missing_types() == std::vector<std::string>{"elsewhere"});
+  t.call(1, "describe", {{"id", "alien"}});
+  CHECK(t.answer(1)["current"] == "waiting for a worker with code for type 'elsewhere'");
+}
