@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   server->add_option("--listen", listen, "overrides [server] listen (host:port)");
   server->add_option("--admin-listen", admin_listen, "overrides [server] admin_listen");
   server->add_option("--http-listen", http_listen,
-                     "overrides [server] http_listen (empty: no HTTP API)");
+                     "overrides [server] http_listen (off: no HTTP API)");
   server->add_option("--ready-file", ready_file,
                      "write listen=host:port here once serving (for scripts and tests)");
   bool list_settings = false;
@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
   if (shards != 0 || server->count("--shards")) cfg.shards = shards;
   if (!listen.empty()) cfg.listen = listen;
   if (!admin_listen.empty()) cfg.admin_listen = admin_listen;
-  if (server->count("--http-listen")) cfg.http_listen = http_listen;
+  if (server->count("--http-listen")) cfg.http_listen = http_listen == "off" ? "" : http_listen;
   if (auto err = fusee::app::validate(cfg)) {
     std::fprintf(stderr, "fusee server: %s\n", err->c_str());
     return 2;

@@ -1,10 +1,19 @@
 # Shared by the server-core benchmark scripts (source it; it uses $work and sets $server_pid,
 # $fusee_addr).
 
+# http_off BUILD: the flag that keeps BUILD's HTTP API off its fixed default port (nothing for
+# builds from before the HTTP API, so two builds can still be compared side by side).
+http_off() {
+  if "$1/app/fusee" server --help 2>/dev/null | grep -q -- --http-listen; then
+    echo "--http-listen off"
+  fi
+}
+
 # start_fusee BUILD: a fresh `fusee server` with 64 shards on a free port, its log in $work.
 start_fusee() {
   rm -rf "$work/fusee"
   "$1/app/fusee" server --data-dir "$work/fusee" --shards 64 --listen 127.0.0.1:0 \
+    --admin-listen 127.0.0.1:0 $(http_off "$1") \
     --ready-file "$work/ready" 2>"$work/fusee.log" &
   server_pid=$!
   for _ in $(seq 1 200); do [ -f "$work/ready" ] && break; sleep 0.05; done

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "app/http_server.hpp"
+#include "handler_process.hpp"
 #include "protocol/invocation_request.hpp"
 #include "protocol/shard_hash.hpp"
 #include "protocol/signature.hpp"
@@ -21,35 +22,6 @@ using namespace fusee;
 using namespace fusee::test;
 
 namespace {
-
-/// A `fusee handler` process on an ephemeral port.
-struct handler_process {
-  temp_dir dir;
-  int pid = -1;
-  uint16_t port = 0;
-  explicit handler_process(std::vector<std::string> extra = {}, uint16_t want_port = 0) {
-    auto secret = dir.path() / "secret";
-    std::ofstream(secret) << "s3cret\n";
-    auto ready = dir.path() / "ready";
-    std::vector<std::string> args{
-        fusee_binary(),  "handler",       "--listen",     "127.0.0.1:" + std::to_string(want_port),
-        "--secret-file", secret.string(), "--ready-file", ready.string(), "--mode", "echo"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    pid = spawn_process(args, dir.path() / "handler.log");
-    auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!std::filesystem::exists(ready) && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(5ms);
-    std::ifstream in(ready);
-    std::string line;
-    std::getline(in, line);
-    REQUIRE_MESSAGE(!line.empty(), "fusee handler did not start");
-    port = static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
-  }
-  ~handler_process() {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-  }
-};
 
 std::string endpoint_toml(uint16_t port, const temp_dir& secret_dir, std::string extra = "") {
   auto secret = (secret_dir.path() / "ep.secret").string();

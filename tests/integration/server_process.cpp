@@ -35,23 +35,34 @@ std::string fusee_binary() {
   return FUSEE_BINARY;
 }
 
-std::pair<long, std::string> http_get(uint16_t port, const std::string& path) {
+std::pair<long, std::string> http_request(const std::string& method, uint16_t port,
+                                          const std::string& path, const std::string& body,
+                                          long timeout_ms) {
   CURL* c = curl_easy_init();
-  std::string body;
+  std::string answer;
   auto url = "http://127.0.0.1:" + std::to_string(port) + path;
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
+  if (method == "POST") {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+  }
   curl_easy_setopt(
       c, CURLOPT_WRITEFUNCTION, +[](char* d, size_t s, size_t n, void* u) {
         static_cast<std::string*>(u)->append(d, s * n);
         return s * n;
       });
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &answer);
   long status = 0;
   if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
   curl_easy_cleanup(c);
-  return {status, body};
+  return {status, answer};
+}
+
+std::pair<long, std::string> http_get(uint16_t port, const std::string& path) {
+  return http_request("GET", port, path, "", 5000);
 }
 
 int spawn_process(std::vector<std::string> args, const fs::path& log_path) {
@@ -110,10 +121,11 @@ std::string server_process::start() {
     out << extra_toml_ << "\n";
   }
   auto log_path = work_ / "server.log";
-  std::vector<std::string> args{fusee_binary(), "server",       "--config",
-                                cfg.string(),   "--data-dir",   data_dir_.string(),
-                                "--listen",     "127.0.0.1:0",  "--admin-listen",
-                                "127.0.0.1:0",  "--ready-file", ready.string()};
+  auto at = [&](uint16_t port) { return "127.0.0.1:" + std::to_string(keep_ports_ ? port : 0); };
+  std::vector<std::string> args{
+      fusee_binary(),     "server",       "--config",     cfg.string(),     "--data-dir",
+      data_dir_.string(), "--listen",     at(port_),      "--admin-listen", at(admin_port_),
+      "--http-listen",    at(http_port_), "--ready-file", ready.string()};
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   pid_ = spawn_process(args, log_path);
   // Await the ready file (or the process's exit), for at most 20 s.
@@ -128,6 +140,8 @@ std::string server_process::start() {
           port_ = port;
         else if (line.rfind("admin=", 0) == 0)
           admin_port_ = port;
+        else if (line.rfind("http=", 0) == 0)
+          http_port_ = port;
       }
       return {};
     }

@@ -43,6 +43,9 @@ public:
 
   uint16_t port() const { return port_; }
   uint16_t admin_port() const { return admin_port_; }
+  uint16_t http_port() const { return http_port_; }
+  /// Later start()s listen on the ports this one got (workers reconnect to the same address).
+  void keep_ports() { keep_ports_ = true; }
   /// A connection to the server; `receive_buffer` as in client::connection::open.
   client::connection connect(int receive_buffer = 0) const;
   /// The server's stderr so far.
@@ -55,6 +58,8 @@ private:
   int pid_ = -1;
   uint16_t port_ = 0;
   uint16_t admin_port_ = 0;
+  uint16_t http_port_ = 0;
+  bool keep_ports_ = false;
   std::filesystem::path work_;
 };
 
@@ -64,6 +69,10 @@ int spawn_process(std::vector<std::string> args, const std::filesystem::path& lo
 
 /// GET http://127.0.0.1:port/path; returns {status, body} (status 0 if the request failed).
 std::pair<long, std::string> http_get(uint16_t port, const std::string& path);
+/// Any method, with a body for POST.
+std::pair<long, std::string> http_request(const std::string& method, uint16_t port,
+                                          const std::string& path, const std::string& body = "",
+                                          long timeout_ms = 30000);
 
 /// Appends `options` to a colon-separated environment variable (ASAN_OPTIONS, UBSAN_OPTIONS)
 /// for the processes started while it lives; restores the old value after.

@@ -161,7 +161,7 @@ struct rig {
 
 }  // namespace
 
-TEST_CASE("journal records and checkpoints decode to what was encoded; damage names the field") {
+TEST_CASE("journal records and checkpoints decode to what was encoded and damage names the field") {
   std::vector<record> all{
       rec::started{"w", "t", "{}", "p", 3, 9, 77},
       rec::op_done{"w", 2, op_kind::wait, "go", 1, "\"x\""},
@@ -191,7 +191,7 @@ TEST_CASE("journal records and checkpoints decode to what was encoded; damage na
   CHECK(!decode_checkpoint(text("nope")));
 }
 
-TEST_CASE("a step runs once; a replay of the journal returns its result without running it") {
+TEST_CASE("a step runs once and a replay of the journal returns its result without running it") {
   rig t;
   t.call(1, "start", {{"id", "w1"}, {"type", "pair"}, {"input", {{"x", 1}}}});
   CHECK(t.answer(1)["status"] == "completed");
@@ -216,7 +216,8 @@ TEST_CASE("a step runs once; a replay of the journal returns its result without 
   CHECK(t.answer(3)["result"] == json({{"x", 2}, {"y", 20}}));
 }
 
-TEST_CASE("code runs ahead of the disk: a reply leaves only once every record before it is durable") {
+TEST_CASE(
+    "code runs ahead of the disk: a reply leaves only once every record before it is durable") {
   rig t;
   t.call(1, "start", {{"id", "w1"}, {"type", "pair"}, {"input", {{"x", 1}}}});
   // The workflow ran to its end at once; nothing left the process.
@@ -230,8 +231,8 @@ TEST_CASE("code runs ahead of the disk: a reply leaves only once every record be
   CHECK(t.reply(1));
 }
 
-TEST_CASE("a sleep is a durable timer: nothing before it is due, the run goes on at it, and a "
-          "replay after it does not wait") {
+TEST_CASE("a sleep is a durable timer that fires at its due time and a replay after it does not "
+          "wait") {
   rig t;
   t.call(1, "start", {{"id", "s"}, {"type", "waiter"}, {"input", {{"sleep_ms", 1000}}}});
   t.durable();
@@ -255,7 +256,7 @@ TEST_CASE("a sleep is a durable timer: nothing before it is due, the run goes on
   CHECK(t.answer(4)["current"] == "waiting for signal 'go'");
 }
 
-TEST_CASE("a signal sent before the wait waits in the inbox, one sent during it wakes it, and a "
+TEST_CASE("a signal sent before the wait waits in the inbox and one sent during it wakes it and a "
           "time-out returns nothing") {
   rig t;
   // Before: the run sleeps, the signal arrives, the wait takes it at once after the sleep.
@@ -294,8 +295,9 @@ TEST_CASE("a signal sent before the wait waits in the inbox, one sent during it 
   CHECK(t.b.of("late", "after") == 1);
 }
 
-TEST_CASE("a failing step retries with jittered backoff; a permanent error fails at once and the "
-          "workflow can catch it") {
+TEST_CASE(
+    "a failing step retries with jittered backoff and a permanent error fails at once and the "
+    "workflow can catch it") {
   rig t;
   t.env.next_random = 500000;  // jitter factor 1 - 0.5 * 0.5
   t.call(1, "start", {{"id", "f"}, {"type", "flaky"}, {"input", {{"fails", 2}}}});
@@ -337,7 +339,7 @@ TEST_CASE("a failing step retries with jittered backoff; a permanent error fails
   CHECK(t.b.of("p", "call") == 1);
 }
 
-TEST_CASE("a replay that diverges from the journal stops only that workflow, naming both "
+TEST_CASE("a replay that diverges from the journal stops only that workflow and names both "
           "operations") {
   rig t;
   t.call(1, "start", {{"id", "old"}, {"type", "waiter"}, {"input", json::object()}});
@@ -402,8 +404,8 @@ TEST_CASE("a checkpoint stands for the journal before it: the restored runner ha
   CHECK(t.b.of("done", "a") == 1);
 }
 
-TEST_CASE("messages: RELAY leaves after durable, the outbox is resent by the next lease until "
-          "acknowledged, and a resent message is taken once") {
+TEST_CASE("RELAY leaves after durable and the outbox is resent by the next lease until "
+          "acknowledged and a resent message is taken once") {
   rig t;
   t.call(1, "start", {{"id", "s"}, {"type", "sender"}, {"input", json::object()}});
   t.append();
@@ -449,8 +451,8 @@ TEST_CASE("messages: RELAY leaves after durable, the outbox is resent by the nex
   CHECK(r.b.of("kid", "a") == 1);
 }
 
-TEST_CASE("start is idempotent by id, another type is a conflict, unknown types and methods are "
-          "named, cancel ends a waiting run") {
+TEST_CASE("start is idempotent by id and another type is a conflict and unknown types and methods "
+          "are named and cancel ends a waiting run") {
   rig t;
   t.call(1, "start", {{"id", "w"}, {"type", "waiter"}, {"input", json::object()}});
   CHECK(t.answer(1)["existing"] == false);
@@ -480,7 +482,7 @@ TEST_CASE("start is idempotent by id, another type is a conflict, unknown types 
   CHECK(t.b.of("w", "after") == 0);
 }
 
-TEST_CASE("runs of types without code here wait for a worker that has it, and are reported") {
+TEST_CASE("runs of types without code here wait for a worker that has it and are reported") {
   rig t;
   json start{{"kind", "start"}, {"workflow", "alien"}, {"type", "elsewhere"}};
   t.runner->on_message(1, 1, 1, text(start.dump()));
