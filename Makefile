@@ -1,6 +1,8 @@
 # Fusee: the two commands are `make run` and `make test`. Everything else is for developers.
 # Each target installs missing Debian packages first (scripts/install-deps.sh, as root).
 
+# Where this Makefile is: make can run from another directory (the tutorial test does).
+SRC           := $(dir $(realpath $(lastword $(MAKEFILE_LIST))))
 JOBS          ?= 2
 BUILD_DIR     ?= build
 ASAN_DIR      ?= build-asan
@@ -13,10 +15,10 @@ CMAKE_FLAGS   ?=
 all: build
 
 deps:
-	@bash scripts/install-deps.sh
+	@bash $(SRC)scripts/install-deps.sh
 
 build: deps
-	cmake -S . -B $(BUILD_DIR) -DFUSEE_WERROR=ON $(CMAKE_FLAGS)
+	cmake -S $(SRC) -B $(BUILD_DIR) -DFUSEE_WERROR=ON $(CMAKE_FLAGS)
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
 test: build
@@ -40,9 +42,10 @@ fuzz: deps
 	$(FUZZ_DIR)/tests/fuzz/protocol_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus $(FUZZ_DIR)/seeds
 
-# Starts the server on ./data with the defaults of docs/operations.md (Ctrl-C stops it).
+# Starts the server on ./data with the defaults of docs/operations.md, the HTTP API on :7402 and
+# an invocation endpoint at 127.0.0.1:9000 (scripts/run-local.sh; Ctrl-C stops it).
 run: build
-	./$(BUILD_DIR)/app/fusee server $(RUN_ARGS)
+	@bash $(SRC)scripts/run-local.sh $(BUILD_DIR) $(RUN_ARGS)
 
 format:
 	find protocol tests app actors bench -name '*.cpp' -o -name '*.hpp' | xargs -r clang-format -i

@@ -110,7 +110,8 @@ task<json> checkout(context& ctx, json input) {
 }
 
 /// Sleeps, then sends a signal to another workflow. Input: {"delay_ms": 2000, "target": "id",
-/// "signal": "reminder", "message": "..."}.
+/// "signal": "reminder", "message": "..."} or, instead of "message", the signal's whole
+/// "payload".
 task<json> reminder(context& ctx, json input) {
   auto delay = std::chrono::milliseconds(get_or<int64_t>(input, "delay_ms", 1000));
   std::string target = get_or<std::string>(input, "target", "");
@@ -121,8 +122,9 @@ task<json> reminder(context& ctx, json input) {
             {"message", get_or<std::string>(input, "message", "")},
             {"at_ms",
              std::chrono::duration_cast<std::chrono::milliseconds>(at.time_since_epoch()).count()}};
+  if (input.is_object() && input.contains("payload")) note = input["payload"];
   if (!target.empty()) co_await ctx.send(target, signal, note);
-  co_return json{{"reminded", target}, {"note", note}};
+  co_return json{{"reminded", target}, {"sent", note}};
 }
 
 /// The workflow tests and benchmarks drive. Input (all optional):

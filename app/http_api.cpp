@@ -17,7 +17,9 @@ namespace fusee::app {
 
 namespace {
 
+/// Bodies end with a newline, so consecutive curl outputs stay one JSON value per line.
 http_reply json_reply(unsigned status, std::string body) {
+  body += '\n';
   return http_reply{status, "application/json", std::move(body)};
 }
 
