@@ -178,41 +178,41 @@ std::unique_ptr<http_server> finish_start(std::unique_ptr<http_server> s, MHD_Da
 
 }  // namespace
 
-std::unique_ptr<http_server> http_server::start(const std::string& host, uint16_t port, handler h,
-                                                std::string* err, size_t max_body) {
+namespace {
+/// Both modes: a daemon on host:port with `flags`, serving through `im`.
+std::unique_ptr<http_server> start_daemon(std::unique_ptr<http_server> s, http_server::impl* im,
+                                          const std::string& host, uint16_t port, unsigned flags,
+                                          std::string* err) {
   auto addr = ipv4(host, port, err);
   if (addr.sin_family == 0) return nullptr;
+  auto* d = MHD_start_daemon(flags | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, port,
+                             nullptr, nullptr, &on_request, im, MHD_OPTION_SOCK_ADDR, &addr,
+                             MHD_OPTION_NOTIFY_COMPLETED, &on_completed, im,
+                             MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
+  return finish_start(std::move(s), d, host, port, err, im, &im->port_out);
+}
+}  // namespace
+
+std::unique_ptr<http_server> http_server::start(const std::string& host, uint16_t port, handler h,
+                                                std::string* err, size_t max_body) {
   std::unique_ptr<http_server> s{new http_server};
   s->impl_ = std::make_unique<impl>();
   s->impl_->h = std::move(h);
   s->impl_->max_body = max_body;
-  auto* d =
-      MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                           MHD_USE_POLL | MHD_USE_ERROR_LOG,
-                       port, nullptr, nullptr, &on_request, s->impl_.get(), MHD_OPTION_SOCK_ADDR,
-                       &addr, MHD_OPTION_NOTIFY_COMPLETED, &on_completed, s->impl_.get(),
-                       MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
-  auto* i = s->impl_.get();
-  return finish_start(std::move(s), d, host, port, err, i, &i->port_out);
+  auto* im = s->impl_.get();
+  return start_daemon(std::move(s), im, host, port, MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL,
+                      err);
 }
 
 std::unique_ptr<http_server> http_server::start_async(const std::string& host, uint16_t port,
                                                       async_handler h, std::string* err,
                                                       size_t max_body) {
-  auto addr = ipv4(host, port, err);
-  if (addr.sin_family == 0) return nullptr;
   std::unique_ptr<http_server> s{new http_server};
   s->impl_ = std::make_unique<impl>();
   s->impl_->ah = std::move(h);
   s->impl_->max_body = max_body;
-  auto* d =
-      MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-                           MHD_USE_ERROR_LOG,
-                       port, nullptr, nullptr, &on_request, s->impl_.get(), MHD_OPTION_SOCK_ADDR,
-                       &addr, MHD_OPTION_NOTIFY_COMPLETED, &on_completed, s->impl_.get(),
-                       MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
-  auto* i = s->impl_.get();
-  return finish_start(std::move(s), d, host, port, err, i, &i->port_out);
+  auto* im = s->impl_.get();
+  return start_daemon(std::move(s), im, host, port, MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, err);
 }
 
 uint16_t http_server::port() const {

@@ -99,6 +99,14 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       std::fprintf(stderr, "fusee server: invoker with %zu endpoint(s), server address %s\n",
                    cfg.endpoints.size(), address.c_str());
     }
+    // A listener that cannot start stops the start: the worker listener closes, the node stops.
+    auto refuse_start = [&](const char* setting, const std::string& why) {
+      std::fprintf(stderr, "fusee server: `%s`: %s\n", setting, why.c_str());
+      acceptor->stop();
+      caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
+      rc = 1;
+      acceptor.reset();
+    };
     // The admin HTTP server (admin_routes.cpp).
     std::unique_ptr<http_server> admin;
     auto admin_at = parse_host_port(cfg.admin_listen);
@@ -107,11 +115,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       admin = http_server::start(admin_at->host, admin_at->port,
                                  admin_routes(sys, directory, scheduler), &aerr);
       if (!admin) {
-        std::fprintf(stderr, "fusee server: `server.admin_listen`: %s\n", aerr.c_str());
-        acceptor->stop();
-        caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
-        rc = 1;
-        acceptor.reset();
+        refuse_start("server.admin_listen", aerr);
       } else {
         std::fprintf(stderr, "fusee server: admin HTTP on %s:%u\n", admin_at->host.c_str(),
                      admin->port());
@@ -124,11 +128,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       std::string herr;
       api = http_api::start(sys, directory, cfg, at->host, at->port, &herr);
       if (!api) {
-        std::fprintf(stderr, "fusee server: `server.http_listen`: %s\n", herr.c_str());
-        acceptor->stop();
-        caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
-        rc = 1;
-        acceptor.reset();
+        refuse_start("server.http_listen", herr);
       } else {
         std::fprintf(stderr, "fusee server: HTTP API on %s:%u\n", at->host.c_str(), api->port());
       }

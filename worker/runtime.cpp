@@ -267,12 +267,18 @@ private:
     for (auto& e : g.grants)
       take(e);
   }
-  void on(proto::checkpoint_data& c) {
-    auto p = pending_.find(c.id);
-    if (p == pending_.end()) return;
-    uint32_t s = p->second;
+  /// The runner a recovery answer is for (nullptr: not ours, or the shard is gone meanwhile).
+  shard_runner* recovering(uint64_t id, uint32_t& s) {
+    auto p = pending_.find(id);
+    if (p == pending_.end()) return nullptr;
+    s = p->second;
     pending_.erase(p);
-    auto* r = held(proto::shard_id{s});
+    return held(proto::shard_id{s});
+  }
+
+  void on(proto::checkpoint_data& c) {
+    uint32_t s = 0;
+    auto* r = recovering(c.id, s);
     if (!r) return;
     if (auto ok = r->restore(c.lsn.value(), c.data); !ok)
       return drop(s, "cannot read its checkpoint: " + ok.err().message, true);
@@ -283,11 +289,8 @@ private:
       recovered(s, c.lsn.value());
   }
   void on(proto::log_page& page) {
-    auto p = pending_.find(page.id);
-    if (p == pending_.end()) return;
-    uint32_t s = p->second;
-    pending_.erase(p);
-    auto* r = held(proto::shard_id{s});
+    uint32_t s = 0;
+    auto* r = recovering(page.id, s);
     if (!r) return;
     uint64_t lsn = page.first_lsn.value();
     for (auto& rec : page.records) {

@@ -14,6 +14,11 @@ constexpr uint64_t never = std::numeric_limits<uint64_t>::max();
 proto::bytes to_bytes(const std::string& s) {
   return proto::bytes(s.begin(), s.end());
 }
+/// JSON text; strings that are not UTF-8 (an exception's message, a step's bytes) are written
+/// with U+FFFD instead of throwing.
+std::string dump(const json& v) {
+  return v.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 /// {"error": message, "code": code}: the body of a refused call (CALL_REPLY ok = 0).
 json call_error(const std::string& code, const std::string& message) {
   return json{{"error", message}, {"code", code}};
@@ -101,6 +106,18 @@ struct shard_runner::run_state {
                   "': the journal has " + describe_op(had, had_name) + ", the code asked for " +
                   describe_op(asked, asked_name);
   }
+  /// The start of every operation: takes its sequence number; `ready` when the journal answers
+  /// it (a replay: the result is set), `stopped` when the journal has another operation there.
+  enum class replay { live, ready, stopped };
+  replay begin_op(uint32_t& seq, op_kind op, const std::string& name) {
+    seq = next_seq++;
+    bool diverged = false;
+    if (auto* j = journaled(seq, op, name, diverged)) {
+      set_from_journal(*j);
+      return replay::ready;
+    }
+    return diverged ? replay::stopped : replay::live;
+  }
   void set_result(bool ok, json v) {
     op_ok = ok;
     op_value = std::move(v);
@@ -119,6 +136,8 @@ struct shard_runner::run_state {
     set_result(r.ok, r.value.empty() ? json(nullptr) : json::parse(r.value, nullptr, false));
   }
 };
+
+using run_state = shard_runner::run_state;
 
 /// How context and the awaiters reach a run (workflow_run is the public name of run_state).
 struct run_access {
@@ -272,7 +291,7 @@ void shard_runner::gate(proto::any_message m) {
 
 void shard_runner::reply(uint64_t relay, bool ok, const json& body) {
   gate(proto::call_reply{proto::request_head{0, shard_, epoch_}, relay, uint8_t(ok ? 1 : 0),
-                         to_bytes(body.dump())});
+                         to_bytes(dump(body))});
 }
 
 proto::append shard_runner::take_append() {
@@ -361,13 +380,13 @@ void shard_runner::after_resume(run_state& run) {
   } else if (run.root.done()) {
     rec::finished f{run.id, run_status::completed, "", env_.now_ms()};
     try {
-      f.value = run.root.take().dump();
+      f.value = dump(run.root.take());
     } catch (const std::exception& e) {
       f.status = run_status::failed;
-      f.value = json(e.what()).dump();
+      f.value = dump(json(e.what()));
     } catch (...) {
       f.status = run_status::failed;
-      f.value = json("the workflow threw something that is not a std::exception").dump();
+      f.value = dump(json("the workflow threw something that is not a std::exception"));
     }
     run.root = task<json>{};
     run.live = false;
@@ -601,7 +620,7 @@ void shard_runner::handle_call(uint64_t relay, const std::string& method, proto:
                    call_error("unknown_type", "unknown workflow type '" + type +
                                                   "'; this worker has: " + types_.list()));
     auto input = args.contains("input") ? args["input"] : json(nullptr);
-    commit(rec::started{id, type, input.dump(), "", from_call, 0, env_.now_ms()});
+    commit(rec::started{id, type, dump(input), "", from_call, 0, env_.now_ms()});
     auto& r = *runs_[id];
     run_start(r);
     json out = status_of(r);
@@ -618,7 +637,7 @@ void shard_runner::handle_call(uint64_t relay, const std::string& method, proto:
                    call_error("finished", "workflow '" + id + "' is " + status_name(run->status) +
                                               "; signal not delivered"));
     auto payload = args.contains("payload") ? args["payload"] : json(nullptr);
-    commit(rec::signal{id, name, payload.dump(), from_call, 0});
+    commit(rec::signal{id, name, dump(payload), from_call, 0});
     deliver_signals(*run);
     return reply(relay, true, json{{"id", id}, {"signal", name}, {"delivered", true}});
   }
@@ -646,7 +665,7 @@ void shard_runner::handle_call(uint64_t relay, const std::string& method, proto:
       run->live = false;
       run->waiting = {};
       run->wait = run_state::wait_kind::none;
-      commit(rec::finished{id, run_status::cancelled, json(reason).dump(), env_.now_ms()});
+      commit(rec::finished{id, run_status::cancelled, dump(json(reason)), env_.now_ms()});
       for (auto w = result_waits_.begin(); w != result_waits_.end();) {
         if (w->workflow == id) {
           reply(w->relay, true, status_of(*run));
@@ -692,7 +711,7 @@ void shard_runner::handle_message(uint32_t from, uint64_t from_epoch, uint64_t o
     if (run->status != run_status::running)
       return drop("workflow '" + id + "' is " + status_name(run->status));
     commit(
-        rec::signal{id, name, m.contains("payload") ? m["payload"].dump() : "null", from, outbox});
+        rec::signal{id, name, m.contains("payload") ? dump(m["payload"]) : "null", from, outbox});
     ack();
     deliver_signals(*run);
     return;
@@ -704,7 +723,7 @@ void shard_runner::handle_message(uint32_t from, uint64_t from_epoch, uint64_t o
       commit(rec::seen{from, outbox});
       return ack();
     }
-    commit(rec::started{id, type, m.contains("input") ? m["input"].dump() : "null", field("parent"),
+    commit(rec::started{id, type, m.contains("input") ? dump(m["input"]) : "null", field("parent"),
                         from, outbox, env_.now_ms()});
     ack();
     run_start(*runs_[id]);
@@ -730,7 +749,7 @@ bool shard_runner::attempt_step(run_state& run) {
   bool retry = false;
   try {
     json v = run.body();
-    commit(rec::op_done{run.id, run.wait_seq, op_kind::step, run.step_name, 1, v.dump()});
+    commit(rec::op_done{run.id, run.wait_seq, op_kind::step, run.step_name, 1, dump(v)});
     run.set_result(true, std::move(v));
     run.body = nullptr;
     return true;
@@ -756,7 +775,7 @@ bool shard_runner::attempt_step(run_state& run) {
                   " in " + std::to_string(delay) + " ms; last error: " + message + ")";
     return false;
   }
-  commit(rec::op_done{run.id, run.wait_seq, op_kind::step, run.step_name, 0, json(message).dump()});
+  commit(rec::op_done{run.id, run.wait_seq, op_kind::step, run.step_name, 0, dump(json(message))});
   run.op_ok = false;
   run.op_error = std::make_exception_ptr(step_failed(run.step_name, message));
   run.body = nullptr;
@@ -773,13 +792,9 @@ const std::string& context::type() const {
 op_awaitable<json> context::step_impl(std::string name, std::function<json()> body,
                                       step_options options) {
   auto& run = run_access::of(run_);
-  uint32_t seq = run.next_seq++;
-  bool diverged = false;
-  if (auto* j = run.journaled(seq, op_kind::step, name, diverged)) {
-    run.set_from_journal(*j);
-    return {run_, true};
-  }
-  if (diverged) return {run_, false};
+  uint32_t seq = 0;
+  if (auto r = run.begin_op(seq, op_kind::step, name); r != run_state::replay::live)
+    return {run_, r == run_state::replay::ready};
   run.current = "step '" + name + "'";
   run.wait_seq = seq;
   run.step_name = std::move(name);
@@ -793,13 +808,9 @@ op_awaitable<json> context::step_impl(std::string name, std::function<json()> bo
 op_awaitable<void> context::sleep(std::chrono::milliseconds d) {
   auto& run = run_access::of(run_);
   auto& owner = *run.owner;
-  uint32_t seq = run.next_seq++;
-  bool diverged = false;
-  if (auto* j = run.journaled(seq, op_kind::sleep, "", diverged)) {
-    run.set_from_journal(*j);
-    return {run_, true};
-  }
-  if (diverged) return {run_, false};
+  uint32_t seq = 0;
+  if (auto r = run.begin_op(seq, op_kind::sleep, ""); r != run_state::replay::live)
+    return {run_, r == run_state::replay::ready};
   uint64_t due;
   if (auto t = run.timers.find(seq); t != run.timers.end())
     due = t->second.due_ms;
@@ -821,13 +832,9 @@ op_awaitable<std::optional<json>> context::wait_for(std::string name,
                                                     std::chrono::milliseconds timeout) {
   auto& run = run_access::of(run_);
   auto& owner = *run.owner;
-  uint32_t seq = run.next_seq++;
-  bool diverged = false;
-  if (auto* j = run.journaled(seq, op_kind::wait, name, diverged)) {
-    run.set_from_journal(*j);
-    return {run_, true};
-  }
-  if (diverged) return {run_, false};
+  uint32_t seq = 0;
+  if (auto r = run.begin_op(seq, op_kind::wait, name); r != run_state::replay::live)
+    return {run_, r == run_state::replay::ready};
   uint64_t due;
   if (auto t = run.timers.find(seq); t != run.timers.end())
     due = t->second.due_ms;
@@ -870,47 +877,33 @@ op_awaitable<void> context::start_child(std::string type, std::string id, json i
 
 op_awaitable<std::chrono::system_clock::time_point> context::now() {
   auto& run = run_access::of(run_);
-  uint32_t seq = run.next_seq++;
-  bool diverged = false;
-  if (auto* j = run.journaled(seq, op_kind::now, "", diverged)) {
-    run.set_from_journal(*j);
-    return {run_, true};
-  }
-  if (diverged) return {run_, false};
-  uint64_t ms = run.owner->env_.now_ms();
-  run.owner->commit(rec::op_done{run.id, seq, op_kind::now, "", 1, std::to_string(ms)});
-  run.set_result(true, ms);
-  return {run_, true};
+  return {run_, run.owner->journal_value(run, op_kind::now, run.owner->env_.now_ms())};
 }
 
 op_awaitable<uint64_t> context::random() {
   auto& run = run_access::of(run_);
-  uint32_t seq = run.next_seq++;
-  bool diverged = false;
-  if (auto* j = run.journaled(seq, op_kind::random, "", diverged)) {
-    run.set_from_journal(*j);
-    return {run_, true};
-  }
-  if (diverged) return {run_, false};
-  uint64_t v = run.owner->env_.random();
-  run.owner->commit(rec::op_done{run.id, seq, op_kind::random, "", 1, std::to_string(v)});
-  run.set_result(true, v);
-  return {run_, true};
+  return {run_, run.owner->journal_value(run, op_kind::random, run.owner->env_.random())};
+}
+
+/// now() and random(): the journaled value on a replay, else `fresh`, journaled.
+bool shard_runner::journal_value(run_state& run, op_kind op, uint64_t fresh) {
+  uint32_t seq = 0;
+  if (auto r = run.begin_op(seq, op, ""); r != run_state::replay::live)
+    return r == run_state::replay::ready;
+  commit(rec::op_done{run.id, seq, op, "", 1, std::to_string(fresh)});
+  run.set_result(true, fresh);
+  return true;
 }
 
 op_awaitable<void> shard_runner::send_op(run_state& run, workflow_run* w, op_kind op,
                                          const std::string& name, const std::string& target_id,
                                          json message) {
-  uint32_t seq = run.next_seq++;
-  bool diverged = false;
-  if (auto* j = run.journaled(seq, op, name, diverged)) {
-    run.set_from_journal(*j);
-    return {w, true};
-  }
-  if (diverged) return {w, false};
+  uint32_t seq = 0;
+  if (auto r = run.begin_op(seq, op, name); r != run_state::replay::live)
+    return {w, r == run_state::replay::ready};
   uint64_t outbox = next_outbox_;
   uint32_t target = proto::shard_for(target_id, settings_.shard_count).value();
-  std::string payload = message.dump();
+  std::string payload = dump(message);
   commit(rec::sent{run.id, seq, op, name, outbox, target, payload});
   gate(proto::relay{proto::request_head{0, shard_, epoch_}, proto::shard_id{target}, outbox,
                     to_bytes(payload)});

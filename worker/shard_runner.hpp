@@ -118,6 +118,7 @@ private:
   void after_resume(run_state& run);
   void deliver_signals(run_state& run);
   bool attempt_step(run_state& run);
+  bool journal_value(run_state& run, op_kind op, uint64_t fresh);
   op_awaitable<void> send_op(run_state& run, workflow_run* w, op_kind op, const std::string& name,
                              const std::string& target_id, json message);
   void handle_call(uint64_t relay, const std::string& method, proto::byte_view args);
