@@ -100,6 +100,7 @@ api_route route_api_request(const http_exchange& ex) {
     r.args = args + "}";
     return api_route{r, std::nullopt};
   }
+  if (ex.method == "GET") return refuse(404, "no route GET " + ex.path);
   if (ex.method != "POST")
     return refuse(405,
                   ex.method + " " + ex.path + ": use GET to read a workflow, POST to change it");
@@ -141,7 +142,15 @@ http_reply api_reply(const std::string& method, uint8_t status, const std::strin
   switch (static_cast<call_status>(status)) {
   case call_status::ok: {
     // A start that made a new run is 201; everything else that worked is 200.
-    bool created = method == "start" && body.find("\"existing\":false") != std::string::npos;
+    bool created = false;
+    if (method == "start") {
+      simdjson::dom::parser parser;
+      simdjson::padded_string padded(body);
+      auto doc = parser.parse(padded);
+      bool existing = true;
+      if (!doc.error() && doc.value().is_object() && !doc.value()["existing"].get(existing))
+        created = !existing;
+    }
     return json_reply(created ? 201 : 200, body);
   }
   case call_status::failed: {

@@ -30,11 +30,13 @@ struct http_server::impl {
   uint16_t port_out = 0;
   std::mutex mu;
   std::set<std::shared_ptr<pending_reply>> suspended;  // resumed with 503 before stopping
+  bool stopping = false;  // under mu: no connection is suspended any more
   ~impl() {
     if (!daemon) return;
     std::set<std::shared_ptr<pending_reply>> left;
     {
       std::lock_guard lock(mu);
+      stopping = true;
       left.swap(suspended);
     }
     for (auto& p : left) {
@@ -130,11 +132,16 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
   self->ah(st->ex, http_responder{st->pending});
   std::lock_guard lock(st->pending->mu);
   if (st->pending->reply) return respond(conn, *st->pending->reply);
-  st->pending->suspended = true;
   {
     std::lock_guard l2(self->mu);
+    if (self->stopping) {  // MHD_stop_daemon must not find a suspended connection
+      st->pending->gone = true;
+      return respond(
+          conn, http_reply{503, "application/json", "{\"error\":\"the server is stopping\"}\n"});
+    }
     self->suspended.insert(st->pending);
   }
+  st->pending->suspended = true;
   MHD_suspend_connection(conn);
   return MHD_YES;
 }

@@ -4,7 +4,7 @@
 //
 // Record = kind:u8 then the fields below in order, with the protocol's primitives (str = varint
 // length + UTF-8; JSON values are str holding JSON text). A checkpoint = "FWC1" then u32 count
-// then that many records (each as a str): the records that rebuild the shard's state.
+// then that many records (each as `bytes`): the records that rebuild the shard's state.
 #pragma once
 
 #include <cstdint>
@@ -105,10 +105,21 @@ struct seen {
   uint64_t outbox = 0;
 };
 
+/// Attempt `attempt` of step `seq` failed with `error`; the next one is due at `due_ms`. Kept
+/// until the step's op_done, so a new holder goes on with the next attempt at its time.
+struct retry {
+  std::string workflow;
+  uint32_t seq = 0;
+  std::string name;
+  uint32_t attempt = 0;
+  uint64_t due_ms = 0;  ///< unix ms
+  std::string error;
+};
+
 }  // namespace rec
 
 using record = std::variant<rec::started, rec::op_done, rec::timer_set, rec::signal, rec::sent,
-                            rec::acked, rec::finished, rec::seen>;
+                            rec::acked, rec::finished, rec::seen, rec::retry>;
 
 proto::bytes encode(const record& r);
 /// Decodes one record; an error names the kind and field that did not decode.

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "client/address.hpp"
@@ -74,17 +75,21 @@ public:
   /// False once the connection is gone.
   bool turn(std::chrono::milliseconds wait) {
     auto r = conn_.receive(wait);
-    while (r) {
+    // At most max_frames per turn, so timers, replies and pings keep their turn under load.
+    constexpr int max_frames = 256;
+    for (int n = 0; r; ++n) {
       last_received_ = clock::now();
       handle(*r);
+      if (n + 1 == max_frames) break;
       r = conn_.receive(0ms);
     }
-    if (!conn_.timed_out()) {
+    if (!r && !conn_.timed_out()) {
       lost_ = r.err().message;
       return false;
     }
     for (auto& [s, runner] : shards_)
       runner->tick();
+    checkpoint_if(options_.runner.checkpoint_every);
     flush();
     if (clock::now() - last_sent_ >= ping_interval_) {
       send(proto::ping{proto::request_head{next_id_++, proto::no_shard, proto::epoch_t{0}}});
@@ -111,15 +116,16 @@ public:
   /// Sends DRAIN for every held shard and serves until its OK: calls routed before it are
   /// answered. Then answers waiting `result` calls and lets the disk catch up (bounded).
   bool drain(std::chrono::milliseconds limit) {
+    // `result` calls waiting for a run are answered now: DRAIN's OK waits for every routed call.
+    for (auto& [s, runner] : shards_)
+      runner->leave();
     proto::drain d{proto::request_head{next_id_++, proto::no_shard, proto::epoch_t{0}}, {}};
     for (auto& [s, runner] : shards_)
       d.shards.push_back(runner->shard());
-    uint64_t id = d.head.id;
+    uint64_t id = expect_ok(d.head.id);
     send(d);
     flush();
     if (!await_ok(id, limit)) return false;
-    for (auto& [s, runner] : shards_)
-      runner->end_waits();
     return settle(limit);
   }
 
@@ -143,15 +149,18 @@ public:
       e.shard = runner->shard();
       e.epoch = runner->epoch();
       uint64_t due = runner->next_due_ms();
+      // BUSY: work is there now (a live wait due at once, or a shard not even recovered).
+      uint64_t wake = runner->next_wake_ms();
+      bool busy = !runner->started() || (wake != never && wake <= now + options_.linger_ms);
+      if (!runner->started()) due = now;
       e.due_in_ms = due == never ? proto::nothing_due : (due > now ? due - now : 0);
-      e.flags = (expired ? proto::idle_expired : 0) |
-                (due != never && due <= now + options_.linger_ms ? proto::idle_busy : 0);
-      e.steps = runner->steps() - steps_at_lease_[s];
+      e.flags = (expired ? proto::idle_expired : 0) | (busy ? proto::idle_busy : 0);
+      e.steps = steps_of(s);
       e.open_us = open_us_[s];
       e.types = runner->missing_types();
       idle.entries.push_back(std::move(e));
     }
-    uint64_t id = idle.head.id;
+    uint64_t id = expect_ok(idle.head.id);
     send(idle);
     flush();
     return await_ok(id, limit);
@@ -184,8 +193,13 @@ public:
   uint64_t steps() const {
     uint64_t n = 0;
     for (auto& [s, runner] : shards_)
-      n += runner->steps() - steps_at_lease_.at(s);
+      n += steps_of(s);
     return n;
+  }
+  /// Steps run on shard `s` under this lease (0 while it recovers).
+  uint64_t steps_of(uint32_t s) const {
+    auto at = steps_at_lease_.find(s);
+    return at == steps_at_lease_.end() ? 0 : shards_.at(s)->steps() - at->second;
   }
   size_t running() const {
     size_t n = 0;
@@ -206,7 +220,7 @@ private:
     recovering_[s] = recovery{clock::now(), g.durable_lsn.value(), 0};
     shards_[s] = std::move(runner);
     uint64_t id = next_id_++;
-    pending_[id] = s;
+    pending_[id] = proto::shard_epoch{g.shard, g.epoch};
     send(proto::load_checkpoint{proto::request_head{id, g.shard, g.epoch}});
   }
 
@@ -219,7 +233,7 @@ private:
   void read_log(uint32_t s, uint64_t after) {
     auto& runner = *shards_.at(s);
     uint64_t id = next_id_++;
-    pending_[id] = s;
+    pending_[id] = proto::shard_epoch{runner.shard(), runner.epoch()};
     send(proto::recover_log{proto::request_head{id, runner.shard(), runner.epoch()},
                             proto::lsn_t{after}, options_.recover_page_bytes});
   }
@@ -243,6 +257,7 @@ private:
           proto::request_head{next_id_++, it->second->shard(), it->second->epoch()}});
     shards_.erase(it);
     recovering_.erase(s);
+    std::erase_if(pending_, [&](auto& p) { return p.second.shard.value() == s; });
   }
 
   shard_runner* held(proto::shard_id s, std::optional<proto::epoch_t> epoch = std::nullopt) {
@@ -271,9 +286,10 @@ private:
   shard_runner* recovering(uint64_t id, uint32_t& s) {
     auto p = pending_.find(id);
     if (p == pending_.end()) return nullptr;
-    s = p->second;
+    auto lease = p->second;
     pending_.erase(p);
-    return held(proto::shard_id{s});
+    s = lease.shard.value();
+    return held(lease.shard, lease.epoch);
   }
 
   void on(proto::checkpoint_data& c) {
@@ -319,24 +335,27 @@ private:
     for (auto& se : r.shards)
       if (held(se.shard, se.epoch)) drop(se.shard.value(), "lease revoked: " + r.reason, false);
   }
+  // A shard this worker cannot go on with is given back (RELEASE), so the server can route its
+  // calls to another worker instead of to one that would ignore them.
   void on(proto::io_failed& f) {
     if (held(f.shard, f.epoch))
-      drop(f.shard.value(), "the server could not write its log: " + f.message, false);
+      drop(f.shard.value(), "the server could not write its log: " + f.message, true);
   }
   void on(proto::ok& o) {
-    pending_.erase(o.id);
-    oks_.push_back(o.id);
+    if (awaited_.erase(o.id)) oks_.push_back(o.id);
   }
   void on(proto::err& e) {
     auto p = pending_.find(e.id);
     if (p != pending_.end()) {
-      uint32_t s = p->second;
+      auto lease = p->second;
       pending_.erase(p);
-      return drop(s, "refused: " + e.message, false);
+      if (held(lease.shard, lease.epoch))
+        drop(lease.shard.value(), "recovery refused: " + e.message, true);
+      return;
     }
     if ((e.id & shard_tag) && e.id != 0) {
       uint32_t s = static_cast<uint32_t>(e.id & 0xFFFFFFFFu);
-      return drop(s, "the server refused a request: " + e.message, false);
+      return drop(s, "the server refused a request: " + e.message, true);
     }
     log("the server answered request " + std::to_string(e.id) + " with an error: " + e.message);
   }
@@ -355,14 +374,30 @@ private:
   }
 
   void send(const proto::any_message& m) { proto::append_frame(out_, m); }
+  uint64_t expect_ok(uint64_t id) {
+    awaited_.insert(id);
+    return id;
+  }
 
   /// APPENDs for every shard with records, then the frames that may leave; one write.
   void flush() {
     for (auto& [s, runner] : shards_) {
       if (runner->has_records()) {
+        // One APPEND per 8 MiB of records, far below the frame limit.
         auto a = runner->take_append();
-        a.head.id = tagged(runner->shard());
-        send(a);
+        uint64_t lsn = a.first_lsn.value();
+        for (size_t i = 0; i < a.records.size();) {
+          proto::append part{proto::request_head{tagged(a.head.shard), a.head.shard, a.head.epoch},
+                             proto::lsn_t{lsn},
+                             {}};
+          size_t bytes = 0;
+          while (i < a.records.size() && (part.records.empty() || bytes < (8u << 20))) {
+            bytes += a.records[i].size();
+            part.records.push_back(std::move(a.records[i++]));
+          }
+          lsn += part.records.size();
+          send(part);
+        }
       }
       auto& ready = runner->ready_frames();
       for (auto& f : ready) {
@@ -404,7 +439,8 @@ private:
   std::map<uint32_t, std::unique_ptr<shard_runner>> shards_;
   std::map<uint32_t, recovery> recovering_;
   std::map<uint32_t, uint64_t> steps_at_lease_, open_us_;
-  std::map<uint64_t, uint32_t> pending_;  // request id -> shard (recovery requests)
+  std::map<uint64_t, proto::shard_epoch> pending_;  // recovery requests: id -> lease
+  std::set<uint64_t> awaited_;                      // ids whose OK await_ok() will want
   std::vector<uint64_t> oks_;
   proto::bytes out_;
   clock::time_point last_sent_, last_received_ = clock::now();

@@ -51,6 +51,13 @@ struct shard_runner::run_state {
   };
   std::map<uint32_t, timer> timers;
   std::deque<std::pair<std::string, std::string>> inbox;  // (signal name, payload JSON)
+  struct retry_state {
+    std::string name;
+    uint32_t attempt = 0;  // the attempt that failed
+    uint64_t due_ms = 0;   // when the next one is due
+    std::string error;
+  };
+  std::map<uint32_t, retry_state> retries;  // steps between attempts
 
   // Live state (this process).
   task<json> root;
@@ -92,6 +99,11 @@ struct shard_runner::run_state {
     auto t = timers.find(seq);
     if (t != timers.end() && (t->second.op != op || t->second.name != name)) {
       stop(seq, t->second.op, t->second.name, op, name);
+      diverged = true;
+    }
+    auto r = retries.find(seq);
+    if (r != retries.end() && (op != op_kind::step || r->second.name != name)) {
+      stop(seq, op_kind::step, r->second.name, op, name);
       diverged = true;
     }
     return nullptr;
@@ -194,8 +206,7 @@ void shard_runner::start(uint64_t last_lsn) {
   // Messages the previous lease sent and never saw acknowledged go out again (receivers
   // deduplicate by (from, outbox id)).
   for (auto& [id, m] : outbox_)
-    gate(proto::relay{proto::request_head{0, shard_, epoch_}, proto::shard_id{m.target}, id,
-                      to_bytes(m.payload)});
+    resend(id, m);
   std::vector<run_state*> runs;
   for (auto& [id, run] : runs_)
     if (run->status == run_status::running) runs.push_back(run.get());
@@ -241,6 +252,7 @@ void shard_runner::apply(const record& r) {
           if (!run || run->status != run_status::running) return;
           run->journal[x.seq] = run_state::op_result{x.op, x.name, x.ok != 0, x.value};
           run->timers.erase(x.seq);
+          run->retries.erase(x.seq);
           if (x.op == op_kind::step) ++steps_;
           if (x.op == op_kind::wait && x.ok) {
             auto it = std::find_if(run->inbox.begin(), run->inbox.end(),
@@ -274,11 +286,22 @@ void shard_runner::apply(const record& r) {
           run->journal.clear();
           run->timers.clear();
           run->inbox.clear();
+          run->retries.clear();
         } else if constexpr (std::is_same_v<T, rec::seen>) {
           seen_.insert({x.from, x.outbox});
+        } else if constexpr (std::is_same_v<T, rec::retry>) {
+          auto* run = find(x.workflow);
+          if (!run || run->status != run_status::running) return;
+          run->retries[x.seq] = run_state::retry_state{x.name, x.attempt, x.due_ms, x.error};
         }
       },
       r);
+}
+
+void shard_runner::resend(uint64_t id, outbox_entry& m) {
+  m.sent_ms = env_.now_ms();
+  gate(proto::relay{proto::request_head{0, shard_, epoch_}, proto::shard_id{m.target}, id,
+                    to_bytes(m.payload)});
 }
 
 void shard_runner::gate(proto::any_message m) {
@@ -334,10 +357,13 @@ std::vector<record> shard_runner::snapshot() const {
       out.push_back(rec::timer_set{run->id, seq, t.op, t.name, t.due_ms});
     for (auto& [name, payload] : run->inbox)
       out.push_back(rec::signal{run->id, name, payload, from_call, 0});
+    for (auto& [seq, r] : run->retries)
+      out.push_back(rec::retry{run->id, seq, r.name, r.attempt, r.due_ms, r.error});
   }
+  // The outbox id counter first (applying `acked` erases that id), then what is unacknowledged.
+  if (next_outbox_ > 1) out.push_back(rec::acked{next_outbox_ - 1});
   for (auto& [id, m] : outbox_)
     out.push_back(rec::sent{"", 0, op_kind::send, "", id, m.target, m.payload});
-  if (next_outbox_ > 1) out.push_back(rec::acked{next_outbox_ - 1});
   for (auto& [from, outbox] : seen_)
     out.push_back(rec::seen{from, outbox});
   return out;
@@ -444,6 +470,10 @@ void shard_runner::tick() {
       break;
     }
   }
+  // Unacknowledged messages go out again now and then (receivers deduplicate): a target holder
+  // that died before its record was durable has lost the first delivery.
+  for (auto& [id, m] : outbox_)
+    if (m.sent_ms + settings_.resend_every_ms <= now) resend(id, m);
   for (auto it = result_waits_.begin(); it != result_waits_.end();) {
     if (it->deadline_ms <= now) {
       auto r = runs_.find(it->workflow);
@@ -455,7 +485,8 @@ void shard_runner::tick() {
   }
 }
 
-void shard_runner::end_waits() {
+void shard_runner::leave() {
+  leaving_ = true;
   for (auto& w : result_waits_) {
     auto r = runs_.find(w.workflow);
     if (r != runs_.end()) reply(w.relay, true, status_of(*r->second));
@@ -469,16 +500,22 @@ uint64_t shard_runner::next_wake_ms() const {
     if (run->live && run->wait != run_state::wait_kind::none) at = std::min(at, run->wait_due);
   for (auto& w : result_waits_)
     at = std::min(at, w.deadline_ms);
+  for (auto& [id, m] : outbox_)
+    at = std::min(at, m.sent_ms + settings_.resend_every_ms);
   return at;
 }
 
 uint64_t shard_runner::next_due_ms() const {
   uint64_t at = never;
   for (auto& [id, run] : runs_) {
-    if (run->status != run_status::running) continue;
+    // A stopped run waits for other code, a run without code here for another worker (its type
+    // is reported): neither makes this shard due.
+    if (run->status != run_status::running || run->stopped || !types_.find(run->type)) continue;
     if (run->live && run->wait != run_state::wait_kind::none) at = std::min(at, run->wait_due);
     for (auto& [seq, t] : run->timers)
       at = std::min(at, t.due_ms);
+    for (auto& [seq, r] : run->retries)
+      at = std::min(at, r.due_ms);
   }
   if (!outbox_.empty()) at = std::min(at, env_.now_ms() + settings_.resend_after_ms);
   return at;
@@ -649,7 +686,7 @@ void shard_runner::handle_call(uint64_t relay, const std::string& method, proto:
                      call_error("bad_request", "\"wait_ms\" must be a non-negative integer"));
       wait_ms = std::min<uint64_t>(w->get<uint64_t>(), settings_.max_result_wait_ms);
     }
-    if (run->status == run_status::running && !run->stopped && wait_ms > 0) {
+    if (run->status == run_status::running && !run->stopped && wait_ms > 0 && !leaving_) {
       result_waits_.push_back(result_wait{relay, id, env_.now_ms() + wait_ms});
       return;
     }
@@ -757,7 +794,11 @@ bool shard_runner::attempt_step(run_state& run) {
     message = e.what();
   } catch (const std::exception& e) {
     message = e.what();
-    retry = !run.options.retry_if || run.options.retry_if(e);
+    try {
+      retry = !run.options.retry_if || run.options.retry_if(e);
+    } catch (...) {
+      retry = false;  // a retry_if that throws cannot say yes
+    }
   } catch (...) {
     message = "the step threw something that is not a std::exception";
   }
@@ -771,6 +812,7 @@ bool shard_runner::attempt_step(run_state& run) {
     uint64_t delay = static_cast<uint64_t>(base * (1.0 - jitter * u));
     run.wait = run_state::wait_kind::retry;
     run.wait_due = owner.env_.now_ms() + delay;
+    commit(rec::retry{run.id, run.wait_seq, run.step_name, run.attempt, run.wait_due, message});
     run.current = "step '" + run.step_name + "' (attempt " + std::to_string(run.attempt + 1) +
                   " in " + std::to_string(delay) + " ms; last error: " + message + ")";
     return false;
@@ -802,6 +844,20 @@ op_awaitable<json> context::step_impl(std::string name, std::function<json()> bo
   run.options = std::move(options);
   if (run.options.attempts == 0) run.options.attempts = 1;
   run.attempt = 1;
+  if (auto r = run.retries.find(seq); r != run.retries.end()) {
+    // An earlier holder's attempts failed: go on with the next one, at its time.
+    run.attempt = r->second.attempt + 1;
+    run.last_error = r->second.error;
+    if (r->second.due_ms > run.owner->env_.now_ms()) {
+      run.attempt = r->second.attempt;  // tick() counts the next attempt when it is due
+      run.wait = run_state::wait_kind::retry;
+      run.wait_due = r->second.due_ms;
+      run.current = "step '" + run.step_name + "' (attempt " + std::to_string(run.attempt + 1) +
+                    " due at " + std::to_string(r->second.due_ms) +
+                    "; last error: " + r->second.error + ")";
+      return {run_, false};
+    }
+  }
   return {run_, run.owner->attempt_step(run)};
 }
 
@@ -905,8 +961,7 @@ op_awaitable<void> shard_runner::send_op(run_state& run, workflow_run* w, op_kin
   uint32_t target = proto::shard_for(target_id, settings_.shard_count).value();
   std::string payload = dump(message);
   commit(rec::sent{run.id, seq, op, name, outbox, target, payload});
-  gate(proto::relay{proto::request_head{0, shard_, epoch_}, proto::shard_id{target}, outbox,
-                    to_bytes(payload)});
+  resend(outbox, outbox_.at(outbox));
   run.set_result(true, nullptr);
   return {w, true};
 }

@@ -45,6 +45,8 @@ struct runner_settings {
   uint64_t max_result_wait_ms = 600000;
   /// How soon an invoked worker wants to run again while messages it sent are unacknowledged.
   uint64_t resend_after_ms = 1000;
+  /// How often a holder sends an unacknowledged message again.
+  uint64_t resend_every_ms = 30000;
 };
 
 class shard_runner {
@@ -75,8 +77,9 @@ public:
   void on_durable(uint64_t lsn);
   /// Runs what is due: timers, step retries, the deadlines of `result` waits.
   void tick();
-  /// Leaving: `result` calls waiting for a run are answered with its current state now.
-  void end_waits();
+  /// Leaving (before DRAIN): `result` calls waiting for a run, and those still to come, are
+  /// answered with its current state at once.
+  void leave();
 
   // -- what leaves ---------------------------------------------------------------------------
   bool has_records() const { return !records_.empty(); }
@@ -135,6 +138,7 @@ private:
   runner_settings settings_;
 
   bool started_ = false;
+  bool leaving_ = false;
   uint64_t next_lsn_ = 1;
   uint64_t durable_ = 0;
   uint64_t checkpoint_lsn_ = 0;
@@ -148,7 +152,9 @@ private:
   struct outbox_entry {
     uint32_t target = 0;
     std::string payload;
+    uint64_t sent_ms = 0;  // when it last went out (this process)
   };
+  void resend(uint64_t id, outbox_entry& m);
   std::map<uint64_t, outbox_entry> outbox_;
   uint64_t next_outbox_ = 1;
   std::set<std::pair<uint32_t, uint64_t>> seen_;  // (from shard, outbox id) of messages taken

@@ -107,8 +107,9 @@ struct rig {
     runner->start(0);
   }
   void fresh(uint32_t shard_count = 4) {
-    runner = std::make_unique<shard_runner>(proto::shard_id{0}, proto::epoch_t{1}, types, env,
-                                            runner_settings{shard_count, 1000, 600000, 1000});
+    runner =
+        std::make_unique<shard_runner>(proto::shard_id{0}, proto::epoch_t{1}, types, env,
+                                       runner_settings{shard_count, 1000, 600000, 1000, 30000});
   }
   /// Takes what was appended into the journal.
   void append() {
@@ -316,6 +317,24 @@ TEST_CASE(
   t.call(2, "result", {{"id", "f"}});
   CHECK(t.answer(2)["result"] == json({{"ok", 3}}));
 
+  // A new holder goes on with the next attempt at its time: attempts count across leases.
+  t.call(10, "start", {{"id", "h"}, {"type", "flaky"}, {"input", {{"fails", 9}}}});
+  CHECK(t.b.of("h", "call") == 1);
+  t.durable();
+  t.recover(t.journal);
+  CHECK(t.b.of("h", "call") == 1);  // attempt 2 is not due yet
+  CHECK(t.runner->next_due_ms() == t.env.now + 75);
+  t.env.now += 75;
+  t.runner->tick();
+  CHECK(t.b.of("h", "call") == 2);
+  t.durable();
+  t.recover(t.journal);
+  t.env.now += 150;
+  t.runner->tick();
+  CHECK(t.b.of("h", "call") == 3);  // the third and last attempt
+  t.call(11, "result", {{"id", "h"}});
+  CHECK(t.answer(11)["result"]["caught"] == "step 'call' failed: unavailable 3");
+
   // Attempts run out: the error is caught by the workflow.
   t.call(3, "start", {{"id", "g"}, {"type", "flaky"}, {"input", {{"fails", 9}}}});
   for (int i = 0; i < 5; ++i) {
@@ -424,6 +443,25 @@ TEST_CASE("RELAY leaves after durable and the outbox is resent by the next lease
   REQUIRE(again.size() == 1);
   CHECK(again[0].outbox_id == relays[1].outbox_id);
   CHECK(again[0].payload == relays[1].payload);
+  // A checkpoint keeps the newest message while it is unacknowledged...
+  t.runner->ready_frames().clear();
+  t.runner->checkpoint();
+  auto cp1 = t.frames<proto::checkpoint>().at(0);
+  t.fresh();
+  REQUIRE(t.runner->restore(cp1.lsn.value(), cp1.data));
+  t.runner->start(cp1.lsn.value());
+  auto kept = t.frames<proto::relay>();
+  REQUIRE(kept.size() == 1);
+  CHECK(kept[0].outbox_id == relays[1].outbox_id);
+  // ...and a holder sends it again now and then until it is acknowledged.
+  t.runner->ready_frames().clear();
+  t.env.now += 29999;
+  t.runner->tick();
+  CHECK(t.frames<proto::relay>().empty());
+  t.env.now += 1;
+  t.runner->tick();
+  CHECK(t.frames<proto::relay>().size() == 1);
+  t.runner->ready_frames().clear();
   // Outbox ids keep growing after a checkpoint even when every message was acknowledged.
   t.runner->on_ack(relays[1].outbox_id);
   t.durable();
@@ -480,6 +518,16 @@ TEST_CASE("start is idempotent by id and another type is a conflict and unknown 
   t.call(11, "result", {{"id", "w"}});
   CHECK(t.answer(11)["status"] == "cancelled");
   CHECK(t.b.of("w", "after") == 0);
+
+  // Leaving answers waiting result calls at once, and later ones without waiting.
+  t.call(12, "start", {{"id", "v"}, {"type", "waiter"}, {"input", json::object()}});
+  t.call(13, "result", {{"id", "v"}, {"wait_ms", 60000}});
+  t.durable();
+  CHECK(!t.reply(13));
+  t.runner->leave();
+  CHECK(t.answer(13)["status"] == "running");
+  t.call(14, "result", {{"id", "v"}, {"wait_ms", 60000}});
+  CHECK(t.answer(14)["status"] == "running");
 }
 
 TEST_CASE("runs of types without code here wait for a worker that has it and are reported") {
