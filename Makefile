@@ -32,7 +32,8 @@ test-asan: deps
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_DIR) -j$(JOBS) --output-on-failure
 
-# libFuzzer over the frame decoder and every body decoder, for FUZZ_SECONDS.
+# libFuzzer over the frame decoder and every body decoder, then over the workflow journal's
+# records and checkpoints, for FUZZ_SECONDS each.
 fuzz: deps
 	cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFUSEE_FUZZ=ON \
 	  -DCMAKE_CXX_COMPILER=clang++ -DFUSEE_SANITIZE=address,undefined
@@ -41,6 +42,9 @@ fuzz: deps
 	$(FUZZ_DIR)/tests/fuzz/fuzz_seeds $(FUZZ_DIR)/seeds
 	$(FUZZ_DIR)/tests/fuzz/protocol_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus $(FUZZ_DIR)/seeds
+	mkdir -p $(FUZZ_DIR)/journal-corpus
+	$(FUZZ_DIR)/tests/fuzz/journal_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	  -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/journal- $(FUZZ_DIR)/journal-corpus
 
 # Starts the server on ./data with the defaults of docs/operations.md, the HTTP API on :7402 and
 # an invocation endpoint at 127.0.0.1:9000 (scripts/run-local.sh; Ctrl-C stops it).
@@ -48,10 +52,10 @@ run: build
 	@bash $(SRC)scripts/run-local.sh $(BUILD_DIR) $(RUN_ARGS)
 
 format:
-	find protocol tests app actors bench -name '*.cpp' -o -name '*.hpp' | xargs -r clang-format -i
+	find protocol tests app actors bench worker client -name '*.cpp' -o -name '*.hpp' | xargs -r clang-format -i
 
 format-check:
-	find protocol tests app actors bench -name '*.cpp' -o -name '*.hpp' | \
+	find protocol tests app actors bench worker client -name '*.cpp' -o -name '*.hpp' | \
 	  xargs -r clang-format --dry-run --Werror
 
 clean:

@@ -1,10 +1,12 @@
 #include "app/http_server.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -47,6 +49,17 @@ struct http_server::impl {
         MHD_resume_connection(p->conn);
       }
     }
+    // Give the polling thread up to 2 s to send those 503s before the daemon closes everything.
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    for (auto& p : left)
+      for (;;) {
+        {
+          std::lock_guard lock(p->mu);
+          if (p->gone) break;
+        }
+        if (std::chrono::steady_clock::now() > until) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
     MHD_stop_daemon(daemon);
   }
 };

@@ -119,13 +119,14 @@ proto::result<proto::any_message> connection::receive(std::chrono::milliseconds 
 
 proto::result<proto::lease> hello(connection& c, uint32_t offers, uint32_t max_shards,
                                   const std::string& name, std::chrono::milliseconds timeout,
-                                  proto::invocation_id invocation) {
+                                  proto::invocation_id invocation, std::vector<std::string> types) {
   proto::hello h;
   h.head.id = 1;
   h.offers = offers;
   h.max_shards = max_shards;
   h.name = name;
   h.invocation = invocation;
+  h.types = std::move(types);
   if (!c.send(h)) return error{err_code::io, "send failed"};
   auto r = c.receive(timeout);
   if (!r) return r.err();

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "protocol/messages.hpp"
 #include "protocol/result.hpp"
@@ -55,6 +56,7 @@ private:
 proto::result<proto::lease> hello(connection& c, uint32_t offers, uint32_t max_shards,
                                   const std::string& name,
                                   std::chrono::milliseconds timeout = std::chrono::seconds(10),
-                                  proto::invocation_id invocation = proto::invocation_id{});
+                                  proto::invocation_id invocation = proto::invocation_id{},
+                                  std::vector<std::string> types = {});
 
 }  // namespace fusee::client

@@ -58,7 +58,8 @@ public:
     if (!c) return c.err();
     conn_ = std::move(*c);
     invoked_ = (offers & proto::offer_invoked) != 0;
-    auto lease = client::hello(conn_, offers, options_.max_shards, options_.name, 10s, invocation);
+    auto lease = client::hello(conn_, offers, options_.max_shards, options_.name, 10s, invocation,
+                               types_.names());
     if (!lease) return lease.err();
     shard_count_ = lease->shard_count;
     ping_interval_ =

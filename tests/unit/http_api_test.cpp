@@ -1,0 +1,175 @@
+// The HTTP API without a node: routes to CALLs, CALL_RESULTs to statuses, and the suspended
+// requests of the async HTTP server (answered later from another thread, or 503 at shutdown).
+#include <doctest/doctest.h>
+
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include <curl/curl.h>
+
+#include "app/http_api.hpp"
+#include "app/http_server.hpp"
+
+using namespace fusee;
+using namespace fusee::app;
+
+namespace {
+
+http_exchange ex(std::string method, std::string path, std::string body = "",
+                 std::map<std::string, std::string> query = {}) {
+  http_exchange e;
+  e.method = std::move(method);
+  e.path = std::move(path);
+  e.body = std::move(body);
+  e.query = std::move(query);
+  return e;
+}
+
+/// {status, body} of one request with libcurl.
+std::pair<long, std::string> request(const std::string& method, uint16_t port,
+                                     const std::string& path) {
+  CURL* c = curl_easy_init();
+  std::string out;
+  auto url = "http://127.0.0.1:" + std::to_string(port) + path;
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(
+      c, CURLOPT_WRITEFUNCTION, +[](char* d, size_t s, size_t n, void* u) {
+        static_cast<std::string*>(u)->append(d, s * n);
+        return s * n;
+      });
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
+  long status = 0;
+  if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_cleanup(c);
+  return {status, out};
+}
+
+}  // namespace
+
+TEST_CASE("each HTTP API route becomes the CALL of its method with the arguments as JSON") {
+  auto start = route_api_request(ex("POST", "/v1/workflows/checkout/order-1", R"({"amount":4})"));
+  REQUIRE(start.call);
+  CHECK(start.call->method == "start");
+  CHECK(start.call->workflow == "order-1");
+  CHECK(start.call->type == "checkout");
+  CHECK(start.call->args == R"({"id":"order-1","type":"checkout","input":{"amount":4}})");
+
+  auto empty = route_api_request(ex("POST", "/v1/workflows/steps/x"));
+  REQUIRE(empty.call);
+  CHECK(empty.call->args == R"({"id":"x","type":"steps","input":null})");
+
+  auto result = route_api_request(ex("GET", "/v1/workflows/order-1", "", {{"wait_ms", "2500"}}));
+  REQUIRE(result.call);
+  CHECK(result.call->method == "result");
+  CHECK(result.call->wait_ms == 2500);
+  CHECK(result.call->args == R"({"id":"order-1","wait_ms":2500})");
+
+  auto describe = route_api_request(ex("GET", "/v1/workflows/order-1/describe"));
+  REQUIRE(describe.call);
+  CHECK(describe.call->method == "describe");
+
+  auto signal =
+      route_api_request(ex("POST", "/v1/workflows/order-1/signals/review", R"( {"ok":1} )"));
+  REQUIRE(signal.call);
+  CHECK(signal.call->args == R"({"id":"order-1","name":"review","payload":{"ok":1} })");
+
+  auto cancel = route_api_request(ex("POST", "/v1/workflows/order-1/cancel"));
+  REQUIRE(cancel.call);
+  CHECK(cancel.call->method == "cancel");
+  CHECK(cancel.call->args == R"({"id":"order-1"})");
+}
+
+TEST_CASE("bad HTTP API requests are refused with a fitting status before any call is made") {
+  auto status = [](http_exchange e) {
+    auto r = route_api_request(e);
+    REQUIRE(r.refusal);
+    CHECK(r.refusal->body.find("\"error\"") != std::string::npos);
+    return r.refusal->status;
+  };
+  CHECK(status(ex("POST", "/v1/workflows/steps/x", "{not json")) == 400);
+  CHECK(status(ex("POST", "/v1/workflows/x/signals/go", "[1,")) == 400);
+  CHECK(status(ex("GET", "/v1/workflows/x", "", {{"wait_ms", "-1"}})) == 400);
+  CHECK(status(ex("GET", "/v1/workflows/x", "", {{"wait_ms", "600001"}})) == 400);
+  CHECK(status(ex("GET", "/v1/workflows/x", "", {{"wait_ms", "12ms"}})) == 400);
+  CHECK(status(ex("POST", "/v1/workflows/steps/" + std::string(257, 'a'))) == 400);
+  CHECK(status(ex("POST", "/v1/workflows/steps/a\tb")) == 400);
+  CHECK(status(ex("GET", "/v2/workflows/x")) == 404);
+  CHECK(status(ex("GET", "/v1/workflows/x/frobnicate")) == 404);
+  CHECK(status(ex("POST", "/v1/workflows/a/b/c/d")) == 404);
+  CHECK(status(ex("DELETE", "/v1/workflows/x")) == 405);
+}
+
+TEST_CASE(
+    "CALL_RESULTs map to HTTP statuses for new runs and refusals by code and missing holders") {
+  CHECK(api_reply("start", 0, R"({"id":"a","existing":false})").status == 201);
+  CHECK(api_reply("start", 0, R"({"id":"a","existing":true})").status == 200);
+  CHECK(api_reply("result", 0, R"({"id":"a"})").status == 200);
+  CHECK(api_reply("result", 1, R"({"error":"no","code":"not_found"})").status == 404);
+  CHECK(api_reply("start", 1, R"({"error":"no","code":"conflict"})").status == 409);
+  CHECK(api_reply("signal", 1, R"({"error":"no","code":"finished"})").status == 409);
+  CHECK(api_reply("start", 1, R"({"error":"no","code":"unknown_type"})").status == 400);
+  CHECK(api_reply("start", 1, "not json").status == 400);
+  CHECK(api_reply("start", 2, R"({"error":"parked"})").status == 503);
+  CHECK(api_reply("start", 3, R"({"error":"lost"})").status == 503);
+  CHECK(api_reply("start", 4, R"({"error":"bad"})").status == 400);
+  auto r = api_reply("result", 0, R"({"id":"a"})");
+  CHECK(r.body.back() == '\n');
+}
+
+TEST_CASE("an async HTTP request waits suspended until it is answered from another thread") {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<http_responder> waiting;
+  std::string err;
+  auto srv = http_server::start_async(
+      "127.0.0.1", 0,
+      [&](const http_exchange&, http_responder r) {
+        std::lock_guard lock(mu);
+        waiting.emplace(std::move(r));
+        cv.notify_all();
+      },
+      &err);
+  REQUIRE(srv);
+  auto answer = std::async(std::launch::async, [&] { return request("GET", srv->port(), "/x"); });
+  {
+    std::unique_lock lock(mu);
+    REQUIRE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return waiting.has_value(); }));
+  }
+  // A second request is served meanwhile by the same (single) thread.
+  std::thread later([&] { (*waiting)(http_reply{200, "application/json", "{\"late\":true}"}); });
+  auto [status, body] = answer.get();
+  later.join();
+  CHECK(status == 200);
+  CHECK(body == "{\"late\":true}");
+  (*waiting)(http_reply{500, "application/json", "{}"});  // a second answer is ignored
+}
+
+TEST_CASE("stopping the async HTTP server answers the requests still waiting with 503") {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<http_responder> waiting;
+  std::string err;
+  auto srv = http_server::start_async(
+      "127.0.0.1", 0,
+      [&](const http_exchange&, http_responder r) {
+        std::lock_guard lock(mu);
+        waiting.emplace(std::move(r));
+        cv.notify_all();
+      },
+      &err);
+  REQUIRE(srv);
+  auto answer = std::async(std::launch::async, [&] { return request("GET", srv->port(), "/x"); });
+  {
+    std::unique_lock lock(mu);
+    REQUIRE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return waiting.has_value(); }));
+  }
+  srv.reset();
+  auto [status, body] = answer.get();
+  CHECK(status == 503);
+  (*waiting)(http_reply{200, "application/json", "{}"});  // after the stop: nothing happens
+}
