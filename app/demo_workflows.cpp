@@ -130,6 +130,7 @@ task<json> reminder(context& ctx, json input) {
 /// The workflow tests and benchmarks drive. Input (all optional):
 ///   steps: number of steps (3); each returns {"i": i, "at_ns": <clock when it ran>}
 ///   sleep_ms: a durable sleep after the first half of the steps
+///   sleep_each_ms: a durable sleep before every step
 ///   wait: a signal to wait for after the first half; wait_ms: its time-out (60000)
 ///   children: workflow ids started as `steps` children, each told to notify this one; the run
 ///             then waits for a "done" signal from each
@@ -141,6 +142,7 @@ task<json> steps(context& ctx, json input) {
   std::string wait = get_or<std::string>(input, "wait", "");
   int wait_ms = get_or<int>(input, "wait_ms", 60000);
   int fail_step = get_or<int>(input, "fail_step", 0);
+  int sleep_each_ms = get_or<int>(input, "sleep_each_ms", 0);
   json results = json::array();
   json signal = nullptr;
   for (int i = 1; i <= n; ++i) {
@@ -151,6 +153,7 @@ task<json> steps(context& ctx, json input) {
         signal = got ? *got : json("timed out");
       }
     }
+    if (sleep_each_ms > 0) co_await ctx.sleep(std::chrono::milliseconds(sleep_each_ms));
     auto name = "step-" + std::to_string(i);
     json v = co_await ctx.step(name, [&] {
       if (i == fail_step) throw worker::permanent_error("step " + std::to_string(i) + " fails");

@@ -65,6 +65,10 @@ std::optional<std::string> json_body(const std::string& body, std::string* err) 
   return body.substr(start);
 }
 
+std::string result_args(const std::string& id, uint64_t wait_ms) {
+  return "{\"id\":" + proto::json_quote(id) + ",\"wait_ms\":" + std::to_string(wait_ms) + "}";
+}
+
 }  // namespace
 
 api_route route_api_request(const http_exchange& ex) {
@@ -95,9 +99,8 @@ api_route route_api_request(const http_exchange& ex) {
         return refuse(400, "wait_ms must be an integer from 0 to 600000, not '" + w->second + "'");
       r.wait_ms = v;
     }
-    std::string args = "{\"id\":" + proto::json_quote(id);
-    if (r.method == "result") args += ",\"wait_ms\":" + std::to_string(r.wait_ms);
-    r.args = args + "}";
+    r.args = r.method == "result" ? result_args(id, r.wait_ms)
+                                  : "{\"id\":" + proto::json_quote(id) + "}";
     return api_route{r, std::nullopt};
   }
   if (ex.method == "GET") return refuse(404, "no route GET " + ex.path);
@@ -186,8 +189,9 @@ struct http_api::impl final : server::call_results {
   std::atomic<uint64_t> next_ticket{1};
   std::mutex mu;
   struct waiting {
-    std::string method;
+    api_request req;
     http_responder respond;
+    std::chrono::steady_clock::time_point wait_until;  // for `result` with wait_ms
   };
   std::unordered_map<uint64_t, waiting> pending;
 
@@ -205,17 +209,36 @@ struct http_api::impl final : server::call_results {
           json_reply(504, proto::json_error("no answer from the workflow's worker in time")));
       return;
     }
-    w->respond(api_reply(w->method, r->status, std::string(r->body.begin(), r->body.end())));
+    std::string body(r->body.begin(), r->body.end());
+    // A worker that leaves answers a waiting `result` with the run's state at that moment; the
+    // wait the client asked for goes on with whoever holds the shard next.
+    auto now = std::chrono::steady_clock::now();
+    if (w->req.method == "result" && r->status == 0 &&
+        now + std::chrono::milliseconds(50) < w->wait_until && still_running(body)) {
+      w->req.wait_ms = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(w->wait_until - now).count());
+      w->req.args = result_args(w->req.workflow, w->req.wait_ms);
+      return call(std::move(*w));
+    }
+    w->respond(api_reply(w->req.method, r->status, body));
   }
 
-  void serve(const http_exchange& ex, http_responder respond) {
-    auto route = route_api_request(ex);
-    if (route.refusal) return respond(json_reply(route.refusal->status, route.refusal->body));
-    auto& req = *route.call;
+  static bool still_running(const std::string& body) {
+    simdjson::dom::parser parser;
+    simdjson::padded_string padded(body);
+    auto doc = parser.parse(padded);
+    std::string_view status;
+    return !doc.error() && doc.value().is_object() && !doc.value()["status"].get(status) &&
+           status == "running";
+  }
+
+  /// Sends the CALL of `w` under a fresh ticket.
+  void call(waiting w) {
     uint64_t ticket = next_ticket++;
+    auto req = w.req;
     {
       std::lock_guard lock(mu);
-      pending.emplace(ticket, waiting{req.method, respond});
+      pending.emplace(ticket, std::move(w));
     }
     // The worker may take park_ms to appear, then wait_ms for the result; 10 s on top for it to
     // answer.
@@ -224,6 +247,14 @@ struct http_api::impl final : server::call_results {
                                 ticket, proto::shard_for(req.workflow, shards).value(), req.method,
                                 req.type, proto::bytes(req.args.begin(), req.args.end()), 0,
                                 static_cast<uint32_t>(deadline)});
+  }
+
+  void serve(const http_exchange& ex, http_responder respond) {
+    auto route = route_api_request(ex);
+    if (route.refusal) return respond(json_reply(route.refusal->status, route.refusal->body));
+    auto wait = std::chrono::milliseconds(route.call->wait_ms);
+    call(waiting{std::move(*route.call), std::move(respond),
+                 std::chrono::steady_clock::now() + wait});
   }
 };
 

@@ -78,8 +78,19 @@ proto::result<call_answer> workflow_client::signal(const std::string& id, const 
 
 proto::result<call_answer> workflow_client::result(const std::string& id, uint64_t wait_ms,
                                                    uint32_t park_ms) {
-  return call(id, "result", "", json{{"id", id}, {"wait_ms", wait_ms}}, park_ms,
-              std::chrono::milliseconds(wait_ms) + std::chrono::seconds(60));
+  // A worker that leaves (an invoked one) answers with the run's state at that moment: the wait
+  // goes on with the next holder until it is over.
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  for (;;) {
+    auto r = call(id, "result", "", json{{"id", id}, {"wait_ms", wait_ms}}, park_ms,
+                  std::chrono::milliseconds(wait_ms) + std::chrono::seconds(60));
+    auto now = std::chrono::steady_clock::now();
+    if (!r || !r->ok() || r->body.value("status", "") != "running" || wait_ms == 0 ||
+        now + std::chrono::milliseconds(50) >= until)
+      return r;
+    wait_ms = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count());
+  }
 }
 
 proto::result<call_answer> workflow_client::describe(const std::string& id, uint32_t park_ms) {

@@ -96,12 +96,14 @@ std::string id_on_another_shard(const std::string& prefix, const std::string& ot
   }
 }
 
-std::string endpoint_config(const temp_dir& dir, uint16_t handler_port) {
+std::string endpoint_config(const temp_dir& dir, uint16_t handler_port,
+                            const std::string& endpoint_extra = "") {
   auto secret = (dir.path() / "ep.secret").string();
   std::ofstream(secret) << "s3cret\n";
   return "[server]\nshards = 4\n[invoker]\nclose_grace_ms = 300\n[[endpoint]]\nurl = "
          "\"http://127.0.0.1:" +
-         std::to_string(handler_port) + "/invoke\"\nsecret_file = \"" + secret + "\"\n";
+         std::to_string(handler_port) + "/invoke\"\nsecret_file = \"" + secret + "\"\n" +
+         endpoint_extra;
 }
 
 size_t count(const std::string& text, const std::string& what) {
@@ -347,4 +349,55 @@ TEST_CASE("the demo checkout through the HTTP API with an invoked handler retrie
   auto [cs, cbody] = http_request("POST", h, "/v1/workflows/order-1/cancel");
   CHECK(cs == 200);
   CHECK(json::parse(cbody)["status"] == "completed");
+}
+
+TEST_CASE(
+    "an invoked worker leaves before its budget ends and the next invocation goes on where it "
+    "stopped") {
+  temp_dir dir;
+  auto trace = dir.path() / "trace";
+  ::setenv("FUSEE_TRACE_FILE", trace.c_str(), 1);
+  handler_process handler{{"--mode", "workflows"}};
+  server_process server(dir.path() / "data",
+                        endpoint_config(dir, handler.port, "budget_ms = 1500\n"));
+  REQUIRE(server.start() == "");
+  // 12 steps with a 200 ms sleep before each: longer than one budget, and never idle for long.
+  auto [st, body] = http_request("POST", server.http_port(), "/v1/workflows/steps/long-run",
+                                 R"({"steps":12,"sleep_each_ms":200})");
+  REQUIRE_MESSAGE(st == 201, body);
+  auto [rs, rbody] =
+      http_request("GET", server.http_port(), "/v1/workflows/long-run?wait_ms=20000", "", 40000);
+  REQUIRE_MESSAGE(rs == 200, rbody);
+  auto r = json::parse(rbody);
+  REQUIRE_MESSAGE(r["status"] == "completed", rbody);
+  CHECK(r["result"]["steps"].size() == 12);
+  auto log = handler.log();
+  CHECK(count(log, "fusee handler: invocation ") >= 2);  // one budget was not enough
+  // Each invocation ended by itself before its budget ran out: none timed out, none crashed.
+  auto inv = json::parse(http_get(server.admin_port(), "/v1/invoker").second);
+  CHECK(inv["endpoints"][0]["timedOut"] == 0);
+  CHECK(inv["endpoints"][0]["failed"] == 0);
+  CHECK(inv["crashes"] == 0);
+  auto runs = executions(trace);
+  for (int i = 1; i <= 12; ++i)
+    CHECK_MESSAGE(runs["long-run step-" + std::to_string(i)] == 1, "step ", i);
+}
+
+TEST_CASE("an idle long-lived worker keeps its leases by pinging") {
+  temp_dir dir;
+  server_process server(
+      dir.path() / "data",
+      "[server]\nshards = 2\n[liveness]\nping_interval_ms = 100\ntimeout_ms = 400\n");
+  REQUIRE(server.start() == "");
+  worker_process w(server.port(), "worker");
+  REQUIRE(w.logged("holding 2 shard(s)"));
+  auto c = connect_client(server.port());
+  CHECK(must(c.start("steps", "before", json{{"steps", 1}})).ok());
+  // Five liveness time-outs without a call: the worker's pings keep its leases.
+  std::this_thread::sleep_for(2000ms);
+  CHECK(must(c.start("steps", "after", json{{"steps", 1}})).ok());
+  auto log = w.log();
+  CHECK(log.find("revoked") == std::string::npos);
+  CHECK(log.find("connection lost") == std::string::npos);
+  CHECK(count(log, "connected to") == 1);
 }
