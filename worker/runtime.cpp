@@ -167,11 +167,25 @@ public:
     return await_ok(id, limit);
   }
 
-  void checkpoint_if(uint64_t at_least) {
+  /// Checkpoints the shards with at least `at_least` new records; the CHECKPOINT request ids,
+  /// whose OKs await_oks() can wait for when `awaited`.
+  std::vector<uint64_t> checkpoint_if(uint64_t at_least, bool awaited = false) {
+    std::vector<uint64_t> ids;
     for (auto& [s, runner] : shards_)
       if (runner->started() && runner->records_since_checkpoint() >= at_least &&
           runner->records_since_checkpoint() > 0)
-        runner->checkpoint();
+        if (uint64_t id = runner->checkpoint()) ids.push_back(awaited ? expect_ok(id) : id);
+    return ids;
+  }
+
+  /// Waits for the OK of each of `ids` (checkpoints durable), at most `limit` in all.
+  bool await_oks(const std::vector<uint64_t>& ids, std::chrono::milliseconds limit) {
+    auto until = clock::now() + limit;
+    for (auto id : ids)
+      if (!await_ok(id,
+                    std::chrono::duration_cast<std::chrono::milliseconds>(until - clock::now())))
+        return false;
+    return true;
   }
 
   bool all_quiet() const {
@@ -487,8 +501,9 @@ int runtime::run() {
     }
     // Stopping: no new calls, answer the routed ones, let the disk catch up, checkpoint.
     s.drain(5s);
-    s.checkpoint_if(1);
+    auto checkpoints = s.checkpoint_if(1, true);
     s.settle(5s);
+    if (!s.await_oks(checkpoints, 5s)) s.log("stopping before every checkpoint was confirmed");
     s.close();
   }
   return 0;

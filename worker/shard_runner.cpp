@@ -334,12 +334,14 @@ void shard_runner::on_durable(uint64_t lsn) {
   }
 }
 
-void shard_runner::checkpoint() {
-  if (last_lsn() == 0 || last_lsn() == checkpoint_lsn_) return;
+uint64_t shard_runner::checkpoint() {
+  if (last_lsn() == 0 || last_lsn() == checkpoint_lsn_) return 0;
   auto data = encode_checkpoint(snapshot());
   checkpoint_lsn_ = last_lsn();
-  gate(proto::checkpoint{proto::request_head{env_.next_request_id(), shard_, epoch_},
-                         proto::lsn_t{checkpoint_lsn_}, std::move(data)});
+  uint64_t id = env_.next_request_id();
+  gate(proto::checkpoint{proto::request_head{id, shard_, epoch_}, proto::lsn_t{checkpoint_lsn_},
+                         std::move(data)});
+  return id;
 }
 
 std::vector<record> shard_runner::snapshot() const {

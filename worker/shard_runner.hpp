@@ -88,8 +88,9 @@ public:
   /// Frames that may go out now (their records are durable). The caller sends and clears.
   std::vector<proto::any_message>& ready_frames() { return ready_; }
 
-  /// Snapshots the state now as a checkpoint; it goes out once its LSN is durable.
-  void checkpoint();
+  /// Snapshots the state now as a checkpoint; it goes out once its LSN is durable. Returns the
+  /// CHECKPOINT's request id (its OK says the checkpoint is durable), 0 when nothing is new.
+  uint64_t checkpoint();
   uint64_t records_since_checkpoint() const { return last_lsn() - checkpoint_lsn_; }
 
   // -- state ------------------------------------------------------------------------------------

@@ -54,6 +54,15 @@ struct worker_process {
     pid = spawn_process(args, dir.path() / "worker.log");
   }
   ~worker_process() { kill9(); }
+  /// SIGTERM; the exit status once it is gone (-1 if it is still running after `limit`).
+  int terminate(std::chrono::milliseconds limit = 10s) {
+    ::kill(pid, SIGTERM);
+    int status = 0;
+    bool gone = await([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, limit);
+    if (!gone) return -1;
+    pid = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
   void kill9() {
     if (pid <= 0) return;
     ::kill(pid, SIGKILL);
@@ -400,4 +409,35 @@ TEST_CASE("an idle long-lived worker keeps its leases by pinging") {
   CHECK(log.find("revoked") == std::string::npos);
   CHECK(log.find("connection lost") == std::string::npos);
   CHECK(count(log, "connected to") == 1);
+}
+
+TEST_CASE("a worker stopped with SIGTERM checkpoints its shards and the next worker goes on from "
+          "there") {
+  temp_dir dir;
+  auto trace = dir.path() / "trace";
+  ::setenv("FUSEE_TRACE_FILE", trace.c_str(), 1);
+  server_process server(dir.path() / "data", "[server]\nshards = 2\n");
+  REQUIRE(server.start() == "");
+  auto c = connect_client(server.port());
+  {
+    worker_process w(server.port(), "first");
+    REQUIRE(w.logged("holding 2 shard(s)"));
+    CHECK(must(c.start("steps", "paused", json{{"steps", 4}, {"wait", "go"}})).ok());
+    CHECK(w.terminate() == 0);
+    CHECK(w.log().find("stopping") != std::string::npos);
+  }
+  // The stop wrote a checkpoint of the shard that has records (the other has none to cover).
+  auto shard = proto::shard_for("paused", 2).value();
+  CHECK(std::filesystem::exists(dir.path() / "data" / "checkpoints" /
+                                ("shard-" + std::to_string(shard) + ".ckpt")));
+  CHECK(!std::filesystem::exists(dir.path() / "data" / "checkpoints" /
+                                 ("shard-" + std::to_string(1 - shard) + ".ckpt")));
+  worker_process next(server.port(), "second");
+  REQUIRE(next.logged("holding 2 shard(s)"));
+  CHECK(must(c.signal("paused", "go", "resumed")).ok());
+  auto r = must(c.result("paused", 10000));
+  REQUIRE_MESSAGE(r.body["status"] == "completed", r.body.dump());
+  auto runs = executions(trace);
+  for (int i = 1; i <= 4; ++i)
+    CHECK_MESSAGE(runs["paused step-" + std::to_string(i)] == 1, "step ", i);
 }
