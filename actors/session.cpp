@@ -23,7 +23,6 @@ namespace {
 
 using proto::bytes;
 
-
 std::string peer_name(int fd) {
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
