@@ -31,15 +31,15 @@ struct http_server::impl {
   size_t max_body = 0;
   uint16_t port_out = 0;
   std::mutex mu;
-  std::set<std::shared_ptr<pending_reply>> suspended;  // resumed with 503 before stopping
-  bool stopping = false;  // under mu: no connection is suspended any more
+  std::set<std::shared_ptr<pending_reply>> open;  // async requests not completed yet
+  bool stopping = false;                          // under mu: no connection is suspended any more
   ~impl() {
     if (!daemon) return;
     std::set<std::shared_ptr<pending_reply>> left;
     {
       std::lock_guard lock(mu);
       stopping = true;
-      left.swap(suspended);
+      left = open;  // those still in their handler answer 503 themselves (on_request)
     }
     for (auto& p : left) {
       std::lock_guard lock(p->mu);
@@ -70,10 +70,6 @@ void http_responder::operator()(http_reply r) const {
   p_->reply = std::move(r);
   if (p_->suspended) {
     p_->suspended = false;
-    {
-      std::lock_guard l2(p_->server->mu);
-      p_->server->suspended.erase(p_);
-    }
     MHD_resume_connection(p_->conn);
   }
 }
@@ -142,17 +138,21 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
   st->pending = std::make_shared<pending_reply>();
   st->pending->conn = conn;
   st->pending->server = self;
+  {
+    std::lock_guard l2(self->mu);
+    if (self->stopping)
+      return respond(
+          conn, http_reply{503, "application/json", "{\"error\":\"the server is stopping\"}\n"});
+    self->open.insert(st->pending);
+  }
   self->ah(st->ex, http_responder{st->pending});
   std::lock_guard lock(st->pending->mu);
   if (st->pending->reply) return respond(conn, *st->pending->reply);
   {
     std::lock_guard l2(self->mu);
-    if (self->stopping) {  // MHD_stop_daemon must not find a suspended connection
-      st->pending->gone = true;
+    if (self->stopping)  // MHD_stop_daemon must not find a suspended connection
       return respond(
           conn, http_reply{503, "application/json", "{\"error\":\"the server is stopping\"}\n"});
-    }
-    self->suspended.insert(st->pending);
   }
   st->pending->suspended = true;
   MHD_suspend_connection(conn);
@@ -165,7 +165,7 @@ void on_completed(void* cls, MHD_Connection*, void** con_cls, MHD_RequestTermina
     std::lock_guard lock(st->pending->mu);
     st->pending->gone = true;
     std::lock_guard l2(static_cast<http_server::impl*>(cls)->mu);
-    static_cast<http_server::impl*>(cls)->suspended.erase(st->pending);
+    static_cast<http_server::impl*>(cls)->open.erase(st->pending);
   }
   delete st;
   *con_cls = nullptr;

@@ -85,6 +85,22 @@ std::map<std::string, int> executions(const std::filesystem::path& trace) {
   return out;
 }
 
+/// Steps 1..n of `workflow` each ran exactly once.
+void check_each_step_ran_once(const std::filesystem::path& trace, const std::string& workflow,
+                              int n) {
+  auto runs = executions(trace);
+  for (int i = 1; i <= n; ++i)
+    CHECK_MESSAGE(runs[workflow + " step-" + std::to_string(i)] == 1, workflow, " step ", i);
+}
+
+/// A temporary directory whose `trace` the step bodies of processes started from now on append to.
+struct traced_dir {
+  temp_dir dir;
+  std::filesystem::path trace = dir.path() / "trace";
+  traced_dir() { ::setenv("FUSEE_TRACE_FILE", trace.c_str(), 1); }
+  std::filesystem::path path() const { return dir.path(); }
+};
+
 worker::workflow_client connect_client(uint16_t port) {
   auto c = worker::workflow_client::connect("127.0.0.1:" + std::to_string(port), "test");
   REQUIRE_MESSAGE(c, (c ? "" : c.err().message));
@@ -105,9 +121,9 @@ std::string id_on_another_shard(const std::string& prefix, const std::string& ot
   }
 }
 
-std::string endpoint_config(const temp_dir& dir, uint16_t handler_port,
+std::string endpoint_config(const std::filesystem::path& dir, uint16_t handler_port,
                             const std::string& endpoint_extra = "") {
-  auto secret = (dir.path() / "ep.secret").string();
+  auto secret = (dir / "ep.secret").string();
   std::ofstream(secret) << "s3cret\n";
   return "[server]\nshards = 4\n[invoker]\nclose_grace_ms = 300\n[[endpoint]]\nurl = "
          "\"http://127.0.0.1:" +
@@ -129,7 +145,7 @@ TEST_CASE(
     "over HTTP") {
   temp_dir dir;
   handler_process handler{{"--mode", "workflows"}};
-  server_process server(dir.path() / "data", endpoint_config(dir, handler.port));
+  server_process server(dir.path() / "data", endpoint_config(dir.path(), handler.port));
   REQUIRE(server.start() == "");
   auto [st, body] =
       http_request("POST", server.http_port(), "/v1/workflows/steps/first", R"({"steps":3})");
@@ -146,7 +162,7 @@ TEST_CASE("a sleeping workflow is resumed by a timer invocation and no invocatio
           "sleeps") {
   temp_dir dir;
   handler_process handler{{"--mode", "workflows"}};
-  server_process server(dir.path() / "data", endpoint_config(dir, handler.port));
+  server_process server(dir.path() / "data", endpoint_config(dir.path(), handler.port));
   REQUIRE(server.start() == "");
   auto started = std::chrono::steady_clock::now();
   auto [st, body] = http_request("POST", server.http_port(), "/v1/workflows/steps/sleeper",
@@ -167,9 +183,8 @@ TEST_CASE("a sleeping workflow is resumed by a timer invocation and no invocatio
 
 TEST_CASE("kill -9 of a worker mid-workflow lets a standby recover the shard and no completed step "
           "body runs twice") {
-  temp_dir dir;
-  auto trace = dir.path() / "trace";
-  ::setenv("FUSEE_TRACE_FILE", trace.c_str(), 1);
+  traced_dir dir;
+  auto& trace = dir.trace;
   server_process server(dir.path() / "data", "[server]\nshards = 4\n");
   REQUIRE(server.start() == "");
   worker_process a(server.port(), "worker-a");
@@ -190,16 +205,13 @@ TEST_CASE("kill -9 of a worker mid-workflow lets a standby recover the shard and
   auto r = must(c.result("wf", 10000));
   REQUIRE_MESSAGE(r.body["status"] == "completed", r.body.dump());
   CHECK(r.body["result"]["signal"] == "after the crash");
-  auto runs = executions(trace);
-  for (int i = 1; i <= 6; ++i)
-    CHECK_MESSAGE(runs["wf step-" + std::to_string(i)] == 1, "step ", i);
+  check_each_step_ran_once(trace, "wf", 6);
 }
 
 TEST_CASE("kill -9 of the server mid-workflow 10 times keeps every result seen before a kill and "
           "the workflow finishes with the same step results") {
-  temp_dir dir;
-  auto trace = dir.path() / "trace";
-  ::setenv("FUSEE_TRACE_FILE", trace.c_str(), 1);
+  traced_dir dir;
+  auto& trace = dir.trace;
   server_process server(dir.path() / "data", "[server]\nshards = 4\n");
   REQUIRE(server.start() == "");
   server.keep_ports();
@@ -241,9 +253,7 @@ TEST_CASE("kill -9 of the server mid-workflow 10 times keeps every result seen b
   REQUIRE(steps.size() == 8);
   for (int i = 0; i < 4; ++i)
     CHECK(steps[i] == first_half[i]["value"]);
-  auto runs = executions(trace);
-  for (int i = 1; i <= 8; ++i)
-    CHECK_MESSAGE(runs["long step-" + std::to_string(i)] == 1, "step ", i);
+  check_each_step_ran_once(trace, "long", 8);
 }
 
 TEST_CASE("signals before and after the wait and a time-out and a child and a message on other "
@@ -334,7 +344,7 @@ TEST_CASE("the demo checkout through the HTTP API with an invoked handler retrie
           "ships after the review signal") {
   temp_dir dir;
   handler_process handler{{"--mode", "workflows"}};
-  server_process server(dir.path() / "data", endpoint_config(dir, handler.port));
+  server_process server(dir.path() / "data", endpoint_config(dir.path(), handler.port));
   REQUIRE(server.start() == "");
   auto h = server.http_port();
   auto [st, body] = http_request("POST", h, "/v1/workflows/checkout/order-1",
@@ -363,12 +373,11 @@ TEST_CASE("the demo checkout through the HTTP API with an invoked handler retrie
 TEST_CASE(
     "an invoked worker leaves before its budget ends and the next invocation goes on where it "
     "stopped") {
-  temp_dir dir;
-  auto trace = dir.path() / "trace";
-  ::setenv("FUSEE_TRACE_FILE", trace.c_str(), 1);
+  traced_dir dir;
+  auto& trace = dir.trace;
   handler_process handler{{"--mode", "workflows"}};
   server_process server(dir.path() / "data",
-                        endpoint_config(dir, handler.port, "budget_ms = 1500\n"));
+                        endpoint_config(dir.path(), handler.port, "budget_ms = 1500\n"));
   REQUIRE(server.start() == "");
   // 12 steps with a 200 ms sleep before each: longer than one budget, and never idle for long.
   auto [st, body] = http_request("POST", server.http_port(), "/v1/workflows/steps/long-run",
@@ -387,9 +396,7 @@ TEST_CASE(
   CHECK(inv["endpoints"][0]["timedOut"] == 0);
   CHECK(inv["endpoints"][0]["failed"] == 0);
   CHECK(inv["crashes"] == 0);
-  auto runs = executions(trace);
-  for (int i = 1; i <= 12; ++i)
-    CHECK_MESSAGE(runs["long-run step-" + std::to_string(i)] == 1, "step ", i);
+  check_each_step_ran_once(trace, "long-run", 12);
 }
 
 TEST_CASE("an idle long-lived worker keeps its leases by pinging") {
@@ -413,9 +420,8 @@ TEST_CASE("an idle long-lived worker keeps its leases by pinging") {
 
 TEST_CASE("a worker stopped with SIGTERM checkpoints its shards and the next worker goes on from "
           "there") {
-  temp_dir dir;
-  auto trace = dir.path() / "trace";
-  ::setenv("FUSEE_TRACE_FILE", trace.c_str(), 1);
+  traced_dir dir;
+  auto& trace = dir.trace;
   server_process server(dir.path() / "data", "[server]\nshards = 2\n");
   REQUIRE(server.start() == "");
   auto c = connect_client(server.port());
@@ -437,7 +443,5 @@ TEST_CASE("a worker stopped with SIGTERM checkpoints its shards and the next wor
   CHECK(must(c.signal("paused", "go", "resumed")).ok());
   auto r = must(c.result("paused", 10000));
   REQUIRE_MESSAGE(r.body["status"] == "completed", r.body.dump());
-  auto runs = executions(trace);
-  for (int i = 1; i <= 4; ++i)
-    CHECK_MESSAGE(runs["paused step-" + std::to_string(i)] == 1, "step ", i);
+  check_each_step_ran_once(trace, "paused", 4);
 }

@@ -121,55 +121,50 @@ TEST_CASE(
   CHECK(r.body.back() == '\n');
 }
 
-TEST_CASE("an async HTTP request waits suspended until it is answered from another thread") {
+/// An async HTTP server whose handler keeps the responder of the one request it gets.
+struct holding_server {
   std::mutex mu;
   std::condition_variable cv;
   std::optional<http_responder> waiting;
-  std::string err;
-  auto srv = http_server::start_async(
-      "127.0.0.1", 0,
-      [&](const http_exchange&, http_responder r) {
-        std::lock_guard lock(mu);
-        waiting.emplace(std::move(r));
-        cv.notify_all();
-      },
-      &err);
-  REQUIRE(srv);
-  auto answer = std::async(std::launch::async, [&] { return request("GET", srv->port(), "/x"); });
-  {
+  std::unique_ptr<http_server> srv;
+  holding_server() {
+    std::string err;
+    srv = http_server::start_async(
+        "127.0.0.1", 0,
+        [this](const http_exchange&, http_responder r) {
+          std::lock_guard lock(mu);
+          waiting.emplace(std::move(r));
+          cv.notify_all();
+        },
+        &err);
+    REQUIRE_MESSAGE(srv, err);
+  }
+  /// Sends a GET and waits until the handler holds it; the future is its {status, body}.
+  std::future<std::pair<long, std::string>> request_held() {
+    auto answer =
+        std::async(std::launch::async, [port = srv->port()] { return request("GET", port, "/x"); });
     std::unique_lock lock(mu);
     REQUIRE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return waiting.has_value(); }));
+    return answer;
   }
-  // A second request is served meanwhile by the same (single) thread.
-  std::thread later([&] { (*waiting)(http_reply{200, "application/json", "{\"late\":true}"}); });
+};
+
+TEST_CASE("an async HTTP request waits suspended until it is answered from another thread") {
+  holding_server h;
+  auto answer = h.request_held();
+  std::thread later([&] { (*h.waiting)(http_reply{200, "application/json", "{\"late\":true}"}); });
   auto [status, body] = answer.get();
   later.join();
   CHECK(status == 200);
   CHECK(body == "{\"late\":true}");
-  (*waiting)(http_reply{500, "application/json", "{}"});  // a second answer is ignored
+  (*h.waiting)(http_reply{500, "application/json", "{}"});  // a second answer is ignored
 }
 
 TEST_CASE("stopping the async HTTP server answers the requests still waiting with 503") {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::optional<http_responder> waiting;
-  std::string err;
-  auto srv = http_server::start_async(
-      "127.0.0.1", 0,
-      [&](const http_exchange&, http_responder r) {
-        std::lock_guard lock(mu);
-        waiting.emplace(std::move(r));
-        cv.notify_all();
-      },
-      &err);
-  REQUIRE(srv);
-  auto answer = std::async(std::launch::async, [&] { return request("GET", srv->port(), "/x"); });
-  {
-    std::unique_lock lock(mu);
-    REQUIRE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return waiting.has_value(); }));
-  }
-  srv.reset();
+  holding_server h;
+  auto answer = h.request_held();
+  h.srv.reset();
   auto [status, body] = answer.get();
   CHECK(status == 503);
-  (*waiting)(http_reply{200, "application/json", "{}"});  // after the stop: nothing happens
+  (*h.waiting)(http_reply{200, "application/json", "{}"});  // after the stop: nothing happens
 }
