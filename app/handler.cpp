@@ -21,12 +21,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-uint64_t unix_ms() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
-
 http_reply json_reply(unsigned status, const std::string& body) {
   return http_reply{status, "application/json", body};
 }
@@ -156,11 +150,10 @@ int run_handler(const handler_config& cfg) {
         if (ex.method != "POST") return json_reply(405, json_error("POST only"));
         if (cfg.fail_status) return json_reply(cfg.fail_status, json_error("configured to fail"));
         auto sig = ex.headers.find("fusee-signature");
-        if (sig == ex.headers.end()) return json_reply(401, json_error("no fusee-signature"));
-        if (auto bad = proto::verify(sig->second, ex.body, secrets, unix_ms(), cfg.tolerance_ms))
-          return json_reply(401, json_error(bad->message));
-        auto req = proto::parse_invocation_request(ex.body);
-        if (!req) return json_reply(400, json_error(req.err().message));
+        auto checked = worker::verify_invocation(sig == ex.headers.end() ? "" : sig->second,
+                                                 ex.body, secrets, cfg.tolerance_ms);
+        if (!checked.request) return json_reply(checked.refusal.http_status, checked.refusal.body);
+        auto& req = checked.request;
         std::string reasons, shards;
         for (uint8_t bit = 1; bit <= proto::reason_code; bit <<= 1)
           if (req->reasons & bit)

@@ -10,6 +10,7 @@
 #include "client/address.hpp"
 #include "client/connection.hpp"
 #include "protocol/json_text.hpp"
+#include "protocol/signature.hpp"
 
 namespace fusee::worker {
 
@@ -464,6 +465,38 @@ private:
 };
 
 }  // namespace
+
+verified_invocation verify_invocation(std::string_view signature_header, std::string_view body,
+                                      const std::vector<std::string>& secrets,
+                                      uint64_t tolerance_ms) {
+  verified_invocation v;
+  if (signature_header.empty()) {
+    v.refusal = {401, proto::json_error("no fusee-signature header")};
+    return v;
+  }
+  auto now = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       std::chrono::system_clock::now().time_since_epoch())
+                                       .count());
+  if (auto bad = proto::verify(signature_header, body, secrets, now, tolerance_ms)) {
+    v.refusal = {401, proto::json_error(bad->message)};
+    return v;
+  }
+  auto req = proto::parse_invocation_request(body);
+  if (!req) {
+    v.refusal = {400, proto::json_error(req.err().message)};
+    return v;
+  }
+  v.request = std::move(*req);
+  return v;
+}
+
+invocation_outcome runtime::serve_post(std::string_view signature_header, std::string_view body,
+                                       const std::vector<std::string>& secrets,
+                                       uint64_t tolerance_ms) {
+  auto v = verify_invocation(signature_header, body, secrets, tolerance_ms);
+  if (!v.request) return v.refusal;
+  return invoke(*v.request);
+}
 
 runtime::runtime(const registry& types, worker_options options)
     : types_(types), options_(std::move(options)) {}

@@ -10,7 +10,10 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "protocol/invocation_request.hpp"
 #include "worker/shard_runner.hpp"
@@ -40,6 +43,17 @@ struct invocation_outcome {
   std::string body;  ///< JSON
 };
 
+/// An invocation POST checked as PROTOCOL.md §8 says: the `fusee-signature` header (empty when
+/// missing) against any of `secrets` within `tolerance_ms` of this clock, then the body. The
+/// refusal is the answer to send: 401 for the signature, 400 for the body.
+struct verified_invocation {
+  std::optional<proto::invocation_request> request;
+  invocation_outcome refusal;
+};
+verified_invocation verify_invocation(std::string_view signature_header, std::string_view body,
+                                      const std::vector<std::string>& secrets,
+                                      uint64_t tolerance_ms = 300000);
+
 class runtime {
 public:
   runtime(const registry& types, worker_options options);
@@ -53,6 +67,10 @@ public:
 
   /// Runs one verified invocation as its worker.
   invocation_outcome invoke(const proto::invocation_request& request);
+  /// The whole endpoint for any HTTP server: verifies the POST, then runs it.
+  invocation_outcome serve_post(std::string_view signature_header, std::string_view body,
+                                const std::vector<std::string>& secrets,
+                                uint64_t tolerance_ms = 300000);
 
 private:
   const registry& types_;

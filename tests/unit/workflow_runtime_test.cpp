@@ -5,7 +5,9 @@
 #include <map>
 
 #include "protocol/shard_hash.hpp"
+#include "protocol/signature.hpp"
 #include "worker/journal.hpp"
+#include "worker/runtime.hpp"
 #include "worker/shard_runner.hpp"
 
 using namespace fusee;
@@ -538,4 +540,29 @@ TEST_CASE("runs of types without code here wait for a worker that has it and are
   CHECK(t.runner->missing_types() == std::vector<std::string>{"elsewhere"});
   t.call(1, "describe", {{"id", "alien"}});
   CHECK(t.answer(1)["current"] == "waiting for a worker with code for type 'elsewhere'");
+}
+
+TEST_CASE("an invocation POST is verified before it runs: 401 for the signature and 400 for the "
+          "body") {
+  auto now = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       std::chrono::system_clock::now().time_since_epoch())
+                                       .count());
+  std::string body =
+      R"({"version":1,"invocation":"00f3a1c2b4d5e6f7","shards":[3],"budget_ms":1000,)"
+      R"("reasons":["call"],"server":"127.0.0.1:1"})";
+  std::vector<std::string> secrets{"old", "s3cret"};
+  auto none = verify_invocation("", body, secrets);
+  CHECK(none.refusal.http_status == 401);
+  CHECK(!none.request);
+  auto wrong = verify_invocation(proto::sign("other", now, body), body, secrets);
+  CHECK(wrong.refusal.http_status == 401);
+  auto stale = verify_invocation(proto::sign("s3cret", now - 600000, body), body, secrets);
+  CHECK(stale.refusal.http_status == 401);
+  std::string bad_body = R"({"version":1})";
+  auto bad = verify_invocation(proto::sign("s3cret", now, bad_body), bad_body, secrets);
+  CHECK(bad.refusal.http_status == 400);
+  auto ok = verify_invocation(proto::sign("s3cret", now, body), body, secrets);
+  REQUIRE(ok.request);
+  CHECK(ok.request->shards == std::vector<proto::shard_id>{proto::shard_id{3}});
+  CHECK(ok.request->budget_ms == 1000);
 }
