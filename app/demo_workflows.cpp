@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <unistd.h>
 
 namespace fusee::app {
@@ -131,6 +132,7 @@ task<json> reminder(context& ctx, json input) {
 ///   steps: number of steps (3); each returns {"i": i, "at_ns": <clock when it ran>}
 ///   sleep_ms: a durable sleep after the first half of the steps
 ///   sleep_each_ms: a durable sleep before every step
+///   step_ms: how long each step body works (blocks its thread), e.g. a slow remote call
 ///   wait: a signal to wait for after the first half; wait_ms: its time-out (60000)
 ///   children: workflow ids started as `steps` children, each told to notify this one; the run
 ///             then waits for a "done" signal from each
@@ -143,6 +145,7 @@ task<json> steps(context& ctx, json input) {
   int wait_ms = get_or<int>(input, "wait_ms", 60000);
   int fail_step = get_or<int>(input, "fail_step", 0);
   int sleep_each_ms = get_or<int>(input, "sleep_each_ms", 0);
+  int step_ms = get_or<int>(input, "step_ms", 0);
   json results = json::array();
   json signal = nullptr;
   for (int i = 1; i <= n; ++i) {
@@ -157,6 +160,7 @@ task<json> steps(context& ctx, json input) {
     auto name = "step-" + std::to_string(i);
     json v = co_await ctx.step(name, [&] {
       if (i == fail_step) throw worker::permanent_error("step " + std::to_string(i) + " fails");
+      if (step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
       json r{{"i", i},
              {"at_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(
                            std::chrono::system_clock::now().time_since_epoch())

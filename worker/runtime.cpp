@@ -1,8 +1,10 @@
 #include "worker/runtime.hpp"
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
@@ -32,6 +34,14 @@ class session final : public runner_env {
 public:
   session(const registry& types, const worker_options& options, const std::atomic<bool>& stop)
       : types_(types), options_(options), stop_(stop), rng_(std::random_device{}()) {}
+  ~session() {
+    {
+      std::lock_guard lock(ka_mu_);
+      ka_stop_ = true;
+    }
+    ka_cv_.notify_all();
+    if (keepalive_.joinable()) keepalive_.join();
+  }
 
   // -- runner_env ---------------------------------------------------------------------------
   uint64_t now_ms() override {
@@ -40,7 +50,18 @@ public:
                                      .count());
   }
   uint64_t random() override { return rng_(); }
-  void before_step() override { flush(); }
+  void before_step() override {
+    flush();
+    {
+      std::lock_guard lock(ka_mu_);
+      in_body_ = true;
+    }
+    ka_cv_.notify_all();
+  }
+  void after_step() override {
+    std::lock_guard lock(ka_mu_);
+    in_body_ = false;
+  }
   uint64_t next_request_id() override { return next_id_++; }
   void log(const std::string& line) override {
     if (options_.log)
@@ -66,7 +87,8 @@ public:
     ping_interval_ =
         std::chrono::milliseconds(lease->ping_interval_ms ? lease->ping_interval_ms : 1000);
     remaining_ms_ = lease->remaining_ms;
-    last_sent_ = clock::now();
+    last_sent_ = clock::now().time_since_epoch().count();
+    keepalive_ = std::thread([this] { keep_alive(); });
     for (auto& g : lease->grants)
       take(g);
     flush();
@@ -93,7 +115,7 @@ public:
       runner->tick();
     checkpoint_if(options_.runner.checkpoint_every);
     flush();
-    if (clock::now() - last_sent_ >= ping_interval_) {
+    if (since_sent() >= ping_interval_) {
       send(proto::ping{proto::request_head{next_id_++, proto::no_shard, proto::epoch_t{0}}});
       flush();
     }
@@ -110,8 +132,8 @@ public:
       uint64_t now = now_ms();
       wait = std::min(wait, std::chrono::milliseconds(wake > now ? wake - now : 0));
     }
-    auto ping_in = std::chrono::duration_cast<std::chrono::milliseconds>(
-        ping_interval_ - (clock::now() - last_sent_));
+    auto ping_in =
+        std::chrono::duration_cast<std::chrono::milliseconds>(ping_interval_ - since_sent());
     return std::max(0ms, std::min(wait, ping_in));
   }
 
@@ -431,9 +453,30 @@ private:
       ready.clear();
     }
     if (out_.empty()) return;
+    std::lock_guard lock(write_mu_);
     if (!conn_.send_raw(out_)) lost_ = "send failed";
     out_.clear();
-    last_sent_ = clock::now();
+    last_sent_ = clock::now().time_since_epoch().count();
+  }
+
+  clock::duration since_sent() const {
+    return clock::now() - clock::time_point(clock::duration(last_sent_));
+  }
+
+  /// While a step body runs on the loop's thread, this thread sends the PINGs the loop cannot,
+  /// so a long step does not cost the worker its leases.
+  void keep_alive() {
+    std::unique_lock lock(ka_mu_);
+    while (!ka_stop_) {
+      ka_cv_.wait_for(lock, ping_interval_ / 4);
+      if (ka_stop_ || !in_body_ || since_sent() < ping_interval_ / 2) continue;
+      proto::bytes ping;
+      proto::append_frame(
+          ping, proto::ping{proto::request_head{next_id_++, proto::no_shard, proto::epoch_t{0}}});
+      std::lock_guard w(write_mu_);
+      conn_.send_raw(ping);
+      last_sent_ = clock::now().time_since_epoch().count();
+    }
   }
 
   struct recovery {
@@ -451,7 +494,7 @@ private:
   uint32_t shard_count_ = 1;
   std::chrono::milliseconds ping_interval_{1000};
   uint32_t remaining_ms_ = 0;
-  uint64_t next_id_ = 100;
+  std::atomic<uint64_t> next_id_{100};
   std::map<uint32_t, std::unique_ptr<shard_runner>> shards_;
   std::map<uint32_t, recovery> recovering_;
   std::map<uint32_t, uint64_t> steps_at_lease_, open_us_;
@@ -459,7 +502,13 @@ private:
   std::set<uint64_t> awaited_;                      // ids whose OK await_ok() will want
   std::vector<uint64_t> oks_;
   proto::bytes out_;
-  clock::time_point last_sent_, last_received_ = clock::now();
+  std::atomic<clock::rep> last_sent_{0};  // steady clock ticks of the last write
+  clock::time_point last_received_ = clock::now();
+  std::mutex write_mu_;  // the socket's writes: the loop and the keep-alive thread
+  std::mutex ka_mu_;
+  std::condition_variable ka_cv_;
+  bool in_body_ = false, ka_stop_ = false;
+  std::thread keepalive_;
   std::string lost_;
   uint64_t calls_ = 0;
 };

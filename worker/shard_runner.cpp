@@ -784,10 +784,17 @@ uint64_t ms_after(runner_env& env, std::chrono::milliseconds d) {
 bool shard_runner::attempt_step(run_state& run) {
   auto& owner = *this;
   owner.env_.before_step();
+  struct body_done {  // after_step() however the body ends
+    runner_env& env;
+    ~body_done() { env.after_step(); }
+  };
   std::string message;
   bool retry = false;
   try {
-    json v = run.body();
+    json v = [&] {
+      body_done done{env_};
+      return run.body();
+    }();
     commit(rec::op_done{run.id, run.wait_seq, op_kind::step, run.step_name, 1, dump(v)});
     run.set_result(true, std::move(v));
     run.body = nullptr;

@@ -32,6 +32,8 @@ struct runner_env {
   /// Called before a step body runs: send the records and frames that are ready, so the disk
   /// works while the body does.
   virtual void before_step() = 0;
+  /// Called when a step body returned or threw.
+  virtual void after_step() {}
   virtual uint64_t next_request_id() = 0;
   /// A line for the operator (stderr in the programs).
   virtual void log(const std::string& line) = 0;

@@ -445,3 +445,23 @@ TEST_CASE("a worker stopped with SIGTERM checkpoints its shards and the next wor
   REQUIRE_MESSAGE(r.body["status"] == "completed", r.body.dump());
   check_each_step_ran_once(trace, "paused", 4);
 }
+
+TEST_CASE("a step body that works longer than the liveness time-out does not cost the worker its "
+          "leases") {
+  traced_dir dir;
+  auto& trace = dir.trace;
+  server_process server(
+      dir.path() / "data",
+      "[server]\nshards = 2\n[liveness]\nping_interval_ms = 100\ntimeout_ms = 400\n");
+  REQUIRE(server.start() == "");
+  worker_process w(server.port(), "worker");
+  REQUIRE(w.logged("holding 2 shard(s)"));
+  auto c = connect_client(server.port());
+  // Two steps of 1 s each: 2.5 liveness time-outs apiece while the loop's thread is busy.
+  auto r = must(c.start("steps", "slow", json{{"steps", 2}, {"step_ms", 1000}}));
+  REQUIRE_MESSAGE(r.body["status"] == "completed", r.body.dump());
+  auto log = w.log();
+  CHECK(log.find("revoked") == std::string::npos);
+  CHECK(log.find("connection lost") == std::string::npos);
+  check_each_step_ran_once(trace, "slow", 2);
+}
