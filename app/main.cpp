@@ -90,6 +90,8 @@ int main(int argc, char** argv) {
       ->add_option("--checkpoint-every", wcfg.checkpoint_every,
                    "write a shard's checkpoint after this many records")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  worker->add_option("--retention-ms", wcfg.retention_ms,
+                     "forget finished runs this long after they ended (0: never)");
 
   fusee::app::client_command ccfg;
   auto client_options = [&](CLI::App* c) {

@@ -336,6 +336,15 @@ void shard_runner::on_durable(uint64_t lsn) {
 
 uint64_t shard_runner::checkpoint() {
   if (last_lsn() == 0 || last_lsn() == checkpoint_lsn_) return 0;
+  // Runs finished longer ago than the retention period are left out of the checkpoint, and so
+  // out of every recovery after it.
+  if (settings_.retention_ms) {
+    uint64_t now = env_.now_ms();
+    std::erase_if(runs_, [&](auto& r) {
+      return r.second->status != run_status::running &&
+             r.second->finished_ms + settings_.retention_ms <= now;
+    });
+  }
   auto data = encode_checkpoint(snapshot());
   checkpoint_lsn_ = last_lsn();
   uint64_t id = env_.next_request_id();

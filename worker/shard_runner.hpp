@@ -49,6 +49,9 @@ struct runner_settings {
   uint64_t resend_after_ms = 1000;
   /// How often a holder sends an unacknowledged message again.
   uint64_t resend_every_ms = 30000;
+  /// Finished runs are forgotten by the first checkpoint this long after they ended (their ids
+  /// can then start new runs); 0 keeps them forever.
+  uint64_t retention_ms = 7ull * 24 * 3600 * 1000;
 };
 
 class shard_runner {

@@ -109,9 +109,9 @@ struct rig {
     runner->start(0);
   }
   void fresh(uint32_t shard_count = 4) {
-    runner =
-        std::make_unique<shard_runner>(proto::shard_id{0}, proto::epoch_t{1}, types, env,
-                                       runner_settings{shard_count, 1000, 600000, 1000, 30000});
+    runner = std::make_unique<shard_runner>(
+        proto::shard_id{0}, proto::epoch_t{1}, types, env,
+        runner_settings{shard_count, 1000, 600000, 1000, 30000, 3600000});
   }
   /// Takes what was appended into the journal.
   void append() {
@@ -565,4 +565,27 @@ TEST_CASE("an invocation POST is verified before it runs: 401 for the signature 
   REQUIRE(ok.request);
   CHECK(ok.request->shards == std::vector<proto::shard_id>{proto::shard_id{3}});
   CHECK(ok.request->budget_ms == 1000);
+}
+
+TEST_CASE("finished runs are forgotten by the first checkpoint after their retention period") {
+  rig t;  // retention: one hour
+  t.call(1, "start", {{"id", "old"}, {"type", "pair"}, {"input", {{"x", 1}}}});
+  t.env.now += 3600000;
+  t.call(2, "start", {{"id", "recent"}, {"type", "pair"}, {"input", {{"x", 1}}}});
+  t.call(3, "start", {{"id", "open"}, {"type", "waiter"}, {"input", json::object()}});
+  t.durable();
+  t.runner->checkpoint();
+  auto cp = t.frames<proto::checkpoint>().at(0);
+  t.fresh();
+  REQUIRE(t.runner->restore(cp.lsn.value(), cp.data));
+  t.runner->start(cp.lsn.value());
+  t.call(4, "result", {{"id", "old"}});
+  CHECK(t.answer(4)["code"] == "not_found");
+  t.call(5, "result", {{"id", "recent"}});
+  CHECK(t.answer(5)["status"] == "completed");
+  t.call(6, "result", {{"id", "open"}});
+  CHECK(t.answer(6)["status"] == "running");
+  // The id is free again.
+  t.call(7, "start", {{"id", "old"}, {"type", "pair"}, {"input", {{"x", 5}}}});
+  CHECK(t.answer(7)["existing"] == false);
 }
