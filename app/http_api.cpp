@@ -242,7 +242,7 @@ struct http_api::impl final : server::call_results {
     }
     // The worker may take park_ms to appear, then wait_ms for the result; 10 s on top for it to
     // answer.
-    uint64_t deadline = uint64_t{park_ms} + req.wait_ms + 10000;
+    uint64_t deadline = std::min<uint64_t>(uint64_t{park_ms} + req.wait_ms + 10000, 0xFFFFFFFFu);
     caf::anon_send(gateway, server::gateway_call{
                                 ticket, proto::shard_for(req.workflow, shards).value(), req.method,
                                 req.type, proto::bytes(req.args.begin(), req.args.end()), 0,

@@ -84,6 +84,10 @@ bool describe(F& f, seen& x) {
   return f("from", x.from) && f("outbox", x.outbox);
 }
 template <class F>
+bool describe(F& f, forgotten& x) {
+  return f("workflow", x.workflow);
+}
+template <class F>
 bool describe(F& f, retry& x) {
   return f("workflow", x.workflow) && f("seq", x.seq) && f("name", x.name) &&
          f("attempt", x.attempt) && f("due_ms", x.due_ms) && f("error", x.error);
@@ -91,7 +95,8 @@ bool describe(F& f, retry& x) {
 
 /// Record kinds on disk: the variant's index + 1. Never reorder the variant.
 constexpr std::array<const char*, std::variant_size_v<record>> kind_names{
-    "started", "op_done", "timer_set", "signal", "sent", "acked", "finished", "seen", "retry"};
+    "started", "op_done",  "timer_set", "signal", "sent",
+    "acked",   "finished", "seen",      "retry",  "forgotten"};
 
 struct encoder {
   proto::writer w;

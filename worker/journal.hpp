@@ -116,10 +116,15 @@ struct retry {
   std::string error;
 };
 
+/// A finished run past its retention period is forgotten: its id may start a new run.
+struct forgotten {
+  std::string workflow;
+};
+
 }  // namespace rec
 
 using record = std::variant<rec::started, rec::op_done, rec::timer_set, rec::signal, rec::sent,
-                            rec::acked, rec::finished, rec::seen, rec::retry>;
+                            rec::acked, rec::finished, rec::seen, rec::retry, rec::forgotten>;
 
 proto::bytes encode(const record& r);
 /// Decodes one record; an error names the kind and field that did not decode.

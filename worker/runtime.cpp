@@ -22,11 +22,13 @@ using namespace std::chrono_literals;
 using clock = std::chrono::steady_clock;
 constexpr uint64_t never = std::numeric_limits<uint64_t>::max();
 
-/// Request ids of frames about one shard carry the shard, so an ERR refusing an APPEND, a reply
-/// or a relay (which get no other answer) names the lease it concerns.
+/// Request ids of frames about one shard carry the shard and the low 30 bits of the lease's
+/// epoch, so an ERR refusing an APPEND, a reply or a relay (which get no other answer) names the
+/// lease it concerns, and a late one for an earlier lease of the shard is told apart.
 constexpr uint64_t shard_tag = 1ull << 62;
-uint64_t tagged(proto::shard_id s) {
-  return shard_tag | s.value();
+constexpr uint64_t epoch_bits = 0x3FFFFFFFull;
+uint64_t tagged(proto::shard_id s, proto::epoch_t e) {
+  return shard_tag | ((e.value() & epoch_bits) << 32) | s.value();
 }
 
 /// One connection and the shards it holds.
@@ -34,14 +36,7 @@ class session final : public runner_env {
 public:
   session(const registry& types, const worker_options& options, const std::atomic<bool>& stop)
       : types_(types), options_(options), stop_(stop), rng_(std::random_device{}()) {}
-  ~session() {
-    {
-      std::lock_guard lock(ka_mu_);
-      ka_stop_ = true;
-    }
-    ka_cv_.notify_all();
-    if (keepalive_.joinable()) keepalive_.join();
-  }
+  ~session() { stop_keep_alive(); }
 
   // -- runner_env ---------------------------------------------------------------------------
   uint64_t now_ms() override {
@@ -50,18 +45,7 @@ public:
                                      .count());
   }
   uint64_t random() override { return rng_(); }
-  void before_step() override {
-    flush();
-    {
-      std::lock_guard lock(ka_mu_);
-      in_body_ = true;
-    }
-    ka_cv_.notify_all();
-  }
-  void after_step() override {
-    std::lock_guard lock(ka_mu_);
-    in_body_ = false;
-  }
+  void before_step() override { flush(); }
   uint64_t next_request_id() override { return next_id_++; }
   void log(const std::string& line) override {
     if (options_.log)
@@ -114,15 +98,11 @@ public:
     for (auto& [s, runner] : shards_)
       runner->tick();
     checkpoint_if(options_.runner.checkpoint_every);
-    flush();
-    if (since_sent() >= ping_interval_) {
-      send(proto::ping{proto::request_head{next_id_++, proto::no_shard, proto::epoch_t{0}}});
-      flush();
-    }
+    flush();  // (PINGs are the keep-alive thread's)
     return true;
   }
 
-  /// How long the next turn may wait: until the next timer, a ping, or `cap`.
+  /// How long the next turn may wait: until the next timer or `cap`.
   std::chrono::milliseconds next_wait(std::chrono::milliseconds cap) {
     uint64_t wake = never;
     for (auto& [s, runner] : shards_)
@@ -132,9 +112,7 @@ public:
       uint64_t now = now_ms();
       wait = std::min(wait, std::chrono::milliseconds(wake > now ? wake - now : 0));
     }
-    auto ping_in =
-        std::chrono::duration_cast<std::chrono::milliseconds>(ping_interval_ - since_sent());
-    return std::max(0ms, std::min(wait, ping_in));
+    return std::max(0ms, wait);
   }
 
   /// Sends DRAIN for every held shard and serves until its OK: calls routed before it are
@@ -248,7 +226,10 @@ public:
   uint32_t remaining_ms() const { return remaining_ms_; }
   clock::time_point last_received() const { return last_received_; }
   const std::string& lost() const { return lost_; }
-  void close() { conn_.close(); }
+  void close() {
+    stop_keep_alive();
+    conn_.close();
+  }
   uint64_t calls() const { return calls_; }
 
 private:
@@ -393,6 +374,10 @@ private:
     }
     if ((e.id & shard_tag) && e.id != 0) {
       uint32_t s = static_cast<uint32_t>(e.id & 0xFFFFFFFFu);
+      auto it = shards_.find(s);
+      if (it == shards_.end() ||
+          ((it->second->epoch().value() & epoch_bits) != ((e.id >> 32) & epoch_bits)))
+        return;  // about a lease this worker no longer has
       return drop(s, "the server refused a request: " + e.message, true);
     }
     log("the server answered request " + std::to_string(e.id) + " with an error: " + e.message);
@@ -425,11 +410,13 @@ private:
         auto a = runner->take_append();
         uint64_t lsn = a.first_lsn.value();
         for (size_t i = 0; i < a.records.size();) {
-          proto::append part{proto::request_head{tagged(a.head.shard), a.head.shard, a.head.epoch},
-                             proto::lsn_t{lsn},
-                             {}};
+          proto::append part{
+              proto::request_head{tagged(a.head.shard, a.head.epoch), a.head.shard, a.head.epoch},
+              proto::lsn_t{lsn},
+              {}};
           size_t bytes = 0;
-          while (i < a.records.size() && (part.records.empty() || bytes < (8u << 20))) {
+          while (i < a.records.size() &&
+                 (part.records.empty() || bytes + a.records[i].size() <= (8u << 20))) {
             bytes += a.records[i].size();
             part.records.push_back(std::move(a.records[i++]));
           }
@@ -445,7 +432,7 @@ private:
               if constexpr (std::is_same_v<T, proto::call_reply> ||
                             std::is_same_v<T, proto::relay> ||
                             std::is_same_v<T, proto::message_ack>)
-                x.head.id = tagged(x.head.shard);
+                x.head.id = tagged(x.head.shard, x.head.epoch);
             },
             f);
         send(f);
@@ -463,13 +450,14 @@ private:
     return clock::now() - clock::time_point(clock::duration(last_sent_));
   }
 
-  /// While a step body runs on the loop's thread, this thread sends the PINGs the loop cannot,
-  /// so a long step does not cost the worker its leases.
+  /// Pings whenever the connection has been quiet for half the ping interval, whatever the loop
+  /// is doing (a long step body, a large recovery or snapshot), so the leases outlive them.
   void keep_alive() {
+    auto interval = std::max<std::chrono::milliseconds>(ping_interval_, 4ms);
     std::unique_lock lock(ka_mu_);
     while (!ka_stop_) {
-      ka_cv_.wait_for(lock, ping_interval_ / 4);
-      if (ka_stop_ || !in_body_ || since_sent() < ping_interval_ / 2) continue;
+      ka_cv_.wait_for(lock, interval / 4);
+      if (ka_stop_ || since_sent() < interval / 2) continue;
       proto::bytes ping;
       proto::append_frame(
           ping, proto::ping{proto::request_head{next_id_++, proto::no_shard, proto::epoch_t{0}}});
@@ -477,6 +465,15 @@ private:
       conn_.send_raw(ping);
       last_sent_ = clock::now().time_since_epoch().count();
     }
+  }
+
+  void stop_keep_alive() {
+    {
+      std::lock_guard lock(ka_mu_);
+      ka_stop_ = true;
+    }
+    ka_cv_.notify_all();
+    if (keepalive_.joinable()) keepalive_.join();
   }
 
   struct recovery {
@@ -507,7 +504,7 @@ private:
   std::mutex write_mu_;  // the socket's writes: the loop and the keep-alive thread
   std::mutex ka_mu_;
   std::condition_variable ka_cv_;
-  bool in_body_ = false, ka_stop_ = false;
+  bool ka_stop_ = false;
   std::thread keepalive_;
   std::string lost_;
   uint64_t calls_ = 0;
@@ -571,7 +568,7 @@ int runtime::run() {
       backoff = std::min<std::chrono::milliseconds>(backoff * 2, 5s);
       continue;
     }
-    backoff = 100ms;
+    auto connected = clock::now();
     s.log("connected to " + options_.server + ", holding " + std::to_string(s.held()) +
           " shard(s)");
     bool alive = true;
@@ -579,6 +576,15 @@ int runtime::run() {
       alive = s.turn(s.next_wait(200ms));
     if (!alive) {
       s.log("connection lost (" + s.lost() + "); reconnecting");
+      // A connection the server keeps closing (a frame it refuses) must not become a tight loop.
+      auto served = clock::now() - connected;
+      if (served < 1s) {
+        for (auto until = clock::now() + backoff; clock::now() < until && !stop_;)
+          std::this_thread::sleep_for(20ms);
+        backoff = std::min<std::chrono::milliseconds>(backoff * 2, 5s);
+      } else {
+        backoff = 100ms;
+      }
       continue;
     }
     // Stopping: no new calls, answer the routed ones, let the disk catch up, checkpoint.
@@ -614,6 +620,7 @@ invocation_outcome runtime::invoke(const proto::invocation_request& request) {
       expired = true;
       break;
     }
+    if (stop_) break;  // the program is stopping: leave as if idle
     if (s.all_started() && s.all_quiet() &&
         now - s.last_received() >= std::chrono::milliseconds(opts.quiet_ms)) {
       uint64_t wake = s.next_wake();
@@ -625,11 +632,17 @@ invocation_outcome runtime::invoke(const proto::invocation_request& request) {
       return {503, proto::json_error("connection to the server lost: " + s.lost())};
     }
   }
-  s.drain(3s);
+  // Leaving: DRAIN, a checkpoint if enough is new, the disk caught up, IDLE. A connection lost
+  // on the way is the same failure as one lost before.
+  bool drained = s.drain(3s);
   s.checkpoint_if(opts.checkpoint_at_leave);
-  s.settle(3s);
-  bool reported = s.report_idle(expired, 3s);
+  bool settled = drained && s.settle(3s);
+  bool reported = settled && s.report_idle(expired, 3s);
   s.close();
+  if (!s.lost().empty()) {
+    s.log("invocation " + id + ": connection lost while leaving (" + s.lost() + ")");
+    return {503, proto::json_error("connection to the server lost: " + s.lost())};
+  }
   auto took = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start);
   std::string body = "{\"invocation\":\"" + id + "\",\"shards\":" + std::to_string(s.held()) +
                      ",\"calls\":" + std::to_string(s.calls()) +

@@ -19,6 +19,9 @@ proto::bytes to_bytes(const std::string& s) {
 std::string dump(const json& v) {
   return v.dump(-1, ' ', false, json::error_handler_t::replace);
 }
+/// The largest JSON value a record may carry: a record is at most proto::max_record_size bytes,
+/// and ids, names and numbers around the value need far less than 64 KiB.
+constexpr size_t max_value_size = proto::max_record_size - (64u << 10);
 /// {"error": message, "code": code}: the body of a refused call (CALL_REPLY ok = 0).
 json call_error(const std::string& code, const std::string& message) {
   return json{{"error", message}, {"code", code}};
@@ -289,6 +292,9 @@ void shard_runner::apply(const record& r) {
           run->retries.clear();
         } else if constexpr (std::is_same_v<T, rec::seen>) {
           seen_.insert({x.from, x.outbox});
+        } else if constexpr (std::is_same_v<T, rec::forgotten>) {
+          auto it = runs_.find(x.workflow);
+          if (it != runs_.end() && it->second->status != run_status::running) runs_.erase(it);
         } else if constexpr (std::is_same_v<T, rec::retry>) {
           auto* run = find(x.workflow);
           if (!run || run->status != run_status::running) return;
@@ -336,16 +342,27 @@ void shard_runner::on_durable(uint64_t lsn) {
 
 uint64_t shard_runner::checkpoint() {
   if (last_lsn() == 0 || last_lsn() == checkpoint_lsn_) return 0;
-  // Runs finished longer ago than the retention period are left out of the checkpoint, and so
-  // out of every recovery after it.
+  if (last_lsn() < checkpoint_retry_lsn_) return 0;  // the last one was too large: later
+  // Runs finished longer ago than the retention period are forgotten, by a record like every
+  // other change, so a recovery that misses this checkpoint forgets them too.
   if (settings_.retention_ms) {
     uint64_t now = env_.now_ms();
-    std::erase_if(runs_, [&](auto& r) {
-      return r.second->status != run_status::running &&
-             r.second->finished_ms + settings_.retention_ms <= now;
-    });
+    std::vector<std::string> expired;
+    for (auto& [id, run] : runs_)
+      if (run->status != run_status::running && run->finished_ms + settings_.retention_ms <= now)
+        expired.push_back(id);
+    for (auto& id : expired)
+      commit(rec::forgotten{id});
   }
   auto data = encode_checkpoint(snapshot());
+  if (data.size() > proto::max_record_size) {
+    env_.log("shard " + std::to_string(shard_.value()) + ": a checkpoint of " +
+             std::to_string(data.size()) +
+             " bytes is over the record limit; recovery replays the "
+             "log instead (shorten the retention or keep results smaller)");
+    checkpoint_retry_lsn_ = last_lsn() + settings_.checkpoint_every;
+    return 0;
+  }
   checkpoint_lsn_ = last_lsn();
   uint64_t id = env_.next_request_id();
   gate(proto::checkpoint{proto::request_head{id, shard_, epoch_}, proto::lsn_t{checkpoint_lsn_},
@@ -507,6 +524,7 @@ void shard_runner::leave() {
 
 uint64_t shard_runner::next_wake_ms() const {
   uint64_t at = never;
+  if (!started_) return at;
   for (auto& [id, run] : runs_)
     if (run->live && run->wait != run_state::wait_kind::none) at = std::min(at, run->wait_due);
   for (auto& w : result_waits_)
@@ -667,8 +685,12 @@ void shard_runner::handle_call(uint64_t relay, const std::string& method, proto:
       return reply(relay, false,
                    call_error("unknown_type", "unknown workflow type '" + type +
                                                   "'; this worker has: " + types_.list()));
-    auto input = args.contains("input") ? args["input"] : json(nullptr);
-    commit(rec::started{id, type, dump(input), "", from_call, 0, env_.now_ms()});
+    auto input = dump(args.contains("input") ? args["input"] : json(nullptr));
+    if (input.size() > max_value_size)
+      return reply(relay, false,
+                   call_error("bad_request",
+                              "the input is over " + std::to_string(max_value_size) + " bytes"));
+    commit(rec::started{id, type, std::move(input), "", from_call, 0, env_.now_ms()});
     auto& r = *runs_[id];
     run_start(r);
     json out = status_of(r);
@@ -684,8 +706,12 @@ void shard_runner::handle_call(uint64_t relay, const std::string& method, proto:
       return reply(relay, false,
                    call_error("finished", "workflow '" + id + "' is " + status_name(run->status) +
                                               "; signal not delivered"));
-    auto payload = args.contains("payload") ? args["payload"] : json(nullptr);
-    commit(rec::signal{id, name, dump(payload), from_call, 0});
+    auto payload = dump(args.contains("payload") ? args["payload"] : json(nullptr));
+    if (payload.size() > max_value_size)
+      return reply(relay, false,
+                   call_error("bad_request",
+                              "the payload is over " + std::to_string(max_value_size) + " bytes"));
+    commit(rec::signal{id, name, std::move(payload), from_call, 0});
     deliver_signals(*run);
     return reply(relay, true, json{{"id", id}, {"signal", name}, {"delivered", true}});
   }
@@ -793,18 +819,16 @@ uint64_t ms_after(runner_env& env, std::chrono::milliseconds d) {
 bool shard_runner::attempt_step(run_state& run) {
   auto& owner = *this;
   owner.env_.before_step();
-  struct body_done {  // after_step() however the body ends
-    runner_env& env;
-    ~body_done() { env.after_step(); }
-  };
   std::string message;
   bool retry = false;
   try {
-    json v = [&] {
-      body_done done{env_};
-      return run.body();
-    }();
-    commit(rec::op_done{run.id, run.wait_seq, op_kind::step, run.step_name, 1, dump(v)});
+    json v = run.body();
+    std::string text = dump(v);
+    if (text.size() > max_value_size)
+      throw permanent_error("its result of " + std::to_string(text.size()) +
+                            " bytes is over the journal's limit of " +
+                            std::to_string(max_value_size));
+    commit(rec::op_done{run.id, run.wait_seq, op_kind::step, run.step_name, 1, std::move(text)});
     run.set_result(true, std::move(v));
     run.body = nullptr;
     return true;

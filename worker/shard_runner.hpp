@@ -32,8 +32,6 @@ struct runner_env {
   /// Called before a step body runs: send the records and frames that are ready, so the disk
   /// works while the body does.
   virtual void before_step() = 0;
-  /// Called when a step body returned or threw.
-  virtual void after_step() {}
   virtual uint64_t next_request_id() = 0;
   /// A line for the operator (stderr in the programs).
   virtual void log(const std::string& line) = 0;
@@ -148,6 +146,7 @@ private:
   uint64_t next_lsn_ = 1;
   uint64_t durable_ = 0;
   uint64_t checkpoint_lsn_ = 0;
+  uint64_t checkpoint_retry_lsn_ = 0;  // after a checkpoint too large to send, not before this
   uint64_t steps_ = 0;
   std::vector<proto::bytes> records_;  // committed, not yet taken for APPEND
   uint64_t records_first_ = 1;
