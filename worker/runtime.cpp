@@ -63,7 +63,6 @@ public:
     auto c = client::connection::open(at->host, at->port);
     if (!c) return c.err();
     conn_ = std::move(*c);
-    invoked_ = (offers & proto::offer_invoked) != 0;
     auto lease = client::hello(conn_, offers, options_.max_shards, options_.name, 10s, invocation,
                                types_.names());
     if (!lease) return lease.err();
@@ -487,7 +486,6 @@ private:
   const std::atomic<bool>& stop_;
   std::mt19937_64 rng_;
   client::connection conn_;
-  bool invoked_ = false;
   uint32_t shard_count_ = 1;
   std::chrono::milliseconds ping_interval_{1000};
   uint32_t remaining_ms_ = 0;

@@ -76,7 +76,6 @@ struct shard_runner::run_state {
   step_options options;
   std::string step_name;
   uint32_t attempt = 0;
-  std::string last_error;
   // The finished operation the awaiter takes.
   bool op_ok = true;
   json op_value;
@@ -844,7 +843,6 @@ bool shard_runner::attempt_step(run_state& run) {
   } catch (...) {
     message = "the step threw something that is not a std::exception";
   }
-  run.last_error = message;
   if (retry && run.attempt < run.options.attempts) {
     double base = double(run.options.backoff.count()) *
                   std::pow(run.options.multiplier, double(run.attempt - 1));
@@ -889,7 +887,6 @@ op_awaitable<json> context::step_impl(std::string name, std::function<json()> bo
   if (auto r = run.retries.find(seq); r != run.retries.end()) {
     // An earlier holder's attempts failed: go on with the next one, at its time.
     run.attempt = r->second.attempt + 1;
-    run.last_error = r->second.error;
     if (r->second.due_ms > run.owner->env_.now_ms()) {
       run.attempt = r->second.attempt;  // tick() counts the next attempt when it is due
       run.wait = run_state::wait_kind::retry;
