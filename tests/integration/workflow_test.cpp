@@ -107,6 +107,22 @@ worker::workflow_client connect_client(uint16_t port) {
   return std::move(*c);
 }
 
+/// A started server (`shards` shards, more TOML in `extra_toml`) with one long-lived worker that
+/// holds every shard, and a client.
+struct served {
+  server_process server;
+  std::unique_ptr<worker_process> worker;
+  served(const std::filesystem::path& dir, int shards, const std::string& extra_toml = "")
+      : server(dir / "data", "[server]\nshards = " + std::to_string(shards) + "\n" + extra_toml) {
+    REQUIRE(server.start() == "");
+    worker = std::make_unique<worker_process>(server.port(), "worker");
+    REQUIRE(worker->logged("holding " + std::to_string(shards) + " shard(s)"));
+  }
+  worker::workflow_client client() { return connect_client(server.port()); }
+};
+
+constexpr const char* fast_liveness = "[liveness]\nping_interval_ms = 100\ntimeout_ms = 400\n";
+
 worker::call_answer must(proto::result<worker::call_answer> r) {
   REQUIRE_MESSAGE(r, (r ? "" : r.err().message));
   return std::move(*r);
@@ -259,11 +275,8 @@ TEST_CASE("kill -9 of the server mid-workflow 10 times keeps every result seen b
 TEST_CASE("signals before and after the wait and a time-out and a child and a message on other "
           "shards are each delivered once") {
   temp_dir dir;
-  server_process server(dir.path() / "data", "[server]\nshards = 4\n");
-  REQUIRE(server.start() == "");
-  worker_process w(server.port(), "worker");
-  REQUIRE(w.logged("holding 4 shard(s)"));
-  auto c = connect_client(server.port());
+  served node(dir.path(), 4);
+  auto c = node.client();
 
   SUBCASE("a signal sent while the run still sleeps waits in its inbox") {
     CHECK(must(c.start("steps", "early", json{{"steps", 2}, {"sleep_ms", 500}, {"wait", "go"}}))
@@ -318,17 +331,14 @@ TEST_CASE("signals before and after the wait and a time-out and a child and a me
 TEST_CASE("an unknown workflow type is refused naming the registered types and other refusals get "
           "fitting HTTP statuses") {
   temp_dir dir;
-  server_process server(dir.path() / "data", "[server]\nshards = 4\n");
-  REQUIRE(server.start() == "");
-  worker_process w(server.port(), "worker");
-  REQUIRE(w.logged("holding 4 shard(s)"));
-  auto c = connect_client(server.port());
+  served node(dir.path(), 4);
+  auto c = node.client();
   auto r = must(c.start("no-such-type", "x", nullptr));
   CHECK(r.status == proto::call_status::failed);
   CHECK(r.error() ==
         "unknown workflow type 'no-such-type'; this worker has: checkout, reminder, steps");
 
-  auto h = server.http_port();
+  auto h = node.server.http_port();
   CHECK(http_request("POST", h, "/v1/workflows/no-such-type/x").first == 400);
   CHECK(http_request("GET", h, "/v1/workflows/missing").first == 404);
   CHECK(http_request("POST", h, "/v1/workflows/steps/s1", "{\"steps\":1}").first == 201);
@@ -401,18 +411,13 @@ TEST_CASE(
 
 TEST_CASE("an idle long-lived worker keeps its leases by pinging") {
   temp_dir dir;
-  server_process server(
-      dir.path() / "data",
-      "[server]\nshards = 2\n[liveness]\nping_interval_ms = 100\ntimeout_ms = 400\n");
-  REQUIRE(server.start() == "");
-  worker_process w(server.port(), "worker");
-  REQUIRE(w.logged("holding 2 shard(s)"));
-  auto c = connect_client(server.port());
+  served node(dir.path(), 2, fast_liveness);
+  auto c = node.client();
   CHECK(must(c.start("steps", "before", json{{"steps", 1}})).ok());
   // Five liveness time-outs without a call: the worker's pings keep its leases.
   std::this_thread::sleep_for(2000ms);
   CHECK(must(c.start("steps", "after", json{{"steps", 1}})).ok());
-  auto log = w.log();
+  auto log = node.worker->log();
   CHECK(log.find("revoked") == std::string::npos);
   CHECK(log.find("connection lost") == std::string::npos);
   CHECK(count(log, "connected to") == 1);
@@ -450,17 +455,12 @@ TEST_CASE("a step body that works longer than the liveness time-out does not cos
           "leases") {
   traced_dir dir;
   auto& trace = dir.trace;
-  server_process server(
-      dir.path() / "data",
-      "[server]\nshards = 2\n[liveness]\nping_interval_ms = 100\ntimeout_ms = 400\n");
-  REQUIRE(server.start() == "");
-  worker_process w(server.port(), "worker");
-  REQUIRE(w.logged("holding 2 shard(s)"));
-  auto c = connect_client(server.port());
+  served node(dir.path(), 2, fast_liveness);
+  auto c = node.client();
   // Two steps of 1 s each: 2.5 liveness time-outs apiece while the loop's thread is busy.
   auto r = must(c.start("steps", "slow", json{{"steps", 2}, {"step_ms", 1000}}));
   REQUIRE_MESSAGE(r.body["status"] == "completed", r.body.dump());
-  auto log = w.log();
+  auto log = node.worker->log();
   CHECK(log.find("revoked") == std::string::npos);
   CHECK(log.find("connection lost") == std::string::npos);
   check_each_step_ran_once(trace, "slow", 2);
