@@ -35,36 +35,6 @@ std::string fusee_binary() {
   return FUSEE_BINARY;
 }
 
-std::pair<long, std::string> http_request(const std::string& method, uint16_t port,
-                                          const std::string& path, const std::string& body,
-                                          long timeout_ms) {
-  CURL* c = curl_easy_init();
-  std::string answer;
-  auto url = "http://127.0.0.1:" + std::to_string(port) + path;
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
-  if (method == "POST") {
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-  }
-  curl_easy_setopt(
-      c, CURLOPT_WRITEFUNCTION, +[](char* d, size_t s, size_t n, void* u) {
-        static_cast<std::string*>(u)->append(d, s * n);
-        return s * n;
-      });
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &answer);
-  long status = 0;
-  if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  curl_easy_cleanup(c);
-  return {status, answer};
-}
-
-std::pair<long, std::string> http_get(uint16_t port, const std::string& path) {
-  return http_request("GET", port, path, "", 5000);
-}
-
 int spawn_process(std::vector<std::string> args, const fs::path& log_path) {
   int pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");

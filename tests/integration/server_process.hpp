@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "client/connection.hpp"
+#include "curl_request.hpp"
 
 namespace fusee::test {
 
@@ -66,13 +67,6 @@ private:
 /// Starts `args` (args[0] is the binary) as a child process with stdout and stderr appended to
 /// `log_path`; returns its pid.
 int spawn_process(std::vector<std::string> args, const std::filesystem::path& log_path);
-
-/// GET http://127.0.0.1:port/path; returns {status, body} (status 0 if the request failed).
-std::pair<long, std::string> http_get(uint16_t port, const std::string& path);
-/// Any method, with a body for POST.
-std::pair<long, std::string> http_request(const std::string& method, uint16_t port,
-                                          const std::string& path, const std::string& body = "",
-                                          long timeout_ms = 30000);
 
 /// Appends `options` to a colon-separated environment variable (ASAN_OPTIONS, UBSAN_OPTIONS)
 /// for the processes started while it lives; restores the old value after.

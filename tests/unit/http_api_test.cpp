@@ -11,6 +11,7 @@
 
 #include "app/http_api.hpp"
 #include "app/http_server.hpp"
+#include "curl_request.hpp"
 
 using namespace fusee;
 using namespace fusee::app;
@@ -25,28 +26,6 @@ http_exchange ex(std::string method, std::string path, std::string body = "",
   e.body = std::move(body);
   e.query = std::move(query);
   return e;
-}
-
-/// {status, body} of one request with libcurl.
-std::pair<long, std::string> request(const std::string& method, uint16_t port,
-                                     const std::string& path) {
-  CURL* c = curl_easy_init();
-  std::string out;
-  auto url = "http://127.0.0.1:" + std::to_string(port) + path;
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(
-      c, CURLOPT_WRITEFUNCTION, +[](char* d, size_t s, size_t n, void* u) {
-        static_cast<std::string*>(u)->append(d, s * n);
-        return s * n;
-      });
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
-  long status = 0;
-  if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  curl_easy_cleanup(c);
-  return {status, out};
 }
 
 }  // namespace
@@ -141,8 +120,8 @@ struct holding_server {
   }
   /// Sends a GET and waits until the handler holds it; the future is its {status, body}.
   std::future<std::pair<long, std::string>> request_held() {
-    auto answer =
-        std::async(std::launch::async, [port = srv->port()] { return request("GET", port, "/x"); });
+    auto answer = std::async(
+        std::launch::async, [port = srv->port()] { return test::http_request("GET", port, "/x"); });
     std::unique_lock lock(mu);
     REQUIRE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return waiting.has_value(); }));
     return answer;
