@@ -157,7 +157,10 @@ task<json> steps(context& ctx, json input) {
       }
     }
     if (sleep_each_ms > 0) co_await ctx.sleep(std::chrono::milliseconds(sleep_each_ms));
-    auto name = "step-" + std::to_string(i);
+    // FUSEE_DEMO_STEP_PREFIX renames the steps, as a deploy of changed code would (the tests
+    // use it to show a replay that diverges from the journal).
+    static const char* prefix = std::getenv("FUSEE_DEMO_STEP_PREFIX");
+    auto name = std::string(prefix ? prefix : "") + "step-" + std::to_string(i);
     json v = co_await ctx.step(name, [&] {
       if (i == fail_step) throw worker::permanent_error("step " + std::to_string(i) + " fails");
       if (step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));

@@ -465,3 +465,37 @@ TEST_CASE("a step body that works longer than the liveness time-out does not cos
   CHECK(log.find("connection lost") == std::string::npos);
   check_each_step_ran_once(trace, "slow", 2);
 }
+
+TEST_CASE("a worker whose code diverges from a run's journal stops only that run and names both "
+          "operations") {
+  // Both runs live on the same shard: the divergence stops one run, not the shard.
+  REQUIRE(proto::shard_for("renamed", 2) == proto::shard_for("order", 2));
+  temp_dir dir;
+  server_process server(dir.path() / "data", "[server]\nshards = 2\n");
+  REQUIRE(server.start() == "");
+  auto c = connect_client(server.port());
+  {
+    worker_process old_code(server.port(), "old-code");
+    REQUIRE(old_code.logged("holding 2 shard(s)"));
+    CHECK(must(c.start("steps", "renamed", json{{"steps", 4}, {"wait", "go"}})).ok());
+    CHECK(must(c.start("checkout", "order", json{{"amount", 5}})).ok());
+    REQUIRE(await([&] {
+      return must(c.describe("order")).body.value("current", "") == "waiting for signal 'review'";
+    }));
+  }  // killed
+  // The next worker's `steps` names its steps differently, as a deploy of changed code would.
+  ::setenv("FUSEE_DEMO_STEP_PREFIX", "v2-", 1);
+  worker_process new_code(server.port(), "new-code");
+  ::unsetenv("FUSEE_DEMO_STEP_PREFIX");
+  REQUIRE(new_code.logged("holding 2 shard(s)"));
+  auto d = must(c.describe("renamed"));
+  CHECK(d.body["status"] == "stopped");
+  CHECK(d.body["error"] ==
+        "replay diverged at operation 0 of workflow 'renamed': the journal has step 'step-1', "
+        "the code asked for step 'v2-step-1'");
+  CHECK(new_code.log().find("replay diverged") != std::string::npos);
+  // The other run on the same worker goes on.
+  CHECK(must(c.signal("order", "review", json{{"approved", true}})).ok());
+  auto r = must(c.result("order", 10000));
+  CHECK(r.body["result"]["status"] == "shipped");
+}
