@@ -63,7 +63,7 @@ bool describe(F& f, timer_set& x) {
 template <class F>
 bool describe(F& f, signal& x) {
   return f("workflow", x.workflow) && f("name", x.name) && f("payload", x.payload) &&
-         f("from", x.from) && f("outbox", x.outbox);
+         f("from", x.from) && f("outbox", x.outbox) && f("at_ms", x.at_ms);
 }
 template <class F>
 bool describe(F& f, sent& x) {
@@ -81,7 +81,7 @@ bool describe(F& f, finished& x) {
 }
 template <class F>
 bool describe(F& f, seen& x) {
-  return f("from", x.from) && f("outbox", x.outbox);
+  return f("from", x.from) && f("outbox", x.outbox) && f("at_ms", x.at_ms);
 }
 template <class F>
 bool describe(F& f, forgotten& x) {

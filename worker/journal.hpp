@@ -72,6 +72,7 @@ struct signal {
   std::string workflow, name, payload;
   uint32_t from = from_call;
   uint64_t outbox = 0;
+  uint64_t at_ms = 0;  ///< unix ms it arrived (how long a message's dedup entry is kept)
 };
 
 /// Operation `seq` (a send or a child start) put a message in the shard's outbox.
@@ -103,6 +104,7 @@ struct finished {
 struct seen {
   uint32_t from = 0;
   uint64_t outbox = 0;
+  uint64_t at_ms = 0;  ///< unix ms it arrived
 };
 
 /// Attempt `attempt` of step `seq` failed with `error`; the next one is due at `due_ms`. Kept

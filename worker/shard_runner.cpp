@@ -240,7 +240,7 @@ void shard_runner::apply(const record& r) {
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, rec::started>) {
-          if (x.from != from_call) seen_.insert({x.from, x.outbox});
+          if (x.from != from_call) saw(x.from, x.outbox, x.at_ms);
           if (find(x.workflow)) return;
           auto run = std::make_unique<run_state>(this);
           run->id = x.workflow;
@@ -266,7 +266,7 @@ void shard_runner::apply(const record& r) {
           if (!run || run->status != run_status::running) return;
           run->timers[x.seq] = run_state::timer{x.op, x.name, x.due_ms};
         } else if constexpr (std::is_same_v<T, rec::signal>) {
-          if (x.from != from_call) seen_.insert({x.from, x.outbox});
+          if (x.from != from_call) saw(x.from, x.outbox, x.at_ms);
           auto* run = find(x.workflow);
           if (!run || run->status != run_status::running) return;
           run->inbox.emplace_back(x.name, x.payload);
@@ -290,7 +290,7 @@ void shard_runner::apply(const record& r) {
           run->inbox.clear();
           run->retries.clear();
         } else if constexpr (std::is_same_v<T, rec::seen>) {
-          seen_.insert({x.from, x.outbox});
+          saw(x.from, x.outbox, x.at_ms);
         } else if constexpr (std::is_same_v<T, rec::forgotten>) {
           auto it = runs_.find(x.workflow);
           if (it != runs_.end() && it->second->status != run_status::running) runs_.erase(it);
@@ -307,6 +307,11 @@ void shard_runner::resend(uint64_t id, outbox_entry& m) {
   m.sent_ms = env_.now_ms();
   gate(proto::relay{proto::request_head{0, shard_, epoch_}, proto::shard_id{m.target}, id,
                     to_bytes(m.payload)});
+}
+
+void shard_runner::saw(uint32_t from, uint64_t outbox, uint64_t at_ms) {
+  auto& at = seen_[{from, outbox}];
+  at = std::max(at, at_ms);
 }
 
 void shard_runner::gate(proto::any_message m) {
@@ -352,6 +357,9 @@ uint64_t shard_runner::checkpoint() {
         expired.push_back(id);
     for (auto& id : expired)
       commit(rec::forgotten{id});
+    // Marks of messages taken that long ago leave with the snapshot (no record needed: a
+    // recovery that still has them only recognises more resends).
+    std::erase_if(seen_, [&](auto& m) { return m.second + settings_.retention_ms <= now; });
   }
   auto data = encode_checkpoint(snapshot());
   if (data.size() > proto::max_record_size) {
@@ -383,7 +391,7 @@ std::vector<record> shard_runner::snapshot() const {
     for (auto& [seq, t] : run->timers)
       out.push_back(rec::timer_set{run->id, seq, t.op, t.name, t.due_ms});
     for (auto& [name, payload] : run->inbox)
-      out.push_back(rec::signal{run->id, name, payload, from_call, 0});
+      out.push_back(rec::signal{run->id, name, payload, from_call, 0, 0});
     for (auto& [seq, r] : run->retries)
       out.push_back(rec::retry{run->id, seq, r.name, r.attempt, r.due_ms, r.error});
   }
@@ -391,8 +399,8 @@ std::vector<record> shard_runner::snapshot() const {
   if (next_outbox_ > 1) out.push_back(rec::acked{next_outbox_ - 1});
   for (auto& [id, m] : outbox_)
     out.push_back(rec::sent{"", 0, op_kind::send, "", id, m.target, m.payload});
-  for (auto& [from, outbox] : seen_)
-    out.push_back(rec::seen{from, outbox});
+  for (auto& [key, at] : seen_)
+    out.push_back(rec::seen{key.first, key.second, at});
   return out;
 }
 
@@ -710,7 +718,7 @@ void shard_runner::handle_call(uint64_t relay, const std::string& method, proto:
       return reply(relay, false,
                    call_error("bad_request",
                               "the payload is over " + std::to_string(max_value_size) + " bytes"));
-    commit(rec::signal{id, name, std::move(payload), from_call, 0});
+    commit(rec::signal{id, name, std::move(payload), from_call, 0, env_.now_ms()});
     deliver_signals(*run);
     return reply(relay, true, json{{"id", id}, {"signal", name}, {"delivered", true}});
   }
@@ -771,7 +779,7 @@ void shard_runner::handle_message(uint32_t from, uint64_t from_epoch, uint64_t o
   auto drop = [&](const std::string& why) {
     env_.log("shard " + std::to_string(shard_.value()) + ": message " + std::to_string(outbox) +
              " from shard " + std::to_string(from) + " dropped: " + why);
-    commit(rec::seen{from, outbox});
+    commit(rec::seen{from, outbox, env_.now_ms()});
     ack();
   };
   if (id.empty()) return drop("it names no workflow");
@@ -783,8 +791,8 @@ void shard_runner::handle_message(uint32_t from, uint64_t from_epoch, uint64_t o
     if (!run) return drop("no workflow '" + id + "' here");
     if (run->status != run_status::running)
       return drop("workflow '" + id + "' is " + status_name(run->status));
-    commit(
-        rec::signal{id, name, m.contains("payload") ? dump(m["payload"]) : "null", from, outbox});
+    commit(rec::signal{id, name, m.contains("payload") ? dump(m["payload"]) : "null", from, outbox,
+                       env_.now_ms()});
     ack();
     deliver_signals(*run);
     return;
@@ -793,7 +801,7 @@ void shard_runner::handle_message(uint32_t from, uint64_t from_epoch, uint64_t o
     std::string type = field("type");
     if (type.empty()) return drop("a start without a type");
     if (run) {  // the id is the idempotency key: an existing run stays as it is
-      commit(rec::seen{from, outbox});
+      commit(rec::seen{from, outbox, env_.now_ms()});
       return ack();
     }
     commit(rec::started{id, type, m.contains("input") ? dump(m["input"]) : "null", field("parent"),

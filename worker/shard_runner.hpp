@@ -48,7 +48,8 @@ struct runner_settings {
   /// How often a holder sends an unacknowledged message again.
   uint64_t resend_every_ms = 30000;
   /// Finished runs are forgotten by the first checkpoint this long after they ended (their ids
-  /// can then start new runs); 0 keeps them forever.
+  /// can then start new runs), and so are the marks that recognise a resent message; 0 keeps
+  /// them forever.
   uint64_t retention_ms = 7ull * 24 * 3600 * 1000;
 };
 
@@ -162,7 +163,10 @@ private:
   void resend(uint64_t id, outbox_entry& m);
   std::map<uint64_t, outbox_entry> outbox_;
   uint64_t next_outbox_ = 1;
-  std::set<std::pair<uint32_t, uint64_t>> seen_;  // (from shard, outbox id) of messages taken
+  // (from shard, outbox id) of messages taken -> when: a resend is recognised for the retention
+  // period, then forgotten.
+  std::map<std::pair<uint32_t, uint64_t>, uint64_t> seen_;
+  void saw(uint32_t from, uint64_t outbox, uint64_t at_ms);
 
   struct result_wait {
     uint64_t relay = 0;

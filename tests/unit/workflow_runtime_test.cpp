@@ -603,3 +603,35 @@ TEST_CASE("finished runs are forgotten by the first checkpoint after their reten
   r.call(3, "result", {{"id", "old"}});
   CHECK(r.answer(3)["result"] == json({{"x", 8}, {"y", 80}}));
 }
+
+TEST_CASE("the mark that recognises a resent message is kept for the retention period and then "
+          "forgotten by a checkpoint") {
+  rig t;  // retention: one hour
+  json start{{"kind", "start"}, {"workflow", "kid"}, {"type", "pair"}, {"input", {{"x", 1}}}};
+  t.runner->on_message(3, 1, 40, text(start.dump()));
+  t.durable();
+  t.env.now += 3599999;
+  t.runner->checkpoint();
+  t.durable();
+  auto cp = t.frames<proto::checkpoint>().at(0);
+  t.fresh();
+  REQUIRE(t.runner->restore(cp.lsn.value(), cp.data));
+  t.runner->start(cp.lsn.value());
+  // Within the period, from the checkpoint: still recognised.
+  json signal{{"kind", "signal"}, {"workflow", "nobody"}, {"name", "x"}};
+  t.runner->on_message(3, 1, 40, text(signal.dump()));
+  t.durable();
+  CHECK(t.env.lines.empty());  // acknowledged as a resend, not handled (nothing dropped)
+  t.env.now += 1;
+  t.runner->on_message(9, 1, 1, text(signal.dump()));  // something new to checkpoint
+  t.durable();
+  t.runner->checkpoint();
+  t.durable();
+  auto cp2 = t.frames<proto::checkpoint>().back();
+  t.fresh();
+  REQUIRE(t.runner->restore(cp2.lsn.value(), cp2.data));
+  t.runner->start(cp2.lsn.value());
+  t.env.lines.clear();
+  t.runner->on_message(3, 1, 40, text(signal.dump()));  // now handled as new (and dropped)
+  CHECK(t.env.lines.size() == 1);
+}
