@@ -103,9 +103,7 @@ public:
 
   /// How long the next turn may wait: until the next timer or `cap`.
   std::chrono::milliseconds next_wait(std::chrono::milliseconds cap) {
-    uint64_t wake = never;
-    for (auto& [s, runner] : shards_)
-      wake = std::min(wake, runner->next_wake_ms());
+    uint64_t wake = next_wake();
     auto wait = cap;
     if (wake != never) {
       uint64_t now = now_ms();

@@ -406,6 +406,17 @@ std::vector<record> shard_runner::snapshot() const {
 
 // -- running workflows ----------------------------------------------------------------------
 
+/// Answers the `result` calls `which` selects with their run's state now, and drops them.
+template <class Which>
+void shard_runner::answer_waits(Which which) {
+  std::erase_if(result_waits_, [&](const result_wait& w) {
+    if (!which(w)) return false;
+    if (auto r = runs_.find(w.workflow); r != runs_.end())
+      reply(w.relay, true, status_of(*r->second));
+    return true;
+  });
+}
+
 void shard_runner::run_start(run_state& run) {
   auto* fn = types_.find(run.type);
   if (!fn) return;  // no code here: reported in IDLE, describe says so
@@ -453,15 +464,7 @@ void shard_runner::after_resume(run_state& run) {
     run.live = false;
     run.current.clear();
     commit(std::move(f));
-    // Calls waiting for this result.
-    for (auto it = result_waits_.begin(); it != result_waits_.end();) {
-      if (it->workflow == run.id) {
-        reply(it->relay, true, status_of(run));
-        it = result_waits_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    answer_waits([&](const result_wait& w) { return w.workflow == run.id; });
   }
 }
 
@@ -509,24 +512,12 @@ void shard_runner::tick() {
   // that died before its record was durable has lost the first delivery.
   for (auto& [id, m] : outbox_)
     if (m.sent_ms + settings_.resend_every_ms <= now) resend(id, m);
-  for (auto it = result_waits_.begin(); it != result_waits_.end();) {
-    if (it->deadline_ms <= now) {
-      auto r = runs_.find(it->workflow);
-      if (r != runs_.end()) reply(it->relay, true, status_of(*r->second));
-      it = result_waits_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  answer_waits([&](const result_wait& w) { return w.deadline_ms <= now; });
 }
 
 void shard_runner::leave() {
   leaving_ = true;
-  for (auto& w : result_waits_) {
-    auto r = runs_.find(w.workflow);
-    if (r != runs_.end()) reply(w.relay, true, status_of(*r->second));
-  }
-  result_waits_.clear();
+  answer_waits([](const result_wait&) { return true; });
 }
 
 uint64_t shard_runner::next_wake_ms() const {
@@ -747,14 +738,7 @@ void shard_runner::handle_call(uint64_t relay, const std::string& method, proto:
       run->waiting = {};
       run->wait = run_state::wait_kind::none;
       commit(rec::finished{id, run_status::cancelled, dump(json(reason)), env_.now_ms()});
-      for (auto w = result_waits_.begin(); w != result_waits_.end();) {
-        if (w->workflow == id) {
-          reply(w->relay, true, status_of(*run));
-          w = result_waits_.erase(w);
-        } else {
-          ++w;
-        }
-      }
+      answer_waits([&](const result_wait& w) { return w.workflow == id; });
     }
     return reply(relay, true, status_of(*run));
   }

@@ -122,6 +122,8 @@ private:
   void gate(proto::any_message m);
   void reply(uint64_t relay, bool ok, const json& body);
   void run_start(run_state& run);
+  template <class Which>
+  void answer_waits(Which which);
   void resume(run_state& run);
   void after_resume(run_state& run);
   void deliver_signals(run_state& run);
