@@ -22,5 +22,9 @@ using invoke_atom = caf::atom_constant<caf::atom("invoke")>;  ///< send this inv
 using fencelater_atom = caf::atom_constant<caf::atom("fencelater")>;  ///< close grace is over
 using gather_atom = caf::atom_constant<caf::atom("gather")>;          ///< the gather window is over
 using metrics_atom = caf::atom_constant<caf::atom("metrics")>;        ///< your part of /v1/invoker
+// introspection (actors/inspect/)
+using stats_atom = caf::atom_constant<caf::atom("stats")>;  ///< answer with your actor_stats
+using view_atom = caf::atom_constant<caf::atom("view")>;    ///< your view of a range of shards
+using endpoints_atom = caf::atom_constant<caf::atom("endpoints")>;  ///< your endpoint actors
 
 }  // namespace fusee::server

@@ -57,6 +57,13 @@ call_gateway_actor::behavior_type gateway(gateway_self self, directory_actor dir
       [=](gateway_deadline& d) {
         if (self->state.waiting.erase(d.ticket)) self->state.sink->on_call_result(d.ticket, {});
       },
+      [=](stats_atom) {
+        actor_stats a{"gateway", 0};
+        a.state = "ok";
+        a.mailbox = self->mailbox().size();
+        a.num("callsWaiting", static_cast<int64_t>(self->state.waiting.size()));
+        return a;
+      },
   };
 }
 

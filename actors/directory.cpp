@@ -102,6 +102,9 @@ struct directory_state {
   binder_actor scheduler;         ///< the invoker; null when no endpoint is configured
   std::vector<shard_actor> wake;  ///< the shards' wake records (the invoker's), by shard
   std::unordered_map<uint32_t, idle_report> reports;
+  // counters for introspection and /metrics
+  uint64_t leases_granted = 0, leases_revoked = 0, calls = 0, calls_parked = 0, calls_expired = 0,
+           relays = 0;
   static inline const char* name = "directory";
 };
 
@@ -411,6 +414,42 @@ void bind_invoked(self_ptr self, session_id s, uint64_t invocation) {
           });
 }
 
+template <class Map>
+uint64_t parked_count(const Map& parked) {
+  uint64_t n = 0;
+  for (auto& [shard, q] : parked)
+    n += q.size();
+  return n;
+}
+
+/// The directory's stats (docs/operations.md, "directory").
+actor_stats stats_of(self_ptr self) {
+  auto& st = self->state;
+  actor_stats a{"directory", 0};
+  uint64_t held = 0, workers = 0, invoked = 0;
+  for (auto& slot : st.slots)
+    held += slot.holder != 0;
+  for (auto& [id, w] : st.workers)
+    (w.invocation != 0 ? invoked : workers)++;
+  a.state = st.scheduler ? "invoker" : "no-invoker";
+  a.mailbox = self->mailbox().size();
+  a.num("shards", static_cast<int64_t>(st.slots.size()));
+  a.num("heldShards", static_cast<int64_t>(held));
+  a.num("workers", static_cast<int64_t>(workers));
+  a.num("invokedWorkers", static_cast<int64_t>(invoked));
+  a.num("parkedCalls", static_cast<int64_t>(parked_count(st.parked_calls)));
+  a.num("parkedMessages", static_cast<int64_t>(parked_count(st.parked_messages)));
+  a.num("callsInFlight", static_cast<int64_t>(st.inflight.size()));
+  a.num("revocationsInLog", static_cast<int64_t>(st.pending_revokes.size()));
+  a.num("leasesGranted", static_cast<int64_t>(st.leases_granted));
+  a.num("leasesRevoked", static_cast<int64_t>(st.leases_revoked));
+  a.num("calls", static_cast<int64_t>(st.calls));
+  a.num("callsParked", static_cast<int64_t>(st.calls_parked));
+  a.num("callsExpired", static_cast<int64_t>(st.calls_expired));
+  a.num("relays", static_cast<int64_t>(st.relays));
+  return a;
+}
+
 directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, lease_log* log) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
@@ -484,6 +523,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
       [=](call_request& c) {
         auto& st = self->state;
         auto shard = c.from.shard;
+        st.calls++;
         if (shard >= st.slots.size()) {
           answer_call(self, c.from.reply_to, c.from.request, proto::call_status::bad_request,
                       error_json("no shard " + std::to_string(shard) + " (there are " +
@@ -502,6 +542,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         uint32_t wait = c.park_ms == 0 ? st.cfg.park_ms : std::min(c.park_ms, st.cfg.park_ms);
         self->delayed_send(self, std::chrono::milliseconds(wait), call_expired{shard, p.seq});
         st.parked_calls[shard].push_back(std::move(p));
+        st.calls_parked++;
       },
       [=](call_expired& e) {
         auto& parked = self->state.parked_calls;
@@ -515,6 +556,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
                                    " while the call was parked"));
             q.erase(i);
             if (q.empty()) parked.erase(found);
+            self->state.calls_expired++;
             return;
           }
       },
@@ -530,6 +572,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         answer_drains(self, r.from.session);
       },
       [=](relay_request& r) {
+        self->state.relays++;
         auto& st = self->state;
         if (!admit(self, r.from)) return;
         if (r.target >= st.slots.size()) {
@@ -599,6 +642,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           }
           slot.epoch = epoch_t{g.epoch};
           slot.holder = g.session;
+          st.leases_granted++;
           refresh_free(st, g.shard);
           if (w == st.workers.end() || w->second.fenced) {
             // The worker left, or its invocation ended, meanwhile: the new lease ends at once,
@@ -657,6 +701,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           st.pending_revokes.erase(i);
         }
         st.slots[r.shard].busy = false;
+        st.leases_revoked++;
         refresh_free(st, r.shard);
         offer_free(st);
       },
@@ -674,11 +719,29 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
                        w == st.workers.end() ? int32_t{-1} : w->second.endpoint_index);
           }
       },
-      [=](parked_atom) -> uint64_t {
-        uint64_t n = 0;
-        for (auto& [shard, q] : self->state.parked_calls)
-          n += q.size();
-        return n;
+      [=](parked_atom) -> uint64_t { return parked_count(self->state.parked_calls); },
+      [=](stats_atom) { return stats_of(self); },
+      [=](view_atom, uint32_t from, uint32_t to) {
+        auto& st = self->state;
+        std::vector<shard_lease_view> out;
+        if (st.slots.empty() || from >= st.slots.size()) return out;
+        to = std::min<uint32_t>(to, static_cast<uint32_t>(st.slots.size() - 1));
+        out.reserve(to - from + 1);
+        for (uint32_t s = from; s <= to; ++s) {
+          auto& slot = st.slots[s];
+          shard_lease_view v;
+          v.holder = slot.holder;
+          v.epoch = slot.epoch.value();
+          v.serve_calls = slot.serve_calls;
+          v.draining = slot.draining;
+          v.busy = slot.busy;
+          out.push_back(v);
+        }
+        for (auto& [shard, q] : st.parked_calls)
+          if (shard >= from && shard <= to) out[shard - from].parked_calls = q.size();
+        for (auto& [shard, q] : st.parked_messages)
+          if (shard >= from && shard <= to) out[shard - from].parked_messages = q.size();
+        return out;
       },
   };
 }

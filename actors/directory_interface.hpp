@@ -16,7 +16,8 @@ namespace fusee::server {
 using session_actor = caf::typed_actor<
     caf::reacts_to<frame_atom, proto::bytes>,  ///< send this frame, in the connection's order
     caf::reacts_to<close_atom, proto::bytes>,  ///< send this last frame, then close
-    caf::reacts_to<flush_atom>>;               ///< the log's writer thread left bytes in the lane
+    caf::reacts_to<flush_atom>,                ///< the log's writer thread left bytes in the lane
+    caf::replies_to<stats_atom>::with<actor_stats>>;  ///< introspection
 
 /// Where a request comes from: the connection, its request id, and the shard and epoch its head
 /// names (no shard: 0xFFFFFFFF and 0). Answers go to `reply_to`.
@@ -219,6 +220,9 @@ using directory_actor = fence_actor::extend<
     caf::reacts_to<revocation_done>,     ///< from the log
     caf::reacts_to<invoker_ready>,       ///< once, at start, when endpoints are configured
     caf::reacts_to<call_expired>,        ///< own timer
-    caf::replies_to<parked_atom>::with<uint64_t>>;  ///< calls parked now (/v1/invoker)
+    caf::replies_to<parked_atom>::with<uint64_t>,    ///< calls parked now (/v1/invoker)
+    caf::replies_to<stats_atom>::with<actor_stats>,  ///< introspection
+    /// Its view of shards [from, to] (clamped), for the inspector: no message per shard.
+    caf::replies_to<view_atom, uint32_t, uint32_t>::with<std::vector<shard_lease_view>>>;
 
 }  // namespace fusee::server

@@ -9,6 +9,7 @@
 
 #include "actors/http_client.hpp"
 #include "actors/invoker_rules.hpp"
+#include "actors/logging.hpp"
 #include "protocol/invocation_request.hpp"
 #include "protocol/json_text.hpp"
 #include "protocol/signature.hpp"
@@ -29,7 +30,9 @@ uint64_t unix_ms() {
 struct endpoint_metrics {
   uint64_t invocations = 0, succeeded = 0, failed = 0, timed_out = 0, unleased = 0;
   uint64_t total_ms = 0, max_ms = 0, shards = 0, steps = 0, open_us_total = 0, opens = 0;
+  uint64_t backoffs = 0;  ///< failures that started or lengthened a backoff
   std::string last_error;
+  histogram duration{"invocation_duration_seconds", latency_bounds()};
 };
 
 struct invocation {
@@ -76,6 +79,8 @@ std::string endpoint_json(const endpoint_state& st, clock_type::time_point now) 
   return o.str();
 }
 
+actor_stats stats_of(endpoint_ptr self);
+
 endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, endpoint_settings cfg,
                                           std::string server_address, uint32_t close_grace_ms,
                                           http_sender* http, scheduler_actor scheduler,
@@ -114,6 +119,9 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
         st.invocations[id] = invocation{shards, 0, false, self->clock().now()};
         st.m.invocations++;
         st.m.shards += shards.size();
+        spdlog::debug("invocation sent endpoint={} invocation={} shards={} reasons={}", st.index,
+                      proto::format_invocation_id(proto::invocation_id{id}), shards.size(),
+                      proto::reasons_text(reasons));
         st.http->submit(std::move(req));
       },
       [=](bind_request& b) -> bind_result {
@@ -157,6 +165,7 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
         auto inv = i->second;
         st.m.total_ms += static_cast<uint64_t>(total_ms);
         st.m.max_ms = std::max(st.m.max_ms, static_cast<uint64_t>(total_ms));
+        st.m.duration.observe(static_cast<double>(total_ms) / 1000.0);
         bool ok = status >= 200 && status < 300;
         bool success = ok && inv.leased;
         if (success)
@@ -169,6 +178,7 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
           st.m.failed++;
         if (!success) {
           st.failures++;
+          st.m.backoffs++;
           auto d = rules::backoff(st.failures, rules::failure_base, rules::failure_cap, st.rng());
           st.not_before = self->clock().now() + d;
           st.m.last_error =
@@ -180,8 +190,12 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
           auto now = self->clock().now();
           if (now - st.logged >= std::chrono::seconds(10)) {  // at most every 10 s
             st.logged = now;
-            std::fprintf(stderr, "fusee server: endpoint %s failed %u time(s) in a row: %s\n",
-                         st.cfg.url.c_str(), st.failures, st.m.last_error.c_str());
+            spdlog::warn("endpoint failed endpoint={} url={} failures_in_a_row={} backoff_ms={} "
+                         "invocation={} error={}",
+                         st.index, st.cfg.url, st.failures,
+                         std::chrono::duration_cast<ms>(d).count(),
+                         proto::format_invocation_id(proto::invocation_id{id}),
+                         logging::quoted(st.m.last_error));
           }
         } else {
           st.failures = 0;
@@ -206,7 +220,39 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
         self->send(self->state.directory, fence_request{session});
       },
       [=](metrics_atom) -> std::string { return endpoint_json(self->state, self->clock().now()); },
+      [=](stats_atom) { return stats_of(self); },
   };
+}
+
+/// The endpoint's stats (docs/operations.md, "endpoint").
+actor_stats stats_of(endpoint_ptr self) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  actor_stats a{"endpoint", st.index};
+  a.state = st.not_before > now                           ? "backoff"
+            : st.invocations.size() >= st.cfg.concurrency ? "full"
+                                                          : "ok";
+  a.mailbox = self->mailbox().size();
+  a.text("url", st.cfg.url);
+  std::string types;
+  for (auto& t : st.cfg.types)
+    types += (types.empty() ? "" : ",") + t;
+  a.text("types", types);
+  a.num("inFlight", static_cast<int64_t>(st.invocations.size()));
+  a.num("concurrency", st.cfg.concurrency);
+  a.num("failuresInARow", st.failures);
+  a.num("backoffMs",
+        st.not_before > now ? std::chrono::duration_cast<ms>(st.not_before - now).count() : 0);
+  a.num("invocations", static_cast<int64_t>(st.m.invocations));
+  a.num("succeeded", static_cast<int64_t>(st.m.succeeded));
+  a.num("failed", static_cast<int64_t>(st.m.failed));
+  a.num("timedOut", static_cast<int64_t>(st.m.timed_out));
+  a.num("unleased", static_cast<int64_t>(st.m.unleased));
+  a.num("backoffs", static_cast<int64_t>(st.m.backoffs));
+  a.num("steps", static_cast<int64_t>(st.m.steps));
+  a.text("lastError", st.m.last_error);
+  a.histograms.push_back(st.m.duration);
+  return a;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/http_client.hpp"
+#include "actors/inspect/stats.hpp"
 #include "actors/lease_log.hpp"
 
 namespace fusee::server {
@@ -145,17 +146,19 @@ using shard_actor =
                      /// A worker holds the shard (never due while it does): the endpoint index of
                      /// its invocation, or -1 for a worker that was not invoked.
                      caf::reacts_to<leased_atom, int32_t>,
-                     caf::reacts_to<lease_end>,  ///< the lease ended, with what IDLE said
-                     caf::reacts_to<tick_atom, uint64_t>>;  ///< own timer (generation)
+                     caf::reacts_to<lease_end>,            ///< the lease ended, with what IDLE said
+                     caf::reacts_to<tick_atom, uint64_t>,  ///< own timer (generation)
+                     caf::replies_to<stats_atom>::with<actor_stats>>;  ///< introspection
 
 /// One configured endpoint: signs and sends the POSTs, binds the invoked worker to its
 /// invocation, and fences the invocation's leases when it ends.
 using endpoint_actor = invocation_actor::extend<
     caf::reacts_to<invoke_atom, uint64_t, std::vector<uint32_t>, uint8_t>,  ///< id, shards, reasons
-    caf::replies_to<bind_request>::with<bind_result>,   ///< delegated by the scheduler
-    caf::reacts_to<http_result>,                        ///< its POST completed (curl thread)
-    caf::reacts_to<fencelater_atom, uint64_t>,          ///< close grace over for a session
-    caf::replies_to<metrics_atom>::with<std::string>>;  ///< its part of /v1/invoker
+    caf::replies_to<bind_request>::with<bind_result>,  ///< delegated by the scheduler
+    caf::reacts_to<http_result>,                       ///< its POST completed (curl thread)
+    caf::reacts_to<fencelater_atom, uint64_t>,         ///< close grace over for a session
+    caf::replies_to<metrics_atom>::with<std::string>,  ///< its part of /v1/invoker
+    caf::replies_to<stats_atom>::with<actor_stats>>;   ///< introspection
 
 /// What the directory needs of the scheduler: to hand it the wake records (dispatching starts
 /// then, so the directory knows the invoker before any POST names an invocation) and to bind
@@ -170,7 +173,11 @@ using scheduler_actor = binder_actor::extend<
     caf::reacts_to<invocation_ended>,     ///< from an endpoint: a slot is free
     caf::reacts_to<tick_atom, uint64_t>,  ///< own timer; 0 = coalesced dispatch
     caf::reacts_to<gather_atom>,          ///< own timer: the gather window is over
-    caf::replies_to<metrics_atom, uint64_t>::with<std::string>>;  ///< parked calls -> JSON
+    caf::replies_to<metrics_atom, uint64_t>::with<std::string>,          ///< parked calls -> JSON
+    caf::replies_to<stats_atom>::with<actor_stats>,                      ///< introspection
+    caf::replies_to<endpoints_atom>::with<std::vector<endpoint_actor>>,  ///< for the inspector
+    /// Its view of shards [from, to] (clamped), for the inspector: no message per shard.
+    caf::replies_to<view_atom, uint32_t, uint32_t>::with<std::vector<shard_invoker_view>>>;
 
 /// What spawn_invoker() starts; the directory sends shard events to `shards[i]` directly.
 struct invoker_handles {

@@ -1,5 +1,7 @@
 #include "actors/listener.hpp"
 
+#include "actors/logging.hpp"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -90,15 +92,13 @@ void listener::accept_loop(caf::actor broker) {
           stopping = stopping_;
         }
         if (!stopping)  // not our own shutdown of the socket
-          std::fprintf(stderr, "fusee server: accepting connections failed for good: %s\n",
-                       std::strerror(errno));
+          spdlog::error("accepting connections failed for good: {}", std::strerror(errno));
         return;
       }
       if (backoff.count() == 0)
-        std::fprintf(stderr,
-                     "fusee server: cannot accept connections: %s; new connections wait until "
-                     "descriptors are free (raise the limit: ulimit -n, LimitNOFILE=)\n",
-                     std::strerror(errno));
+        spdlog::error("cannot accept connections: {}; new connections wait until descriptors "
+                      "are free (raise the limit: ulimit -n, LimitNOFILE=)",
+                      std::strerror(errno));
       backoff = std::min<std::chrono::milliseconds>(
           std::max<std::chrono::milliseconds>(2 * backoff, std::chrono::milliseconds(10)),
           std::chrono::seconds(1));
@@ -106,7 +106,7 @@ void listener::accept_loop(caf::actor broker) {
       continue;
     }
     if (backoff.count() != 0) {
-      std::fprintf(stderr, "fusee server: accepting connections again\n");
+      spdlog::info("accepting connections again");
       backoff = std::chrono::milliseconds(0);
     }
     failed_in_a_row = 0;

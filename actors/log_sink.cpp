@@ -24,6 +24,15 @@ void log_sink::remove_session(session_id s) {
   sessions_.erase(s);
 }
 
+std::vector<std::pair<session_id, session_actor>> log_sink::sessions() {
+  std::lock_guard<std::mutex> lk{mtx_};
+  std::vector<std::pair<session_id, session_actor>> out;
+  out.reserve(sessions_.size());
+  for (auto& [id, t] : sessions_)
+    out.emplace_back(id, t.actor);
+  return out;
+}
+
 void log_sink::send_frame(session_id s, const proto::any_message& m) {
   target t;
   {

@@ -18,6 +18,8 @@ public:
   void set_directory(directory_actor d);
   void add_session(session_id s, session_actor a, std::shared_ptr<out_lane> lane);
   void remove_session(session_id s);
+  /// The open sessions (for the inspector), in no particular order.
+  std::vector<std::pair<session_id, session_actor>> sessions();
 
   void on_durable(session_id s, std::vector<proto::position> positions) override;
   void on_refused(session_id s, uint64_t request_id, proto::error e) override;

@@ -37,6 +37,19 @@ void add_server_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<fence_request>("fusee.fence_request");
   cfg.add_message_type<http_result>("fusee.http_result");
   cfg.add_message_type<std::vector<shard_actor>>("fusee.shard_actor_list");
+  cfg.add_message_type<std::vector<endpoint_actor>>("fusee.endpoint_actor_list");
+  // introspection (these cross the middleman: `fusee inspect`)
+  cfg.add_message_type<stat_value>("fusee.stat_value");
+  cfg.add_message_type<histogram>("fusee.histogram");
+  cfg.add_message_type<actor_stats>("fusee.actor_stats");
+  cfg.add_message_type<shard_lease_view>("fusee.shard_lease_view");
+  cfg.add_message_type<shard_invoker_view>("fusee.shard_invoker_view");
+  cfg.add_message_type<std::vector<shard_lease_view>>("fusee.shard_lease_view_list");
+  cfg.add_message_type<std::vector<shard_invoker_view>>("fusee.shard_invoker_view_list");
+  cfg.add_message_type<inspect_query>("fusee.inspect_query");
+  cfg.add_message_type<kind_summary>("fusee.kind_summary");
+  cfg.add_message_type<state_count>("fusee.state_count");
+  cfg.add_message_type<inspect_reply>("fusee.inspect_reply");
 }
 
 }  // namespace fusee::server

@@ -30,7 +30,8 @@ struct node_settings {
   uint32_t shards = 16;
   std::string listen = "127.0.0.1:7400";
   std::string admin_listen = "127.0.0.1:7401";
-  std::string http_listen = "127.0.0.1:7402";  ///< the HTTP API; empty = off
+  std::string http_listen = "127.0.0.1:7402";     ///< the HTTP API; empty = off
+  std::string inspect_listen = "127.0.0.1:7403";  ///< the inspector over CAF; empty = off
   std::string advertise;  ///< put in invocation bodies; empty = the address listened on
   uint64_t segment_mb = 16;
   // [liveness]
@@ -39,6 +40,8 @@ struct node_settings {
   // [invoker]
   uint32_t park_ms = 30000;
   uint32_t close_grace_ms = 2000;
+  // [log]
+  std::string log_level = "info";  ///< trace, debug, info, warn, error, off
   // [limits]
   uint64_t write_buffer_mb = 16;
   // [[endpoint]]

@@ -26,6 +26,8 @@ out_lane::outcome out_lane::send(const std::vector<uint8_t>& frame) {
   std::lock_guard<std::mutex> lk{mtx_};
   if (!open_) return outcome::closed;
   if (over_) return wake();
+  frames_accepted_++;
+  bytes_accepted_ += frame.size();
   size_t sent = 0;
   if (queued_total_ == written_total_) {
     // Nothing waits: the kernel takes what fits now; the rest waits, and so does every later
@@ -79,6 +81,11 @@ void out_lane::transferred(uint64_t n) {
 uint64_t out_lane::waiting() const {
   std::lock_guard<std::mutex> lk{mtx_};
   return queued_total_ - written_total_;
+}
+
+out_lane::totals out_lane::accepted() const {
+  std::lock_guard<std::mutex> lk{mtx_};
+  return totals{frames_accepted_, bytes_accepted_};
 }
 
 uint64_t out_lane::waiting_behind_head() const {

@@ -63,6 +63,12 @@ public:
   /// Of those, the bytes behind the frame being written (what the limit applies to).
   uint64_t waiting_behind_head() const;
   uint64_t limit() const { return limit_; }
+  /// Frames and bytes given to send() and accepted (not refused or dropped), ever.
+  struct totals {
+    uint64_t frames = 0;
+    uint64_t bytes = 0;
+  };
+  totals accepted() const;
 
   /// No more writes through this lane (closes the duplicate).
   void close();
@@ -85,6 +91,8 @@ private:
   uint64_t queued_total_ = 0;
   uint64_t written_total_ = 0;
   std::deque<uint64_t> frame_ends_;  ///< queued_total_ at the end of each frame still waiting
+  uint64_t frames_accepted_ = 0;
+  uint64_t bytes_accepted_ = 0;
 };
 
 }  // namespace fusee::server

@@ -23,14 +23,15 @@ namespace {
 using time_point = caf::actor_clock::time_point;
 using ms = std::chrono::milliseconds;
 
-/// The scheduler's view of one shard: 8 bytes, as its wake record last reported it, plus what
-/// only the scheduler knows (whether it is in an invocation, which ready queue holds it).
+/// The scheduler's view of one shard: 16 bytes, as its wake record last reported it, plus what
+/// only the scheduler knows (the invocation it is in, which ready queue holds it).
 struct shard_entry {
   uint8_t state = shard_status::idle;
   uint8_t reasons = 0;
   bool invoking = false;
-  int16_t endpoint = -1;   ///< chosen endpoint while ready
-  int16_t queued_in = -1;  ///< the ready queue with a live entry for it, -1 = none
+  int16_t endpoint = -1;    ///< chosen endpoint while ready
+  int16_t queued_in = -1;   ///< the ready queue with a live entry for it, -1 = none
+  uint64_t invocation = 0;  ///< while invoking (introspection)
 };
 
 struct endpoint_slot {
@@ -123,6 +124,7 @@ void dispatch(scheduler_ptr self) {
         auto& x = st.shards[s];
         reasons |= x.reasons;
         x.invoking = true;
+        x.invocation = id;
       }
       st.owner[id] = static_cast<uint32_t>(e);
       ep.in_flight++;
@@ -151,6 +153,37 @@ std::string metrics_json(const scheduler_state& st, const std::vector<std::strin
     << ",\"crashes\":" << st.crashes << ",\"noProgress\":" << st.no_progress
     << ",\"parkedCalls\":" << parked_calls << "}";
   return o.str();
+}
+
+/// The scheduler's stats (docs/operations.md, "scheduler").
+actor_stats stats_of(scheduler_ptr self) {
+  auto& st = self->state;
+  actor_stats a{"scheduler", 0};
+  uint64_t ready = 0, waiting = 0, backoff = 0, invoking = 0, queued = 0;
+  for (auto& x : st.shards) {
+    if (x.invoking)
+      invoking++;
+    else if (x.state == shard_status::ready)
+      ready++;
+    else if (x.state == shard_status::waiting)
+      waiting++;
+    else if (x.state == shard_status::backoff)
+      backoff++;
+  }
+  for (auto& ep : st.endpoints)
+    queued += ep.ready.size();
+  a.state = st.records.empty() ? "starting" : "running";
+  a.mailbox = self->mailbox().size();
+  a.num("dueShards", static_cast<int64_t>(ready));
+  a.num("waitingShards", static_cast<int64_t>(waiting));
+  a.num("backoffShards", static_cast<int64_t>(backoff));
+  a.num("invokingShards", static_cast<int64_t>(invoking));
+  a.num("invocationsInFlight", static_cast<int64_t>(st.owner.size()));
+  a.num("readyQueueEntries", static_cast<int64_t>(queued));
+  a.num("handbacks", static_cast<int64_t>(st.handbacks));
+  a.num("crashes", static_cast<int64_t>(st.crashes));
+  a.num("noProgress", static_cast<int64_t>(st.no_progress));
+  return a;
 }
 
 scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cfg,
@@ -228,6 +261,7 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
         ep.not_before = self->clock().now() + ms{static_cast<int64_t>(end.backoff_ms)};
         for (auto s : end.shards) {
           st.shards[s].invoking = false;
+          st.shards[s].invocation = 0;
           enqueue(self, s);  // still ready: its shards were never leased
         }
         request_dispatch(self);  // a slot came free
@@ -266,6 +300,25 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
                       rp.deliver(metrics_json(self->state, *collected, parked_calls));
                   });
         return rp;
+      },
+      [=](stats_atom) { return stats_of(self); },
+      [=](endpoints_atom) {
+        std::vector<endpoint_actor> out;
+        for (auto& ep : self->state.endpoints)
+          out.push_back(ep.actor);
+        return out;
+      },
+      [=](view_atom, uint32_t from, uint32_t to) {
+        auto& st = self->state;
+        std::vector<shard_invoker_view> out;
+        if (st.shards.empty() || from >= st.shards.size()) return out;
+        to = std::min<uint32_t>(to, static_cast<uint32_t>(st.shards.size() - 1));
+        out.reserve(to - from + 1);
+        for (uint32_t s = from; s <= to; ++s) {
+          auto& x = st.shards[s];
+          out.push_back(shard_invoker_view{x.state, x.reasons, x.endpoint, x.invocation});
+        }
+        return out;
       },
   };
 }

@@ -13,6 +13,7 @@
 
 #include "actors/directory_interface.hpp"
 #include "actors/log_sink.hpp"
+#include "actors/logging.hpp"
 #include "actors/out_lane.hpp"
 #include "actors/wal/wal_writer.hpp"
 #include "protocol/messages.hpp"
@@ -48,8 +49,11 @@ struct session_state {
   role who = role::none;
   caf::actor_clock::time_point last_rx{};
   bool closing = false;
-  std::string peer;   ///< host:port of the other side
-  std::string label;  ///< ", worker \"name\"" or ", client \"name\"" once known
+  std::string peer;       ///< host:port of the other side
+  std::string peer_name;  ///< the name its HELLO gave
+  bool invoked = false;
+  uint64_t frames_in = 0, bytes_in = 0;
+  caf::actor_clock::time_point started{};
   static inline const char* name = "session";
 };
 
@@ -89,12 +93,10 @@ void drain_lane(session_ptr self) {
     }
     return;
   case out_lane::drained::over_limit:
-    std::fprintf(stderr,
-                 "fusee server: connection %llu (%s%s) stopped reading: more than %llu bytes "
-                 "wait to be written to it (`limits.write_buffer_mb`); closing it%s\n",
-                 static_cast<unsigned long long>(st.id), st.peer.c_str(), st.label.c_str(),
-                 static_cast<unsigned long long>(st.lane->limit()),
-                 st.who == role::worker ? ", its leases go to standbys" : "");
+    spdlog::warn("a connection stopped reading: more than {} bytes wait to be written to it "
+                 "(limits.write_buffer_mb); closing it{} session={} peer={} name={}",
+                 st.lane->limit(), st.who == role::worker ? ", its leases go to standbys" : "",
+                 st.id, st.peer, logging::quoted(st.peer_name));
     st.lane->abort();  // drop what waits in CAF's buffer too: the peer does not read it
     end_session(self, true);
     return;
@@ -121,6 +123,8 @@ void end_session(session_ptr self, bool close_socket) {
   st.closing = true;
   st.lane->close();
   st.sink->remove_session(st.id);
+  spdlog::debug("connection closed session={} peer={} name={}", st.id, st.peer,
+                logging::quoted(st.peer_name));
   if (st.who == role::worker) self->send(st.directory, session_ended{st.id, false});
   if (close_socket) self->close(st.hdl);
   self->quit();
@@ -177,12 +181,13 @@ void handle(session_ptr self, proto::any_message&& msg) {
           }
           if constexpr (std::is_same_v<T, proto::client_hello>) {
             st.who = role::client;
-            st.label = ", client \"" + m.name + "\"";
+            st.peer_name = m.name;
             write(self, proto::make_client_hello_ok(m.head.id, st.cfg->shards));
           } else {
             st.who = role::worker;
-            st.label = ", worker \"" + m.name + "\"";
+            st.peer_name = m.name;
             bool invoked = (m.offers & proto::offer_invoked) != 0;
+            st.invoked = invoked;
             self->send(st.directory, hello_request{origin_of(self, m.head), m.max_shards,
                                                    (m.offers & proto::offer_serve_calls) != 0,
                                                    invoked ? m.invocation.value() : uint64_t{0}});
@@ -238,6 +243,30 @@ void handle(session_ptr self, proto::any_message&& msg) {
       std::move(msg));
 }
 
+/// The session's stats (docs/operations.md, "session"); the inspector adds the shards it holds.
+actor_stats stats_of(session_ptr self) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  actor_stats a{"session", st.id};
+  a.state = st.who == role::none     ? "handshake"
+            : st.who == role::client ? "client"
+            : st.invoked             ? "invoked"
+                                     : "worker";
+  a.mailbox = self->mailbox().size();
+  a.text("peer", st.peer);
+  a.text("name", st.peer_name);
+  auto out = st.lane->accepted();
+  a.num("framesIn", static_cast<int64_t>(st.frames_in));
+  a.num("bytesIn", static_cast<int64_t>(st.bytes_in));
+  a.num("framesOut", static_cast<int64_t>(out.frames));
+  a.num("bytesOut", static_cast<int64_t>(out.bytes));
+  a.num("bytesWaiting", static_cast<int64_t>(st.lane->waiting()));
+  a.num("silentMs",
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - st.last_rx).count());
+  a.num("ageMs", std::chrono::duration_cast<std::chrono::milliseconds>(now - st.started).count());
+  return a;
+}
+
 session_broker_actor::behavior_type session_fn(session_ptr self, caf::io::connection_handle hdl,
                                                int fd, session_context ctx) {
   auto& st = self->state;
@@ -251,6 +280,7 @@ session_broker_actor::behavior_type session_fn(session_ptr self, caf::io::connec
   st.sink = ctx.sink;
   auto* sink = ctx.sink;
   st.last_rx = self->clock().now();
+  st.started = st.last_rx;
   sink->add_session(st.id, caf::actor_cast<session_actor>(self), st.lane);
   self->configure_read(hdl, caf::io::receive_policy::at_most(64 * 1024));
   self->ack_writes(hdl, true);
@@ -259,6 +289,7 @@ session_broker_actor::behavior_type session_fn(session_ptr self, caf::io::connec
         auto& st = self->state;
         if (st.closing) return;
         st.last_rx = self->clock().now();
+        st.bytes_in += msg.buf.size();
         st.decoder.feed(reinterpret_cast<const uint8_t*>(msg.buf.data()), msg.buf.size());
         while (!st.closing) {
           auto f = st.decoder.next();
@@ -267,6 +298,7 @@ session_broker_actor::behavior_type session_fn(session_ptr self, caf::io::connec
             return;
           }
           if (!*f) return;
+          st.frames_in++;
           auto m = proto::decode_request((*f)->kind, (*f)->body);
           if (!m) {
             refuse_and_close(self, proto::peek_id((*f)->body).value_or(0), m.err());
@@ -294,6 +326,7 @@ session_broker_actor::behavior_type session_fn(session_ptr self, caf::io::connec
                            tick_atom::value);
       },
       [=](const caf::io::connection_closed_msg&) { end_session(self, false); },
+      [=](stats_atom) { return stats_of(self); },
   };
 }
 

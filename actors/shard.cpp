@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "actors/invoker_rules.hpp"
+#include "actors/logging.hpp"
 #include "protocol/invocation_request.hpp"
 #include "protocol/messages.hpp"
 
@@ -97,10 +98,9 @@ uint8_t on_lease_end(shard_ptr self, const lease_end& e) {
       auto d =
           rules::backoff(st.failures, rules::no_progress_base, rules::no_progress_cap, st.rng());
       st.not_before = now + d;
-      std::fprintf(stderr,
-                   "fusee server: shard %u reached its invocation budget without finishing a "
-                   "step; a step may take longer than the budget (next try in %lld ms)\n",
-                   st.shard, static_cast<long long>(d.count()));
+      spdlog::warn("a shard reached its invocation budget without finishing a step; a step may "
+                   "take longer than the budget shard={} failures={} next_try_ms={}",
+                   st.shard, st.failures, static_cast<long long>(d.count()));
       return shard_status::no_progress;
     }
     st.failures = 0;
@@ -120,6 +120,8 @@ uint8_t on_lease_end(shard_ptr self, const lease_end& e) {
         become_due(st, now, proto::reason_code);
   return shard_status::no_event;
 }
+
+actor_stats stats_of(shard_ptr self);
 
 shard_actor::behavior_type shard_fn(shard_ptr self, uint32_t shard, scheduler_actor scheduler,
                                     std::shared_ptr<const endpoint_types> types, uint64_t seed) {
@@ -156,7 +158,37 @@ shard_actor::behavior_type shard_fn(shard_ptr self, uint32_t shard, scheduler_ac
       [=](tick_atom, uint64_t generation) {
         if (self->state.timer.fire(generation)) update(self);
       },
+      [=](stats_atom) { return stats_of(self); },
   };
+}
+
+/// The record's stats (docs/operations.md, "shard").
+actor_stats stats_of(shard_ptr self) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  auto left = [&](time_point t) {
+    return t > now ? std::chrono::duration_cast<ms>(t - now).count() : int64_t{0};
+  };
+  actor_stats a{"shard", st.shard};
+  a.state = st.leased             ? "held"
+            : !st.due             ? "idle"
+            : st.not_before > now ? "backoff"
+            : st.due_at > now     ? "waiting"
+                                  : "due";
+  a.mailbox = self->mailbox().size();
+  a.num("dueInMs", st.due && !st.leased ? left(std::max(st.due_at, st.not_before)) : -1);
+  a.text("reasons", proto::reasons_text(st.reasons));
+  a.num("failuresInARow", st.failures);
+  a.num("backoffMs", left(st.not_before));
+  a.num("lastEndpoint", st.last_endpoint);
+  std::string starts, awaiting;
+  for (auto& t : st.starts)
+    starts += (starts.empty() ? "" : ",") + t;
+  for (auto& t : st.awaiting)
+    awaiting += (awaiting.empty() ? "" : ",") + t;
+  a.text("startsWaiting", starts);
+  a.text("awaitingCodeFor", awaiting);
+  return a;
 }
 
 }  // namespace

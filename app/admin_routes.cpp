@@ -1,42 +1,199 @@
 #include "app/admin_routes.hpp"
 
+#include <chrono>
+#include <memory>
+#include <mutex>
+
+#include "actors/inspect/query.hpp"
+#include "actors/logging.hpp"
+#include "app/dashboard_assets.hpp"
+#include "app/inspect_json.hpp"
+#include "app/prometheus.hpp"
 #include "protocol/json_text.hpp"
 
 namespace fusee::app {
 
 namespace {
 
+using server::inspect_query;
+using server::inspect_reply;
+
 http_reply json(unsigned status, std::string body) {
   return http_reply{status, "application/json", std::move(body)};
 }
 
+/// Asks the inspector; nullopt if it did not answer within the query's deadline and a margin.
+std::optional<inspect_reply> ask(caf::actor_system& sys, const server::inspector_actor& insp,
+                                 const inspect_query& q) {
+  caf::scoped_actor self{sys};
+  std::optional<inspect_reply> out;
+  self->request(insp, std::chrono::milliseconds(q.deadline_ms + 5000), q)
+      .receive([&](inspect_reply& r) { out = std::move(r); }, [&](caf::error&) {});
+  return out;
+}
+
+http_reply no_inspector() {
+  return json(503, proto::json_error("the node's inspector did not answer"));
+}
+
+/// /v1/actors and its kind-fixed forms: the query string's filters, then the inspector's answer.
+http_reply query_route(caf::actor_system& sys, const admin_context& ctx, const http_exchange& ex,
+                       const char* kind) {
+  auto args = ex.query;
+  if (kind) {
+    if (args.count("kind") && args["kind"] != kind)
+      return json(400, proto::json_error(std::string("this route lists ") + kind +
+                                         " actors only; use /v1/actors?kind=" + args["kind"]));
+    args["kind"] = kind;
+  }
+  auto q = server::parse_query(args);
+  if (!q) return json(400, proto::json_error(q.err().message));
+  auto r = ask(sys, ctx.inspector, *q);
+  if (!r) return no_inspector();
+  return json(200, reply_json(*r, q->offset));
+}
+
+/// One actor: /v1/shards/{n}, /v1/log.
+http_reply single_route(caf::actor_system& sys, const admin_context& ctx, inspect_query q,
+                        const std::string& what) {
+  q.limit = 1;
+  auto r = ask(sys, ctx.inspector, q);
+  if (!r) return no_inspector();
+  if (r->rows.empty()) return json(404, proto::json_error("no " + what + " on this node"));
+  return json(200, row_json(r->rows.front()));
+}
+
 /// /v1/invoker: the scheduler's and endpoints' metrics with the original's camelCase keys.
-http_reply invoker_metrics(caf::actor_system& sys, const server::directory_actor& directory,
-                           const server::scheduler_actor& scheduler) {
+http_reply invoker_metrics(caf::actor_system& sys, const admin_context& ctx) {
   caf::scoped_actor self{sys};
   uint64_t parked = 0;
-  self->request(directory, std::chrono::seconds(5), server::parked_atom::value)
+  self->request(ctx.directory, std::chrono::seconds(5), server::parked_atom::value)
       .receive([&](uint64_t n) { parked = n; }, [&](caf::error&) {});
-  if (!scheduler)
+  if (!ctx.scheduler)
     return json(200, R"({"endpoints":[],"dueShards":0,"invokingShards":0,"backoffShards":0,)"
                      R"("handbacks":0,"crashes":0,"noProgress":0,"parkedCalls":)" +
                          std::to_string(parked) + "}");
   std::string body;
-  self->request(scheduler, std::chrono::seconds(5), server::metrics_atom::value, parked)
+  self->request(ctx.scheduler, std::chrono::seconds(5), server::metrics_atom::value, parked)
       .receive([&](std::string& j) { body = std::move(j); }, [&](caf::error&) {});
   if (body.empty()) return json(503, R"({"error":"the invoker did not answer"})");
   return json(200, std::move(body));
 }
 
+/// /readyz: the log is recovered (the server answers only once it is), the listeners are up
+/// (likewise), and the invoker, when configured, has its wake records and dispatches.
+http_reply readiness(caf::actor_system& sys, const admin_context& ctx) {
+  bool invoker = !ctx.invoker_configured;
+  if (ctx.scheduler) {
+    caf::scoped_actor self{sys};
+    self->request(ctx.scheduler, std::chrono::seconds(2), server::stats_atom::value)
+        .receive([&](server::actor_stats& s) { invoker = s.state == "running"; },
+                 [&](caf::error&) {});
+  }
+  std::string body = std::string("{\"ready\":") + (invoker ? "true" : "false") +
+                     ",\"logRecovered\":true,\"listening\":true,\"invokerStarted\":" +
+                     (invoker ? "true" : "false") + "}";
+  return json(invoker ? 200 : 503, body);
+}
+
+/// /metrics, gathered at most once a second.
+class metrics_cache {
+public:
+  http_reply get(caf::actor_system& sys, const admin_context& ctx) {
+    std::lock_guard<std::mutex> lk{mtx_};
+    auto now = std::chrono::steady_clock::now();
+    if (!text_.empty() && now - at_ < std::chrono::seconds(1))
+      return http_reply{200, content_type, text_};
+    inspect_query others;  // every actor but the shards
+    others.shard_from = 1;
+    others.shard_to = 0;
+    others.every_actor = true;
+    others.limit = inspect_query::max_limit;
+    inspect_query shards;  // every shard, for states and mailboxes; no rows
+    shards.kind = "shard";
+    shards.every_actor = true;
+    shards.limit = 0;
+    auto a = ask(sys, ctx.inspector, others);
+    auto s = ask(sys, ctx.inspector, shards);
+    if (!a || !s) return http_reply{503, "text/plain", "the node's inspector did not answer\n"};
+    text_ = render_metrics(*a, *s);
+    at_ = now;
+    return http_reply{200, content_type, text_};
+  }
+
+private:
+  static constexpr const char* content_type = "text/plain; version=0.0.4; charset=utf-8";
+  std::mutex mtx_;
+  std::string text_;
+  std::chrono::steady_clock::time_point at_{};
+};
+
+/// /v1/overview: what the dashboard draws each second, in one answer and without asking any
+/// shard actor: the node's other actors, the shards' grid and state counts, recent problems.
+http_reply overview(caf::actor_system& sys, const admin_context& ctx) {
+  inspect_query others;
+  others.shard_from = 1;
+  others.shard_to = 0;
+  others.limit = 500;
+  inspect_query grid;
+  grid.kind = "shard";
+  grid.limit = 0;
+  grid.grid = true;
+  auto a = ask(sys, ctx.inspector, others);
+  auto g = ask(sys, ctx.inspector, grid);
+  if (!a || !g) return no_inspector();
+  std::string body =
+      "{\"actors\":" + reply_json(*a, 0) + ",\"shards\":" + reply_json(*g, 0) + ",\"problems\":[";
+  auto problems = server::logging::recent_problems();
+  for (size_t i = 0; i < problems.size(); ++i)
+    body += (i ? "," : "") + proto::json_quote(problems[i]);
+  body += "]}";
+  return json(200, std::move(body));
+}
+
 }  // namespace
 
-http_server::handler admin_routes(caf::actor_system& sys, server::directory_actor directory,
-                                  server::scheduler_actor scheduler) {
-  return [&sys, directory, scheduler](const http_exchange& ex) {
-    if (ex.method == "GET" && ex.path == "/healthz") return json(200, R"({"status":"ok"})");
-    if (ex.method == "GET" && ex.path == "/v1/invoker")
-      return invoker_metrics(sys, directory, scheduler);
-    return json(404, proto::json_error("no such admin endpoint: " + ex.method + " " + ex.path));
+http_server::handler admin_routes(caf::actor_system& sys, admin_context ctx) {
+  auto metrics = std::make_shared<metrics_cache>();
+  return [&sys, ctx, metrics](const http_exchange& ex) {
+    if (ex.method != "GET")
+      return json(405, proto::json_error("the admin server answers GET only, not " + ex.method));
+    auto& p = ex.path;
+    if (p == "/" || p == "/index.html")
+      return http_reply{200, "text/html; charset=utf-8", std::string(dashboard_html())};
+    if (p == "/dashboard.js")
+      return http_reply{200, "text/javascript; charset=utf-8", std::string(dashboard_js())};
+    if (p == "/dashboard.css")
+      return http_reply{200, "text/css; charset=utf-8", std::string(dashboard_css())};
+    if (p == "/healthz") return json(200, R"({"status":"ok"})");
+    if (p == "/readyz") return readiness(sys, ctx);
+    if (p == "/metrics") return metrics->get(sys, ctx);
+    if (p == "/v1/invoker") return invoker_metrics(sys, ctx);
+    if (p == "/v1/overview") return overview(sys, ctx);
+    if (p == "/v1/actors") return query_route(sys, ctx, ex, nullptr);
+    if (p == "/v1/shards") return query_route(sys, ctx, ex, "shard");
+    if (p == "/v1/endpoints") return query_route(sys, ctx, ex, "endpoint");
+    if (p == "/v1/sessions") return query_route(sys, ctx, ex, "session");
+    if (p == "/v1/log") {
+      inspect_query q;
+      q.kind = "log";
+      return single_route(sys, ctx, q, "log");
+    }
+    if (p.rfind("/v1/shards/", 0) == 0) {
+      auto n = p.substr(11);
+      auto q = server::parse_query({{"shard", n}});
+      if (!q || n.find('-') != std::string::npos)
+        return json(400, proto::json_error("\"" + n + "\" is not a shard number"));
+      return single_route(sys, ctx, *q, "shard " + n);
+    }
+    if (p == "/v1/problems") {
+      std::string body = "[";
+      auto problems = server::logging::recent_problems();
+      for (size_t i = 0; i < problems.size(); ++i)
+        body += (i ? "," : "") + proto::json_quote(problems[i]);
+      return json(200, body + "]");
+    }
+    return json(404, proto::json_error("no such admin endpoint: " + ex.method + " " + p));
   };
 }
 

@@ -1,15 +1,24 @@
-// The admin HTTP server's routes (server.admin_listen): /healthz and /v1/invoker.
+// The admin HTTP server's routes (server.admin_listen): the dashboard (/), /metrics, /healthz,
+// /readyz and the JSON views /v1/actors, /v1/shards, /v1/shards/{n}, /v1/endpoints, /v1/sessions,
+// /v1/log, /v1/invoker, /v1/overview and /v1/problems (docs/operations.md).
 #pragma once
 
 #include "actors/directory_interface.hpp"
+#include "actors/inspect/inspector.hpp"
 #include "app/http_server.hpp"
 
 namespace fusee::app {
 
-/// The handler for the admin server. `scheduler` is null when no endpoint is configured. It runs
-/// on microhttpd's threads and asks the actors with a blocking scoped actor (never on a CAF
-/// scheduler thread).
-http_server::handler admin_routes(caf::actor_system& sys, server::directory_actor directory,
-                                  server::scheduler_actor scheduler);
+struct admin_context {
+  server::directory_actor directory;
+  server::scheduler_actor scheduler;  ///< null when no endpoint is configured
+  server::inspector_actor inspector;
+  bool invoker_configured = false;
+};
+
+/// The handler for the admin server. It runs on microhttpd's threads and asks the actors with a
+/// blocking scoped actor (never on a CAF scheduler thread); /metrics is gathered at most once a
+/// second, whatever the number of scrapers.
+http_server::handler admin_routes(caf::actor_system& sys, admin_context ctx);
 
 }  // namespace fusee::app

@@ -1,5 +1,7 @@
 #include "app/config.hpp"
 
+#include "actors/logging.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -42,6 +44,8 @@ const setting<server_config> server_settings[] = {
      "host:port of the admin HTTP server"},
     {"server", "http_listen", &server_config::http_listen, 0, 0,
      "host:port of the HTTP API for clients (/v1/workflows/...); empty = off"},
+    {"server", "inspect_listen", &server_config::inspect_listen, 0, 0,
+     "host:port where `fusee inspect` reaches the node's inspector (CAF middleman); empty = off"},
     {"server", "advertise", &server_config::advertise, 0, 0,
      "address put in invocation bodies; empty = listen"},
     {"server", "segment_mb", &server_config::segment_mb, 1, 4096,
@@ -54,6 +58,8 @@ const setting<server_config> server_settings[] = {
      "the longest a call or message waits for a holder"},
     {"invoker", "close_grace_ms", &server_config::close_grace_ms, 0, u32_max,
      "after a 2xx, how long before an invocation's leases are revoked"},
+    {"log", "level", &server_config::log_level, 0, 0,
+     "log level: trace, debug, info, warn, error or off"},
     {"limits", "write_buffer_mb", &server_config::write_buffer_mb, 1, 65536,
      "bytes waiting to be written to one connection, in MiB, before it is ended"},
 };
@@ -232,6 +238,11 @@ std::optional<std::string> validate(server_config& cfg) {
     return "`server.admin_listen` = \"" + cfg.admin_listen + "\" is not host:port";
   if (!cfg.http_listen.empty() && !parse_host_port(cfg.http_listen))
     return "`server.http_listen` = \"" + cfg.http_listen + "\" is not host:port";
+  if (!cfg.inspect_listen.empty() && !parse_host_port(cfg.inspect_listen))
+    return "`server.inspect_listen` = \"" + cfg.inspect_listen + "\" is not host:port";
+  if (!server::logging::parse_level(cfg.log_level))
+    return "`log.level` = \"" + cfg.log_level +
+           "\" is not one of trace, debug, info, warn, error, off";
   if (!cfg.advertise.empty() && !parse_host_port(cfg.advertise))
     return "`server.advertise` = \"" + cfg.advertise + "\" is not host:port";
   if (cfg.data_dir.empty()) return "`server.data_dir` is empty";

@@ -292,4 +292,8 @@ uint16_t http_api::port() const {
   return impl_->server->port();
 }
 
+server::call_gateway_actor http_api::gateway() const {
+  return impl_->gateway;
+}
+
 }  // namespace fusee::app

@@ -11,6 +11,7 @@
 
 #include <caf/fwd.hpp>
 
+#include "actors/call_gateway.hpp"
 #include "actors/directory_interface.hpp"
 #include "actors/node_settings.hpp"
 #include "app/http_server.hpp"
@@ -25,6 +26,8 @@ public:
                                          const std::string& host, uint16_t port, std::string* err);
   ~http_api();
   uint16_t port() const;
+  /// The call gateway actor (for the inspector).
+  server::call_gateway_actor gateway() const;
 
   struct impl;
 

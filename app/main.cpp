@@ -1,5 +1,5 @@
 // The fusee command: `fusee server`, `worker`, `handler`, `start | signal | result | describe |
-// cancel`, `call`, `disk-check`.
+// cancel`, `call`, `inspect`, `disk-check`.
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
@@ -9,6 +9,7 @@
 #include "app/config.hpp"
 #include "app/disk_check.hpp"
 #include "app/handler.hpp"
+#include "app/inspect_command.hpp"
 #include "app/server_main.hpp"
 #include "app/workflow_commands.hpp"
 
@@ -21,7 +22,7 @@ int main(int argc, char** argv) {
 
   fusee::app::server_config cfg;
   std::string config_file, ready_file;
-  std::string data_dir, listen, admin_listen, http_listen;
+  std::string data_dir, listen, admin_listen, http_listen, inspect_listen, log_level;
   uint32_t shards = 0;
   auto* server = app.add_subcommand("server", "run a server node");
   server->add_option("--config", config_file, "TOML configuration file")->check(CLI::ExistingFile);
@@ -31,6 +32,10 @@ int main(int argc, char** argv) {
   server->add_option("--admin-listen", admin_listen, "overrides [server] admin_listen");
   server->add_option("--http-listen", http_listen,
                      "overrides [server] http_listen (off: no HTTP API)");
+  server->add_option("--inspect-listen", inspect_listen,
+                     "overrides [server] inspect_listen (off: no `fusee inspect`)");
+  server->add_option("--log-level", log_level,
+                     "overrides [log] level: trace, debug, info, warn, error, off");
   server->add_option("--ready-file", ready_file,
                      "write listen=host:port here once serving (for scripts and tests)");
   bool list_settings = false;
@@ -118,7 +123,35 @@ int main(int argc, char** argv) {
   for (auto* c : {start, signal, result, describe, cancel})
     client_options(c);
 
+  fusee::app::inspect_command icmd;
+  auto* inspect = app.add_subcommand(
+      "inspect", "show a node's actors: shards, endpoints, sessions, the log, the invoker");
+  inspect->add_option("--node", icmd.node, "the node's inspect_listen address (host:port)");
+  inspect->add_flag("--json", icmd.json, "print the inspector's answer as JSON");
+  inspect->add_flag("--watch", icmd.watch, "refresh every --interval-ms until Ctrl-C");
+  inspect->add_option("--interval-ms", icmd.interval_ms, "refresh interval of --watch")
+      ->check(CLI::Range(100, 3600000));
+  std::map<std::string, std::string> inspect_args;
+  for (auto [flag, key, what] :
+       {std::tuple{"--kind", "kind",
+                   "directory, scheduler, log, gateway, endpoint, session, shard"},
+        std::tuple{"--shard", "shard", "a shard or a range such as 10-19"},
+        std::tuple{"--state", "state", "only actors in this state (e.g. held, backoff, due)"},
+        std::tuple{"--top", "top", "rank by: mailbox"},
+        std::tuple{"--limit", "limit", "rows to show (default 100)"},
+        std::tuple{"--offset", "offset", "rows to skip (paging)"},
+        std::tuple{"--deadline-ms", "deadline_ms", "how long actors may take to answer"}})
+    inspect->add_option_function<std::string>(
+        flag,
+        [&inspect_args, key = std::string(key)](const std::string& v) { inspect_args[key] = v; },
+        what);
+
   CLI11_PARSE(app, argc, argv);
+
+  if (*inspect) {
+    icmd.query = inspect_args;
+    return fusee::app::run_inspect(icmd);
+  }
 
   for (auto* c : {start, signal, result, describe, cancel})
     if (*c) {
@@ -149,6 +182,9 @@ int main(int argc, char** argv) {
   if (!listen.empty()) cfg.listen = listen;
   if (!admin_listen.empty()) cfg.admin_listen = admin_listen;
   if (server->count("--http-listen")) cfg.http_listen = http_listen == "off" ? "" : http_listen;
+  if (server->count("--inspect-listen"))
+    cfg.inspect_listen = inspect_listen == "off" ? "" : inspect_listen;
+  if (!log_level.empty()) cfg.log_level = log_level;
   if (auto err = fusee::app::validate(cfg)) {
     std::fprintf(stderr, "fusee server: %s\n", err->c_str());
     return 2;

@@ -9,9 +9,11 @@
 
 #include "actors/directory.hpp"
 #include "actors/http_client.hpp"
+#include "actors/inspect/inspector.hpp"
 #include "actors/invoker.hpp"
 #include "actors/listener.hpp"
 #include "actors/log_sink.hpp"
+#include "actors/logging.hpp"
 #include "actors/message_types.hpp"
 #include "actors/wal/wal_writer.hpp"
 #include "app/admin_routes.hpp"
@@ -39,6 +41,7 @@ struct node_config : caf::actor_system_config {
 
 int run_server(const server_config& cfg, const std::string& ready_file) {
   auto listen = parse_host_port(cfg.listen);
+  server::logging::init(*server::logging::parse_level(cfg.log_level));
 
   // Block the stop signals before any thread exists, so only sigwait below sees them.
   sigset_t stop_signals;
@@ -51,17 +54,15 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
   server::wal_recovery_report rep;
   auto opened = server::wal_writer::open(server::wal_options::of(cfg), &sink, &rep);
   if (!opened) {
-    std::fprintf(stderr, "fusee server: %s\n", opened.err().message.c_str());
+    spdlog::error("{}", opened.err().message);
     return 1;
   }
   auto wal = std::move(*opened);
-  std::fprintf(stderr,
-               "fusee server: recovered %llu records in %llu batches from %llu segments of %s\n",
-               (unsigned long long)rep.records, (unsigned long long)rep.batches,
-               (unsigned long long)rep.segments, cfg.data_dir.c_str());
+  spdlog::info("log recovered records={} batches={} segments={} data_dir={}", rep.records,
+               rep.batches, rep.segments, cfg.data_dir);
   if (rep.torn_bytes > 0)
-    std::fprintf(stderr, "fusee server: dropped a torn tail of %llu bytes (%s)\n",
-                 (unsigned long long)rep.torn_bytes, rep.torn_reason.c_str());
+    spdlog::warn("dropped a torn tail of the log bytes={} reason={}", rep.torn_bytes,
+                 server::logging::quoted(rep.torn_reason));
 
   int rc = 0;
   // The curl thread outlives the actor system: an endpoint actor still draining its mailbox
@@ -79,48 +80,34 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
                                 wal.get(), &sink},
         &lerr);
     if (!acceptor) {
-      std::fprintf(stderr, "fusee server: %s\n", lerr.c_str());
+      spdlog::error("{}", lerr);
       caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
       rc = 1;
     } else {
-      uint16_t port = acceptor->port();
-      std::fprintf(stderr, "fusee server: %u shards, workers and clients on %s:%u\n", cfg.shards,
-                   listen->host.c_str(), port);
+      spdlog::info("workers and clients listening shards={} listen={}:{}", cfg.shards, listen->host,
+                   acceptor->port());
     }
     // The invoker, when endpoints are configured: a curl thread plus scheduler and endpoints.
     server::scheduler_actor scheduler;
+    std::vector<server::shard_actor> records;
     if (acceptor && !cfg.endpoints.empty()) {
       http = std::make_unique<server::http_client>();
       auto address = !cfg.advertise.empty() ? cfg.advertise
                                             : listen->host + ":" + std::to_string(acceptor->port());
       auto invoker = server::spawn_invoker(sys, cfg, address, http.get(), directory);
       scheduler = invoker.scheduler;
+      records = invoker.shards;
       caf::anon_send(directory, server::invoker_ready{scheduler, std::move(invoker.shards)});
-      std::fprintf(stderr, "fusee server: invoker with %zu endpoint(s), server address %s\n",
-                   cfg.endpoints.size(), address.c_str());
+      spdlog::info("invoker started endpoints={} server_address={}", cfg.endpoints.size(), address);
     }
     // A listener that cannot start stops the start: the worker listener closes, the node stops.
     auto refuse_start = [&](const char* setting, const std::string& why) {
-      std::fprintf(stderr, "fusee server: `%s`: %s\n", setting, why.c_str());
+      spdlog::error("`{}`: {}", setting, why);
       acceptor->stop();
       caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
       rc = 1;
       acceptor.reset();
     };
-    // The admin HTTP server (admin_routes.cpp).
-    std::unique_ptr<http_server> admin;
-    auto admin_at = parse_host_port(cfg.admin_listen);
-    if (acceptor) {
-      std::string aerr;
-      admin = http_server::start(admin_at->host, admin_at->port,
-                                 admin_routes(sys, directory, scheduler), &aerr);
-      if (!admin) {
-        refuse_start("server.admin_listen", aerr);
-      } else {
-        std::fprintf(stderr, "fusee server: admin HTTP on %s:%u\n", admin_at->host.c_str(),
-                     admin->port());
-      }
-    }
     // The HTTP API for clients.
     std::unique_ptr<http_api> api;
     if (acceptor && !cfg.http_listen.empty()) {
@@ -130,7 +117,47 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       if (!api) {
         refuse_start("server.http_listen", herr);
       } else {
-        std::fprintf(stderr, "fusee server: HTTP API on %s:%u\n", at->host.c_str(), api->port());
+        spdlog::info("HTTP API listening http={}:{}", at->host, api->port());
+      }
+    }
+    // The inspector, and `fusee inspect`'s way to it: published on inspect_listen only.
+    server::inspector_actor inspector;
+    uint16_t inspect_port = 0;
+    if (acceptor) {
+      server::inspector_targets t;
+      t.node = listen->host + ":" + std::to_string(acceptor->port());
+      t.shards = cfg.shards;
+      t.directory = directory;
+      t.scheduler = scheduler;
+      t.records = records;
+      if (api) t.gateway = caf::actor_cast<server::stats_actor>(api->gateway());
+      t.wal = wal.get();
+      t.sessions = &sink;
+      inspector = server::spawn_inspector(sys, std::move(t));
+      if (!cfg.inspect_listen.empty()) {
+        auto at = parse_host_port(cfg.inspect_listen);
+        auto published = sys.middleman().publish(inspector, at->port, at->host.c_str(), true);
+        if (!published) {
+          refuse_start("server.inspect_listen", sys.render(published.error()));
+        } else {
+          inspect_port = *published;
+          spdlog::info("inspector listening inspect={}:{}", at->host, inspect_port);
+        }
+      }
+    }
+    // The admin HTTP server (admin_routes.cpp).
+    std::unique_ptr<http_server> admin;
+    auto admin_at = parse_host_port(cfg.admin_listen);
+    if (acceptor) {
+      std::string aerr;
+      admin = http_server::start(
+          admin_at->host, admin_at->port,
+          admin_routes(sys, admin_context{directory, scheduler, inspector, !cfg.endpoints.empty()}),
+          &aerr);
+      if (!admin) {
+        refuse_start("server.admin_listen", aerr);
+      } else {
+        spdlog::info("admin HTTP listening admin={}:{}", admin_at->host, admin->port());
       }
     }
     if (acceptor) {
@@ -143,29 +170,30 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
           out << "admin=" << admin_at->host << ":" << admin->port() << "\n";
           if (api)
             out << "http=" << parse_host_port(cfg.http_listen)->host << ":" << api->port() << "\n";
+          if (inspect_port != 0)
+            out << "inspect=" << parse_host_port(cfg.inspect_listen)->host << ":" << inspect_port
+                << "\n";
         }
         std::rename(tmp.c_str(), ready_file.c_str());
       }
       int sig = 0;
       sigwait(&stop_signals, &sig);
-      std::fprintf(stderr, "fusee server: signal %d, stopping\n", sig);
+      spdlog::info("stopping signal={}", sig);
       acceptor->stop();
       caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
     }
-    api.reset();
     admin.reset();
+    api.reset();
+    if (inspector) caf::anon_send_exit(inspector, caf::exit_reason::user_shutdown);
     if (scheduler) caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
     if (http) http->stop();
     wal->stop();
     sink.set_directory(server::directory_actor{});
     auto st = wal->get_stats();
-    std::fprintf(stderr,
-                 "fusee server: log stats: %llu records in %llu batches, %llu fsyncs, "
-                 "%.1f records per batch, %llu segments retired\n",
-                 (unsigned long long)st.records, (unsigned long long)st.batches,
-                 (unsigned long long)st.fsyncs,
-                 st.batches ? double(st.records) / double(st.batches) : 0.0,
-                 (unsigned long long)st.retired_segments);
+    spdlog::info("log stats records={} batches={} fsyncs={} records_per_batch={:.1f} "
+                 "segments_retired={}",
+                 st.records, st.batches, st.fsyncs,
+                 st.batches ? double(st.records) / double(st.batches) : 0.0, st.retired_segments);
   }
   return rc;
 }

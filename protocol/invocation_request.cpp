@@ -37,6 +37,16 @@ std::optional<reason> parse_reason(std::string_view name) {
   return std::nullopt;
 }
 
+std::string reasons_text(uint8_t reasons) {
+  std::string out;
+  for (auto& [bit, name] : reason_names) {
+    if ((reasons & bit) == 0) continue;
+    if (!out.empty()) out += ',';
+    out += name;
+  }
+  return out;
+}
+
 std::string to_json(const invocation_request& r) {
   std::string out = "{\"version\":" + std::to_string(r.version) + ",\"invocation\":\"" +
                     format_invocation_id(r.invocation) + "\",\"shards\":[";

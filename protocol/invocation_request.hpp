@@ -28,6 +28,8 @@ inline constexpr uint8_t all_reasons = 63;
 /// "call", "message", ...; empty for anything that is not exactly one reason bit.
 std::string_view reason_name(uint8_t bit);
 std::optional<reason> parse_reason(std::string_view name);
+/// A set of reasons as names joined by commas, in bit order ("call,timer"); "" for none.
+std::string reasons_text(uint8_t reasons);
 
 struct invocation_request {
   uint32_t version = 1;

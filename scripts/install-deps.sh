@@ -13,6 +13,9 @@ packages=(
   nlohmann-json3-dev
   # tests: doctest, the independent HMAC check (python3), certificates (openssl CLI)
   doctest-dev python3 openssl
+  # tests of the admin server: `promtool check metrics` (prometheus) and the dashboard in a
+  # headless browser (chromium)
+  prometheus chromium
   # make fuzz / make test-asan: clang with libFuzzer and the sanitizer runtimes
   clang libclang-rt-14-dev
 )

@@ -47,11 +47,26 @@ struct wal_writer::impl {
 
   std::atomic<bool> inject_failure{false};
   std::atomic<uint64_t> n_batches{0}, n_records{0}, n_fsyncs{0}, n_retired{0}, n_segments{0};
+  std::atomic<uint64_t> n_appends{0}, n_refused{0}, n_bytes{0}, n_checkpoints{0};
+  std::atomic<bool> failed{false};
+  mutable std::mutex failure_mtx;  ///< guards failure_text (read by get_stats)
+  std::string failure_text;
+  histogram_recorder<32> fsync_seconds{"fsync_seconds", latency_bounds()};
+  histogram_recorder<32> records_per_fsync{"records_per_fsync", batch_bounds()};
+  /// Each shard's durable LSN, readable from any thread (introspection).
+  std::unique_ptr<std::atomic<uint64_t>[]> durable;
 
   impl(const wal_options& o, wal_sink* s, recovered_log&& log)
       : opts(o), sink(s), shards(std::move(log.shards)), segments(std::move(log.segments)),
-        checkpoints(o.dir / "checkpoints") {
+        checkpoints(o.dir / "checkpoints"), durable(new std::atomic<uint64_t>[shards.size()]) {
     n_segments = segments.count();
+    for (size_t i = 0; i < shards.size(); ++i)
+      durable[i].store(shards[i].durable_lsn, std::memory_order_relaxed);
+  }
+
+  void refuse(session_id session, uint64_t request_id, proto::error e) {
+    n_refused.fetch_add(1, std::memory_order_relaxed);
+    sink->on_refused(session, request_id, std::move(e));
   }
 
   // -- the writer loop ------------------------------------------------------------------------
@@ -118,7 +133,7 @@ struct wal_writer::impl {
                                  st.holder == session && session != 0);
     }
     if (err) {
-      sink->on_refused(session, request_id, *err);
+      refuse(session, request_id, *err);
       return nullptr;
     }
     return &shards[s];
@@ -149,11 +164,11 @@ struct wal_writer::impl {
         auto* st = admit(a->session, a->request_id, a->shard, a->epoch);
         if (!st) continue;
         if (a->first_lsn.value() != st->last_lsn + 1) {
-          sink->on_refused(a->session, a->request_id,
-                           proto::error{err_code::lsn_gap,
-                                        "shard " + std::to_string(s) + ": first_lsn must be " +
-                                            std::to_string(st->last_lsn + 1) + ", not " +
-                                            std::to_string(a->first_lsn.value())});
+          refuse(a->session, a->request_id,
+                 proto::error{err_code::lsn_gap, "shard " + std::to_string(s) +
+                                                     ": first_lsn must be " +
+                                                     std::to_string(st->last_lsn + 1) + ", not " +
+                                                     std::to_string(a->first_lsn.value())});
           continue;
         }
         records_section sec{s, a->epoch.value(), a->first_lsn.value(), {}, {}};
@@ -164,6 +179,7 @@ struct wal_writer::impl {
             {s, section_ref{a->first_lsn.value(), count, 0, region, body.size() - region}});
         st->last_lsn += count;
         records += count;
+        n_appends.fetch_add(1, std::memory_order_relaxed);
         acks[a->session][s] = proto::position{a->shard, a->epoch, lsn_t{st->last_lsn}};
         touched.emplace_back(a->session, s);
       } else if (auto* g = std::get_if<wal_grant>(&e)) {
@@ -191,20 +207,26 @@ struct wal_writer::impl {
 
     if (!body.empty()) {
       if (inject_failure.exchange(false)) segments.fail_next_append();
+      auto t0 = std::chrono::steady_clock::now();
       auto written = segments.append(body);
       if (!written) {
         fail(written.err().message, touched, std::move(grants));
         return;
       }
+      fsync_seconds.observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      records_per_fsync.observe(static_cast<double>(records));
       n_batches++;
       n_fsyncs++;
       n_records += records;
+      n_bytes.fetch_add(body.size(), std::memory_order_relaxed);
       for (auto& p : new_sections) {
         auto& st = shards[p.shard];
         p.ref.segment = segments.active().seq;
         p.ref.offset += *written;
         st.index.push_back(p.ref);
         st.durable_lsn = p.ref.first_lsn + p.ref.count - 1;
+        durable[p.shard].store(st.durable_lsn, std::memory_order_relaxed);
         auto& m = segments.active().max_lsn[p.shard];
         m = std::max(m, st.durable_lsn);
       }
@@ -241,6 +263,11 @@ struct wal_writer::impl {
             std::vector<grant_done> grants) {
     broken = true;
     broken_reason = err;
+    {
+      std::lock_guard<std::mutex> lk{failure_mtx};
+      failure_text = err;
+    }
+    failed = true;
     for (auto& st : shards)
       st.last_lsn = st.durable_lsn;
     for (auto& [session, s] : touched)
@@ -265,18 +292,18 @@ struct wal_writer::impl {
     auto* st = admit(c.session, c.request_id, c.shard, c.epoch);
     if (!st) return;
     if (c.lsn.value() > st->durable_lsn) {
-      sink->on_refused(c.session, c.request_id,
-                       proto::error{err_code::bad_body, "checkpoint lsn " +
-                                                            std::to_string(c.lsn.value()) +
-                                                            " is past the shard's durable LSN " +
-                                                            std::to_string(st->durable_lsn)});
+      refuse(c.session, c.request_id,
+             proto::error{err_code::bad_body, "checkpoint lsn " + std::to_string(c.lsn.value()) +
+                                                  " is past the shard's durable LSN " +
+                                                  std::to_string(st->durable_lsn)});
       return;
     }
     if (auto r = checkpoints.write(c.shard.value(), c.lsn.value(), c.data); !r) {
-      sink->on_refused(c.session, c.request_id, r.err());
+      refuse(c.session, c.request_id, r.err());
       return;
     }
     n_fsyncs += 2;
+    n_checkpoints.fetch_add(1, std::memory_order_relaxed);
     st->ckpt_lsn = std::max(st->ckpt_lsn, c.lsn.value());
     retire();  // before the OK, so a caller that saw the OK sees the segments gone
     sink->on_answer(c.session, proto::ok{c.request_id, {}});
@@ -286,7 +313,7 @@ struct wal_writer::impl {
     if (!admit(l.session, l.request_id, l.shard, l.epoch, false)) return;
     auto c = checkpoints.read(l.shard.value());
     if (!c) {
-      sink->on_refused(l.session, l.request_id, c.err());
+      refuse(l.session, l.request_id, c.err());
       return;
     }
     proto::checkpoint_data out{l.request_id, lsn_t{0}, {}};
@@ -313,12 +340,12 @@ struct wal_writer::impl {
                                [](uint64_t v, const section_ref& x) { return v < x.first_lsn; });
     if (it == st->index.begin()) {
       uint64_t first = st->index.empty() ? st->durable_lsn + 1 : st->index.front().first_lsn;
-      sink->on_refused(r.session, r.request_id,
-                       proto::error{err_code::bad_body,
-                                    "shard " + std::to_string(s) + ": records before LSN " +
-                                        std::to_string(first) +
-                                        " were retired after a checkpoint; load the checkpoint "
-                                        "and recover after its LSN"});
+      refuse(r.session, r.request_id,
+             proto::error{err_code::bad_body,
+                          "shard " + std::to_string(s) + ": records before LSN " +
+                              std::to_string(first) +
+                              " were retired after a checkpoint; load the checkpoint "
+                              "and recover after its LSN"});
       return;
     }
     --it;
@@ -329,9 +356,9 @@ struct wal_writer::impl {
       auto region = segments.read(it->segment, it->offset, it->size);
       auto recs = region ? decode_records(*region, it->count) : region.err();
       if (!recs) {
-        sink->on_refused(r.session, r.request_id,
-                         proto::error{err_code::io, "log of shard " + std::to_string(s) +
-                                                        " cannot be read: " + recs.err().message});
+        refuse(r.session, r.request_id,
+               proto::error{err_code::io, "log of shard " + std::to_string(s) +
+                                              " cannot be read: " + recs.err().message});
         return;
       }
       for (uint32_t i = 0; i < it->count && !full; ++i) {
@@ -442,8 +469,31 @@ lsn_t wal_writer::recovered_durable_lsn(shard_id s) const {
 }
 
 wal_writer::stats wal_writer::get_stats() const {
-  return stats{impl_->n_batches, impl_->n_records, impl_->n_fsyncs, impl_->n_segments,
-               impl_->n_retired};
+  auto& i = *impl_;
+  stats s;
+  s.batches = i.n_batches;
+  s.records = i.n_records;
+  s.fsyncs = i.n_fsyncs;
+  s.segments = i.n_segments;
+  s.retired_segments = i.n_retired;
+  s.appends = i.n_appends;
+  s.refused = i.n_refused;
+  s.bytes_written = i.n_bytes;
+  s.queued = i.queued.load(std::memory_order_relaxed);
+  s.checkpoints = i.n_checkpoints;
+  s.failed = i.failed;
+  if (s.failed) {
+    std::lock_guard<std::mutex> lk{i.failure_mtx};
+    s.failure = i.failure_text;
+  }
+  s.fsync_seconds = i.fsync_seconds.snapshot();
+  s.records_per_fsync = i.records_per_fsync.snapshot();
+  return s;
+}
+
+uint64_t wal_writer::durable_lsn(uint32_t shard) const {
+  if (shard >= impl_->shards.size()) return 0;
+  return impl_->durable[shard].load(std::memory_order_relaxed);
 }
 
 }  // namespace fusee::server

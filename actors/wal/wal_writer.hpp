@@ -21,6 +21,7 @@
 #include <variant>
 #include <vector>
 
+#include "actors/histogram.hpp"
 #include "actors/lease_log.hpp"
 #include "actors/wal/options.hpp"
 #include "protocol/errors.hpp"
@@ -137,8 +138,19 @@ public:
     uint64_t fsyncs = 0;
     uint64_t segments = 0;
     uint64_t retired_segments = 0;
+    uint64_t appends = 0;        ///< APPEND requests taken (admitted)
+    uint64_t refused = 0;        ///< requests refused (fencing, LSN gaps, a failed log)
+    uint64_t bytes_written = 0;  ///< batch bytes written and fsync'ed
+    uint64_t queued = 0;         ///< entries waiting for the writer thread now
+    uint64_t checkpoints = 0;    ///< checkpoints stored
+    bool failed = false;         ///< a write failed; appends are refused until restart
+    std::string failure;
+    histogram fsync_seconds;      ///< write + fdatasync of one batch
+    histogram records_per_fsync;  ///< records in one batch
   };
   stats get_stats() const;
+  /// The shard's durable LSN now (any thread; 0 for no such shard).
+  uint64_t durable_lsn(uint32_t shard) const;
 
   /// Test hook (fault injection): the next batch write fails as if the disk returned EIO.
   void inject_write_failure();

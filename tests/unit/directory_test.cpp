@@ -106,6 +106,9 @@ session_actor::behavior_type session_stub(session_actor::pointer, connection* c)
         c->closed = true;
       },
       [=](flush_atom) {},
+      [=](stats_atom) {
+        return actor_stats{"session", c->id};
+      },
   };
 }
 
@@ -148,6 +151,9 @@ shard_actor::behavior_type wake_stub(shard_actor::pointer, wake_log* log) {
       [=](leased_atom, int32_t endpoint) { log->leased.push_back(endpoint); },
       [=](const lease_end& e) { log->ended.push_back(e); },
       [=](tick_atom, uint64_t) {},
+      [=](stats_atom) {
+        return actor_stats{"shard", 0};
+      },
   };
 }
 

@@ -1,0 +1,468 @@
+#include "actors/inspect/inspector.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <unordered_map>
+
+#include "actors/inspect/query.hpp"
+#include "actors/inspect/shard_state.hpp"
+#include "actors/log_sink.hpp"
+#include "actors/wal/wal_writer.hpp"
+#include "protocol/ids.hpp"
+#include "protocol/invocation_request.hpp"
+
+namespace fusee::server {
+
+namespace {
+
+using clock_type = caf::actor_clock::clock_type;
+using time_point = caf::actor_clock::time_point;
+using ms = std::chrono::milliseconds;
+
+/// No more than this many names in no_answer (the count says how many more).
+constexpr size_t max_no_answer_names = 100;
+
+size_t kind_rank(const std::string& kind) {
+  auto& k = actor_kinds();
+  return static_cast<size_t>(std::find(k.begin(), k.end(), kind) - k.begin());
+}
+
+/// One row while a query runs: compact, because a query may cover 100,000 shards; the full
+/// actor_stats is built for the rows on the page only.
+struct candidate {
+  uint8_t kind = 0;  ///< index in actor_kinds()
+  uint64_t id = 0;
+  char state = 0;  ///< shard_state for shards
+  bool asked = false;
+  bool pending = false;  ///< asked, no answer yet
+  bool answered = false;
+  uint64_t mailbox = 0;
+  int32_t answer = -1;  ///< index in run::answers
+  stats_actor target;
+};
+
+struct run {
+  inspect_query q;
+  caf::typed_response_promise<inspect_reply> rp;
+  time_point started{};
+  int phase = 0;  ///< 1: views, 2: every actor asked, 3: the page's shards asked
+  size_t waiting = 0;
+  uint32_t from = 0, to = 0;  ///< the shard range, clamped (empty when from > to)
+  uint32_t view_from = 0;     ///< first shard of `leases`
+  bool have_leases = false;
+  std::vector<shard_lease_view> leases;
+  std::vector<shard_invoker_view> invoker;
+  std::vector<candidate> rows;
+  std::vector<actor_stats> answers;
+  std::vector<std::string> no_answer;
+  size_t no_answer_more = 0;
+};
+
+struct inspector_state {
+  inspector_state() = default;
+  inspector_targets t;
+  std::vector<endpoint_actor> endpoints;
+  bool endpoints_known = false;
+  uint64_t next_run = 1;
+  std::unordered_map<uint64_t, run> runs;
+  static inline const char* name = "inspector";
+};
+
+using inspector_ptr = inspector_actor::stateful_pointer<inspector_state>;
+
+bool selects(const inspect_query& q, const char* kind) {
+  return q.kind.empty() || q.kind == kind;
+}
+
+caf::timespan remaining(inspector_ptr self, const run& r) {
+  auto end = r.started + ms{r.q.deadline_ms};
+  auto now = self->clock().now();
+  return end > now ? caf::timespan{end - now} : caf::timespan{0};
+}
+
+void advance(inspector_ptr self, uint64_t id);
+
+/// One answer (or error) of the views phase arrived.
+void view_done(inspector_ptr self, uint64_t id) {
+  auto i = self->state.runs.find(id);
+  if (i == self->state.runs.end() || i->second.phase != 1) return;
+  if (--i->second.waiting == 0) advance(self, id);
+}
+
+void note_no_answer(run& r, std::string name) {
+  if (r.no_answer.size() < max_no_answer_names)
+    r.no_answer.push_back(std::move(name));
+  else
+    r.no_answer_more++;
+}
+
+/// Asks `rows[k]` for its stats in `phase`.
+void ask(inspector_ptr self, uint64_t id, run& r, size_t k) {
+  auto& c = r.rows[k];
+  c.asked = true;
+  c.pending = true;
+  r.waiting++;
+  int phase = r.phase;
+  auto on_answer = [=](actor_stats& a) {
+    auto i = self->state.runs.find(id);
+    if (i == self->state.runs.end() || i->second.phase != phase) return;
+    auto& r = i->second;
+    auto& c = r.rows[k];
+    if (!c.pending) return;
+    c.pending = false;
+    c.answered = true;
+    c.mailbox = a.mailbox;
+    if (c.kind != kind_rank("shard")) c.state = 0;
+    c.answer = static_cast<int32_t>(r.answers.size());
+    r.answers.push_back(std::move(a));
+    if (--r.waiting == 0) advance(self, id);
+  };
+  auto on_error = [=](caf::error&) {
+    auto i = self->state.runs.find(id);
+    if (i == self->state.runs.end() || i->second.phase != phase) return;
+    auto& r = i->second;
+    if (!r.rows[k].pending) return;
+    r.rows[k].pending = false;
+    if (--r.waiting == 0) advance(self, id);
+  };
+  // No per-request timeout (100,000 timers would cost more than the answers): the query's one
+  // deadline tick ends the phase; a late answer finds the phase over and is dropped.
+  self->request(c.target, caf::infinite, stats_atom::value).then(on_answer, on_error);
+}
+
+/// The rows of every selected kind, before filters; the shards from the views alone.
+void build_rows(inspector_ptr self, run& r) {
+  auto& st = self->state;
+  auto& q = r.q;
+  auto add = [&](const char* kind, uint64_t id, stats_actor target) {
+    candidate c;
+    c.kind = static_cast<uint8_t>(kind_rank(kind));
+    c.id = id;
+    c.target = std::move(target);
+    r.rows.push_back(std::move(c));
+  };
+  if (selects(q, "directory")) add("directory", 0, caf::actor_cast<stats_actor>(st.t.directory));
+  if (selects(q, "scheduler") && st.t.scheduler)
+    add("scheduler", 0, caf::actor_cast<stats_actor>(st.t.scheduler));
+  if (selects(q, "log") && st.t.wal) {
+    add("log", 0, {});
+    auto& c = r.rows.back();
+    c.answered = true;
+    c.answer = static_cast<int32_t>(r.answers.size());
+    r.answers.push_back(log_stats(*st.t.wal));
+  }
+  if (selects(q, "gateway") && st.t.gateway) add("gateway", 0, st.t.gateway);
+  if (selects(q, "endpoint"))
+    for (uint32_t e = 0; e < st.endpoints.size(); ++e)
+      add("endpoint", e, caf::actor_cast<stats_actor>(st.endpoints[e]));
+  if (selects(q, "session") && st.t.sessions) {
+    auto sessions = st.t.sessions->sessions();
+    std::sort(sessions.begin(), sessions.end(), [](auto& a, auto& b) { return a.first < b.first; });
+    for (auto& [sid, actor] : sessions)
+      add("session", sid, caf::actor_cast<stats_actor>(actor));
+  }
+  if (selects(q, "shard") && r.from <= r.to) {
+    auto shard_kind = static_cast<uint8_t>(kind_rank("shard"));
+    for (uint32_t s = r.from; s <= r.to; ++s) {
+      shard_lease_view none;
+      auto li = s - r.view_from;
+      auto& lease = r.have_leases && li < r.leases.size() ? r.leases[li] : none;
+      auto* inv = s - r.from < r.invoker.size() ? &r.invoker[s - r.from] : nullptr;
+      auto state = state_of(lease, inv);
+      if (!q.state.empty() && q.state != state_name(state)) continue;
+      candidate c;
+      c.kind = shard_kind;
+      c.id = s;
+      c.state = static_cast<char>(state);
+      if (s < st.t.records.size()) c.target = caf::actor_cast<stats_actor>(st.t.records[s]);
+      r.rows.push_back(std::move(c));
+    }
+  }
+}
+
+/// The full row of candidate `c`: the actor's answer, and for shards and sessions what the
+/// views add.
+actor_stats materialize(inspector_ptr self, run& r, const candidate& c) {
+  auto& kinds = actor_kinds();
+  actor_stats a = c.answer >= 0 ? r.answers[c.answer] : actor_stats{kinds[c.kind], c.id};
+  a.kind = kinds[c.kind];
+  a.id = c.id;
+  a.answered = c.answered;
+  a.mailbox = c.mailbox;
+  if (a.kind == "shard") {
+    auto s = static_cast<uint32_t>(c.id);
+    a.state = std::string(state_name(static_cast<shard_state>(c.state)));
+    std::vector<stat_value> own = std::move(a.values);
+    a.values.clear();
+    shard_lease_view none;
+    auto li = s - r.view_from;
+    auto& lease = r.have_leases && li < r.leases.size() ? r.leases[li] : none;
+    a.num("holder", static_cast<int64_t>(lease.holder));
+    a.num("epoch", static_cast<int64_t>(lease.epoch));
+    a.num("durableLsn",
+          static_cast<int64_t>(self->state.t.wal ? self->state.t.wal->durable_lsn(s) : 0));
+    a.num("parkedCalls", lease.parked_calls);
+    a.num("parkedMessages", lease.parked_messages);
+    a.num("servesCalls", lease.serve_calls);
+    a.num("draining", lease.draining);
+    if (s - r.from < r.invoker.size()) {
+      auto& inv = r.invoker[s - r.from];
+      a.text("invocation", inv.invocation
+                               ? proto::format_invocation_id(proto::invocation_id{inv.invocation})
+                               : "");
+      a.num("endpoint", inv.endpoint);
+      a.text("dueFor", proto::reasons_text(inv.reasons));
+    }
+    for (auto& v : own)
+      a.values.push_back(std::move(v));
+  } else if (a.kind == "session" && r.have_leases) {
+    int64_t held = 0;
+    for (auto& l : r.leases)
+      held += l.holder == c.id;
+    a.num("shardsHeld", held);
+  }
+  return a;
+}
+
+void finish(inspector_ptr self, uint64_t id) {
+  auto i = self->state.runs.find(id);
+  if (i == self->state.runs.end()) return;
+  auto& r = i->second;
+  auto& kinds = actor_kinds();
+  auto& q = r.q;
+  inspect_reply out;
+  out.node = self->state.t.node;
+  out.shards = self->state.t.shards;
+  // Filter the actors that answer with their own state word.
+  std::vector<size_t> matched;
+  for (size_t k = 0; k < r.rows.size(); ++k) {
+    auto& c = r.rows[k];
+    if (!q.state.empty() && kinds[c.kind] != "shard") {
+      if (c.answer < 0 || r.answers[c.answer].state != q.state) continue;
+    }
+    matched.push_back(k);
+  }
+  if (q.top == "mailbox")
+    std::stable_sort(matched.begin(), matched.end(),
+                     [&](size_t a, size_t b) { return r.rows[a].mailbox > r.rows[b].mailbox; });
+  out.matched = matched.size();
+  // Counts per state and per kind over every matched row.
+  std::map<std::string, uint64_t> states;
+  std::vector<kind_summary> per_kind(kinds.size());
+  for (auto k : matched) {
+    auto& c = r.rows[k];
+    auto state = kinds[c.kind] == "shard"
+                     ? std::string(state_name(static_cast<shard_state>(c.state)))
+                 : c.answer >= 0 ? r.answers[c.answer].state
+                                 : std::string("unknown");
+    states[state]++;
+    auto& ks = per_kind[c.kind];
+    ks.actors++;
+    ks.missed += c.asked && !c.answered;
+    ks.mailbox_total += c.mailbox;
+    ks.mailbox_max = std::max(ks.mailbox_max, c.mailbox);
+    if (c.answer >= 0)
+      for (auto& v : r.answers[c.answer].values) {
+        if (v.is_text) continue;
+        auto t = std::find_if(ks.totals.begin(), ks.totals.end(),
+                              [&](const stat_value& x) { return x.key == v.key; });
+        if (t == ks.totals.end())
+          ks.totals.push_back(stat_value{v.key, v.number, {}, false});
+        else
+          t->number += v.number;
+      }
+  }
+  for (auto& [s, n] : states)
+    out.states.push_back(state_count{s, n});
+  for (size_t k = 0; k < kinds.size(); ++k)
+    if (per_kind[k].actors > 0) {
+      per_kind[k].kind = kinds[k];
+      out.kinds.push_back(per_kind[k]);
+    }
+  for (auto& c : r.rows)
+    if (c.asked && !c.answered) note_no_answer(r, kinds[c.kind] + " " + std::to_string(c.id));
+  size_t end = std::min<size_t>(matched.size(), size_t{q.offset} + q.limit);
+  for (size_t p = q.offset; p < end; ++p) {
+    auto& c = r.rows[matched[p]];
+    if (!c.asked && c.target && kinds[c.kind] == "shard")
+      note_no_answer(r, "shard " + std::to_string(c.id));  // the deadline came first
+    out.rows.push_back(materialize(self, r, c));
+  }
+  out.no_answer = std::move(r.no_answer);
+  if (r.no_answer_more > 0)
+    out.no_answer.push_back("... and " + std::to_string(r.no_answer_more) + " more");
+  if (q.grid && r.from <= r.to) {
+    out.grid.reserve(r.to - r.from + 1);
+    for (uint32_t s = r.from; s <= r.to; ++s) {
+      shard_lease_view none;
+      auto li = s - r.view_from;
+      auto& lease = r.have_leases && li < r.leases.size() ? r.leases[li] : none;
+      auto* inv = s - r.from < r.invoker.size() ? &r.invoker[s - r.from] : nullptr;
+      out.grid.push_back(static_cast<char>(state_of(lease, inv)));
+    }
+  }
+  out.took_us = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(self->clock().now() - r.started)
+          .count());
+  r.rp.deliver(std::move(out));
+  self->state.runs.erase(i);
+}
+
+/// Moves a query to its next phase once the current one has every answer (or its deadline).
+void advance(inspector_ptr self, uint64_t id) {
+  auto i = self->state.runs.find(id);
+  if (i == self->state.runs.end()) return;
+  auto& r = i->second;
+  if (r.phase == 1) {
+    r.phase = 2;
+    build_rows(self, r);
+    for (size_t k = 0; k < r.rows.size(); ++k) {
+      auto& c = r.rows[k];
+      if (!c.target || c.answered) continue;
+      if (actor_kinds()[c.kind] != "shard" || r.q.every_actor) ask(self, id, r, k);
+    }
+    if (r.waiting > 0) return;
+  }
+  if (r.phase == 2) {
+    r.phase = 3;
+    // The page's shards, unless every actor was asked already: the page is known only now
+    // (the other kinds' states came with their answers).
+    if (!r.q.every_actor) {
+      std::vector<size_t> matched;
+      auto& kinds = actor_kinds();
+      for (size_t k = 0; k < r.rows.size(); ++k) {
+        auto& c = r.rows[k];
+        if (!r.q.state.empty() && kinds[c.kind] != "shard" &&
+            (c.answer < 0 || r.answers[c.answer].state != r.q.state))
+          continue;
+        matched.push_back(k);
+      }
+      size_t end = std::min<size_t>(matched.size(), size_t{r.q.offset} + r.q.limit);
+      for (size_t p = r.q.offset; p < end; ++p) {
+        auto& c = r.rows[matched[p]];
+        if (c.target && !c.asked) ask(self, id, r, matched[p]);
+      }
+    }
+    if (r.waiting > 0) return;
+  }
+  finish(self, id);
+}
+
+/// The query's deadline: what has not answered is listed as such, and the query ends now.
+void expire(inspector_ptr self, uint64_t id) {
+  auto i = self->state.runs.find(id);
+  if (i == self->state.runs.end()) return;
+  auto& r = i->second;
+  if (r.phase == 1) {
+    if (!r.have_leases) note_no_answer(r, "directory (shard view)");
+    r.waiting = 0;
+    advance(self, id);  // builds the rows and asks them; the phase is over at once below
+    i = self->state.runs.find(id);
+    if (i == self->state.runs.end()) return;
+  }
+  auto& rr = i->second;
+  for (auto& c : rr.rows)
+    c.pending = false;
+  rr.waiting = 0;
+  rr.phase = 3;
+  finish(self, id);
+}
+
+inspector_actor::behavior_type inspector_fn(inspector_ptr self, inspector_targets targets) {
+  self->state.t = std::move(targets);
+  return {
+      [=](inspect_query& q) -> caf::typed_response_promise<inspect_reply> {
+        auto& st = self->state;
+        q.limit = std::min(q.limit, inspect_query::max_limit);
+        q.deadline_ms = std::clamp<uint32_t>(q.deadline_ms, 1, inspect_query::max_deadline_ms);
+        if (q.top == "mailbox") q.every_actor = true;
+        auto id = st.next_run++;
+        auto& r = st.runs[id];
+        r.q = q;
+        r.rp = self->make_response_promise<inspect_reply>();
+        r.started = self->clock().now();
+        r.phase = 1;
+        r.from = q.shard_from;
+        r.to = st.t.shards == 0 ? 0 : std::min(q.shard_to, st.t.shards - 1);
+        if (st.t.shards == 0) r.from = 1;  // empty
+        auto rp = r.rp;
+        self->delayed_send(self, remaining(self, r), tick_atom::value, id);
+        bool shards = selects(q, "shard") && r.from <= r.to;
+        bool sessions = selects(q, "session");
+        if (shards || sessions) {
+          // Sessions need every shard's holder (shardsHeld); shards need their range.
+          uint32_t a = sessions ? 0 : r.from;
+          uint32_t b = sessions ? (st.t.shards == 0 ? 0 : st.t.shards - 1) : r.to;
+          if (shards && sessions) a = 0;
+          r.view_from = a;
+          r.waiting++;
+          self->request(st.t.directory, remaining(self, r), view_atom::value, a, b)
+              .then(
+                  [=](std::vector<shard_lease_view>& v) {
+                    auto i = self->state.runs.find(id);
+                    if (i != self->state.runs.end() && i->second.phase == 1) {
+                      i->second.leases = std::move(v);
+                      i->second.have_leases = true;
+                    }
+                    view_done(self, id);
+                  },
+                  [=](caf::error&) { view_done(self, id); });
+        }
+        if (shards && st.t.scheduler) {
+          r.waiting++;
+          self->request(st.t.scheduler, remaining(self, r), view_atom::value, r.from, r.to)
+              .then(
+                  [=](std::vector<shard_invoker_view>& v) {
+                    auto i = self->state.runs.find(id);
+                    if (i != self->state.runs.end() && i->second.phase == 1)
+                      i->second.invoker = std::move(v);
+                    view_done(self, id);
+                  },
+                  [=](caf::error&) { view_done(self, id); });
+        }
+        if (selects(q, "endpoint") && st.t.scheduler && !st.endpoints_known) {
+          r.waiting++;
+          self->request(st.t.scheduler, remaining(self, r), endpoints_atom::value)
+              .then(
+                  [=](std::vector<endpoint_actor>& e) {
+                    self->state.endpoints = std::move(e);
+                    self->state.endpoints_known = true;
+                    view_done(self, id);
+                  },
+                  [=](caf::error&) { view_done(self, id); });
+        }
+        if (r.waiting == 0) advance(self, id);
+        return rp;
+      },
+      [=](tick_atom, uint64_t id) { expire(self, id); },
+  };
+}
+
+}  // namespace
+
+actor_stats log_stats(const wal_writer& wal) {
+  auto s = wal.get_stats();
+  actor_stats a{"log", 0};
+  a.state = s.failed ? "failed" : "ok";
+  a.mailbox = s.queued;  // its queue is its mailbox
+  a.num("queued", static_cast<int64_t>(s.queued));
+  a.num("appends", static_cast<int64_t>(s.appends));
+  a.num("records", static_cast<int64_t>(s.records));
+  a.num("batches", static_cast<int64_t>(s.batches));
+  a.num("fsyncs", static_cast<int64_t>(s.fsyncs));
+  a.num("bytesWritten", static_cast<int64_t>(s.bytes_written));
+  a.num("refused", static_cast<int64_t>(s.refused));
+  a.num("checkpoints", static_cast<int64_t>(s.checkpoints));
+  a.num("segments", static_cast<int64_t>(s.segments));
+  a.num("retiredSegments", static_cast<int64_t>(s.retired_segments));
+  a.text("failure", s.failure);
+  a.histograms.push_back(s.fsync_seconds);
+  a.histograms.push_back(s.records_per_fsync);
+  return a;
+}
+
+inspector_actor spawn_inspector(caf::actor_system& sys, inspector_targets targets) {
+  return sys.spawn(inspector_fn, std::move(targets));
+}
+
+}  // namespace fusee::server

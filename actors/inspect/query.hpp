@@ -1,0 +1,24 @@
+// An inspector query from key=value pairs: the one parser behind the admin server's query strings
+// (/v1/actors?kind=endpoint) and `fusee inspect`'s flags (--kind endpoint), so both accept the
+// same words and refuse the same mistakes with the same messages.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "actors/inspect/stats.hpp"
+#include "protocol/result.hpp"
+
+namespace fusee::server {
+
+/// Actor kinds, in the order rows are listed.
+const std::vector<std::string>& actor_kinds();
+/// Every state word some kind reports (docs/operations.md).
+const std::vector<std::string>& state_words();
+
+/// Keys: kind, shard (n or a-b), state, top (mailbox), offset, limit, deadline_ms, grid (0/1),
+/// every (0/1). Unknown keys, kinds, states and malformed numbers are refused by name.
+proto::result<inspect_query> parse_query(const std::map<std::string, std::string>& args);
+
+}  // namespace fusee::server

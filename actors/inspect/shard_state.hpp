@@ -1,0 +1,29 @@
+// A shard's state as operators see it (dashboard grid, `--state`, /v1/shards), derived from the
+// directory's and the scheduler's views alone, so 100,000 shards cost no message each.
+#pragma once
+
+#include <string_view>
+
+#include "actors/inspect/stats.hpp"
+
+namespace fusee::server {
+
+/// In order of precedence: a worker holds it; it is in an invocation; it is due but backing
+/// off; due now (ready to invoke, or a call or message waits for a holder); due later (a timer);
+/// nothing due. The value is the shard's character in the dashboard's grid.
+enum class shard_state : char {
+  held = 'H',
+  invoking = 'I',
+  backoff = 'B',
+  due = 'D',
+  waiting = 'W',
+  idle = '.',
+};
+
+/// `invoker` is null when the node runs no invoker.
+shard_state state_of(const shard_lease_view& lease, const shard_invoker_view* invoker);
+std::string_view state_name(shard_state s);
+/// True if `word` names a shard state ("held", "invoking", ...).
+bool is_shard_state(std::string_view word);
+
+}  // namespace fusee::server

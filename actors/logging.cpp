@@ -1,0 +1,71 @@
+#include "actors/logging.hpp"
+
+#include <memory>
+#include <mutex>
+
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+
+namespace fusee::server::logging {
+
+namespace {
+
+constexpr const char* pattern = "%Y-%m-%dT%H:%M:%S.%eZ %-7l %v";
+
+std::mutex ring_mtx;
+std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> ring;
+
+}  // namespace
+
+void init(spdlog::level::level_enum level) {
+  auto err = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  err->set_level(level);
+  auto r = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(100);
+  r->set_level(spdlog::level::warn);
+  auto logger = std::make_shared<spdlog::logger>("fusee", spdlog::sinks_init_list{err, r});
+  logger->set_pattern(pattern, spdlog::pattern_time_type::utc);
+  logger->set_level(std::min(level, spdlog::level::warn));
+  logger->flush_on(spdlog::level::trace);  // stderr is unbuffered anyway; lines are whole
+  spdlog::set_default_logger(logger);
+  std::lock_guard<std::mutex> lk{ring_mtx};
+  ring = r;
+}
+
+std::optional<spdlog::level::level_enum> parse_level(std::string_view name) {
+  for (auto l : {spdlog::level::trace, spdlog::level::debug, spdlog::level::info,
+                 spdlog::level::warn, spdlog::level::err, spdlog::level::off}) {
+    auto n = spdlog::level::to_string_view(l);
+    if (std::string_view(n.data(), n.size()) == name) return l;
+  }
+  if (name == "error") return spdlog::level::err;
+  return std::nullopt;
+}
+
+std::vector<std::string> recent_problems() {
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> r;
+  {
+    std::lock_guard<std::mutex> lk{ring_mtx};
+    r = ring;
+  }
+  if (!r) return {};
+  auto lines = r->last_formatted();
+  for (auto& l : lines)
+    while (!l.empty() && (l.back() == '\n' || l.back() == '\r'))
+      l.pop_back();
+  return lines;
+}
+
+std::string quoted(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\', out += c;
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace fusee::server::logging

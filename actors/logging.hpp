@@ -1,0 +1,28 @@
+// The node's log lines, through spdlog: one line per event, a message then key=value fields
+// (shard=, endpoint=, invocation=, session=), UTC timestamps, a level. Every thread may log.
+// Secrets are never passed here: endpoints are named by URL, never by their secret file's bytes.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+namespace fusee::server::logging {
+
+/// Sets up the default logger: stderr at `level`, plus a ring of the last warnings and errors
+/// for the dashboard. Call once, before threads start logging.
+void init(spdlog::level::level_enum level);
+
+/// "trace", "debug", "info", "warn", "error", "off".
+std::optional<spdlog::level::level_enum> parse_level(std::string_view name);
+
+/// The last warnings and errors (oldest first), as formatted lines.
+std::vector<std::string> recent_problems();
+
+/// `s` quoted for a key="value" field (quotes and backslashes escaped, newlines as \n).
+std::string quoted(std::string_view s);
+
+}  // namespace fusee::server::logging
