@@ -18,7 +18,7 @@ for _ in $(seq 1 200); do [ -f "$work/h.ready" ] && break; sleep 0.05; done
 hp=$(sed 's/listen=//' "$work/h.ready")
 printf '[server]\nshards = 16\n[[endpoint]]\nurl = "http://%s/invoke"\nsecret_file = "secret"\n' "$hp" > "$work/fusee.toml"
 "$BUILD/app/fusee" server --config "$work/fusee.toml" --data-dir "$work/data" \
-  --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --http-listen off --ready-file "$work/s.ready" 2>"$work/s.log" &
+  --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --http-listen off --inspect-listen off --ready-file "$work/s.ready" 2>"$work/s.log" &
 pids+=($!)
 for _ in $(seq 1 200); do [ -f "$work/s.ready" ] && break; sleep 0.05; done
 sp=$(grep listen= "$work/s.ready" | cut -d= -f2)

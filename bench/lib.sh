@@ -1,12 +1,13 @@
 # Shared by the server-core benchmark scripts (source it; it uses $work and sets $server_pid,
 # $fusee_addr).
 
-# http_off BUILD: the flag that keeps BUILD's HTTP API off its fixed default port (nothing for
-# builds from before the HTTP API, so two builds can still be compared side by side).
+# http_off BUILD: the flags that keep BUILD's HTTP API and inspector off their fixed default ports
+# (nothing for builds from before them, so two builds can still be compared side by side).
 http_off() {
-  if "$1/app/fusee" server --help 2>/dev/null | grep -q -- --http-listen; then
-    echo "--http-listen off"
-  fi
+  local help
+  help=$("$1/app/fusee" server --help 2>/dev/null)
+  if grep -q -- --http-listen <<<"$help"; then echo -n "--http-listen off "; fi
+  if grep -q -- --inspect-listen <<<"$help"; then echo -n "--inspect-listen off"; fi
 }
 
 # start_fusee BUILD: a fresh `fusee server` with 64 shards on a free port, its log in $work.

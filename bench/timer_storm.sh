@@ -41,7 +41,7 @@ run_one() {
 import json, os, subprocess, sys, time, urllib.request
 fusee, d, shards, wrap = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
 cmd = wrap + [fusee, "server", "--config", f"{d}/fusee.toml", "--data-dir", f"{d}/data",
-              "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--http-listen", "off",
+              "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--http-listen", "off", "--inspect-listen", "off",
               "--ready-file", f"{d}/s.ready"]
 launched = time.time()
 p = subprocess.Popen(cmd, stderr=open(f"{d}/s.log", "w"))
@@ -93,7 +93,7 @@ import json, os, subprocess, sys, time, urllib.request
 build, d, shards, due_ms = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 p = subprocess.Popen(os.environ.get("FUSEE_WRAP", "").split() + [f"{build}/app/fusee", "server", "--config", f"{d}/fusee.toml",
                       "--data-dir", f"{d}/data", "--listen", "127.0.0.1:0",
-                      "--admin-listen", "127.0.0.1:0", "--http-listen", "off", "--ready-file", f"{d}/s.ready"],
+                      "--admin-listen", "127.0.0.1:0", "--http-listen", "off", "--inspect-listen", "off", "--ready-file", f"{d}/s.ready"],
                      stderr=open(f"{d}/s.log", "w"))
 try:
     while not os.path.exists(f"{d}/s.ready"):

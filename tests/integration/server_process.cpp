@@ -95,7 +95,8 @@ std::string server_process::start() {
   std::vector<std::string> args{
       fusee_binary(),     "server",       "--config",     cfg.string(),     "--data-dir",
       data_dir_.string(), "--listen",     at(port_),      "--admin-listen", at(admin_port_),
-      "--http-listen",    at(http_port_), "--ready-file", ready.string()};
+      "--http-listen",    at(http_port_), "--inspect-listen", at(inspect_port_),
+      "--ready-file",     ready.string()};
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   pid_ = spawn_process(args, log_path);
   // Await the ready file (or the process's exit), for at most 20 s.
@@ -112,6 +113,8 @@ std::string server_process::start() {
           admin_port_ = port;
         else if (line.rfind("http=", 0) == 0)
           http_port_ = port;
+        else if (line.rfind("inspect=", 0) == 0)
+          inspect_port_ = port;
       }
       return {};
     }

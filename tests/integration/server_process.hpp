@@ -45,6 +45,7 @@ public:
   uint16_t port() const { return port_; }
   uint16_t admin_port() const { return admin_port_; }
   uint16_t http_port() const { return http_port_; }
+  uint16_t inspect_port() const { return inspect_port_; }
   /// Later start()s listen on the ports this one got (workers reconnect to the same address).
   void keep_ports() { keep_ports_ = true; }
   /// A connection to the server; `receive_buffer` as in client::connection::open.
@@ -60,6 +61,7 @@ private:
   uint16_t port_ = 0;
   uint16_t admin_port_ = 0;
   uint16_t http_port_ = 0;
+  uint16_t inspect_port_ = 0;
   bool keep_ports_ = false;
   std::filesystem::path work_;
 };

@@ -94,7 +94,7 @@ key_file = "client.key"
     ready = os.path.join(work, "ready")
     server = subprocess.Popen([FUSEE, "server", "--config", os.path.join(work, "fusee.toml"),
                                "--data-dir", os.path.join(work, "data"), "--listen",
-                               "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--http-listen", "off", "--ready-file",
+                               "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--http-listen", "off", "--inspect-listen", "off", "--ready-file",
                                ready], stderr=open(os.path.join(work, "server.log"), "w"))
     deadline = time.time() + 20
     while not os.path.exists(ready) and time.time() < deadline:

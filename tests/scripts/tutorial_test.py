@@ -18,7 +18,7 @@ import tempfile
 import time
 
 source, build = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-PORTS = [7400, 7401, 7402, 9000]
+PORTS = [7400, 7401, 7402, 7403, 9000]
 
 
 def accepts(host, port):
@@ -77,7 +77,7 @@ def blocks(text):
 def main():
     busy = [p for p in PORTS if accepts("127.0.0.1", p)]
     if busy:
-        print(f"tutorial: ports {busy} are in use; the tutorial needs 7400-7402 and 9000 free")
+        print(f"tutorial: ports {busy} are in use; the tutorial needs 7400-7403 and 9000 free")
         return 1
     work = tempfile.mkdtemp(prefix="fusee-tutorial-")
     os.symlink(os.path.join(source, "Makefile"), os.path.join(work, "Makefile"))
