@@ -109,9 +109,10 @@ public:
     others.shard_to = 0;
     others.every_actor = true;
     others.limit = inspect_query::max_limit;
-    inspect_query shards;  // every shard, for states and mailboxes; no rows
+    inspect_query shards;  // the shards' states, and mailboxes from a spread sample; no rows
     shards.kind = "shard";
     shards.every_actor = true;
+    shards.sample = shard_sample;
     shards.limit = 0;
     auto a = ask(sys, ctx.inspector, others);
     auto s = ask(sys, ctx.inspector, shards);
@@ -123,6 +124,7 @@ public:
 
 private:
   static constexpr const char* content_type = "text/plain; version=0.0.4; charset=utf-8";
+  static constexpr uint32_t shard_sample = 1000;
   std::mutex mtx_;
   std::string text_;
   std::chrono::steady_clock::time_point at_{};

@@ -233,7 +233,8 @@ std::string render_metrics(const server::inspect_reply& actors,
              "Bytes waiting to be written to connections, all sessions.", double(waiting));
   }
 
-  // Mailboxes by actor kind (every actor asked; those that missed the deadline count as 0).
+  // Mailboxes by actor kind: every actor asked, but shards only in a spread sample of 1000 (those
+  // that missed the deadline count as 0).
   std::vector<server::kind_summary> kinds = actors.kinds;
   for (auto& k : shards.kinds)
     kinds.push_back(k);
@@ -241,10 +242,12 @@ std::string render_metrics(const server::inspect_reply& actors,
     w.metric("actors", "gauge", "Actors by kind.", double(k.actors),
              "kind=\"" + label_value(k.kind) + "\"");
   for (auto& k : kinds)
-    w.metric("actor_mailbox_messages", "gauge", "Messages waiting in mailboxes, by actor kind.",
+    w.metric("actor_mailbox_messages", "gauge",
+             "Messages waiting in mailboxes, by actor kind (shards: a sample of 1000).",
              double(k.mailbox_total), "kind=\"" + label_value(k.kind) + "\"");
   for (auto& k : kinds)
-    w.metric("actor_mailbox_max_messages", "gauge", "The longest mailbox of each actor kind.",
+    w.metric("actor_mailbox_max_messages", "gauge",
+             "The longest mailbox of each actor kind (shards: of a sample of 1000).",
              double(k.mailbox_max), "kind=\"" + label_value(k.kind) + "\"");
   for (auto& k : kinds)
     w.metric("actor_no_answer", "gauge",

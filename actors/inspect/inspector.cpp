@@ -316,10 +316,19 @@ void advance(inspector_ptr self, uint64_t id) {
   if (r.phase == 1) {
     r.phase = 2;
     build_rows(self, r);
+    auto shard_kind = kind_rank("shard");
+    size_t shard_rows = 0;
+    for (auto& c : r.rows)
+      shard_rows += c.kind == shard_kind;
+    // With a sample, every stride-th shard row (spread over the range).
+    size_t stride = r.q.sample > 0 && shard_rows > r.q.sample ? shard_rows / r.q.sample : 1;
+    size_t nth = 0;
     for (size_t k = 0; k < r.rows.size(); ++k) {
       auto& c = r.rows[k];
+      bool shard = c.kind == shard_kind;
+      bool picked = shard && r.q.every_actor && nth++ % stride == 0;
       if (!c.target || c.answered) continue;
-      if (actor_kinds()[c.kind] != "shard" || r.q.every_actor) ask(self, id, r, k);
+      if (!shard || picked) ask(self, id, r, k);
     }
     if (r.waiting > 0) return;
   }

@@ -78,6 +78,8 @@ proto::result<inspect_query> parse_query(const std::map<std::string, std::string
       if (!value.empty() && value != "mailbox")
         return bad("top \"" + value + "\": the only ranking is \"mailbox\"");
       q.top = value;
+    } else if (key == "sample") {
+      if (!parse_u32(value, q.sample)) return bad("sample \"" + value + "\" is not a number");
     } else if (key == "offset" || key == "limit" || key == "deadline_ms") {
       uint32_t n = 0;
       if (!parse_u32(value, n)) return bad(key + " \"" + value + "\" is not a number");
@@ -101,7 +103,7 @@ proto::result<inspect_query> parse_query(const std::map<std::string, std::string
     } else {
       return bad("unknown parameter \"" + key +
                  "\" (parameters: kind, shard, state, top, offset, limit, deadline_ms, grid, "
-                 "every)");
+                 "every, sample)");
     }
   }
   if (q.top == "mailbox") q.every_actor = true;

@@ -18,7 +18,7 @@ const std::vector<std::string>& actor_kinds();
 const std::vector<std::string>& state_words();
 
 /// Keys: kind, shard (n or a-b), state, top (mailbox), offset, limit, deadline_ms, grid (0/1),
-/// every (0/1). Unknown keys, kinds, states and malformed numbers are refused by name.
+/// every (0/1), sample (n). Unknown keys, kinds, states and malformed numbers are refused by name.
 proto::result<inspect_query> parse_query(const std::map<std::string, std::string>& args);
 
 }  // namespace fusee::server

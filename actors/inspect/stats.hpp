@@ -118,6 +118,9 @@ struct inspect_query {
   /// mailbox totals per kind (/metrics). Costs one message per shard.
   bool every_actor = false;
   bool grid = false;  ///< fill inspect_reply::grid
+  /// With every_actor: ask at most this many shards, evenly spread (0 = all). A scrape uses it:
+  /// asking 100,000 shards costs seconds of CPU.
+  uint32_t sample = 0;
 
   static constexpr uint32_t max_limit = 5000;
   static constexpr uint32_t max_deadline_ms = 30000;
@@ -126,7 +129,7 @@ struct inspect_query {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, inspect_query& x) {
   return f(caf::meta::type_name("fusee.inspect_query"), x.kind, x.shard_from, x.shard_to, x.state,
-           x.top, x.offset, x.limit, x.deadline_ms, x.every_actor, x.grid);
+           x.top, x.offset, x.limit, x.deadline_ms, x.every_actor, x.grid, x.sample);
 }
 
 /// Totals for one kind over the actors the query selected (before paging).

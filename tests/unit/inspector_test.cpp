@@ -1,0 +1,232 @@
+// The inspector and its pure parts: the query parser, the shard states, the histogram's
+// quantiles, and the inspector actor itself on real threads (its deadline is wall-clock time):
+// 100,000 shards within a bound, and a stuck actor that does not hold the others up.
+#include <doctest/doctest.h>
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <mutex>
+
+#include "actors/directory.hpp"
+#include "actors/http_client.hpp"
+#include "actors/inspect/inspector.hpp"
+#include "actors/inspect/query.hpp"
+#include "actors/inspect/shard_state.hpp"
+#include "actors/invoker.hpp"
+#include "actors/message_types.hpp"
+#include "app/inspect_json.hpp"
+
+using namespace fusee;
+using namespace fusee::server;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct threaded_config : caf::actor_system_config {
+  threaded_config() {
+    add_server_types(*this);
+    set("scheduler.max-threads", 2);
+    set("scheduler.policy", caf::atom("sharing"));
+  }
+};
+
+/// A log that never commits: the directory's leases stay as they are.
+struct idle_log : lease_log {
+  void grant(uint64_t, session_id, proto::shard_id) override {}
+  void revoke(uint64_t, proto::shard_id, proto::epoch_t, session_id) override {}
+  proto::epoch_t recovered_epoch(proto::shard_id) const override { return proto::epoch_t{0}; }
+};
+
+/// POSTs go nowhere and never complete: invocations stay in flight.
+struct silent_http : http_sender {
+  std::mutex mtx;
+  size_t posts = 0;
+  void submit(http_request) override {
+    std::lock_guard<std::mutex> lk{mtx};
+    posts++;
+  }
+};
+
+/// A wake record that takes the stats request and never answers it.
+shard_actor::behavior_type stuck_shard(shard_actor::pointer self) {
+  return {
+      [=](due_atom, uint8_t, const std::string&) {},
+      [=](leased_atom, int32_t) {},
+      [=](const lease_end&) {},
+      [=](tick_atom, uint64_t) {},
+      [=](stats_atom) { return self->make_response_promise<actor_stats>(); },
+  };
+}
+
+/// A node's actors without sockets or a disk: the directory, the invoker with one endpoint, and
+/// the inspector over them.
+struct node {
+  threaded_config cfg;
+  caf::actor_system sys{cfg};
+  idle_log log;
+  silent_http http;
+  node_settings settings;
+  directory_actor directory;
+  invoker_handles invoker;
+  inspector_actor inspector;
+
+  explicit node(uint32_t shards, std::function<void(std::vector<shard_actor>&)> patch = {}) {
+    settings.shards = shards;
+    endpoint_settings ep;
+    ep.url = "http://127.0.0.1:1/invoke";
+    ep.concurrency = 4;
+    settings.endpoints.push_back(ep);
+    directory = spawn_directory(sys, settings, &log);
+    invoker = spawn_invoker(sys, settings, "127.0.0.1:7400", &http, directory);
+    auto records = invoker.shards;
+    if (patch) patch(records);
+    caf::anon_send(directory, invoker_ready{invoker.scheduler, invoker.shards});
+    inspector_targets t;
+    t.node = "test";
+    t.shards = shards;
+    t.directory = directory;
+    t.scheduler = invoker.scheduler;
+    t.records = records;
+    inspector = spawn_inspector(sys, t);
+  }
+  ~node() {
+    caf::anon_send_exit(inspector, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(invoker.scheduler, caf::exit_reason::user_shutdown);
+  }
+
+  /// The answer and how long it took, measured here.
+  std::pair<inspect_reply, std::chrono::milliseconds> ask(const inspect_query& q) {
+    caf::scoped_actor self{sys};
+    inspect_reply out;
+    auto t0 = std::chrono::steady_clock::now();
+    self->request(inspector, 60s, q)
+        .receive([&](inspect_reply& r) { out = std::move(r); },
+                 [&](caf::error& e) { FAIL("the inspector failed: " << sys.render(e)); });
+    return {out, std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now() - t0)};
+  }
+};
+
+inspect_query parsed(std::map<std::string, std::string> args) {
+  auto q = parse_query(args);
+  REQUIRE_MESSAGE(q.has_value(), q.err().message);
+  return *q;
+}
+
+}  // namespace
+
+TEST_CASE("a query names its mistakes: an unknown kind, state or parameter, a bad range") {
+  auto err = [](std::map<std::string, std::string> a) {
+    auto q = parse_query(a);
+    REQUIRE_FALSE(q.has_value());
+    return q.err().message;
+  };
+  CHECK(err({{"kind", "shards"}}).find("unknown kind \"shards\" (kinds: directory") == 0);
+  CHECK(err({{"state", "busy"}}).find("unknown state \"busy\"") == 0);
+  CHECK(err({{"colour", "red"}}).find("unknown parameter \"colour\"") == 0);
+  CHECK(err({{"shard", "9-3"}}).find("is not a shard number or a range") != std::string::npos);
+  CHECK(err({{"limit", "5001"}}) == "limit 5001 is over 5000; page with offset");
+  CHECK(err({{"deadline_ms", "0"}}).find("deadline_ms must be 1 to") == 0);
+  CHECK(err({{"top", "cpu"}}).find("the only ranking is \"mailbox\"") != std::string::npos);
+  auto q = parsed({{"shard", "10-19"}, {"state", "backoff"}, {"top", "mailbox"}});
+  CHECK(q.kind == "shard");
+  CHECK(q.shard_from == 10);
+  CHECK(q.shard_to == 19);
+  CHECK(q.every_actor);  // a ranking needs every mailbox
+}
+
+TEST_CASE("a shard's state: held before invoking before backoff before due before waiting") {
+  shard_lease_view held{7, 3};
+  shard_lease_view free_;
+  shard_invoker_view invoking{shard_status::ready, 0, 0, 42};
+  shard_invoker_view backoff{shard_status::backoff, 0, 0, 0};
+  shard_invoker_view ready{shard_status::ready, 0, 0, 0};
+  shard_invoker_view waiting{shard_status::waiting, 0, 0, 0};
+  CHECK(state_of(held, &invoking) == shard_state::held);
+  CHECK(state_of(free_, &invoking) == shard_state::invoking);
+  CHECK(state_of(free_, &backoff) == shard_state::backoff);
+  CHECK(state_of(free_, &ready) == shard_state::due);
+  CHECK(state_of(free_, &waiting) == shard_state::waiting);
+  CHECK(state_of(free_, nullptr) == shard_state::idle);
+  shard_lease_view parked;
+  parked.parked_calls = 1;
+  CHECK(state_of(parked, nullptr) == shard_state::due);  // no invoker: a call waits for a worker
+}
+
+TEST_CASE("a histogram's quantiles interpolate within the bucket and stop at the last bound") {
+  histogram h{"x", {1, 2, 4}};
+  CHECK(h.quantile(0.5) == 0);
+  for (int i = 0; i < 10; ++i)
+    h.observe(1.5);  // all in (1, 2]
+  CHECK(h.counts[1] == 10);
+  CHECK(h.quantile(0.5) == doctest::Approx(1.5));
+  CHECK(h.quantile(1.0) == doctest::Approx(2));
+  h.observe(100);  // above every bound
+  CHECK(h.counts[3] == 1);
+  CHECK(h.quantile(1.0) == 4);
+}
+
+TEST_CASE("the inspector answers for 100,000 shards within a bound: grid, counts and a page") {
+  node n(100000);
+  // The first query waits for the wake records to have reached the scheduler.
+  auto [r, took] = n.ask(parsed({{"kind", "shard"}, {"grid", "1"}, {"limit", "50"}}));
+  CHECK(r.shards == 100000);
+  CHECK(r.matched == 100000);
+  CHECK(r.grid.size() == 100000);
+  REQUIRE(r.rows.size() == 50);
+  CHECK(r.rows.front().kind == "shard");
+  CHECK(r.rows.front().answered);
+  CHECK(r.rows.front().find("failuresInARow") != nullptr);  // the record's own answer
+  CHECK(r.no_answer.empty());
+  CHECK(took < 5s);
+  // Every record asked (a mailbox ranking): one message each, still within the bound.
+  auto [all, took_all] = n.ask(parsed({{"kind", "shard"}, {"top", "mailbox"}, {"limit", "5"},
+                                       {"deadline_ms", "30000"}}));
+  CHECK(all.matched == 100000);
+  CHECK(all.rows.size() == 5);
+  REQUIRE(all.kinds.size() == 1);
+  CHECK(all.kinds[0].actors == 100000);
+  CHECK(all.kinds[0].missed == 0);
+  MESSAGE("page of 50: " << took.count() << " ms; every record: " << took_all.count() << " ms");
+  CHECK(took_all < 25s);  // ~3.5 s here in a release build; ASan is several times slower
+  // What a scrape asks: a spread sample of the records' mailboxes.
+  auto [sampled, took_sampled] =
+      n.ask(parsed({{"kind", "shard"}, {"every", "1"}, {"sample", "1000"}, {"limit", "0"}}));
+  CHECK(sampled.kinds.at(0).actors == 100000);
+  CHECK(sampled.kinds.at(0).missed == 0);
+  CHECK(took_sampled < 2s);
+  // Paging walks the shards in order.
+  auto [page, t2] = n.ask(parsed({{"kind", "shard"}, {"offset", "99990"}, {"limit", "100"}}));
+  REQUIRE(page.rows.size() == 10);
+  CHECK(page.rows.front().id == 99990);
+  CHECK(page.rows.back().id == 99999);
+}
+
+TEST_CASE("a stuck actor shows as no answer and does not hold the inspector up") {
+  caf::actor stuck_handle;
+  node n(10, [&](std::vector<shard_actor>& records) {
+    records[5] = n.sys.spawn(stuck_shard);
+  });
+  auto [r, took] = n.ask(parsed({{"kind", "shard"}, {"deadline_ms", "300"}}));
+  CHECK(took >= 300ms);
+  CHECK(took < 3s);
+  REQUIRE(r.rows.size() == 10);
+  CHECK_FALSE(r.rows[5].answered);
+  CHECK(r.rows[4].answered);
+  CHECK(r.rows[6].answered);
+  REQUIRE(r.no_answer.size() == 1);
+  CHECK(r.no_answer[0] == "shard 5");
+  // The other kinds answer in the same query, the stuck record is counted as missed.
+  auto [all, t2] = n.ask(parsed({{"deadline_ms", "300"}, {"every", "1"}}));
+  bool endpoint_answered = false;
+  for (auto& row : all.rows)
+    if (row.kind == "endpoint") endpoint_answered = row.answered;
+  CHECK(endpoint_answered);
+  for (auto& k : all.kinds)
+    if (k.kind == "shard") CHECK(k.missed == 1);
+  // The JSON says the same.
+  auto json = app::reply_json(r, 0);
+  CHECK(json.find("\"noAnswer\":[\"shard 5\"]") != std::string::npos);
+}
