@@ -54,6 +54,28 @@ int spawn_process(std::vector<std::string> args, const fs::path& log_path) {
   return pid;
 }
 
+std::pair<int, std::string> run_process(std::vector<std::string> args, const fs::path& log_path,
+                                        std::chrono::milliseconds timeout) {
+  fs::remove(log_path);
+  int pid = spawn_process(std::move(args), log_path);
+  int status = 0, rc = -1;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      break;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::ifstream in(log_path);
+  return {rc, std::string{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()}};
+}
+
 temp_dir::temp_dir() {
   std::random_device rd;
   path_ = fs::temp_directory_path() /

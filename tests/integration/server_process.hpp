@@ -70,6 +70,12 @@ private:
 /// `log_path`; returns its pid.
 int spawn_process(std::vector<std::string> args, const std::filesystem::path& log_path);
 
+/// Runs `args` to its end, with stdout and stderr to `log_path` (truncated first), killing it
+/// after `timeout`: the exit code (-1 if killed or signalled) and what it printed.
+std::pair<int, std::string> run_process(std::vector<std::string> args,
+                                        const std::filesystem::path& log_path,
+                                        std::chrono::milliseconds timeout);
+
 /// Appends `options` to a colon-separated environment variable (ASAN_OPTIONS, UBSAN_OPTIONS)
 /// for the processes started while it lives; restores the old value after.
 class scoped_env {
