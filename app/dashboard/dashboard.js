@@ -263,9 +263,21 @@ async function tick() {
     text(li, p);
     list.appendChild(li);
   }
+  document.body.dataset.renders = String(Number(document.body.dataset.renders || 0) + 1);
+}
+
+// Script errors are counted on <body> (data-js-errors) for the headless-browser test and shown.
+function trapErrors() {
+  const note = msg => {
+    document.body.dataset.jsErrors = String(Number(document.body.dataset.jsErrors || 0) + 1);
+    document.body.dataset.lastJsError = msg;
+  };
+  window.addEventListener("error", e => note(e.message));
+  window.addEventListener("unhandledrejection", e => note(String(e.reason)));
 }
 
 function start() {
+  trapErrors();
   const legend = el("legend");
   for (const [c, n] of STATES) {
     const span = document.createElement("span");
