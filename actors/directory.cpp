@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "actors/lease_rules.hpp"
+#include "actors/logging.hpp"
 #include "protocol/invocation_request.hpp"
 #include "protocol/json_text.hpp"
 #include "protocol/messages.hpp"
@@ -643,6 +644,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           slot.epoch = epoch_t{g.epoch};
           slot.holder = g.session;
           st.leases_granted++;
+          spdlog::debug("lease granted shard={} epoch={} session={}", g.shard, g.epoch, g.session);
           refresh_free(st, g.shard);
           if (w == st.workers.end() || w->second.fenced) {
             // The worker left, or its invocation ended, meanwhile: the new lease ends at once,
@@ -702,6 +704,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         }
         st.slots[r.shard].busy = false;
         st.leases_revoked++;
+        spdlog::debug("lease ended shard={}", r.shard);
         refresh_free(st, r.shard);
         offer_free(st);
       },

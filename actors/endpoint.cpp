@@ -168,6 +168,9 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
         st.m.duration.observe(static_cast<double>(total_ms) / 1000.0);
         bool ok = status >= 200 && status < 300;
         bool success = ok && inv.leased;
+        spdlog::debug("invocation ended endpoint={} invocation={} status={} ms={:.1f} leased={}",
+                      st.index, proto::format_invocation_id(proto::invocation_id{id}), status,
+                      total_ms, inv.leased);
         if (success)
           st.m.succeeded++;
         else if (ok)

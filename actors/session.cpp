@@ -281,6 +281,7 @@ session_broker_actor::behavior_type session_fn(session_ptr self, caf::io::connec
   auto* sink = ctx.sink;
   st.last_rx = self->clock().now();
   st.started = st.last_rx;
+  spdlog::debug("connection opened session={} peer={}", st.id, st.peer);
   sink->add_session(st.id, caf::actor_cast<session_actor>(self), st.lane);
   self->configure_read(hdl, caf::io::receive_policy::at_most(64 * 1024));
   self->ack_writes(hdl, true);

@@ -7,7 +7,9 @@ http_off() {
   local help
   help=$("$1/app/fusee" server --help 2>/dev/null)
   if grep -q -- --http-listen <<<"$help"; then echo -n "--http-listen off "; fi
-  if grep -q -- --inspect-listen <<<"$help"; then echo -n "--inspect-listen off"; fi
+  if grep -q -- --inspect-listen <<<"$help"; then
+    echo -n "--inspect-listen ${FUSEE_INSPECT_LISTEN:-off}"  # bench/inspect_cost.sh turns it on
+  fi
 }
 
 # start_fusee BUILD: a fresh `fusee server` with 64 shards on a free port, its log in $work.
@@ -19,8 +21,15 @@ start_fusee() {
   server_pid=$!
   for _ in $(seq 1 200); do [ -f "$work/ready" ] && break; sleep 0.05; done
   fusee_addr=$(grep '^listen=' "$work/ready" | cut -d= -f2)
+  fusee_admin=$(grep '^admin=' "$work/ready" | cut -d= -f2)
+  fusee_inspect=$(grep '^inspect=' "$work/ready" | cut -d= -f2 || true)
   rm -f "$work/ready"
 }
 stop_fusee() { kill "$server_pid"; wait "$server_pid" || true; server_pid=""; }
+# records_per_batch: the log's records per batch from the last stopped server's log (both the
+# plain "N records per batch" of older builds and the key=value line of newer ones).
+records_per_batch() {
+  sed -nE 's/.* ([0-9.]+) records per batch.*/\1/p; s/.*records_per_batch=([0-9.]+).*/\1/p' "$work/fusee.log"
+}
 # json TEXT KEY: one field of a bench program's JSON line.
 json() { python3 -c "import json,sys; print(json.loads(sys.argv[1])['$2'])" "$1"; }

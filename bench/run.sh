@@ -93,7 +93,7 @@ for r in $(seq 1 "$ROUNDS"); do
     start_fusee "$BUILD"
     tp=$("$BUILD/bench/throughput" "$fusee_addr" 4 "$SECONDS_TP" "$per_shard" 100 64)
     stop_fusee
-    per_fsync=$(sed -nE 's/.* ([0-9.]+) records per batch.*/\1/p' "$work/fusee.log")
+    per_fsync=$(records_per_batch)
     pg=$(pg_tps "$conc")
     f=$(json "$tp" records_per_s)
     echo "| $r | $conc | $f | $per_fsync | $pg | $(python3 -c "print(f'{$f/max($pg,1):.1f}x')") |"
