@@ -56,6 +56,7 @@ struct run {
   std::vector<actor_stats> answers;
   std::vector<std::string> no_answer;
   size_t no_answer_more = 0;
+  std::unordered_map<uint64_t, uint64_t> held_by;  ///< shards per holder session (built once)
 };
 
 struct inspector_state {
@@ -112,7 +113,6 @@ void ask(inspector_ptr self, uint64_t id, run& r, size_t k) {
     c.pending = false;
     c.answered = true;
     c.mailbox = a.mailbox;
-    if (c.kind != kind_rank("shard")) c.state = 0;
     c.answer = static_cast<int32_t>(r.answers.size());
     r.answers.push_back(std::move(a));
     if (--r.waiting == 0) advance(self, id);
@@ -180,6 +180,26 @@ void build_rows(inspector_ptr self, run& r) {
   }
 }
 
+/// The rows that pass the filters, in the reply's order: kind then id, or the longest mailbox
+/// first. Shards were filtered by state when their rows were built; the other kinds' state words
+/// come with their answers.
+std::vector<size_t> matched_rows(const run& r) {
+  auto& kinds = actor_kinds();
+  std::vector<size_t> matched;
+  for (size_t k = 0; k < r.rows.size(); ++k) {
+    auto& c = r.rows[k];
+    if (!r.q.state.empty() && kinds[c.kind] != "shard" &&
+        (c.answer < 0 || r.answers[c.answer].state != r.q.state))
+      continue;
+    matched.push_back(k);
+  }
+  if (r.q.top == "mailbox")
+    std::stable_sort(matched.begin(), matched.end(), [&](size_t a, size_t b) {
+      return r.rows[a].mailbox > r.rows[b].mailbox;
+    });
+  return matched;
+}
+
 /// The full row of candidate `c`: the actor's answer, and for shards and sessions what the
 /// views add.
 actor_stats materialize(inspector_ptr self, run& r, const candidate& c) {
@@ -216,10 +236,11 @@ actor_stats materialize(inspector_ptr self, run& r, const candidate& c) {
     for (auto& v : own)
       a.values.push_back(std::move(v));
   } else if (a.kind == "session" && r.have_leases) {
-    int64_t held = 0;
-    for (auto& l : r.leases)
-      held += l.holder == c.id;
-    a.num("shardsHeld", held);
+    if (r.held_by.empty())
+      for (auto& l : r.leases)
+        if (l.holder != 0) r.held_by[l.holder]++;
+    auto h = r.held_by.find(c.id);
+    a.num("shardsHeld", h == r.held_by.end() ? 0 : static_cast<int64_t>(h->second));
   }
   return a;
 }
@@ -233,18 +254,7 @@ void finish(inspector_ptr self, uint64_t id) {
   inspect_reply out;
   out.node = self->state.t.node;
   out.shards = self->state.t.shards;
-  // Filter the actors that answer with their own state word.
-  std::vector<size_t> matched;
-  for (size_t k = 0; k < r.rows.size(); ++k) {
-    auto& c = r.rows[k];
-    if (!q.state.empty() && kinds[c.kind] != "shard") {
-      if (c.answer < 0 || r.answers[c.answer].state != q.state) continue;
-    }
-    matched.push_back(k);
-  }
-  if (q.top == "mailbox")
-    std::stable_sort(matched.begin(), matched.end(),
-                     [&](size_t a, size_t b) { return r.rows[a].mailbox > r.rows[b].mailbox; });
+  auto matched = matched_rows(r);
   out.matched = matched.size();
   // Counts per state and per kind over every matched row.
   std::map<std::string, uint64_t> states;
@@ -334,23 +344,13 @@ void advance(inspector_ptr self, uint64_t id) {
   }
   if (r.phase == 2) {
     r.phase = 3;
-    // The page's shards, unless every actor was asked already: the page is known only now
-    // (the other kinds' states came with their answers).
-    if (!r.q.every_actor) {
-      std::vector<size_t> matched;
-      auto& kinds = actor_kinds();
-      for (size_t k = 0; k < r.rows.size(); ++k) {
-        auto& c = r.rows[k];
-        if (!r.q.state.empty() && kinds[c.kind] != "shard" &&
-            (c.answer < 0 || r.answers[c.answer].state != r.q.state))
-          continue;
-        matched.push_back(k);
-      }
-      size_t end = std::min<size_t>(matched.size(), size_t{r.q.offset} + r.q.limit);
-      for (size_t p = r.q.offset; p < end; ++p) {
-        auto& c = r.rows[matched[p]];
-        if (c.target && !c.asked) ask(self, id, r, matched[p]);
-      }
+    // The page's shards not asked yet: the page is known only now (the other kinds' states
+    // and, for a ranking, the mailboxes came with their answers).
+    auto matched = matched_rows(r);
+    size_t end = std::min<size_t>(matched.size(), size_t{r.q.offset} + r.q.limit);
+    for (size_t p = r.q.offset; p < end; ++p) {
+      auto& c = r.rows[matched[p]];
+      if (c.target && !c.asked) ask(self, id, r, matched[p]);
     }
     if (r.waiting > 0) return;
   }

@@ -197,6 +197,13 @@ TEST_CASE("the inspector answers for 100,000 shards within a bound: grid, counts
   CHECK(sampled.kinds.at(0).actors == 100000);
   CHECK(sampled.kinds.at(0).missed == 0);
   CHECK(took_sampled < 2s);
+  // A sampled query's page is asked too (its rows are not "no answer"), in ranking order.
+  auto [ranked, t3] = n.ask(parsed({{"kind", "shard"}, {"top", "mailbox"}, {"sample", "100"},
+                                    {"offset", "3"}, {"limit", "5"}}));
+  REQUIRE(ranked.rows.size() == 5);
+  for (auto& row : ranked.rows)
+    CHECK(row.answered);
+  CHECK(ranked.no_answer.empty());
   // Paging walks the shards in order.
   auto [page, t2] = n.ask(parsed({{"kind", "shard"}, {"offset", "99990"}, {"limit", "100"}}));
   REQUIRE(page.rows.size() == 10);
