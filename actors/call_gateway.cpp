@@ -61,7 +61,7 @@ call_gateway_actor::behavior_type gateway(gateway_self self, directory_actor dir
         actor_stats a{"gateway", 0};
         a.state = "ok";
         a.mailbox = self->mailbox().size();
-        a.num("callsWaiting", static_cast<int64_t>(self->state.waiting.size()));
+        a.num("callsWaiting", self->state.waiting.size());
         return a;
       },
   };

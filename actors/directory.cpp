@@ -434,20 +434,20 @@ actor_stats stats_of(self_ptr self) {
     (w.invocation != 0 ? invoked : workers)++;
   a.state = st.scheduler ? "invoker" : "no-invoker";
   a.mailbox = self->mailbox().size();
-  a.num("shards", static_cast<int64_t>(st.slots.size()));
-  a.num("heldShards", static_cast<int64_t>(held));
-  a.num("workers", static_cast<int64_t>(workers));
-  a.num("invokedWorkers", static_cast<int64_t>(invoked));
-  a.num("parkedCalls", static_cast<int64_t>(parked_count(st.parked_calls)));
-  a.num("parkedMessages", static_cast<int64_t>(parked_count(st.parked_messages)));
-  a.num("callsInFlight", static_cast<int64_t>(st.inflight.size()));
-  a.num("revocationsInLog", static_cast<int64_t>(st.pending_revokes.size()));
-  a.num("leasesGranted", static_cast<int64_t>(st.leases_granted));
-  a.num("leasesRevoked", static_cast<int64_t>(st.leases_revoked));
-  a.num("calls", static_cast<int64_t>(st.calls));
-  a.num("callsParked", static_cast<int64_t>(st.calls_parked));
-  a.num("callsExpired", static_cast<int64_t>(st.calls_expired));
-  a.num("relays", static_cast<int64_t>(st.relays));
+  a.num("shards", st.slots.size());
+  a.num("heldShards", held);
+  a.num("workers", workers);
+  a.num("invokedWorkers", invoked);
+  a.num("parkedCalls", parked_count(st.parked_calls));
+  a.num("parkedMessages", parked_count(st.parked_messages));
+  a.num("callsInFlight", st.inflight.size());
+  a.num("revocationsInLog", st.pending_revokes.size());
+  a.num("leasesGranted", st.leases_granted);
+  a.num("leasesRevoked", st.leases_revoked);
+  a.num("calls", st.calls);
+  a.num("callsParked", st.calls_parked);
+  a.num("callsExpired", st.calls_expired);
+  a.num("relays", st.relays);
   return a;
 }
 
@@ -727,8 +727,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
       [=](view_atom, uint32_t from, uint32_t to) {
         auto& st = self->state;
         std::vector<shard_lease_view> out;
-        if (st.slots.empty() || from >= st.slots.size()) return out;
-        to = std::min<uint32_t>(to, static_cast<uint32_t>(st.slots.size() - 1));
+        if (!clamp_range(st.slots.size(), from, to)) return out;
         out.reserve(to - from + 1);
         for (uint32_t s = from; s <= to; ++s) {
           auto& slot = st.slots[s];

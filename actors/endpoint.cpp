@@ -65,7 +65,7 @@ std::string endpoint_json(const endpoint_state& st, clock_type::time_point now) 
   std::ostringstream o;
   long backoff_ms =
       st.not_before > now ? std::chrono::duration_cast<ms>(st.not_before - now).count() : 0;
-  o << "{\"url\":" << json_quote(st.cfg.url) << ",\"types\":[";
+  o << "{\"url\":" << json_quote(logging::display_url(st.cfg.url)) << ",\"types\":[";
   for (size_t i = 0; i < st.cfg.types.size(); ++i)
     o << (i ? "," : "") << json_quote(st.cfg.types[i]);
   o << "],\"invocations\":" << st.m.invocations << ",\"succeeded\":" << st.m.succeeded
@@ -119,9 +119,10 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
         st.invocations[id] = invocation{shards, 0, false, self->clock().now()};
         st.m.invocations++;
         st.m.shards += shards.size();
-        spdlog::debug("invocation sent endpoint={} invocation={} shards={} reasons={}", st.index,
-                      proto::format_invocation_id(proto::invocation_id{id}), shards.size(),
-                      proto::reasons_text(reasons));
+        if (spdlog::should_log(spdlog::level::debug))
+          spdlog::debug("invocation sent endpoint={} invocation={} shards={} reasons={}", st.index,
+                        proto::format_invocation_id(proto::invocation_id{id}), shards.size(),
+                        proto::reasons_text(reasons));
         st.http->submit(std::move(req));
       },
       [=](bind_request& b) -> bind_result {
@@ -168,9 +169,10 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
         st.m.duration.observe(static_cast<double>(total_ms) / 1000.0);
         bool ok = status >= 200 && status < 300;
         bool success = ok && inv.leased;
-        spdlog::debug("invocation ended endpoint={} invocation={} status={} ms={:.1f} leased={}",
-                      st.index, proto::format_invocation_id(proto::invocation_id{id}), status,
-                      total_ms, inv.leased);
+        if (spdlog::should_log(spdlog::level::debug))
+          spdlog::debug("invocation ended endpoint={} invocation={} status={} ms={:.1f} leased={}",
+                        st.index, proto::format_invocation_id(proto::invocation_id{id}), status,
+                        total_ms, inv.leased);
         if (success)
           st.m.succeeded++;
         else if (ok)
@@ -195,7 +197,7 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
             st.logged = now;
             spdlog::warn("endpoint failed endpoint={} url={} failures_in_a_row={} backoff_ms={} "
                          "invocation={} error={}",
-                         st.index, st.cfg.url, st.failures,
+                         st.index, logging::display_url(st.cfg.url), st.failures,
                          std::chrono::duration_cast<ms>(d).count(),
                          proto::format_invocation_id(proto::invocation_id{id}),
                          logging::quoted(st.m.last_error));
@@ -236,23 +238,23 @@ actor_stats stats_of(endpoint_ptr self) {
             : st.invocations.size() >= st.cfg.concurrency ? "full"
                                                           : "ok";
   a.mailbox = self->mailbox().size();
-  a.text("url", st.cfg.url);
+  a.text("url", logging::display_url(st.cfg.url));
   std::string types;
   for (auto& t : st.cfg.types)
     types += (types.empty() ? "" : ",") + t;
   a.text("types", types);
-  a.num("inFlight", static_cast<int64_t>(st.invocations.size()));
+  a.num("inFlight", st.invocations.size());
   a.num("concurrency", st.cfg.concurrency);
   a.num("failuresInARow", st.failures);
   a.num("backoffMs",
         st.not_before > now ? std::chrono::duration_cast<ms>(st.not_before - now).count() : 0);
-  a.num("invocations", static_cast<int64_t>(st.m.invocations));
-  a.num("succeeded", static_cast<int64_t>(st.m.succeeded));
-  a.num("failed", static_cast<int64_t>(st.m.failed));
-  a.num("timedOut", static_cast<int64_t>(st.m.timed_out));
-  a.num("unleased", static_cast<int64_t>(st.m.unleased));
-  a.num("backoffs", static_cast<int64_t>(st.m.backoffs));
-  a.num("steps", static_cast<int64_t>(st.m.steps));
+  a.num("invocations", st.m.invocations);
+  a.num("succeeded", st.m.succeeded);
+  a.num("failed", st.m.failed);
+  a.num("timedOut", st.m.timed_out);
+  a.num("unleased", st.m.unleased);
+  a.num("backoffs", st.m.backoffs);
+  a.num("steps", st.m.steps);
   a.text("lastError", st.m.last_error);
   a.histograms.push_back(st.m.duration);
   return a;

@@ -54,14 +54,14 @@ public:
     while (i < bounds_.size() && v > bounds_[i])
       ++i;
     counts_[i].fetch_add(1, std::memory_order_relaxed);
-    count_.fetch_add(1, std::memory_order_relaxed);
     sum_micros_.fetch_add(static_cast<uint64_t>(v * 1e6), std::memory_order_relaxed);
   }
   histogram snapshot() const {
     histogram h{name_, bounds_};
-    for (size_t i = 0; i <= bounds_.size() && i < N; ++i)
+    for (size_t i = 0; i <= bounds_.size() && i < N; ++i) {
       h.counts[i] = counts_[i].load(std::memory_order_relaxed);
-    h.count = count_.load(std::memory_order_relaxed);
+      h.count += h.counts[i];  // the total of what was read, so +Inf >= every bucket
+    }
     h.sum = static_cast<double>(sum_micros_.load(std::memory_order_relaxed)) / 1e6;
     return h;
   }
@@ -70,7 +70,6 @@ private:
   std::string name_;
   std::vector<double> bounds_;
   std::array<std::atomic<uint64_t>, N> counts_{};
-  std::atomic<uint64_t> count_{0};
   std::atomic<uint64_t> sum_micros_{0};  ///< sum·10⁶, so it fits an atomic integer
 };
 

@@ -32,6 +32,7 @@ void init(spdlog::level::level_enum level) {
 }
 
 std::optional<spdlog::level::level_enum> parse_level(std::string_view name) {
+  if (name == "warn") return spdlog::level::warn;  // spdlog itself spells it "warning"
   for (auto l : {spdlog::level::trace, spdlog::level::debug, spdlog::level::info,
                  spdlog::level::warn, spdlog::level::err, spdlog::level::off}) {
     auto n = spdlog::level::to_string_view(l);
@@ -53,6 +54,18 @@ std::vector<std::string> recent_problems() {
     while (!l.empty() && (l.back() == '\n' || l.back() == '\r'))
       l.pop_back();
   return lines;
+}
+
+std::string display_url(std::string_view url) {
+  auto cut = url.find_first_of("?#");
+  if (cut != std::string_view::npos) url = url.substr(0, cut);
+  auto scheme = url.find("://");
+  auto host = scheme == std::string_view::npos ? 0 : scheme + 3;
+  auto path = url.find('/', host);
+  auto at = url.rfind('@', path == std::string_view::npos ? url.size() : path);
+  if (at != std::string_view::npos && at >= host)
+    return std::string(url.substr(0, host)) + std::string(url.substr(at + 1));
+  return std::string(url);
 }
 
 std::string quoted(std::string_view s) {

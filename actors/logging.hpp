@@ -16,11 +16,15 @@ namespace fusee::server::logging {
 /// for the dashboard. Call once, before threads start logging.
 void init(spdlog::level::level_enum level);
 
-/// "trace", "debug", "info", "warn", "error", "off".
+/// "trace", "debug", "info", "warn" (or "warning"), "error", "off".
 std::optional<spdlog::level::level_enum> parse_level(std::string_view name);
 
 /// The last warnings and errors (oldest first), as formatted lines.
 std::vector<std::string> recent_problems();
+
+/// `url` as it may be shown in logs, metrics and introspection: without user:password@ and
+/// without its ?query or #fragment (either may carry a credential).
+std::string display_url(std::string_view url);
 
 /// `s` quoted for a key="value" field (quotes and backslashes escaped, newlines as \n).
 std::string quoted(std::string_view s);

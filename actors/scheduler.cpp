@@ -174,15 +174,15 @@ actor_stats stats_of(scheduler_ptr self) {
     queued += ep.ready.size();
   a.state = st.records.empty() ? "starting" : "running";
   a.mailbox = self->mailbox().size();
-  a.num("dueShards", static_cast<int64_t>(ready));
-  a.num("waitingShards", static_cast<int64_t>(waiting));
-  a.num("backoffShards", static_cast<int64_t>(backoff));
-  a.num("invokingShards", static_cast<int64_t>(invoking));
-  a.num("invocationsInFlight", static_cast<int64_t>(st.owner.size()));
-  a.num("readyQueueEntries", static_cast<int64_t>(queued));
-  a.num("handbacks", static_cast<int64_t>(st.handbacks));
-  a.num("crashes", static_cast<int64_t>(st.crashes));
-  a.num("noProgress", static_cast<int64_t>(st.no_progress));
+  a.num("dueShards", ready);
+  a.num("waitingShards", waiting);
+  a.num("backoffShards", backoff);
+  a.num("invokingShards", invoking);
+  a.num("invocationsInFlight", st.owner.size());
+  a.num("readyQueueEntries", queued);
+  a.num("handbacks", st.handbacks);
+  a.num("crashes", st.crashes);
+  a.num("noProgress", st.no_progress);
   return a;
 }
 
@@ -311,8 +311,7 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
       [=](view_atom, uint32_t from, uint32_t to) {
         auto& st = self->state;
         std::vector<shard_invoker_view> out;
-        if (st.shards.empty() || from >= st.shards.size()) return out;
-        to = std::min<uint32_t>(to, static_cast<uint32_t>(st.shards.size() - 1));
+        if (!clamp_range(st.shards.size(), from, to)) return out;
         out.reserve(to - from + 1);
         for (uint32_t s = from; s <= to; ++s) {
           auto& x = st.shards[s];

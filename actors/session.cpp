@@ -256,11 +256,11 @@ actor_stats stats_of(session_ptr self) {
   a.text("peer", st.peer);
   a.text("name", st.peer_name);
   auto out = st.lane->accepted();
-  a.num("framesIn", static_cast<int64_t>(st.frames_in));
-  a.num("bytesIn", static_cast<int64_t>(st.bytes_in));
-  a.num("framesOut", static_cast<int64_t>(out.frames));
-  a.num("bytesOut", static_cast<int64_t>(out.bytes));
-  a.num("bytesWaiting", static_cast<int64_t>(st.lane->waiting()));
+  a.num("framesIn", st.frames_in);
+  a.num("bytesIn", st.bytes_in);
+  a.num("framesOut", out.frames);
+  a.num("bytesOut", out.bytes);
+  a.num("bytesWaiting", st.lane->waiting());
   a.num("silentMs",
         std::chrono::duration_cast<std::chrono::milliseconds>(now - st.last_rx).count());
   a.num("ageMs", std::chrono::duration_cast<std::chrono::milliseconds>(now - st.started).count());

@@ -73,8 +73,9 @@ std::string reply_json(const server::inspect_reply& r, uint32_t offset) {
   for (size_t i = 0; i < r.kinds.size(); ++i) {
     auto& k = r.kinds[i];
     o << (i ? "," : "") << "{\"kind\":" << json_quote(k.kind) << ",\"actors\":" << k.actors
-      << ",\"missed\":" << k.missed << ",\"mailboxTotal\":" << k.mailbox_total
-      << ",\"mailboxMax\":" << k.mailbox_max << ",\"totals\":{";
+      << ",\"asked\":" << k.asked << ",\"missed\":" << k.missed
+      << ",\"mailboxTotal\":" << k.mailbox_total << ",\"mailboxMax\":" << k.mailbox_max
+      << ",\"totals\":{";
     for (size_t j = 0; j < k.totals.size(); ++j)
       o << (j ? "," : "") << json_quote(k.totals[j].key) << ":" << k.totals[j].number;
     o << "}}";

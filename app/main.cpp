@@ -140,7 +140,10 @@ int main(int argc, char** argv) {
         std::tuple{"--top", "top", "rank by: mailbox"},
         std::tuple{"--limit", "limit", "rows to show (default 100)"},
         std::tuple{"--offset", "offset", "rows to skip (paging)"},
-        std::tuple{"--deadline-ms", "deadline_ms", "how long actors may take to answer"}})
+        std::tuple{"--deadline-ms", "deadline_ms", "how long actors may take to answer"},
+        std::tuple{"--every", "every", "1: ask every selected shard, not only the page's"},
+        std::tuple{"--sample", "sample", "with --every 1: ask this many shards, spread out"},
+        std::tuple{"--grid", "grid", "1: add one character per shard (H I B D W .)"}})
     inspect->add_option_function<std::string>(
         flag,
         [&inspect_args, key = std::string(key)](const std::string& v) { inspect_args[key] = v; },

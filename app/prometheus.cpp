@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <map>
-#include <set>
 #include <sstream>
 
 #include "actors/inspect/query.hpp"
@@ -37,47 +36,67 @@ std::string num(double v) {
   return o.str();
 }
 
-/// Writes families: HELP and TYPE once each, then their samples.
+/// Collects samples by family and writes each family whole (HELP, TYPE, then its samples, as
+/// the text format requires), in the order families were first used.
 class writer {
 public:
-  void family(const std::string& name, const char* type, const char* help) {
-    if (!declared_.insert(name).second) return;
-    out_ << "# HELP fusee_" << name << " " << help << "\n# TYPE fusee_" << name << " " << type
-         << "\n";
-  }
-  void sample(const std::string& name, const std::string& labels, double v) {
-    out_ << "fusee_" << name;
-    if (!labels.empty()) out_ << "{" << labels << "}";
-    out_ << " " << num(v) << "\n";
-  }
   void metric(const std::string& name, const char* type, const char* help, double v,
               const std::string& labels = {}) {
-    family(name, type, help);
-    sample(name, labels, v);
+    sample(family(name, type, help), name, labels, v);
   }
   void hist(const std::string& name, const char* help, const histogram& h,
             const std::string& labels = {}) {
-    family(name, "histogram", help);
+    auto& f = family(name, "histogram", help);
     std::string sep = labels.empty() ? "" : labels + ",";
     uint64_t cumulative = 0;
     for (size_t i = 0; i < h.bounds.size(); ++i) {
       cumulative += h.counts[i];
-      sample(name + "_bucket", sep + "le=\"" + num(h.bounds[i]) + "\"", double(cumulative));
+      sample(f, name + "_bucket", sep + "le=\"" + num(h.bounds[i]) + "\"", double(cumulative));
     }
-    sample(name + "_bucket", sep + "le=\"+Inf\"", double(h.count));
-    sample(name + "_sum", labels, h.sum);
-    sample(name + "_count", labels, double(h.count));
+    sample(f, name + "_bucket", sep + "le=\"+Inf\"", double(h.count));
+    sample(f, name + "_sum", labels, h.sum);
+    sample(f, name + "_count", labels, double(h.count));
   }
-  std::string str() { return out_.str(); }
+  std::string str() const {
+    std::ostringstream out;
+    for (auto& name : order_) {
+      auto& f = families_.at(name);
+      out << "# HELP fusee_" << name << " " << f.help << "\n# TYPE fusee_" << name << " " << f.type
+          << "\n"
+          << f.samples;
+    }
+    return out.str();
+  }
 
 private:
-  std::ostringstream out_;
-  std::set<std::string> declared_;
+  struct family_text {
+    std::string type, help, samples;
+  };
+  family_text& family(const std::string& name, const char* type, const char* help) {
+    auto [it, fresh] = families_.try_emplace(name);
+    if (fresh) {
+      order_.push_back(name);
+      it->second.type = type;
+      it->second.help = help;
+    }
+    return it->second;
+  }
+  static void sample(family_text& f, const std::string& series, const std::string& labels,
+                     double v) {
+    f.samples += "fusee_" + series;
+    if (!labels.empty()) f.samples += "{" + labels + "}";
+    f.samples += " " + num(v) + "\n";
+  }
+  std::vector<std::string> order_;
+  std::map<std::string, family_text> families_;
 };
 
+/// The first row of `kind` that answered. A row that missed the deadline is left out of the
+/// scrape (its series go missing once) rather than reported as zeros, which Prometheus would
+/// take for counter resets.
 const actor_stats* first_of(const server::inspect_reply& r, const std::string& kind) {
   for (auto& row : r.rows)
-    if (row.kind == kind) return &row;
+    if (row.kind == kind && row.answered) return &row;
   return nullptr;
 }
 
@@ -172,43 +191,27 @@ std::string render_metrics(const server::inspect_reply& actors,
              double(s->number("invocationsInFlight")));
   }
 
+  // Endpoints are labelled by their index in the configuration (two may share a URL);
+  // endpoint_info maps the index to the URL (shown without credentials).
   for (auto& e : actors.rows) {
-    if (e.kind != "endpoint") continue;
+    if (e.kind != "endpoint" || !e.answered) continue;
+    std::string ep = "endpoint=\"" + std::to_string(e.id) + "\"";
     auto url = e.find("url");
-    std::string ep = "endpoint=\"" + label_value(url ? url->text : "") + "\"";
+    w.metric("endpoint_info", "gauge", "Always 1; names each configured endpoint's URL.", 1,
+             ep + ",url=\"" + label_value(url ? url->text : "") + "\"");
     for (auto [key, outcome] :
          {std::pair{"succeeded", "succeeded"}, std::pair{"failed", "failed"},
           std::pair{"timedOut", "timed_out"}, std::pair{"unleased", "unleased"}})
       w.metric("invocations_total", "counter", "Invocations ended, by endpoint and outcome.",
                double(e.number(key)), ep + ",outcome=\"" + outcome + "\"");
-  }
-  for (auto& e : actors.rows) {
-    if (e.kind != "endpoint") continue;
-    auto url = e.find("url");
-    std::string ep = "endpoint=\"" + label_value(url ? url->text : "") + "\"";
     w.metric("endpoint_in_flight", "gauge", "Invocations in flight per endpoint.",
              double(e.number("inFlight")), ep);
-  }
-  for (auto& e : actors.rows) {
-    if (e.kind != "endpoint") continue;
-    auto url = e.find("url");
-    std::string ep = "endpoint=\"" + label_value(url ? url->text : "") + "\"";
     w.metric("endpoint_backoffs_total", "counter",
              "Failed invocations that made the endpoint back off.", double(e.number("backoffs")),
              ep);
-  }
-  for (auto& e : actors.rows) {
-    if (e.kind != "endpoint") continue;
-    auto url = e.find("url");
-    std::string ep = "endpoint=\"" + label_value(url ? url->text : "") + "\"";
     w.metric("endpoint_backoff_seconds", "gauge",
              "Time left before the endpoint takes new invocations.",
              double(e.number("backoffMs")) / 1000.0, ep);
-  }
-  for (auto& e : actors.rows) {
-    if (e.kind != "endpoint") continue;
-    auto url = e.find("url");
-    std::string ep = "endpoint=\"" + label_value(url ? url->text : "") + "\"";
     if (auto* h = histogram_of(e, "invocation_duration_seconds"))
       w.hist("invocation_duration_seconds", "From POST sent to its answer.", *h, ep);
   }
@@ -217,11 +220,9 @@ std::string render_metrics(const server::inspect_reply& actors,
   {
     std::map<std::string, uint64_t> roles{
         {"handshake", 0}, {"worker", 0}, {"invoked", 0}, {"client", 0}};
-    for (auto& s : actors.states)
-      if (roles.count(s.state)) roles[s.state] = 0;
     uint64_t waiting = 0;
-    for (auto& row : actors.rows)
-      if (row.kind == "session") roles[row.state]++;
+    for (auto& s : actors.states)  // every matched session, not only the page's rows
+      if (roles.count(s.state)) roles[s.state] = s.count;
     for (auto& k : actors.kinds)
       if (k.kind == "session")
         for (auto& t : k.totals)

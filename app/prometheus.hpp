@@ -1,7 +1,7 @@
 // /metrics in the Prometheus text format (version 0.0.4), built from two inspector answers: the
 // node's actors other than shards (every one asked), and the shards (states and mailboxes).
 // Names carry their unit; counters end in _total; labels are kinds, states, roles, outcomes and
-// endpoint URLs only, never shard or session ids (docs/operations.md lists every metric).
+// endpoint indexes only, never shard or session ids (docs/operations.md lists every metric).
 #pragma once
 
 #include <string>

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "actors/inspect/query.hpp"
 #include "actors/inspect/shard_state.hpp"
@@ -56,7 +57,11 @@ struct run {
   std::vector<actor_stats> answers;
   std::vector<std::string> no_answer;
   size_t no_answer_more = 0;
-  std::unordered_map<uint64_t, uint64_t> held_by;  ///< shards per holder session (built once)
+  std::unordered_map<uint64_t, uint64_t> held_by;  ///< shards per holder session
+  bool held_by_built = false;
+  bool expired = false;      ///< the deadline passed: nothing more is asked
+  std::vector<size_t> page;  ///< rows on the page, in order (fixed when phase 3 starts)
+  bool page_fixed = false;
 };
 
 struct inspector_state {
@@ -66,6 +71,9 @@ struct inspector_state {
   bool endpoints_known = false;
   uint64_t next_run = 1;
   std::unordered_map<uint64_t, run> runs;
+  /// Actors asked and not answered yet, by any query: they are not asked again until they
+  /// answer, so a stuck actor holds one pending request, not one per query.
+  std::unordered_set<caf::actor_addr> owing;
   static inline const char* name = "inspector";
 };
 
@@ -97,14 +105,18 @@ void note_no_answer(run& r, std::string name) {
     r.no_answer_more++;
 }
 
-/// Asks `rows[k]` for its stats in `phase`.
+/// Asks `rows[k]` for its stats in `phase` (unless it still owes an earlier query its answer:
+/// then it counts as not answering this one either).
 void ask(inspector_ptr self, uint64_t id, run& r, size_t k) {
   auto& c = r.rows[k];
   c.asked = true;
+  auto addr = caf::actor_cast<caf::actor_addr>(c.target);
+  if (r.expired || !self->state.owing.insert(addr).second) return;
   c.pending = true;
   r.waiting++;
   int phase = r.phase;
   auto on_answer = [=](actor_stats& a) {
+    self->state.owing.erase(addr);
     auto i = self->state.runs.find(id);
     if (i == self->state.runs.end() || i->second.phase != phase) return;
     auto& r = i->second;
@@ -118,6 +130,7 @@ void ask(inspector_ptr self, uint64_t id, run& r, size_t k) {
     if (--r.waiting == 0) advance(self, id);
   };
   auto on_error = [=](caf::error&) {
+    self->state.owing.erase(addr);
     auto i = self->state.runs.find(id);
     if (i == self->state.runs.end() || i->second.phase != phase) return;
     auto& r = i->second;
@@ -150,6 +163,7 @@ void build_rows(inspector_ptr self, run& r) {
     c.answered = true;
     c.answer = static_cast<int32_t>(r.answers.size());
     r.answers.push_back(log_stats(*st.t.wal));
+    c.mailbox = r.answers.back().mailbox;
   }
   if (selects(q, "gateway") && st.t.gateway) add("gateway", 0, st.t.gateway);
   if (selects(q, "endpoint"))
@@ -194,9 +208,8 @@ std::vector<size_t> matched_rows(const run& r) {
     matched.push_back(k);
   }
   if (r.q.top == "mailbox")
-    std::stable_sort(matched.begin(), matched.end(), [&](size_t a, size_t b) {
-      return r.rows[a].mailbox > r.rows[b].mailbox;
-    });
+    std::stable_sort(matched.begin(), matched.end(),
+                     [&](size_t a, size_t b) { return r.rows[a].mailbox > r.rows[b].mailbox; });
   return matched;
 }
 
@@ -217,8 +230,8 @@ actor_stats materialize(inspector_ptr self, run& r, const candidate& c) {
     shard_lease_view none;
     auto li = s - r.view_from;
     auto& lease = r.have_leases && li < r.leases.size() ? r.leases[li] : none;
-    a.num("holder", static_cast<int64_t>(lease.holder));
-    a.num("epoch", static_cast<int64_t>(lease.epoch));
+    a.num("holder", lease.holder);
+    a.num("epoch", lease.epoch);
     a.num("durableLsn",
           static_cast<int64_t>(self->state.t.wal ? self->state.t.wal->durable_lsn(s) : 0));
     a.num("parkedCalls", lease.parked_calls);
@@ -236,9 +249,10 @@ actor_stats materialize(inspector_ptr self, run& r, const candidate& c) {
     for (auto& v : own)
       a.values.push_back(std::move(v));
   } else if (a.kind == "session" && r.have_leases) {
-    if (r.held_by.empty())
+    if (!r.held_by_built)
       for (auto& l : r.leases)
         if (l.holder != 0) r.held_by[l.holder]++;
+    r.held_by_built = true;
     auto h = r.held_by.find(c.id);
     a.num("shardsHeld", h == r.held_by.end() ? 0 : static_cast<int64_t>(h->second));
   }
@@ -268,6 +282,7 @@ void finish(inspector_ptr self, uint64_t id) {
     states[state]++;
     auto& ks = per_kind[c.kind];
     ks.actors++;
+    ks.asked += c.asked;
     ks.missed += c.asked && !c.answered;
     ks.mailbox_total += c.mailbox;
     ks.mailbox_max = std::max(ks.mailbox_max, c.mailbox);
@@ -291,13 +306,13 @@ void finish(inspector_ptr self, uint64_t id) {
     }
   for (auto& c : r.rows)
     if (c.asked && !c.answered) note_no_answer(r, kinds[c.kind] + " " + std::to_string(c.id));
-  size_t end = std::min<size_t>(matched.size(), size_t{q.offset} + q.limit);
-  for (size_t p = q.offset; p < end; ++p) {
-    auto& c = r.rows[matched[p]];
-    if (!c.asked && c.target && kinds[c.kind] == "shard")
-      note_no_answer(r, "shard " + std::to_string(c.id));  // the deadline came first
-    out.rows.push_back(materialize(self, r, c));
+  if (!r.page_fixed) {
+    size_t end = std::min<size_t>(matched.size(), size_t{q.offset} + q.limit);
+    for (size_t p = q.offset; p < end; ++p)
+      r.page.push_back(matched[p]);
   }
+  for (auto k : r.page)
+    out.rows.push_back(materialize(self, r, r.rows[k]));
   out.no_answer = std::move(r.no_answer);
   if (r.no_answer_more > 0)
     out.no_answer.push_back("... and " + std::to_string(r.no_answer_more) + " more");
@@ -330,13 +345,19 @@ void advance(inspector_ptr self, uint64_t id) {
     size_t shard_rows = 0;
     for (auto& c : r.rows)
       shard_rows += c.kind == shard_kind;
-    // With a sample, every stride-th shard row (spread over the range).
-    size_t stride = r.q.sample > 0 && shard_rows > r.q.sample ? shard_rows / r.q.sample : 1;
-    size_t nth = 0;
+    // With a sample of S out of n shard rows, row j is picked when floor(j·S/n) steps up:
+    // exactly S rows, spread evenly over the range.
+    uint64_t n = shard_rows, sample = r.q.sample;
+    uint64_t j = 0;
     for (size_t k = 0; k < r.rows.size(); ++k) {
       auto& c = r.rows[k];
       bool shard = c.kind == shard_kind;
-      bool picked = shard && r.q.every_actor && nth++ % stride == 0;
+      bool picked = false;
+      if (shard) {
+        picked = r.q.every_actor &&
+                 (sample == 0 || n <= sample || (j * sample) / n != ((j + 1) * sample) / n);
+        j++;
+      }
       if (!c.target || c.answered) continue;
       if (!shard || picked) ask(self, id, r, k);
     }
@@ -348,10 +369,11 @@ void advance(inspector_ptr self, uint64_t id) {
     // and, for a ranking, the mailboxes came with their answers).
     auto matched = matched_rows(r);
     size_t end = std::min<size_t>(matched.size(), size_t{r.q.offset} + r.q.limit);
-    for (size_t p = r.q.offset; p < end; ++p) {
-      auto& c = r.rows[matched[p]];
-      if (c.target && !c.asked) ask(self, id, r, matched[p]);
-    }
+    for (size_t p = r.q.offset; p < end; ++p)
+      r.page.push_back(matched[p]);
+    r.page_fixed = true;  // the answers below must not move rows on or off the page
+    for (auto k : r.page)
+      if (r.rows[k].target && !r.rows[k].asked) ask(self, id, r, k);
     if (r.waiting > 0) return;
   }
   finish(self, id);
@@ -362,19 +384,12 @@ void expire(inspector_ptr self, uint64_t id) {
   auto i = self->state.runs.find(id);
   if (i == self->state.runs.end()) return;
   auto& r = i->second;
-  if (r.phase == 1) {
-    if (!r.have_leases) note_no_answer(r, "directory (shard view)");
-    r.waiting = 0;
-    advance(self, id);  // builds the rows and asks them; the phase is over at once below
-    i = self->state.runs.find(id);
-    if (i == self->state.runs.end()) return;
-  }
-  auto& rr = i->second;
-  for (auto& c : rr.rows)
+  r.expired = true;  // from now on ask() asks nobody
+  for (auto& c : r.rows)
     c.pending = false;
-  rr.waiting = 0;
-  rr.phase = 3;
-  finish(self, id);
+  r.waiting = 0;
+  if (r.phase == 1 && !r.have_leases) note_no_answer(r, "directory (shard view)");
+  advance(self, id);  // the remaining phases, without asking: rows, page, then finish
 }
 
 inspector_actor::behavior_type inspector_fn(inspector_ptr self, inspector_targets targets) {
@@ -392,8 +407,11 @@ inspector_actor::behavior_type inspector_fn(inspector_ptr self, inspector_target
         r.started = self->clock().now();
         r.phase = 1;
         r.from = q.shard_from;
-        r.to = st.t.shards == 0 ? 0 : std::min(q.shard_to, st.t.shards - 1);
-        if (st.t.shards == 0) r.from = 1;  // empty
+        r.to = q.shard_to;
+        if (!clamp_range(st.t.shards, r.from, r.to)) {  // no shard selected
+          r.from = 1;
+          r.to = 0;
+        }
         auto rp = r.rp;
         self->delayed_send(self, remaining(self, r), tick_atom::value, id);
         bool shards = selects(q, "shard") && r.from <= r.to;
@@ -443,7 +461,12 @@ inspector_actor::behavior_type inspector_fn(inspector_ptr self, inspector_target
         if (r.waiting == 0) advance(self, id);
         return rp;
       },
-      [=](tick_atom, uint64_t id) { expire(self, id); },
+      [=](tick_atom, uint64_t id) {
+        // Only our own deadline timer: the interface is published, and a remote peer must not
+        // end other peers' queries.
+        if (self->current_sender() == caf::actor_cast<caf::strong_actor_ptr>(self))
+          expire(self, id);
+      },
   };
 }
 
@@ -454,16 +477,16 @@ actor_stats log_stats(const wal_writer& wal) {
   actor_stats a{"log", 0};
   a.state = s.failed ? "failed" : "ok";
   a.mailbox = s.queued;  // its queue is its mailbox
-  a.num("queued", static_cast<int64_t>(s.queued));
-  a.num("appends", static_cast<int64_t>(s.appends));
-  a.num("records", static_cast<int64_t>(s.records));
-  a.num("batches", static_cast<int64_t>(s.batches));
-  a.num("fsyncs", static_cast<int64_t>(s.fsyncs));
-  a.num("bytesWritten", static_cast<int64_t>(s.bytes_written));
-  a.num("refused", static_cast<int64_t>(s.refused));
-  a.num("checkpoints", static_cast<int64_t>(s.checkpoints));
-  a.num("segments", static_cast<int64_t>(s.segments));
-  a.num("retiredSegments", static_cast<int64_t>(s.retired_segments));
+  a.num("queued", s.queued);
+  a.num("appends", s.appends);
+  a.num("records", s.records);
+  a.num("batches", s.batches);
+  a.num("fsyncs", s.fsyncs);
+  a.num("bytesWritten", s.bytes_written);
+  a.num("refused", s.refused);
+  a.num("checkpoints", s.checkpoints);
+  a.num("segments", s.segments);
+  a.num("retiredSegments", s.retired_segments);
   a.text("failure", s.failure);
   a.histograms.push_back(s.fsync_seconds);
   a.histograms.push_back(s.records_per_fsync);

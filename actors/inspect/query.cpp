@@ -107,6 +107,8 @@ proto::result<inspect_query> parse_query(const std::map<std::string, std::string
     }
   }
   if (q.top == "mailbox") q.every_actor = true;
+  if (q.sample > 0 && !q.every_actor)
+    return bad("sample picks which shards every=1 asks; add every=1 (or top=mailbox)");
   return q;
 }
 

@@ -45,8 +45,9 @@ struct actor_stats {
 
   actor_stats() = default;
   actor_stats(std::string k, uint64_t i) : kind(std::move(k)), id(i) {}
-  actor_stats& num(std::string key, int64_t v) {
-    values.push_back(stat_value{std::move(key), v, {}, false});
+  template <class Integer>
+  actor_stats& num(std::string key, Integer v) {
+    values.push_back(stat_value{std::move(key), static_cast<int64_t>(v), {}, false});
     return *this;
   }
   actor_stats& text(std::string key, std::string v) {
@@ -103,6 +104,13 @@ typename Inspector::result_type inspect(Inspector& f, shard_invoker_view& x) {
            x.invocation);
 }
 
+/// Clamps [from, to] to the shards [0, count): false if nothing is left.
+inline bool clamp_range(size_t count, uint32_t& from, uint32_t& to) {
+  if (count == 0 || from >= count) return false;
+  if (to >= count) to = static_cast<uint32_t>(count - 1);
+  return from <= to;
+}
+
 /// What to inspect. Filters combine (and); rows are ordered by kind, then id, or by mailbox
 /// (largest first) with top = "mailbox"; then `offset` and `limit` page them.
 struct inspect_query {
@@ -136,6 +144,7 @@ typename Inspector::result_type inspect(Inspector& f, inspect_query& x) {
 struct kind_summary {
   std::string kind;
   uint64_t actors = 0;
+  uint64_t asked = 0;   ///< asked for their stats (all, a sample, or the page's)
   uint64_t missed = 0;  ///< asked, and no answer before the deadline
   uint64_t mailbox_total = 0;
   uint64_t mailbox_max = 0;
@@ -144,8 +153,8 @@ struct kind_summary {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kind_summary& x) {
-  return f(caf::meta::type_name("fusee.kind_summary"), x.kind, x.actors, x.missed, x.mailbox_total,
-           x.mailbox_max, x.totals);
+  return f(caf::meta::type_name("fusee.kind_summary"), x.kind, x.actors, x.asked, x.missed,
+           x.mailbox_total, x.mailbox_max, x.totals);
 }
 
 struct state_count {

@@ -124,7 +124,7 @@ function drawGrid(grid) {
   const canvas = el("grid");
   const n = grid.length;
   const width = Math.min(960, Math.max(320, canvas.parentElement.clientWidth - 4));
-  // Cells shrink with the shard count: 100,000 shards are 1-pixel cells, 600 rows of 166.
+  // Cells shrink with the shard count: 100,000 shards are 2-pixel cells (about 210 rows).
   cell = n <= 2000 ? 12 : n <= 10000 ? 6 : n <= 40000 ? 3 : n <= 160000 ? 2 : 1;
   perRow = Math.max(1, Math.floor(width / cell));
   const rows = Math.ceil(n / perRow);
@@ -173,19 +173,26 @@ async function showShard(s) {
   }
 }
 
-function renderEndpoints(endpoints) {
+function renderEndpoints(endpoints, invokerRuns) {
   const body = el("endpoints").tBodies[0];
   body.replaceChildren();
   if (endpoints.length === 0) {
     const tr = body.insertRow();
     const td = tr.insertCell();
     td.colSpan = 7;
-    text(td, "no [[endpoint]] configured: the invoker is off");
+    text(td, invokerRuns ? "the invoker has not listed its endpoints yet" : "no [[endpoint]] configured: the invoker is off");
     return;
   }
   for (const e of endpoints) {
     const tr = body.insertRow();
     text(tr.insertCell(), e.id);
+    if (!e.answered) {  // it missed the inspector's deadline: busy or stuck
+      const td = tr.insertCell();
+      td.colSpan = 6;
+      td.className = "health-backoff";
+      text(td, "no answer within the inspector's deadline (a busy or stuck endpoint actor)");
+      continue;
+    }
     text(tr.insertCell(), e.url);
     const health = tr.insertCell();
     health.className = "health-" + e.state;
@@ -246,15 +253,19 @@ async function tick() {
     invocations += e.invocations;
     invHist = addHist(invHist, e.histograms && e.histograms.invocation_duration_seconds);
   }
-  samples.push({
+  const sample = {
     t: performance.now() / 1000, appends: log.appends || 0, fsyncs: log.fsyncs || 0, invocations,
     fsyncHist: log.histograms ? log.histograms.fsync_seconds : null, invHist,
-  });
+  };
+  const prev = samples[samples.length - 1];
+  if (prev && (sample.appends < prev.appends || sample.fsyncs < prev.fsyncs || sample.invocations < prev.invocations))
+    samples.length = 0;  // the node restarted: its counters began again
+  samples.push(sample);
   if (samples.length > HISTORY) samples.shift();
   drawCharts();
   drawGrid(o.shards.grid || "");
   text(el("shard-counts"), STATES.map(([, n]) => (o.shards.states[n] || 0) + " " + n).join(" · "));
-  renderEndpoints(endpoints);
+  renderEndpoints(endpoints, rowsOf(o.actors, "scheduler").length > 0);
   renderNode(o.actors);
   const list = el("problems");
   list.replaceChildren();
@@ -293,8 +304,10 @@ function start() {
     if (s >= 0) text(el("shard-detail"), "shard " + s + ": " + stateName[lastGrid[s]] + " (click for details)");
   });
   grid.addEventListener("click", ev => { const s = shardAt(ev); if (s >= 0) showShard(s); });
-  tick();
-  setInterval(tick, 1000);
+  // The next poll starts a second after the last one ended, so a slow node is never asked twice
+  // at once.
+  const loop = () => tick().finally(() => setTimeout(loop, 1000));
+  loop();
 }
 
 start();

@@ -63,11 +63,13 @@ double sample(const std::string& text, const std::string& series) {
 void promtool_check(const std::string& text, const temp_dir& tmp) {
   auto file = tmp.path() / "metrics.txt";
   std::ofstream(file) << text;
-  auto [rc, out] = run_process(
-      {"/bin/sh", "-c", "command -v promtool >/dev/null || { echo 'promtool is not installed "
-                        "(Debian package prometheus; make deps)'; exit 3; }; promtool check "
-                        "metrics < '" + file.string() + "'"},
-      tmp.path() / "promtool.out", 30s);
+  auto [rc, out] =
+      run_process({"/bin/sh", "-c",
+                   "command -v promtool >/dev/null || { echo 'promtool is not installed "
+                   "(Debian package prometheus; make deps)'; exit 3; }; promtool check "
+                   "metrics < '" +
+                       file.string() + "'"},
+                  tmp.path() / "promtool.out", 30s);
   INFO("promtool: " << out);
   CHECK(rc == 0);
 }
@@ -77,7 +79,8 @@ std::string endpoint_toml(const temp_dir& tmp) {
   std::ofstream(secret) << "s3cret\n";
   // Port 1 refuses connections: the endpoint fails and backs off.
   return "[server]\nshards = 4\n[[endpoint]]\nurl = \"http://127.0.0.1:1/invoke\"\n"
-         "secret_file = \"" + secret + "\"\n";
+         "secret_file = \"" +
+         secret + "\"\n";
 }
 
 }  // namespace
@@ -85,7 +88,7 @@ std::string endpoint_toml(const temp_dir& tmp) {
 TEST_CASE("the JSON views and fusee inspect agree on a held shard, a backing-off endpoint and a "
           "parked call") {
   temp_dir tmp;
-  server_process server(tmp.path() / "data", endpoint_toml(tmp));
+  server_process server(tmp.path() / "data", endpoint_toml(tmp), {"--log-level", "debug"});
   REQUIRE(server.start().empty());
   auto admin = server.admin_port();
 
@@ -99,17 +102,17 @@ TEST_CASE("the JSON views and fusee inspect agree on a held shard, a backing-off
   peer c{server.connect()};
   REQUIRE(c.conn.send(proto::client_hello{proto::request_head{1}, 1, "inspecting-client"}));
   c.expect<proto::ok>();
-  REQUIRE(c.conn.send(proto::call{
-      proto::request_head{7, proto::shard_id{parked_shard}, proto::epoch_t{0}}, "describe", "",
-      proto::bytes{'{', '}'}, 60000}));
+  REQUIRE(c.conn.send(
+      proto::call{proto::request_head{7, proto::shard_id{parked_shard}, proto::epoch_t{0}},
+                  "describe", "", proto::bytes{'{', '}'}, 60000}));
 
   // The endpoint fails (nothing listens on port 1) until its backoff is seconds long.
   await_json(admin, "/v1/endpoints", [](const json& j) {
     return j["rows"].size() == 1 && j["rows"][0]["failuresInARow"].get<int>() >= 5;
   });
   auto shard_path = "/v1/shards/" + std::to_string(parked_shard);
-  auto parked = await_json(admin, shard_path,
-                           [](const json& j) { return j["parkedCalls"].get<int>() == 1; });
+  auto parked =
+      await_json(admin, shard_path, [](const json& j) { return j["parkedCalls"].get<int>() == 1; });
 
   // The held shard, by both roads.
   auto h = get_json(admin, "/v1/shards/" + std::to_string(held));
@@ -162,6 +165,15 @@ TEST_CASE("the JSON views and fusee inspect agree on a held shard, a backing-off
   CHECK(log["state"] == "ok");
   CHECK(log["fsyncs"].get<int>() >= 1);  // the grant
   CHECK(http_get(admin, "/readyz").first == 200);
+
+  // The endpoint's secret appears nowhere: not in any view, the metrics, the problems, the
+  // CLI's answer or the server's log (at debug level).
+  std::string everything = server.log() + inspect(server, tmp, {"--every", "1"}).dump();
+  for (auto path : {"/metrics", "/v1/actors?every=1&limit=5000", "/v1/overview", "/v1/problems",
+                    "/v1/invoker", "/v1/log", "/"})
+    everything += http_get(admin, path).second;
+  CHECK(everything.find("invocation sent") != std::string::npos);  // the debug lines are there
+  CHECK(everything.find("s3cret") == std::string::npos);
 }
 
 TEST_CASE("/metrics passes promtool and its counters move as a workload runs") {
@@ -222,14 +234,14 @@ TEST_CASE("bad introspection requests get clear errors: admin server and fusee i
                                tmp.path() / "unreachable.out", 30s);
   CHECK(rc == 1);
   CHECK(out.find("cannot reach the inspector at 127.0.0.1:1") != std::string::npos);
-  auto [rc2, out2] = run_process({fusee_binary(), "inspect", "--kind", "wombat"},
-                                 tmp.path() / "bad.out", 30s);
+  auto [rc2, out2] =
+      run_process({fusee_binary(), "inspect", "--kind", "wombat"}, tmp.path() / "bad.out", 30s);
   CHECK(rc2 == 2);
   CHECK(out2.find("unknown kind \"wombat\"") != std::string::npos);
   // The table: a footer saying what it showed.
-  auto [rc3, out3] = run_process({fusee_binary(), "inspect", "--node",
-                                  "127.0.0.1:" + std::to_string(server.inspect_port())},
-                                 tmp.path() / "table.out", 30s);
+  auto [rc3, out3] = run_process(
+      {fusee_binary(), "inspect", "--node", "127.0.0.1:" + std::to_string(server.inspect_port())},
+      tmp.path() / "table.out", 30s);
   CHECK(rc3 == 0);
   CHECK(out3.find("showing 7 of 7 from 0") != std::string::npos);  // directory, log, gateway, 4
 }

@@ -115,10 +115,10 @@ std::string server_process::start() {
   auto log_path = work_ / "server.log";
   auto at = [&](uint16_t port) { return "127.0.0.1:" + std::to_string(keep_ports_ ? port : 0); };
   std::vector<std::string> args{
-      fusee_binary(),     "server",       "--config",     cfg.string(),     "--data-dir",
-      data_dir_.string(), "--listen",     at(port_),      "--admin-listen", at(admin_port_),
-      "--http-listen",    at(http_port_), "--inspect-listen", at(inspect_port_),
-      "--ready-file",     ready.string()};
+      fusee_binary(),     "server",           "--config",      cfg.string(),
+      "--data-dir",       data_dir_.string(), "--listen",      at(port_),
+      "--admin-listen",   at(admin_port_),    "--http-listen", at(http_port_),
+      "--inspect-listen", at(inspect_port_),  "--ready-file",  ready.string()};
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   pid_ = spawn_process(args, log_path);
   // Await the ready file (or the process's exit), for at most 20 s.

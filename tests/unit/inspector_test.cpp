@@ -14,8 +14,10 @@
 #include "actors/inspect/query.hpp"
 #include "actors/inspect/shard_state.hpp"
 #include "actors/invoker.hpp"
+#include "actors/logging.hpp"
 #include "actors/message_types.hpp"
 #include "app/inspect_json.hpp"
+#include "app/prometheus.hpp"
 
 using namespace fusee;
 using namespace fusee::server;
@@ -48,8 +50,9 @@ struct silent_http : http_sender {
   }
 };
 
-/// A wake record that takes the stats request and never answers it.
-shard_actor::behavior_type stuck_shard(shard_actor::pointer self) {
+/// A wake record that takes the stats request and never answers it. (It takes an argument: CAF
+/// 0.17 binds a null tuple for a function with none, which UBSan reports.)
+shard_actor::behavior_type stuck_shard(shard_actor::pointer self, uint32_t) {
   return {
       [=](due_atom, uint8_t, const std::string&) {},
       [=](leased_atom, int32_t) {},
@@ -170,7 +173,6 @@ TEST_CASE("a histogram's quantiles interpolate within the bucket and stop at the
 
 TEST_CASE("the inspector answers for 100,000 shards within a bound: grid, counts and a page") {
   node n(100000);
-  // The first query waits for the wake records to have reached the scheduler.
   auto [r, took] = n.ask(parsed({{"kind", "shard"}, {"grid", "1"}, {"limit", "50"}}));
   CHECK(r.shards == 100000);
   CHECK(r.matched == 100000);
@@ -182,8 +184,8 @@ TEST_CASE("the inspector answers for 100,000 shards within a bound: grid, counts
   CHECK(r.no_answer.empty());
   CHECK(took < 5s);
   // Every record asked (a mailbox ranking): one message each, still within the bound.
-  auto [all, took_all] = n.ask(parsed({{"kind", "shard"}, {"top", "mailbox"}, {"limit", "5"},
-                                       {"deadline_ms", "30000"}}));
+  auto [all, took_all] = n.ask(
+      parsed({{"kind", "shard"}, {"top", "mailbox"}, {"limit", "5"}, {"deadline_ms", "30000"}}));
   CHECK(all.matched == 100000);
   CHECK(all.rows.size() == 5);
   REQUIRE(all.kinds.size() == 1);
@@ -196,10 +198,11 @@ TEST_CASE("the inspector answers for 100,000 shards within a bound: grid, counts
       n.ask(parsed({{"kind", "shard"}, {"every", "1"}, {"sample", "1000"}, {"limit", "0"}}));
   CHECK(sampled.kinds.at(0).actors == 100000);
   CHECK(sampled.kinds.at(0).missed == 0);
+  CHECK(sampled.kinds.at(0).asked == 1000);  // exactly the sample, spread out
   CHECK(took_sampled < 2s);
   // A sampled query's page is asked too (its rows are not "no answer"), in ranking order.
-  auto [ranked, t3] = n.ask(parsed({{"kind", "shard"}, {"top", "mailbox"}, {"sample", "100"},
-                                    {"offset", "3"}, {"limit", "5"}}));
+  auto [ranked, t3] = n.ask(parsed(
+      {{"kind", "shard"}, {"top", "mailbox"}, {"sample", "100"}, {"offset", "3"}, {"limit", "5"}}));
   REQUIRE(ranked.rows.size() == 5);
   for (auto& row : ranked.rows)
     CHECK(row.answered);
@@ -212,9 +215,8 @@ TEST_CASE("the inspector answers for 100,000 shards within a bound: grid, counts
 }
 
 TEST_CASE("a stuck actor shows as no answer and does not hold the inspector up") {
-  caf::actor stuck_handle;
   node n(10, [&](std::vector<shard_actor>& records) {
-    records[5] = n.sys.spawn(stuck_shard);
+    records[5] = n.sys.spawn(stuck_shard, uint32_t{5});
   });
   auto [r, took] = n.ask(parsed({{"kind", "shard"}, {"deadline_ms", "300"}}));
   CHECK(took >= 300ms);
@@ -236,4 +238,66 @@ TEST_CASE("a stuck actor shows as no answer and does not hold the inspector up")
   // The JSON says the same.
   auto json = app::reply_json(r, 0);
   CHECK(json.find("\"noAnswer\":[\"shard 5\"]") != std::string::npos);
+}
+
+TEST_CASE("a sample asks exactly that many shards, and a sample needs every=1") {
+  node n(100);
+  for (uint32_t sample : {1u, 7u, 33u, 99u, 100u, 150u}) {
+    auto [r, took] = n.ask(parsed(
+        {{"kind", "shard"}, {"every", "1"}, {"sample", std::to_string(sample)}, {"limit", "0"}}));
+    CHECK(r.kinds.at(0).asked == std::min(sample, 100u));
+  }
+  auto q = parse_query({{"sample", "10"}});
+  REQUIRE_FALSE(q.has_value());
+  CHECK(q.err().message.find("add every=1") != std::string::npos);
+}
+
+TEST_CASE("metrics leave out actors that did not answer and write each family once") {
+  inspect_reply actors;
+  actors.shards = 4;
+  actor_stats ok{"endpoint", 0};
+  ok.state = "ok";
+  ok.text("url", "http://a/invoke").num("succeeded", 5).num("failed", 1);
+  ok.histograms.push_back(histogram{"invocation_duration_seconds", {0.1, 1}});
+  ok.histograms.back().observe(0.05);
+  actor_stats silent{"endpoint", 1};
+  silent.answered = false;
+  actor_stats late_directory{"directory", 0};
+  late_directory.answered = false;
+  actors.rows = {ok, silent, late_directory};
+  actors.states = {{"worker", 2}, {"client", 1}};
+  inspect_reply shards;
+  auto text = app::render_metrics(actors, shards);
+  CHECK(text.find("fusee_invocations_total{endpoint=\"0\",outcome=\"succeeded\"} 5") !=
+        std::string::npos);
+  CHECK(text.find("endpoint=\"1\"") == std::string::npos);  // not zeros: no series at all
+  CHECK(text.find("fusee_leases_granted_total") == std::string::npos);
+  CHECK(text.find("fusee_endpoint_info{endpoint=\"0\",url=\"http://a/invoke\"} 1") !=
+        std::string::npos);
+  CHECK(text.find("fusee_sessions{role=\"worker\"} 2") != std::string::npos);
+  // One HELP and TYPE per family, its samples right after.
+  size_t types = 0;
+  for (size_t i = text.find("# TYPE fusee_invocations_total "); i != std::string::npos;
+       i = text.find("# TYPE fusee_invocations_total ", i + 1))
+    types++;
+  CHECK(types == 1);
+  CHECK(text.find("fusee_invocation_duration_seconds_bucket{endpoint=\"0\",le=\"+Inf\"} 1") !=
+        std::string::npos);
+}
+
+TEST_CASE("URLs are shown without credentials: user:password@, ?query and #fragment go") {
+  using logging::display_url;
+  CHECK(display_url("https://fn.example/invoke") == "https://fn.example/invoke");
+  CHECK(display_url("https://user:pw@fn.example:8443/invoke?token=abc#x") ==
+        "https://fn.example:8443/invoke");
+  CHECK(display_url("http://fn.example/a@b") == "http://fn.example/a@b");  // @ in the path stays
+  CHECK(display_url("http://u@h") == "http://h");
+}
+
+TEST_CASE("log levels: warn and warning are the same, unknown words are refused") {
+  CHECK(logging::parse_level("warn") == spdlog::level::warn);
+  CHECK(logging::parse_level("warning") == spdlog::level::warn);
+  CHECK(logging::parse_level("error") == spdlog::level::err);
+  CHECK(logging::parse_level("debug") == spdlog::level::debug);
+  CHECK_FALSE(logging::parse_level("loud").has_value());
 }
