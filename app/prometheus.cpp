@@ -6,6 +6,7 @@
 
 #include "actors/inspect/query.hpp"
 #include "actors/inspect/shard_state.hpp"
+#include "actors/logging.hpp"
 
 namespace fusee::app {
 
@@ -13,19 +14,7 @@ namespace {
 
 using server::actor_stats;
 using server::histogram;
-
-std::string label_value(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"')
-      out += '\\', out += c;
-    else if (c == '\n')
-      out += "\\n";
-    else
-      out += c;
-  }
-  return out;
-}
+using server::logging::quoted;  // the text format escapes label values as log fields are
 
 std::string num(double v) {
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
@@ -35,6 +24,51 @@ std::string num(double v) {
   o << v;
   return o.str();
 }
+
+/// A metric read from one key of an actor's stats row.
+struct row_metric {
+  const char* name;
+  const char* type;
+  const char* help;
+  const char* key;
+};
+
+// The metrics each singleton's row gives, once each (docs/operations.md lists them all).
+const row_metric log_metrics[] = {
+    {"log_appends_total", "counter", "APPEND requests written to the log.", "appends"},
+    {"log_records_total", "counter", "Records written and fsync'ed.", "records"},
+    {"log_fsyncs_total", "counter", "fdatasync calls of the log.", "fsyncs"},
+    {"log_written_bytes_total", "counter", "Bytes of batches written and fsync'ed.",
+     "bytesWritten"},
+    {"log_refused_total", "counter", "Requests the log refused (fencing, LSN gaps, a failed disk).",
+     "refused"},
+    {"log_checkpoints_total", "counter", "Checkpoints stored.", "checkpoints"},
+    {"log_queued_entries", "gauge", "Entries waiting for the log's writer thread.", "queued"},
+    {"log_segments", "gauge", "Segment files of the log.", "segments"},
+};
+const row_metric directory_metrics[] = {
+    {"leases_granted_total", "counter", "Leases granted (each a durable epoch).", "leasesGranted"},
+    {"leases_revoked_total", "counter", "Leases ended by the log (revocations).", "leasesRevoked"},
+    {"calls_total", "counter", "Calls received (protocol and HTTP API).", "calls"},
+    {"calls_parked_total", "counter", "Calls that waited for a holder.", "callsParked"},
+    {"calls_expired_total", "counter", "Parked calls that no holder took in time.", "callsExpired"},
+    {"relays_total", "counter", "Messages between shards relayed.", "relays"},
+    {"parked_calls", "gauge", "Calls waiting for a holder now.", "parkedCalls"},
+    {"parked_messages", "gauge", "Messages waiting for a holder now.", "parkedMessages"},
+    {"calls_in_flight", "gauge", "Calls relayed to a holder and not yet answered.",
+     "callsInFlight"},
+    {"workers", "gauge", "Long-lived worker connections.", "workers"},
+    {"invoked_workers", "gauge", "Invoked worker connections.", "invokedWorkers"},
+};
+const row_metric scheduler_metrics[] = {
+    {"shard_handbacks_total", "counter", "Shards handed back with work left.", "handbacks"},
+    {"shard_crashes_total", "counter",
+     "Leases that ended without a report (crash, revocation, silence).", "crashes"},
+    {"shard_no_progress_total", "counter",
+     "Invocations that spent their budget without finishing a step.", "noProgress"},
+    {"invocations_in_flight", "gauge", "Invocations sent and not yet ended.",
+     "invocationsInFlight"},
+};
 
 /// Collects samples by family and writes each family whole (HELP, TYPE, then its samples, as
 /// the text format requires), in the order families were first used.
@@ -56,6 +90,11 @@ public:
     sample(f, name + "_bucket", sep + "le=\"+Inf\"", double(h.count));
     sample(f, name + "_sum", labels, h.sum);
     sample(f, name + "_count", labels, double(h.count));
+  }
+  template <size_t N>
+  void from_row(const actor_stats& row, const row_metric (&table)[N]) {
+    for (auto& m : table)
+      metric(m.name, m.type, m.help, double(row.number(m.key)));
   }
   std::string str() const {
     std::ostringstream out;
@@ -116,22 +155,7 @@ std::string render_metrics(const server::inspect_reply& actors,
   w.metric("shards", "gauge", "Shards on this node.", actors.shards);
 
   if (auto* log = first_of(actors, "log")) {
-    w.metric("log_appends_total", "counter", "APPEND requests written to the log.",
-             double(log->number("appends")));
-    w.metric("log_records_total", "counter", "Records written and fsync'ed.",
-             double(log->number("records")));
-    w.metric("log_fsyncs_total", "counter", "fdatasync calls of the log.",
-             double(log->number("fsyncs")));
-    w.metric("log_written_bytes_total", "counter", "Bytes of batches written and fsync'ed.",
-             double(log->number("bytesWritten")));
-    w.metric("log_refused_total", "counter",
-             "Requests the log refused (fencing, LSN gaps, a failed disk).",
-             double(log->number("refused")));
-    w.metric("log_checkpoints_total", "counter", "Checkpoints stored.",
-             double(log->number("checkpoints")));
-    w.metric("log_queued_entries", "gauge", "Entries waiting for the log's writer thread.",
-             double(log->number("queued")));
-    w.metric("log_segments", "gauge", "Segment files of the log.", double(log->number("segments")));
+    w.from_row(*log, log_metrics);
     w.metric("log_failed", "gauge", "1 once a write or fsync failed (appends are refused).",
              log->state == "failed" ? 1 : 0);
     if (auto* h = histogram_of(*log, "fsync_seconds"))
@@ -140,29 +164,7 @@ std::string render_metrics(const server::inspect_reply& actors,
       w.hist("log_batch_records", "Records made durable by one fdatasync.", *h);
   }
 
-  if (auto* d = first_of(actors, "directory")) {
-    w.metric("leases_granted_total", "counter", "Leases granted (each a durable epoch).",
-             double(d->number("leasesGranted")));
-    w.metric("leases_revoked_total", "counter", "Leases ended by the log (revocations).",
-             double(d->number("leasesRevoked")));
-    w.metric("calls_total", "counter", "Calls received (protocol and HTTP API).",
-             double(d->number("calls")));
-    w.metric("calls_parked_total", "counter", "Calls that waited for a holder.",
-             double(d->number("callsParked")));
-    w.metric("calls_expired_total", "counter", "Parked calls that no holder took in time.",
-             double(d->number("callsExpired")));
-    w.metric("relays_total", "counter", "Messages between shards relayed.",
-             double(d->number("relays")));
-    w.metric("parked_calls", "gauge", "Calls waiting for a holder now.",
-             double(d->number("parkedCalls")));
-    w.metric("parked_messages", "gauge", "Messages waiting for a holder now.",
-             double(d->number("parkedMessages")));
-    w.metric("calls_in_flight", "gauge", "Calls relayed to a holder and not yet answered.",
-             double(d->number("callsInFlight")));
-    w.metric("workers", "gauge", "Long-lived worker connections.", double(d->number("workers")));
-    w.metric("invoked_workers", "gauge", "Invoked worker connections.",
-             double(d->number("invokedWorkers")));
-  }
+  if (auto* d = first_of(actors, "directory")) w.from_row(*d, directory_metrics);
 
   // Shards per state, every state present (zero when none).
   {
@@ -178,18 +180,7 @@ std::string render_metrics(const server::inspect_reply& actors,
     }
   }
 
-  if (auto* s = first_of(actors, "scheduler")) {
-    w.metric("shard_handbacks_total", "counter", "Shards handed back with work left.",
-             double(s->number("handbacks")));
-    w.metric("shard_crashes_total", "counter",
-             "Leases that ended without a report (crash, revocation, silence).",
-             double(s->number("crashes")));
-    w.metric("shard_no_progress_total", "counter",
-             "Invocations that spent their budget without finishing a step.",
-             double(s->number("noProgress")));
-    w.metric("invocations_in_flight", "gauge", "Invocations sent and not yet ended.",
-             double(s->number("invocationsInFlight")));
-  }
+  if (auto* s = first_of(actors, "scheduler")) w.from_row(*s, scheduler_metrics);
 
   // Endpoints are labelled by their index in the configuration (two may share a URL);
   // endpoint_info maps the index to the URL (shown without credentials).
@@ -198,7 +189,7 @@ std::string render_metrics(const server::inspect_reply& actors,
     std::string ep = "endpoint=\"" + std::to_string(e.id) + "\"";
     auto url = e.find("url");
     w.metric("endpoint_info", "gauge", "Always 1; names each configured endpoint's URL.", 1,
-             ep + ",url=\"" + label_value(url ? url->text : "") + "\"");
+             ep + ",url=" + quoted(url ? url->text : ""));
     for (auto [key, outcome] :
          {std::pair{"succeeded", "succeeded"}, std::pair{"failed", "failed"},
           std::pair{"timedOut", "timed_out"}, std::pair{"unleased", "unleased"}})
@@ -240,20 +231,19 @@ std::string render_metrics(const server::inspect_reply& actors,
   for (auto& k : shards.kinds)
     kinds.push_back(k);
   for (auto& k : kinds)
-    w.metric("actors", "gauge", "Actors by kind.", double(k.actors),
-             "kind=\"" + label_value(k.kind) + "\"");
+    w.metric("actors", "gauge", "Actors by kind.", double(k.actors), "kind=" + quoted(k.kind));
   for (auto& k : kinds)
     w.metric("actor_mailbox_messages", "gauge",
              "Messages waiting in mailboxes, by actor kind (shards: a sample of 1000).",
-             double(k.mailbox_total), "kind=\"" + label_value(k.kind) + "\"");
+             double(k.mailbox_total), "kind=" + quoted(k.kind));
   for (auto& k : kinds)
     w.metric("actor_mailbox_max_messages", "gauge",
              "The longest mailbox of each actor kind (shards: of a sample of 1000).",
-             double(k.mailbox_max), "kind=\"" + label_value(k.kind) + "\"");
+             double(k.mailbox_max), "kind=" + quoted(k.kind));
   for (auto& k : kinds)
     w.metric("actor_no_answer", "gauge",
              "Actors that did not answer the scrape's stats request in time, by kind.",
-             double(k.missed), "kind=\"" + label_value(k.kind) + "\"");
+             double(k.missed), "kind=" + quoted(k.kind));
   w.metric("inspect_duration_seconds", "gauge", "How long gathering this scrape took.",
            double(actors.took_us + shards.took_us) / 1e6);
   return w.str();

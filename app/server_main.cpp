@@ -157,7 +157,8 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       if (!admin) {
         refuse_start("server.admin_listen", aerr);
       } else {
-        spdlog::info("admin HTTP listening admin={}:{}", admin_at->host, admin->port());
+        spdlog::info("admin HTTP listening admin={}:{} dashboard=http://{}:{}/", admin_at->host,
+                     admin->port(), admin_at->host, admin->port());
       }
     }
     if (acceptor) {

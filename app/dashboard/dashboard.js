@@ -208,7 +208,9 @@ function renderEndpoints(endpoints, invokerRuns) {
     bar.appendChild(document.createTextNode(" " + e.inFlight + "/" + e.concurrency));
     text(tr.insertCell(), e.invocations);
     text(tr.insertCell(), e.failed + e.timedOut + e.unleased);
-    text(tr.insertCell(), e.lastError || "");
+    const err = tr.insertCell();
+    if (e.state !== "backoff") err.className = "muted";  // an old error: it has recovered since
+    text(err, e.lastError || "");
   }
 }
 
