@@ -177,9 +177,9 @@ TEST_CASE("the JSON views and fusee inspect agree on a held shard, a backing-off
 }
 
 TEST_CASE("/metrics passes promtool and its counters move as a workload runs") {
-  temp_dir tmp;
-  server_process server(tmp.path() / "data", "[server]\nshards = 4\n");
-  REQUIRE(server.start().empty());
+  server_fixture f;  // 4 shards
+  auto& server = f.server;
+  auto& tmp = f.tmp;
   auto admin = server.admin_port();
   auto [status, first] = http_get(admin, "/metrics");
   REQUIRE(status == 200);
@@ -215,9 +215,9 @@ TEST_CASE("/metrics passes promtool and its counters move as a workload runs") {
 }
 
 TEST_CASE("bad introspection requests get clear errors: admin server and fusee inspect") {
-  temp_dir tmp;
-  server_process server(tmp.path() / "data", "[server]\nshards = 4\n");
-  REQUIRE(server.start().empty());
+  server_fixture f;  // 4 shards
+  auto& server = f.server;
+  auto& tmp = f.tmp;
   auto admin = server.admin_port();
   auto [s1, b1] = http_get(admin, "/v1/actors?kind=shards");
   CHECK(s1 == 400);
