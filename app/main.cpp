@@ -1,6 +1,8 @@
 // The fusee command: `fusee server`, `worker`, `handler`, `start | signal | result | describe |
-// cancel`, `call`, `inspect`, `disk-check`.
+// cancel`, `call`, `inspect`, `load`, `disk-check`.
 #include <cstdio>
+
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <curl/curl.h>
@@ -12,6 +14,7 @@
 #include "app/inspect_command.hpp"
 #include "app/server_main.hpp"
 #include "app/workflow_commands.hpp"
+#include "load/load_run.hpp"
 
 int main(int argc, char** argv) {
   // libcurl's global state must be set up before any thread exists (STACK.md §7.16).
@@ -149,7 +152,39 @@ int main(int argc, char** argv) {
         [&inspect_args, key = std::string(key)](const std::string& v) { inspect_args[key] = v; },
         what);
 
+  std::string load_file, load_server, load_report;
+  double load_duration = 0, load_rate = 0;
+  auto* load = app.add_subcommand(
+      "load", "load-test a server with simulated workers and clients (bench/scenarios/*.toml)");
+  load->add_option("--scenario", load_file, "scenario file (TOML)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  load->add_option("--server", load_server,
+                   "host:port of a running server (default: the scenario's, else one started "
+                   "here)");
+  load->add_option("--duration-s", load_duration, "overrides [run] duration_s")
+      ->check(CLI::Range(0.1, 86400.0));
+  load->add_option("--rate", load_rate, "overrides [clients] rate (starts per second)")
+      ->check(CLI::Range(0.1, 1e7));
+  load->add_option("--report", load_report, "the JSON report (default load-<name>.json)");
+
   CLI11_PARSE(app, argc, argv);
+
+  if (*load) {
+    std::string err;
+    auto sc = fusee::load::load_scenario(load_file, &err);
+    if (!sc) {
+      std::fprintf(stderr, "fusee load: %s\n", err.c_str());
+      return 2;
+    }
+    if (!load_server.empty()) sc->server = load_server;
+    if (load_duration > 0) sc->duration_s = load_duration;
+    if (load_rate > 0) sc->rate = load_rate;
+    char self[4096];
+    auto n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+    std::string binary = n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string(argv[0]);
+    return fusee::load::run_load(*sc, {binary, load_report});
+  }
 
   if (*inspect) {
     icmd.query = inspect_args;

@@ -1,0 +1,555 @@
+#include "load/load_run.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <curl/curl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "client/address.hpp"
+#include "client/connection.hpp"
+#include "load/latency_histogram.hpp"
+#include "protocol/shard_hash.hpp"
+#include "worker/client.hpp"
+#include "worker/runtime.hpp"
+
+namespace fusee::load {
+
+namespace {
+
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+using worker::json;
+
+// -- the server ---------------------------------------------------------------------------------
+
+/// A `fusee server` this run started on a fresh data dir, on free loopback ports.
+struct local_server {
+  fs::path dir;
+  pid_t pid = -1;
+  std::string listen, admin;
+
+  std::string start(const std::string& binary, uint32_t shards) {
+    char tmpl[] = "/tmp/fusee-load-XXXXXX";
+    if (!::mkdtemp(tmpl)) return "cannot make a temporary directory";
+    dir = tmpl;
+    auto ready = dir / "ready";
+    pid = ::fork();
+    if (pid < 0) return "fork failed";
+    if (pid == 0) {
+      auto log = (dir / "server.log").string();
+      std::freopen(log.c_str(), "w", stderr);
+      std::freopen(log.c_str(), "a", stdout);
+      auto data = (dir / "data").string();
+      auto n = std::to_string(shards);
+      auto rf = ready.string();
+      ::execl(binary.c_str(), binary.c_str(), "server", "--data-dir", data.c_str(), "--shards",
+              n.c_str(), "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+              "--http-listen", "off", "--inspect-listen", "off", "--ready-file", rf.c_str(),
+              static_cast<char*>(nullptr));
+      std::_Exit(127);
+    }
+    auto deadline = clock_type::now() + std::chrono::seconds(30);
+    while (clock_type::now() < deadline) {
+      if (fs::exists(ready)) {
+        std::ifstream in(ready);
+        std::string line;
+        while (std::getline(in, line)) {
+          if (line.rfind("listen=", 0) == 0) listen = line.substr(7);
+          if (line.rfind("admin=", 0) == 0) admin = line.substr(6);
+        }
+        return {};
+      }
+      int status = 0;
+      if (::waitpid(pid, &status, WNOHANG) == pid) {
+        pid = -1;
+        return "the server exited at start; its log is " + (dir / "server.log").string();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // awaiting a file
+    }
+    return "the server did not start within 30 s";
+  }
+  ~local_server() {
+    if (pid > 0) {
+      ::kill(pid, SIGTERM);
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+    }
+    if (!dir.empty() && !std::getenv("FUSEE_LOAD_KEEP")) {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  }
+};
+
+size_t append_to_string(char* p, size_t size, size_t n, void* out) {
+  static_cast<std::string*>(out)->append(p, size * n);
+  return size * n;
+}
+
+/// GET http://admin/metrics; the samples by series (empty when it cannot be read).
+std::map<std::string, double> scrape(const std::string& admin) {
+  std::map<std::string, double> out;
+  if (admin.empty()) return out;
+  CURL* c = curl_easy_init();
+  std::string body;
+  auto url = "http://" + admin + "/metrics";
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, append_to_string);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+  bool ok = curl_easy_perform(c) == CURLE_OK;
+  curl_easy_cleanup(c);
+  if (!ok) return out;
+  std::istringstream in(body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#' || line.find("_bucket{") != std::string::npos) continue;
+    auto sp = line.rfind(' ');
+    if (sp == std::string::npos) continue;
+    out[line.substr(0, sp)] = std::strtod(line.c_str() + sp + 1, nullptr);
+  }
+  return out;
+}
+
+// -- what the run observes ----------------------------------------------------------------------
+
+/// Shared by the workflow bodies (on the workers' threads), the clients and the reporter.
+struct observations {
+  explicit observations(size_t starts) : intended(starts), answered(starts), completed(starts) {}
+  clock_type::time_point t0;
+  std::vector<std::atomic<int64_t>> intended;   ///< ns after t0 each start was scheduled for
+  std::vector<std::atomic<uint8_t>> answered;   ///< 0 no answer, 1 ok, 2 refused
+  std::vector<std::atomic<uint8_t>> completed;  ///< the run's code reached its end
+  std::atomic<uint64_t> sent{0}, ok{0}, refused{0}, done{0}, step_runs{0};
+  std::mutex mtx;  ///< guards what follows
+  latency_histogram start_latency, complete_latency;
+  std::map<std::pair<uint64_t, uint32_t>, uint32_t> executions;  ///< (run, step) -> body runs
+  std::map<std::string, uint64_t> refusals;                     ///< reason -> count
+
+  int64_t since_t0(clock_type::time_point t) const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t - t0).count();
+  }
+};
+
+std::string run_id(uint64_t i) {
+  return "load-" + std::to_string(i);
+}
+
+uint64_t index_of(const std::string& id) {
+  return std::stoull(id.substr(5));
+}
+
+void spin_for(std::chrono::microseconds d) {
+  auto until = clock_type::now() + d;
+  while (clock_type::now() < until) {
+  }
+}
+
+/// The workflow every simulated start runs: `steps` steps (each a busy body of step_us that
+/// counts its own executions), a durable sleep halfway when sleep_ms is set.
+worker::registry workflows(observations* obs) {
+  worker::registry r;
+  r.add("load", [obs](worker::context& ctx, json input) -> worker::task<json> {
+    uint64_t i = index_of(ctx.id());
+    auto steps = input.value("steps", 3u);
+    auto step_us = input.value("step_us", 0u);
+    auto sleep_ms = input.value("sleep_ms", 0u);
+    for (uint32_t k = 0; k < steps; ++k) {
+      if (sleep_ms > 0 && k == steps / 2) co_await ctx.sleep(std::chrono::milliseconds(sleep_ms));
+      auto name = "s" + std::to_string(k);
+      co_await ctx.step(name, [obs, i, k, step_us] {
+        spin_for(std::chrono::microseconds(step_us));
+        obs->step_runs++;
+        std::lock_guard<std::mutex> lk{obs->mtx};
+        obs->executions[{i, k}]++;
+        return k;
+      });
+    }
+    if (i < obs->completed.size() && obs->completed[i].exchange(1) == 0) {
+      obs->done++;
+      auto late = obs->since_t0(clock_type::now()) - obs->intended[i].load();
+      std::lock_guard<std::mutex> lk{obs->mtx};
+      obs->complete_latency.record(static_cast<uint64_t>(std::max<int64_t>(late, 0)));
+    }
+    co_return json{{"steps", steps}};
+  });
+  return r;
+}
+
+// -- clients --------------------------------------------------------------------------------------
+
+/// One client connection: a sender that sends each of its starts at its scheduled time, whatever
+/// the answers do (open loop), and a receiver that matches the answers.
+class client_lane {
+public:
+  client_lane(observations* obs, const scenario& s, uint32_t lane, uint64_t starts)
+      : obs_(obs), s_(s), lane_(lane), starts_(starts) {}
+
+  std::string connect(const std::string& server, uint32_t* shards) {
+    auto at = client::parse_host_port(server);
+    if (!at) return "server address " + server + " is not host:port";
+    auto c = client::connection::open(at->host, at->port);
+    if (!c) return c.err().message;
+    conn_ = std::move(*c);
+    conn_.send(proto::client_hello{proto::request_head{1}, proto::protocol_version,
+                                   "load-client-" + std::to_string(lane_)});
+    auto r = conn_.receive(std::chrono::seconds(10));
+    auto* ok = r ? std::get_if<proto::ok>(&*r) : nullptr;
+    auto n = ok ? proto::client_hello_shard_count(*ok) : std::nullopt;
+    if (!n) return "the server did not accept CLIENT_HELLO";
+    *shards = *n;
+    shards_ = *n;
+    return {};
+  }
+
+  void start() {
+    receiver_ = std::thread([this] { receive_loop(); });
+    sender_ = std::thread([this] { send_loop(); });
+  }
+  void join_sender() {
+    if (sender_.joinable()) sender_.join();
+  }
+  void stop() {
+    stop_ = true;
+    join_sender();
+    if (receiver_.joinable()) receiver_.join();
+  }
+
+private:
+  void send_loop() {
+    json input{{"steps", s_.steps}, {"step_us", s_.step_us}, {"sleep_ms", s_.sleep_ms}};
+    for (uint64_t i = lane_; i < starts_ && !stop_; i += s_.connections) {
+      auto at = std::chrono::nanoseconds(static_cast<int64_t>(double(i) * 1e9 / s_.rate));
+      std::this_thread::sleep_until(obs_->t0 + at);  // pacing the schedule, not synchronising
+      obs_->intended[i] = at.count();
+      auto id = run_id(i);
+      json args{{"id", id}, {"type", "load"}, {"input", input}};
+      auto text = args.dump();
+      conn_.send(proto::call{
+          proto::request_head{i + 2, proto::shard_for(id, shards_), proto::epoch_t{0}}, "start",
+          "load", proto::bytes(text.begin(), text.end()), 0});
+      obs_->sent++;
+    }
+  }
+
+  void receive_loop() {
+    while (!stop_) {
+      auto r = conn_.receive(std::chrono::milliseconds(100));
+      if (!r) {
+        if (conn_.timed_out()) continue;
+        return;  // the connection ended: unanswered starts are reported as such
+      }
+      auto* res = std::get_if<proto::call_result>(&*r);
+      if (!res || res->id < 2 || res->id - 2 >= starts_) continue;
+      uint64_t i = res->id - 2;
+      auto late = obs_->since_t0(clock_type::now()) - obs_->intended[i].load();
+      if (res->status == static_cast<uint8_t>(proto::call_status::ok)) {
+        obs_->answered[i] = 1;
+        obs_->ok++;
+        std::lock_guard<std::mutex> lk{obs_->mtx};
+        obs_->start_latency.record(static_cast<uint64_t>(std::max<int64_t>(late, 0)));
+      } else {
+        obs_->answered[i] = 2;
+        obs_->refused++;
+        std::lock_guard<std::mutex> lk{obs_->mtx};
+        obs_->refusals["status " + std::to_string(res->status) + ": " +
+                       std::string(res->body.begin(), res->body.end())]++;
+      }
+    }
+  }
+
+  observations* obs_;
+  const scenario& s_;
+  uint32_t lane_;
+  uint64_t starts_;
+  uint32_t shards_ = 1;
+  client::connection conn_;
+  std::atomic<bool> stop_{false};
+  std::thread sender_, receiver_;
+};
+
+// -- reporting ------------------------------------------------------------------------------------
+
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+json latency_json(const latency_histogram& h) {
+  auto ms = [](uint64_t ns) { return double(ns) / 1e6; };
+  return json{{"count", h.count()},           {"p50_ms", ms(h.percentile(0.5))},
+              {"p90_ms", ms(h.percentile(0.9))}, {"p99_ms", ms(h.percentile(0.99))},
+              {"max_ms", ms(h.max())},           {"mean_ms", h.mean() / 1e6}};
+}
+
+struct check {
+  std::string name;
+  bool ok;
+  std::string detail;
+};
+
+}  // namespace
+
+int run_load(const scenario& s, const run_options& options) {
+  auto say = [](const std::string& line) {
+    std::fputs((line + "\n").c_str(), stdout);
+    std::fflush(stdout);
+  };
+  bool tty = ::isatty(STDOUT_FILENO) != 0;
+  uint64_t starts = static_cast<uint64_t>(s.duration_s * s.rate);
+  observations obs(starts);
+
+  // The server.
+  std::unique_ptr<local_server> local;
+  std::string server = s.server, admin;
+  if (server.empty()) {
+    local = std::make_unique<local_server>();
+    if (auto err = local->start(options.fusee_binary, s.shards); !err.empty()) {
+      std::fprintf(stderr, "fusee load: %s\n", err.c_str());
+      return 2;
+    }
+    server = local->listen;
+    admin = local->admin;
+  }
+  auto metrics_before = scrape(admin);
+
+  // The workers: the real runtime, long-lived, each on its own thread.
+  auto types = workflows(&obs);
+  std::vector<std::unique_ptr<worker::runtime>> workers;
+  std::vector<std::thread> worker_threads;
+  for (uint32_t w = 0; w < s.workers; ++w) {
+    worker::worker_options wo;
+    wo.server = server;
+    wo.name = "load-worker-" + std::to_string(w);
+    wo.max_shards = s.max_shards;
+    wo.log = [](const std::string&) {};  // reconnects are part of chaos, not news
+    workers.push_back(std::make_unique<worker::runtime>(types, wo));
+    worker_threads.emplace_back([rt = workers.back().get()] { rt->run(); });
+  }
+
+  // The clients.
+  std::vector<std::unique_ptr<client_lane>> lanes;
+  uint32_t shards = 0;
+  for (uint32_t c = 0; c < s.connections; ++c) {
+    lanes.push_back(std::make_unique<client_lane>(&obs, s, c, starts));
+    if (auto err = lanes.back()->connect(server, &shards); !err.empty()) {
+      std::fprintf(stderr, "fusee load: client %u: %s\n", c, err.c_str());
+      for (auto& w : workers)
+        w->stop();
+      for (auto& t : worker_threads)
+        t.join();
+      return 2;
+    }
+  }
+  char intro[512];
+  std::snprintf(intro, sizeof(intro),
+                "fusee load: scenario \"%s\": %llu workflows at %g/s over %g s, %u workers, %u "
+                "client connections, server %s%s",
+                s.name.c_str(), static_cast<unsigned long long>(starts), s.rate, s.duration_s,
+                s.workers, s.connections, server.c_str(), local ? " (started here)" : "");
+  say(intro);
+
+  double cpu0 = cpu_seconds();
+  obs.t0 = clock_type::now() + std::chrono::milliseconds(100);
+  for (auto& l : lanes)
+    l->start();
+
+  // Progress until every start is sent and answered and every run completed, or drain_s past
+  // the schedule.
+  auto schedule_end = obs.t0 + std::chrono::nanoseconds(static_cast<int64_t>(s.duration_s * 1e9));
+  auto give_up = schedule_end + std::chrono::nanoseconds(static_cast<int64_t>(s.drain_s * 1e9));
+  uint64_t last_ok = 0, last_done = 0;
+  auto last = clock_type::now();
+  int tick = 0;
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));  // pacing the progress line
+    auto now = clock_type::now();
+    bool finished = obs.sent == starts && obs.ok + obs.refused == starts && obs.done == obs.ok;
+    if (finished || now > give_up) break;
+    if (++tick % 4 != 0) continue;
+    double dt = std::chrono::duration<double>(now - last).count();
+    double elapsed = std::chrono::duration<double>(now - obs.t0).count();
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "%6.1f/%.0f s  started %llu (%.0f/s)  completed %llu (%.0f/s)  in flight %llu  "
+                  "errors %llu",
+                  elapsed, s.duration_s, (unsigned long long)obs.ok.load(),
+                  double(obs.ok - last_ok) / dt, (unsigned long long)obs.done.load(),
+                  double(obs.done - last_done) / dt,
+                  (unsigned long long)(obs.sent - obs.done - obs.refused),
+                  (unsigned long long)obs.refused.load());
+    last_ok = obs.ok;
+    last_done = obs.done;
+    last = now;
+    if (tty) {
+      std::fputs(("\r\x1b[2K" + std::string(line)).c_str(), stdout);
+      std::fflush(stdout);
+    } else if (tick % 20 == 0) {  // every 5 s
+      say(line);
+    }
+  }
+  if (tty) std::fputs("\n", stdout);
+  double wall = std::chrono::duration<double>(clock_type::now() - obs.t0).count();
+  double cpu = cpu_seconds() - cpu0;
+
+  for (auto& l : lanes)
+    l->stop();
+
+  // Account for every start: completed here, or asked for its state now.
+  std::vector<check> checks;
+  uint64_t unanswered = 0, still_running = 0, lost = 0, failed = 0;
+  std::vector<std::string> running_ids, lost_ids;
+  auto wc = worker::workflow_client::connect(server, "load-checker");
+  for (uint64_t i = 0; i < starts; ++i) {
+    if (obs.answered[i] == 0) {
+      unanswered++;
+      continue;
+    }
+    if (obs.answered[i] != 1 || obs.completed[i]) continue;
+    if (!wc) {
+      lost++;
+      continue;
+    }
+    auto r = wc->result(run_id(i), 0, 1000);
+    auto status = r && r->ok() ? r->body.value("status", "") : "";
+    if (status == "completed") continue;  // finished on a replay this process did not see end
+    if (status == "running") {
+      still_running++;
+      if (running_ids.size() < 20) running_ids.push_back(run_id(i));
+    } else if (status == "failed") {
+      failed++;
+    } else {
+      lost++;
+      if (lost_ids.size() < 20) lost_ids.push_back(run_id(i));
+    }
+  }
+  uint64_t duplicates = 0;
+  std::string duplicate_example;
+  {
+    std::lock_guard<std::mutex> lk{obs.mtx};
+    for (auto& [key, n] : obs.executions)
+      if (n > 1) {
+        duplicates++;
+        if (duplicate_example.empty())
+          duplicate_example = "step s" + std::to_string(key.second) + " of " +
+                              run_id(key.first) + " ran " + std::to_string(n) + " times";
+      }
+  }
+  auto join = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (auto& x : v)
+      out += (out.empty() ? "" : ", ") + x;
+    return out;
+  };
+  checks.push_back({"every start answered", unanswered == 0,
+                    std::to_string(unanswered) + " of " + std::to_string(starts) +
+                        " starts never answered"});
+  checks.push_back({"every started workflow accounted for", lost == 0,
+                    std::to_string(lost) + " acknowledged starts unknown to the server" +
+                        (lost_ids.empty() ? "" : " (" + join(lost_ids) + ")")});
+  checks.push_back({"every started workflow completed", still_running == 0 && failed == 0,
+                    std::to_string(still_running) + " still running" +
+                        (running_ids.empty() ? "" : " (" + join(running_ids) + ")") + ", " +
+                        std::to_string(failed) + " failed"});
+  checks.push_back({"no step body ran twice", duplicates == 0,
+                    duplicates == 0 ? "0 steps ran twice"
+                                    : std::to_string(duplicates) + " steps ran more than once, e.g. " +
+                                          duplicate_example});
+  checks.push_back({"errors within the target", obs.refused <= s.max_errors,
+                    std::to_string(obs.refused.load()) + " refused starts (target " +
+                        std::to_string(s.max_errors) + ")"});
+  latency_histogram start_latency, complete_latency;
+  {
+    std::lock_guard<std::mutex> lk{obs.mtx};
+    start_latency = obs.start_latency;
+    complete_latency = obs.complete_latency;
+  }
+  if (s.max_start_p99_ms > 0) {
+    double p99 = double(start_latency.percentile(0.99)) / 1e6;
+    checks.push_back({"start p99 within the target", p99 <= s.max_start_p99_ms,
+                      std::to_string(p99) + " ms (target " + std::to_string(s.max_start_p99_ms) +
+                          " ms)"});
+  }
+  if (s.max_complete_p99_ms > 0) {
+    double p99 = double(complete_latency.percentile(0.99)) / 1e6;
+    checks.push_back({"completion p99 within the target", p99 <= s.max_complete_p99_ms,
+                      std::to_string(p99) + " ms (target " +
+                          std::to_string(s.max_complete_p99_ms) + " ms)"});
+  }
+
+  auto metrics_after = scrape(admin);
+  for (auto& w : workers)
+    w->stop();
+  for (auto& t : worker_threads)
+    t.join();
+
+  // The summary and the report.
+  double active = std::max(wall, 1e-9);
+  json report{{"scenario", s.name},
+              {"settings", to_toml(s)},
+              {"server", server},
+              {"started_here", local != nullptr},
+              {"starts", {{"scheduled", starts}, {"sent", obs.sent.load()}, {"ok", obs.ok.load()},
+                          {"refused", obs.refused.load()}, {"unanswered", unanswered}}},
+              {"workflows", {{"completed", obs.done.load()}, {"still_running", still_running},
+                             {"failed", failed}, {"lost", lost}}},
+              {"step_bodies_run", obs.step_runs.load()},
+              {"throughput", {{"starts_per_s", double(obs.ok) / active},
+                              {"workflows_per_s", double(obs.done) / active},
+                              {"steps_per_s", double(obs.step_runs) / active}}},
+              // start_answered: scheduled time -> the start's reply, which leaves once the
+              // start is durable (the call-answered latency). workflow_ran: scheduled time ->
+              // the run's code reached its end (its last records may still be in flight).
+              {"latency", {{"start_answered", latency_json(start_latency)},
+                           {"workflow_ran", latency_json(complete_latency)}}},
+              {"histogram_relative_error", start_latency.relative_error()},
+              {"tool", {{"wall_s", wall}, {"cpu_s", cpu}, {"cpu_share_of_one_core", cpu / active}}},
+              {"server_metrics", {{"start", metrics_before}, {"end", metrics_after}}},
+              {"refusals", obs.refusals}};
+  json jchecks = json::array();
+  bool all_ok = true;
+  for (auto& c : checks) {
+    jchecks.push_back({{"name", c.name}, {"ok", c.ok}, {"detail", c.detail}});
+    all_ok = all_ok && c.ok;
+  }
+  report["checks"] = jchecks;
+  report["passed"] = all_ok;
+  auto file = options.report_file.empty() ? "load-" + s.name + ".json" : options.report_file;
+  std::ofstream(file) << report.dump(2) << "\n";
+
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "fusee load: %llu started, %llu completed in %.1f s (%.0f workflows/s, %.0f "
+                "steps/s); start answered p50 %.2f / p99 %.2f / max %.2f ms; workflow ran p50 "
+                "%.2f / p99 %.2f ms; this tool used %.2f CPU s (%.0f %% of a core)",
+                (unsigned long long)obs.ok.load(), (unsigned long long)obs.done.load(), wall,
+                double(obs.done) / active, double(obs.step_runs) / active,
+                double(start_latency.percentile(0.5)) / 1e6,
+                double(start_latency.percentile(0.99)) / 1e6, double(start_latency.max()) / 1e6,
+                double(complete_latency.percentile(0.5)) / 1e6,
+                double(complete_latency.percentile(0.99)) / 1e6, cpu, 100 * cpu / active);
+  say(buf);
+  for (auto& c : checks)
+    say(std::string(c.ok ? "  ok    " : "  FAIL  ") + c.name + ": " + c.detail);
+  say("fusee load: report written to " + file);
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace fusee::load

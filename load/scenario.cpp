@@ -1,0 +1,122 @@
+#include "load/scenario.hpp"
+
+#include <sstream>
+#include <variant>
+
+#define TOML_EXCEPTIONS 1
+#include <toml++/toml.h>
+
+namespace fusee::load {
+
+namespace {
+
+/// One key of a scenario: where it lives and its range (doubles and integers alike).
+struct key {
+  const char* table;
+  const char* name;
+  std::variant<std::string scenario::*, double scenario::*, uint32_t scenario::*,
+               uint64_t scenario::*>
+      target;
+  double min;
+  double max;
+};
+
+const key keys[] = {
+    {"run", "name", &scenario::name, 0, 0},
+    {"run", "duration_s", &scenario::duration_s, 0.1, 86400},
+    {"run", "drain_s", &scenario::drain_s, 0, 3600},
+    {"run", "server", &scenario::server, 0, 0},
+    {"run", "shards", &scenario::shards, 1, 1000000},
+    {"workers", "count", &scenario::workers, 1, 100000},
+    {"workers", "max_shards", &scenario::max_shards, 0, 1000000},
+    {"clients", "connections", &scenario::connections, 1, 10000},
+    {"clients", "rate", &scenario::rate, 0.1, 1e7},
+    {"workflow", "steps", &scenario::steps, 0, 100000},
+    {"workflow", "step_us", &scenario::step_us, 0, 60000000},
+    {"workflow", "sleep_ms", &scenario::sleep_ms, 0, 86400000},
+    {"targets", "max_start_p99_ms", &scenario::max_start_p99_ms, 0, 1e9},
+    {"targets", "max_complete_p99_ms", &scenario::max_complete_p99_ms, 0, 1e9},
+    {"targets", "max_errors", &scenario::max_errors, 0, 1e18},
+};
+
+std::string where(const std::string& file, const toml::node& n) {
+  return file + ":" + std::to_string(n.source().begin.line);
+}
+
+}  // namespace
+
+std::optional<scenario> load_scenario(const std::string& file, std::string* err) {
+  scenario s;
+  toml::table doc;
+  try {
+    doc = toml::parse_file(file);
+  } catch (const toml::parse_error& e) {
+    *err = file + ":" + std::to_string(e.source().begin.line) + ": " +
+           std::string(e.description());
+    return std::nullopt;
+  }
+  for (auto& [tname, tnode] : doc) {
+    auto* table = tnode.as_table();
+    if (!table) {
+      *err = where(file, tnode) + ": `" + std::string(tname.str()) + "` must be a table";
+      return std::nullopt;
+    }
+    for (auto& [kname, node] : *table) {
+      const key* k = nullptr;
+      for (auto& c : keys)
+        if (tname.str() == c.table && kname.str() == c.name) k = &c;
+      std::string full = std::string(tname.str()) + "." + std::string(kname.str());
+      if (!k) {
+        *err = where(file, node) + ": unknown key `" + full + "`";
+        return std::nullopt;
+      }
+      bool ok = std::visit(
+          [&](auto member) {
+            using T = std::remove_reference_t<decltype(s.*member)>;
+            if constexpr (std::is_same_v<T, std::string>) {
+              auto v = node.value<std::string>();
+              if (!v) return (*err = where(file, node) + ": `" + full + "` must be a string"), false;
+              s.*member = *v;
+            } else {
+              auto v = node.value<double>();
+              if (!v || !(*v >= k->min && *v <= k->max))
+                return (*err = where(file, node) + ": `" + full + "` must be a number from " +
+                               (std::ostringstream{} << k->min).str() + " to " +
+                               (std::ostringstream{} << k->max).str()),
+                       false;
+              if constexpr (!std::is_same_v<T, double>)
+                if (*v != static_cast<double>(static_cast<T>(*v)))
+                  return (*err = where(file, node) + ": `" + full + "` must be a whole number"),
+                         false;
+              s.*member = static_cast<T>(*v);
+            }
+            return true;
+          },
+          k->target);
+      if (!ok) return std::nullopt;
+    }
+  }
+  return s;
+}
+
+std::string to_toml(const scenario& s) {
+  std::ostringstream o;
+  std::string table;
+  for (auto& k : keys) {
+    if (table != k.table) o << (table.empty() ? "" : "\n") << "[" << (table = k.table) << "]\n";
+    o << k.name << " = ";
+    std::visit(
+        [&](auto member) {
+          using T = std::remove_reference_t<decltype(s.*member)>;
+          if constexpr (std::is_same_v<T, std::string>)
+            o << toml::value<std::string>(s.*member);
+          else
+            o << s.*member;
+        },
+        k.target);
+    o << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace fusee::load
