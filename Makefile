@@ -10,7 +10,7 @@ FUZZ_DIR      ?= build-fuzz
 FUZZ_SECONDS  ?= 60
 CMAKE_FLAGS   ?=
 
-.PHONY: all deps build test test-asan fuzz run format format-check clean
+.PHONY: all deps build test test-asan fuzz run bench format format-check clean
 
 all: build
 
@@ -51,11 +51,15 @@ fuzz: deps
 run: build
 	@bash $(SRC)scripts/run-local.sh $(BUILD_DIR) $(RUN_ARGS)
 
+# The load scenarios of bench/scenarios/ at full length (`fusee load`); SCENARIO=steady runs one.
+bench: build
+	@bash $(SRC)bench/load.sh $(BUILD_DIR) $(SCENARIO)
+
 format:
-	find protocol tests app actors bench worker client -name '*.cpp' -o -name '*.hpp' | xargs -r clang-format -i
+	find protocol tests app actors bench worker client load -name '*.cpp' -o -name '*.hpp' | xargs -r clang-format -i
 
 format-check:
-	find protocol tests app actors bench worker client -name '*.cpp' -o -name '*.hpp' | \
+	find protocol tests app actors bench worker client load -name '*.cpp' -o -name '*.hpp' | \
 	  xargs -r clang-format --dry-run --Werror
 
 clean:

@@ -16,7 +16,7 @@ size_t latency_histogram::index_of(uint64_t v) const {
   uint64_t linear = uint64_t{1} << bits_;
   if (v < linear) return static_cast<size_t>(v);
   unsigned e = 63u - static_cast<unsigned>(__builtin_clzll(v));  // v's highest bit, >= bits_
-  uint64_t sub = (v >> (e - bits_)) - linear;                   // the next bits_ bits
+  uint64_t sub = (v >> (e - bits_)) - linear;                    // the next bits_ bits
   return static_cast<size_t>(linear + uint64_t{e - bits_} * linear + sub);
 }
 

@@ -139,7 +139,7 @@ struct observations {
   std::mutex mtx;  ///< guards what follows
   latency_histogram start_latency, complete_latency;
   std::map<std::pair<uint64_t, uint32_t>, uint32_t> executions;  ///< (run, step) -> body runs
-  std::map<std::string, uint64_t> refusals;                     ///< reason -> count
+  std::map<std::string, uint64_t> refusals;                      ///< reason -> count
 
   int64_t since_t0(clock_type::time_point t) const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t - t0).count();
@@ -240,9 +240,9 @@ private:
       auto id = run_id(i);
       json args{{"id", id}, {"type", "load"}, {"input", input}};
       auto text = args.dump();
-      conn_.send(proto::call{
-          proto::request_head{i + 2, proto::shard_for(id, shards_), proto::epoch_t{0}}, "start",
-          "load", proto::bytes(text.begin(), text.end()), 0});
+      conn_.send(
+          proto::call{proto::request_head{i + 2, proto::shard_for(id, shards_), proto::epoch_t{0}},
+                      "start", "load", proto::bytes(text.begin(), text.end()), 0});
       obs_->sent++;
     }
   }
@@ -294,9 +294,12 @@ double cpu_seconds() {
 
 json latency_json(const latency_histogram& h) {
   auto ms = [](uint64_t ns) { return double(ns) / 1e6; };
-  return json{{"count", h.count()},           {"p50_ms", ms(h.percentile(0.5))},
-              {"p90_ms", ms(h.percentile(0.9))}, {"p99_ms", ms(h.percentile(0.99))},
-              {"max_ms", ms(h.max())},           {"mean_ms", h.mean() / 1e6}};
+  return json{{"count", h.count()},
+              {"p50_ms", ms(h.percentile(0.5))},
+              {"p90_ms", ms(h.percentile(0.9))},
+              {"p99_ms", ms(h.percentile(0.99))},
+              {"max_ms", ms(h.max())},
+              {"mean_ms", h.mean() / 1e6}};
 }
 
 struct check {
@@ -448,8 +451,8 @@ int run_load(const scenario& s, const run_options& options) {
       if (n > 1) {
         duplicates++;
         if (duplicate_example.empty())
-          duplicate_example = "step s" + std::to_string(key.second) + " of " +
-                              run_id(key.first) + " ran " + std::to_string(n) + " times";
+          duplicate_example = "step s" + std::to_string(key.second) + " of " + run_id(key.first) +
+                              " ran " + std::to_string(n) + " times";
       }
   }
   auto join = [](const std::vector<std::string>& v) {
@@ -458,9 +461,9 @@ int run_load(const scenario& s, const run_options& options) {
       out += (out.empty() ? "" : ", ") + x;
     return out;
   };
-  checks.push_back({"every start answered", unanswered == 0,
-                    std::to_string(unanswered) + " of " + std::to_string(starts) +
-                        " starts never answered"});
+  checks.push_back(
+      {"every start answered", unanswered == 0,
+       std::to_string(unanswered) + " of " + std::to_string(starts) + " starts never answered"});
   checks.push_back({"every started workflow accounted for", lost == 0,
                     std::to_string(lost) + " acknowledged starts unknown to the server" +
                         (lost_ids.empty() ? "" : " (" + join(lost_ids) + ")")});
@@ -470,8 +473,8 @@ int run_load(const scenario& s, const run_options& options) {
                         std::to_string(failed) + " failed"});
   checks.push_back({"no step body ran twice", duplicates == 0,
                     duplicates == 0 ? "0 steps ran twice"
-                                    : std::to_string(duplicates) + " steps ran more than once, e.g. " +
-                                          duplicate_example});
+                                    : std::to_string(duplicates) +
+                                          " steps ran more than once, e.g. " + duplicate_example});
   checks.push_back({"errors within the target", obs.refused <= s.max_errors,
                     std::to_string(obs.refused.load()) + " refused starts (target " +
                         std::to_string(s.max_errors) + ")"});
@@ -483,15 +486,15 @@ int run_load(const scenario& s, const run_options& options) {
   }
   if (s.max_start_p99_ms > 0) {
     double p99 = double(start_latency.percentile(0.99)) / 1e6;
-    checks.push_back({"start p99 within the target", p99 <= s.max_start_p99_ms,
-                      std::to_string(p99) + " ms (target " + std::to_string(s.max_start_p99_ms) +
-                          " ms)"});
+    checks.push_back(
+        {"start p99 within the target", p99 <= s.max_start_p99_ms,
+         std::to_string(p99) + " ms (target " + std::to_string(s.max_start_p99_ms) + " ms)"});
   }
   if (s.max_complete_p99_ms > 0) {
     double p99 = double(complete_latency.percentile(0.99)) / 1e6;
-    checks.push_back({"completion p99 within the target", p99 <= s.max_complete_p99_ms,
-                      std::to_string(p99) + " ms (target " +
-                          std::to_string(s.max_complete_p99_ms) + " ms)"});
+    checks.push_back(
+        {"completion p99 within the target", p99 <= s.max_complete_p99_ms,
+         std::to_string(p99) + " ms (target " + std::to_string(s.max_complete_p99_ms) + " ms)"});
   }
 
   auto metrics_after = scrape(admin);
@@ -506,19 +509,28 @@ int run_load(const scenario& s, const run_options& options) {
               {"settings", to_toml(s)},
               {"server", server},
               {"started_here", local != nullptr},
-              {"starts", {{"scheduled", starts}, {"sent", obs.sent.load()}, {"ok", obs.ok.load()},
-                          {"refused", obs.refused.load()}, {"unanswered", unanswered}}},
-              {"workflows", {{"completed", obs.done.load()}, {"still_running", still_running},
-                             {"failed", failed}, {"lost", lost}}},
+              {"starts",
+               {{"scheduled", starts},
+                {"sent", obs.sent.load()},
+                {"ok", obs.ok.load()},
+                {"refused", obs.refused.load()},
+                {"unanswered", unanswered}}},
+              {"workflows",
+               {{"completed", obs.done.load()},
+                {"still_running", still_running},
+                {"failed", failed},
+                {"lost", lost}}},
               {"step_bodies_run", obs.step_runs.load()},
-              {"throughput", {{"starts_per_s", double(obs.ok) / active},
-                              {"workflows_per_s", double(obs.done) / active},
-                              {"steps_per_s", double(obs.step_runs) / active}}},
+              {"throughput",
+               {{"starts_per_s", double(obs.ok) / active},
+                {"workflows_per_s", double(obs.done) / active},
+                {"steps_per_s", double(obs.step_runs) / active}}},
               // start_answered: scheduled time -> the start's reply, which leaves once the
               // start is durable (the call-answered latency). workflow_ran: scheduled time ->
               // the run's code reached its end (its last records may still be in flight).
-              {"latency", {{"start_answered", latency_json(start_latency)},
-                           {"workflow_ran", latency_json(complete_latency)}}},
+              {"latency",
+               {{"start_answered", latency_json(start_latency)},
+                {"workflow_ran", latency_json(complete_latency)}}},
               {"histogram_relative_error", start_latency.relative_error()},
               {"tool", {{"wall_s", wall}, {"cpu_s", cpu}, {"cpu_share_of_one_core", cpu / active}}},
               {"server_metrics", {{"start", metrics_before}, {"end", metrics_after}}},

@@ -51,8 +51,7 @@ std::optional<scenario> load_scenario(const std::string& file, std::string* err)
   try {
     doc = toml::parse_file(file);
   } catch (const toml::parse_error& e) {
-    *err = file + ":" + std::to_string(e.source().begin.line) + ": " +
-           std::string(e.description());
+    *err = file + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description());
     return std::nullopt;
   }
   for (auto& [tname, tnode] : doc) {
@@ -75,7 +74,8 @@ std::optional<scenario> load_scenario(const std::string& file, std::string* err)
             using T = std::remove_reference_t<decltype(s.*member)>;
             if constexpr (std::is_same_v<T, std::string>) {
               auto v = node.value<std::string>();
-              if (!v) return (*err = where(file, node) + ": `" + full + "` must be a string"), false;
+              if (!v)
+                return (*err = where(file, node) + ": `" + full + "` must be a string"), false;
               s.*member = *v;
             } else {
               auto v = node.value<double>();

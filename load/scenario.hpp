@@ -25,7 +25,7 @@ struct scenario {
   double rate = 200;  ///< workflow starts per second, all connections together
   // [workflow]: what each started workflow does
   uint32_t steps = 3;
-  uint32_t step_us = 0;  ///< busy time of each step body
+  uint32_t step_us = 0;   ///< busy time of each step body
   uint32_t sleep_ms = 0;  ///< a durable sleep after the first half of the steps
   // [targets]: the run fails (exit 1) when one does not hold
   double max_start_p99_ms = 0;     ///< 0 = no target
