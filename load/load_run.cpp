@@ -42,22 +42,45 @@ struct local_server {
   pid_t pid = -1;
   std::string listen, admin;
 
+  std::string binary_;
+  uint32_t shards_ = 0;
+
   std::string start(const std::string& binary, uint32_t shards) {
     char tmpl[] = "/tmp/fusee-load-XXXXXX";
     if (!::mkdtemp(tmpl)) return "cannot make a temporary directory";
     dir = tmpl;
+    binary_ = binary;
+    shards_ = shards;
+    return launch("127.0.0.1:0", "127.0.0.1:0");
+  }
+
+  /// kill -9, then the same data dir on the same ports (workers reconnect to the address).
+  std::string restart() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+      pid = -1;
+    }
+    return launch(listen, admin);
+  }
+
+  std::string launch(const std::string& listen_at, const std::string& admin_at) {
+    auto& binary = binary_;
+    auto shards = shards_;
     auto ready = dir / "ready";
+    fs::remove(ready);
     pid = ::fork();
     if (pid < 0) return "fork failed";
     if (pid == 0) {
       auto log = (dir / "server.log").string();
-      std::freopen(log.c_str(), "w", stderr);
+      std::freopen(log.c_str(), "a", stderr);
       std::freopen(log.c_str(), "a", stdout);
       auto data = (dir / "data").string();
       auto n = std::to_string(shards);
       auto rf = ready.string();
       ::execl(binary.c_str(), binary.c_str(), "server", "--data-dir", data.c_str(), "--shards",
-              n.c_str(), "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+              n.c_str(), "--listen", listen_at.c_str(), "--admin-listen", admin_at.c_str(),
               "--http-listen", "off", "--inspect-listen", "off", "--ready-file", rf.c_str(),
               static_cast<char*>(nullptr));
       std::_Exit(127);
@@ -415,8 +438,15 @@ int run_load(const scenario& s, const run_options& options) {
   for (auto& l : lanes)
     l->stop();
 
-  // Account for every start: completed here, or asked for its state now.
   std::vector<check> checks;
+  if (s.restart_before_check && local) {
+    auto err = local->restart();
+    checks.push_back({"the server restarts after kill -9", err.empty(),
+                      err.empty() ? "restarted on the same data dir and ports" : err});
+    say("fusee load: killed the server (kill -9) and started it again on its data dir");
+  }
+
+  // Account for every start: completed here, or asked for its state now.
   uint64_t unanswered = 0, still_running = 0, lost = 0, failed = 0;
   std::vector<std::string> running_ids, lost_ids;
   auto wc = worker::workflow_client::connect(server, "load-checker");
@@ -425,14 +455,18 @@ int run_load(const scenario& s, const run_options& options) {
       unanswered++;
       continue;
     }
-    if (obs.answered[i] != 1 || obs.completed[i]) continue;
+    // After a restart every acknowledged start is asked for: the server must still know it.
+    // Otherwise only the runs this process did not see reach their end.
+    if (obs.answered[i] != 1 || (obs.completed[i] && !s.restart_before_check)) continue;
     if (!wc) {
       lost++;
       continue;
     }
-    auto r = wc->result(run_id(i), 0, 1000);
+    // Parked up to 15 s: after a restart the workers need a moment to hold the shards again.
+    auto r = wc->result(run_id(i), 0, 15000);
     auto status = r && r->ok() ? r->body.value("status", "") : "";
     if (status == "completed") continue;  // finished on a replay this process did not see end
+    if (status == "running" && obs.completed[i]) continue;  // its end is being replayed
     if (status == "running") {
       still_running++;
       if (running_ids.size() < 20) running_ids.push_back(run_id(i));

@@ -15,7 +15,7 @@ struct key {
   const char* table;
   const char* name;
   std::variant<std::string scenario::*, double scenario::*, uint32_t scenario::*,
-               uint64_t scenario::*>
+               uint64_t scenario::*, bool scenario::*>
       target;
   double min;
   double max;
@@ -27,6 +27,7 @@ const key keys[] = {
     {"run", "drain_s", &scenario::drain_s, 0, 3600},
     {"run", "server", &scenario::server, 0, 0},
     {"run", "shards", &scenario::shards, 1, 1000000},
+    {"run", "restart_before_check", &scenario::restart_before_check, 0, 0},
     {"workers", "count", &scenario::workers, 1, 100000},
     {"workers", "max_shards", &scenario::max_shards, 0, 1000000},
     {"clients", "connections", &scenario::connections, 1, 10000},
@@ -77,6 +78,10 @@ std::optional<scenario> load_scenario(const std::string& file, std::string* err)
               if (!v)
                 return (*err = where(file, node) + ": `" + full + "` must be a string"), false;
               s.*member = *v;
+            } else if constexpr (std::is_same_v<T, bool>) {
+              if (!node.is_boolean())  // value<bool>() would take 0 and 1 too
+                return (*err = where(file, node) + ": `" + full + "` must be true or false"), false;
+              s.*member = *node.value<bool>();
             } else {
               auto v = node.value<double>();
               if (!v || !(*v >= k->min && *v <= k->max))
@@ -110,6 +115,8 @@ std::string to_toml(const scenario& s) {
           using T = std::remove_reference_t<decltype(s.*member)>;
           if constexpr (std::is_same_v<T, std::string>)
             o << toml::value<std::string>(s.*member);
+          else if constexpr (std::is_same_v<T, bool>)
+            o << (s.*member ? "true" : "false");
           else
             o << s.*member;
         },

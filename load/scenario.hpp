@@ -16,6 +16,9 @@ struct scenario {
   double drain_s = 30;     ///< after that, how long to wait for the started ones to finish
   std::string server;      ///< host:port of a running server; empty: the tool starts one
   uint32_t shards = 64;    ///< for the server the tool starts
+  /// After the drain, kill -9 the server the tool started and start it again on the same data
+  /// dir before the checks: what it acknowledged must have survived.
+  bool restart_before_check = false;
   // [workers]: long-lived workers running the real runtime (worker::runtime)
   uint32_t workers = 4;
   uint32_t max_shards = 0;  ///< per worker; 0 = every free shard (the first takes all)

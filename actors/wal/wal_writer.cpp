@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -46,6 +47,9 @@ struct wal_writer::impl {
   std::thread thread;
 
   std::atomic<bool> inject_failure{false};
+  /// Test hook (FUSEE_TEST_DROP_ACKNOWLEDGED set): appends are acknowledged and never written, the
+  /// broken server `fusee load`'s checks must catch. The server warns at start when it is set.
+  const bool drop_acknowledged = std::getenv("FUSEE_TEST_DROP_ACKNOWLEDGED") != nullptr;
   std::atomic<uint64_t> n_batches{0}, n_records{0}, n_fsyncs{0}, n_retired{0}, n_segments{0};
   std::atomic<uint64_t> n_appends{0}, n_refused{0}, n_bytes{0}, n_checkpoints{0};
   std::atomic<bool> failed{false};
@@ -169,6 +173,11 @@ struct wal_writer::impl {
                                                      ": first_lsn must be " +
                                                      std::to_string(st->last_lsn + 1) + ", not " +
                                                      std::to_string(a->first_lsn.value())});
+          continue;
+        }
+        if (drop_acknowledged) {  // the test hook: acknowledged, not written
+          st->last_lsn += a->records.size();
+          acks[a->session][s] = proto::position{a->shard, a->epoch, lsn_t{st->last_lsn}};
           continue;
         }
         records_section sec{s, a->epoch.value(), a->first_lsn.value(), {}, {}};

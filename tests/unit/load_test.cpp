@@ -88,5 +88,7 @@ TEST_CASE("a scenario file: defaults, every key read, mistakes named with line a
         "2: `workflow.steps` must be a whole number");
   CHECK(scenario_error("[run]\nname = 3\n") == "2: `run.name` must be a string");
   CHECK(scenario_error("run = 3\n") == "1: `run` must be a table");
+  CHECK(scenario_error("[run]\nrestart_before_check = 1\n") ==
+        "2: `run.restart_before_check` must be true or false");
   CHECK(scenario_error("[run\n").find("1:") == 0);  // TOML syntax, with its line
 }
