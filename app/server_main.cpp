@@ -2,7 +2,6 @@
 
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 
 #include <caf/all.hpp>
@@ -59,7 +58,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     return 1;
   }
   auto wal = std::move(*opened);
-  if (std::getenv("FUSEE_TEST_DROP_ACKNOWLEDGED"))
+  if (wal->drops_acknowledged())
     spdlog::error("FUSEE_TEST_DROP_ACKNOWLEDGED is set: this server acknowledges appends and "
                   "does NOT write them (a test hook; never set it in production)");
   spdlog::info("log recovered records={} batches={} segments={} data_dir={}", rep.records,

@@ -9,13 +9,17 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <random>
 #include <sstream>
 #include <thread>
 #include <vector>
 
 #include <curl/curl.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,25 +70,44 @@ struct local_server {
   }
 
   std::string launch(const std::string& listen_at, const std::string& admin_at) {
-    auto& binary = binary_;
-    auto shards = shards_;
     auto ready = dir / "ready";
     fs::remove(ready);
+    // Everything the child needs is built before fork(): other threads run (workers), so the
+    // child may only call async-signal-safe functions until exec.
+    std::vector<std::string> args{binary_,
+                                  "server",
+                                  "--data-dir",
+                                  (dir / "data").string(),
+                                  "--shards",
+                                  std::to_string(shards_),
+                                  "--listen",
+                                  listen_at,
+                                  "--admin-listen",
+                                  admin_at,
+                                  "--http-listen",
+                                  "off",
+                                  "--inspect-listen",
+                                  "off",
+                                  "--ready-file",
+                                  ready.string()};
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int log = ::open((dir / "server.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log < 0) return "cannot open " + (dir / "server.log").string();
     pid = ::fork();
-    if (pid < 0) return "fork failed";
-    if (pid == 0) {
-      auto log = (dir / "server.log").string();
-      std::freopen(log.c_str(), "a", stderr);
-      std::freopen(log.c_str(), "a", stdout);
-      auto data = (dir / "data").string();
-      auto n = std::to_string(shards);
-      auto rf = ready.string();
-      ::execl(binary.c_str(), binary.c_str(), "server", "--data-dir", data.c_str(), "--shards",
-              n.c_str(), "--listen", listen_at.c_str(), "--admin-listen", admin_at.c_str(),
-              "--http-listen", "off", "--inspect-listen", "off", "--ready-file", rf.c_str(),
-              static_cast<char*>(nullptr));
-      std::_Exit(127);
+    if (pid < 0) {
+      ::close(log);
+      return "fork failed";
     }
+    if (pid == 0) {
+      ::dup2(log, 1);
+      ::dup2(log, 2);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(log);
     auto deadline = clock_type::now() + std::chrono::seconds(30);
     while (clock_type::now() < deadline) {
       if (fs::exists(ready)) {
@@ -106,10 +129,18 @@ struct local_server {
     return "the server did not start within 30 s";
   }
   ~local_server() {
-    if (pid > 0) {
+    if (pid > 0) {  // SIGTERM, then SIGKILL if it is not gone within 10 s
       ::kill(pid, SIGTERM);
       int status = 0;
-      ::waitpid(pid, &status, 0);
+      auto deadline = clock_type::now() + std::chrono::seconds(10);
+      while (::waitpid(pid, &status, WNOHANG) != pid) {
+        if (clock_type::now() > deadline) {
+          ::kill(pid, SIGKILL);
+          ::waitpid(pid, &status, 0);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));  // awaiting an exit
+      }
     }
     if (!dir.empty() && !std::getenv("FUSEE_LOAD_KEEP")) {
       std::error_code ec;
@@ -154,7 +185,14 @@ std::map<std::string, double> scrape(const std::string& admin) {
 /// Shared by the workflow bodies (on the workers' threads), the clients and the reporter.
 struct observations {
   explicit observations(size_t starts) : intended(starts), answered(starts), completed(starts) {}
-  clock_type::time_point t0;
+  /// When the schedule starts, in ns of the steady clock (atomic: the workers' threads read it).
+  std::atomic<int64_t> t0_ns{0};
+  clock_type::time_point t0() const {
+    return clock_type::time_point(std::chrono::nanoseconds(t0_ns.load()));
+  }
+  void set_t0(clock_type::time_point t) {
+    t0_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  }
   std::vector<std::atomic<int64_t>> intended;   ///< ns after t0 each start was scheduled for
   std::vector<std::atomic<uint8_t>> answered;   ///< 0 no answer, 1 ok, 2 refused
   std::vector<std::atomic<uint8_t>> completed;  ///< the run's code reached its end
@@ -165,16 +203,31 @@ struct observations {
   std::map<std::string, uint64_t> refusals;                      ///< reason -> count
 
   int64_t since_t0(clock_type::time_point t) const {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(t - t0).count();
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t - t0()).count();
   }
 };
 
-std::string run_id(uint64_t i) {
-  return "load-" + std::to_string(i);
+/// Workflow ids: "load-<run>-<i>", <run> random per run, so runs against the same server never
+/// meet each other's workflows.
+std::string run_prefix() {
+  static const std::string p = [] {
+    std::random_device rd;
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "load-%08x-", static_cast<unsigned>(rd()));
+    return std::string(buf);
+  }();
+  return p;
 }
 
-uint64_t index_of(const std::string& id) {
-  return std::stoull(id.substr(5));
+std::string run_id(uint64_t i) {
+  return run_prefix() + std::to_string(i);
+}
+
+/// The index of a run of this process, or nullopt (another run's workflow).
+std::optional<uint64_t> index_of(const std::string& id) {
+  auto p = run_prefix();
+  if (id.compare(0, p.size(), p) != 0) return std::nullopt;
+  return std::stoull(id.substr(p.size()));
 }
 
 void spin_for(std::chrono::microseconds d) {
@@ -188,7 +241,7 @@ void spin_for(std::chrono::microseconds d) {
 worker::registry workflows(observations* obs) {
   worker::registry r;
   r.add("load", [obs](worker::context& ctx, json input) -> worker::task<json> {
-    uint64_t i = index_of(ctx.id());
+    uint64_t i = index_of(ctx.id()).value_or(UINT64_MAX);
     auto steps = input.value("steps", 3u);
     auto step_us = input.value("step_us", 0u);
     auto sleep_ms = input.value("sleep_ms", 0u);
@@ -249,6 +302,7 @@ public:
   }
   void stop() {
     stop_ = true;
+    if (conn_.fd() >= 0) ::shutdown(conn_.fd(), SHUT_RDWR);  // a blocked send or receive ends
     join_sender();
     if (receiver_.joinable()) receiver_.join();
   }
@@ -258,14 +312,15 @@ private:
     json input{{"steps", s_.steps}, {"step_us", s_.step_us}, {"sleep_ms", s_.sleep_ms}};
     for (uint64_t i = lane_; i < starts_ && !stop_; i += s_.connections) {
       auto at = std::chrono::nanoseconds(static_cast<int64_t>(double(i) * 1e9 / s_.rate));
-      std::this_thread::sleep_until(obs_->t0 + at);  // pacing the schedule, not synchronising
+      std::this_thread::sleep_until(obs_->t0() + at);  // pacing the schedule, not synchronising
       obs_->intended[i] = at.count();
       auto id = run_id(i);
       json args{{"id", id}, {"type", "load"}, {"input", input}};
       auto text = args.dump();
-      conn_.send(
-          proto::call{proto::request_head{i + 2, proto::shard_for(id, shards_), proto::epoch_t{0}},
-                      "start", "load", proto::bytes(text.begin(), text.end()), 0});
+      if (!conn_.send(proto::call{
+              proto::request_head{i + 2, proto::shard_for(id, shards_), proto::epoch_t{0}}, "start",
+              "load", proto::bytes(text.begin(), text.end()), 0}))
+        return;  // the connection broke: the rest of its starts count as never answered
       obs_->sent++;
     }
   }
@@ -277,11 +332,20 @@ private:
         if (conn_.timed_out()) continue;
         return;  // the connection ended: unanswered starts are reported as such
       }
+      if (auto* e = std::get_if<proto::err>(&*r); e && e->id >= 2 && e->id - 2 < starts_) {
+        obs_->answered[e->id - 2] = 2;  // refused at the protocol level (ERR)
+        obs_->refused++;
+        std::lock_guard<std::mutex> lk{obs_->mtx};
+        obs_->refusals["ERR " + std::to_string(e->code) + ": " + e->message]++;
+        continue;
+      }
       auto* res = std::get_if<proto::call_result>(&*r);
       if (!res || res->id < 2 || res->id - 2 >= starts_) continue;
       uint64_t i = res->id - 2;
       auto late = obs_->since_t0(clock_type::now()) - obs_->intended[i].load();
-      if (res->status == static_cast<uint8_t>(proto::call_status::ok)) {
+      auto body = json::parse(res->body.begin(), res->body.end(), nullptr, false);
+      bool existing = body.is_object() && body.value("existing", false);
+      if (res->status == static_cast<uint8_t>(proto::call_status::ok) && !existing) {
         obs_->answered[i] = 1;
         obs_->ok++;
         std::lock_guard<std::mutex> lk{obs_->mtx};
@@ -290,8 +354,9 @@ private:
         obs_->answered[i] = 2;
         obs_->refused++;
         std::lock_guard<std::mutex> lk{obs_->mtx};
-        obs_->refusals["status " + std::to_string(res->status) + ": " +
-                       std::string(res->body.begin(), res->body.end())]++;
+        obs_->refusals[existing ? std::string("the run existed already (another run's id?)")
+                                : "status " + std::to_string(res->status) + ": " +
+                                      std::string(res->body.begin(), res->body.end())]++;
       }
     }
   }
@@ -339,7 +404,20 @@ int run_load(const scenario& s, const run_options& options) {
     std::fflush(stdout);
   };
   bool tty = ::isatty(STDOUT_FILENO) != 0;
-  uint64_t starts = static_cast<uint64_t>(s.duration_s * s.rate);
+  auto planned = std::llround(s.duration_s * s.rate);
+  constexpr long long max_starts = 100'000'000;
+  if (planned < 1 || planned > max_starts) {
+    std::fprintf(stderr,
+                 "fusee load: duration_s x rate = %lld workflow starts; it must be 1 to %lld\n",
+                 planned, max_starts);
+    return 2;
+  }
+  auto starts = static_cast<uint64_t>(planned);
+  if (s.restart_before_check && !s.server.empty()) {
+    std::fprintf(stderr, "fusee load: run.restart_before_check needs a server this tool starts "
+                         "(not --server / run.server)\n");
+    return 2;
+  }
   observations obs(starts);
 
   // The server.
@@ -393,13 +471,14 @@ int run_load(const scenario& s, const run_options& options) {
   say(intro);
 
   double cpu0 = cpu_seconds();
-  obs.t0 = clock_type::now() + std::chrono::milliseconds(100);
+  obs.set_t0(clock_type::now() + std::chrono::milliseconds(100));
+  auto t0 = obs.t0();
   for (auto& l : lanes)
     l->start();
 
   // Progress until every start is sent and answered and every run completed, or drain_s past
   // the schedule.
-  auto schedule_end = obs.t0 + std::chrono::nanoseconds(static_cast<int64_t>(s.duration_s * 1e9));
+  auto schedule_end = t0 + std::chrono::nanoseconds(static_cast<int64_t>(s.duration_s * 1e9));
   auto give_up = schedule_end + std::chrono::nanoseconds(static_cast<int64_t>(s.drain_s * 1e9));
   uint64_t last_ok = 0, last_done = 0;
   auto last = clock_type::now();
@@ -407,20 +486,23 @@ int run_load(const scenario& s, const run_options& options) {
   for (;;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(250));  // pacing the progress line
     auto now = clock_type::now();
-    bool finished = obs.sent == starts && obs.ok + obs.refused == starts && obs.done == obs.ok;
+    bool finished = obs.sent == starts && obs.ok + obs.refused == starts;
+    for (uint64_t i = 0; finished && i < starts; ++i)
+      finished = obs.answered[i] != 1 || obs.completed[i] != 0;
     if (finished || now > give_up) break;
     if (++tick % 4 != 0) continue;
     double dt = std::chrono::duration<double>(now - last).count();
-    double elapsed = std::chrono::duration<double>(now - obs.t0).count();
+    double elapsed = std::chrono::duration<double>(now - t0).count();
     char line[256];
-    std::snprintf(line, sizeof(line),
-                  "%6.1f/%.0f s  started %llu (%.0f/s)  completed %llu (%.0f/s)  in flight %llu  "
-                  "errors %llu",
-                  elapsed, s.duration_s, (unsigned long long)obs.ok.load(),
-                  double(obs.ok - last_ok) / dt, (unsigned long long)obs.done.load(),
-                  double(obs.done - last_done) / dt,
-                  (unsigned long long)(obs.sent - obs.done - obs.refused),
-                  (unsigned long long)obs.refused.load());
+    std::snprintf(
+        line, sizeof(line),
+        "%6.1f/%.0f s  started %llu (%.0f/s)  completed %llu (%.0f/s)  in flight %llu  "
+        "errors %llu",
+        elapsed, s.duration_s, (unsigned long long)obs.ok.load(), double(obs.ok - last_ok) / dt,
+        (unsigned long long)obs.done.load(), double(obs.done - last_done) / dt,
+        (unsigned long long)std::max<int64_t>(
+            0, int64_t(obs.sent.load()) - int64_t(obs.done.load()) - int64_t(obs.refused.load())),
+        (unsigned long long)obs.refused.load());
     last_ok = obs.ok;
     last_done = obs.done;
     last = now;
@@ -432,7 +514,7 @@ int run_load(const scenario& s, const run_options& options) {
     }
   }
   if (tty) std::fputs("\n", stdout);
-  double wall = std::chrono::duration<double>(clock_type::now() - obs.t0).count();
+  double wall = std::chrono::duration<double>(clock_type::now() - t0).count();
   double cpu = cpu_seconds() - cpu0;
 
   for (auto& l : lanes)
@@ -443,13 +525,17 @@ int run_load(const scenario& s, const run_options& options) {
     auto err = local->restart();
     checks.push_back({"the server restarts after kill -9", err.empty(),
                       err.empty() ? "restarted on the same data dir and ports" : err});
-    say("fusee load: killed the server (kill -9) and started it again on its data dir");
+    if (err.empty())
+      say("fusee load: killed the server (kill -9) and started it again on its data dir");
   }
 
   // Account for every start: completed here, or asked for its state now.
   uint64_t unanswered = 0, still_running = 0, lost = 0, failed = 0;
   std::vector<std::string> running_ids, lost_ids;
   auto wc = worker::workflow_client::connect(server, "load-checker");
+  auto check_deadline = clock_type::now() + std::chrono::seconds(60);
+  uint64_t unchecked = 0;
+  std::string unchecked_reason = wc ? "" : "the checker could not connect: " + wc.err().message;
   for (uint64_t i = 0; i < starts; ++i) {
     if (obs.answered[i] == 0) {
       unanswered++;
@@ -459,22 +545,30 @@ int run_load(const scenario& s, const run_options& options) {
     // Otherwise only the runs this process did not see reach their end.
     if (obs.answered[i] != 1 || (obs.completed[i] && !s.restart_before_check)) continue;
     if (!wc) {
-      lost++;
+      unchecked++;
       continue;
     }
-    // Parked up to 15 s: after a restart the workers need a moment to hold the shards again.
-    auto r = wc->result(run_id(i), 0, 15000);
+    // Parked up to 15 s (after a restart the workers need a moment to hold the shards again),
+    // and a run still going may finish within the checks' overall minute: a run that ended here
+    // before a kill -9 may replay its last steps, whose records were not durable yet.
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(check_deadline - clock_type::now());
+    auto wait_ms = static_cast<uint64_t>(std::clamp<int64_t>(left.count(), 0, 10000));
+    auto r = wc->result(run_id(i), wait_ms, 15000);
     auto status = r && r->ok() ? r->body.value("status", "") : "";
-    if (status == "completed") continue;  // finished on a replay this process did not see end
-    if (status == "running" && obs.completed[i]) continue;  // its end is being replayed
+    if (status == "completed") continue;
     if (status == "running") {
       still_running++;
       if (running_ids.size() < 20) running_ids.push_back(run_id(i));
     } else if (status == "failed") {
       failed++;
-    } else {
-      lost++;
+    } else if (r && r->code() == "not_found") {
+      lost++;  // acknowledged, and the server does not know it
       if (lost_ids.size() < 20) lost_ids.push_back(run_id(i));
+    } else {
+      unchecked++;
+      if (unchecked_reason.empty())
+        unchecked_reason = r ? (r->ok() ? r->body.dump() : r->error()) : r.err().message;
     }
   }
   uint64_t duplicates = 0;
@@ -498,9 +592,13 @@ int run_load(const scenario& s, const run_options& options) {
   checks.push_back(
       {"every start answered", unanswered == 0,
        std::to_string(unanswered) + " of " + std::to_string(starts) + " starts never answered"});
-  checks.push_back({"every started workflow accounted for", lost == 0,
-                    std::to_string(lost) + " acknowledged starts unknown to the server" +
-                        (lost_ids.empty() ? "" : " (" + join(lost_ids) + ")")});
+  checks.push_back(
+      {"every started workflow accounted for", lost == 0 && unchecked == 0,
+       std::to_string(lost) + " acknowledged starts unknown to the server" +
+           (lost_ids.empty() ? "" : " (" + join(lost_ids) + ")") +
+           (unchecked == 0 ? ""
+                           : ", " + std::to_string(unchecked) + " could not be asked for (" +
+                                 unchecked_reason + ")")});
   checks.push_back({"every started workflow completed", still_running == 0 && failed == 0,
                     std::to_string(still_running) + " still running" +
                         (running_ids.empty() ? "" : " (" + join(running_ids) + ")") + ", " +
@@ -578,7 +676,16 @@ int run_load(const scenario& s, const run_options& options) {
   report["checks"] = jchecks;
   report["passed"] = all_ok;
   auto file = options.report_file.empty() ? "load-" + s.name + ".json" : options.report_file;
-  std::ofstream(file) << report.dump(2) << "\n";
+  {
+    std::error_code ec;
+    if (fs::path(file).has_parent_path()) fs::create_directories(fs::path(file).parent_path(), ec);
+    std::ofstream out(file);
+    out << report.dump(2) << "\n";
+    if (!out) {
+      std::fprintf(stderr, "fusee load: cannot write the report to %s\n", file.c_str());
+      return 2;
+    }
+  }
 
   char buf[512];
   std::snprintf(buf, sizeof(buf),

@@ -49,7 +49,12 @@ struct wal_writer::impl {
   std::atomic<bool> inject_failure{false};
   /// Test hook (FUSEE_TEST_DROP_ACKNOWLEDGED set): appends are acknowledged and never written, the
   /// broken server `fusee load`'s checks must catch. The server warns at start when it is set.
+  /// Compiled in only with -DFUSEE_TEST_HOOKS=ON (the default for development builds).
+#ifdef FUSEE_TEST_HOOKS
   const bool drop_acknowledged = std::getenv("FUSEE_TEST_DROP_ACKNOWLEDGED") != nullptr;
+#else
+  static constexpr bool drop_acknowledged = false;
+#endif
   std::atomic<uint64_t> n_batches{0}, n_records{0}, n_fsyncs{0}, n_retired{0}, n_segments{0};
   std::atomic<uint64_t> n_appends{0}, n_refused{0}, n_bytes{0}, n_checkpoints{0};
   std::atomic<bool> failed{false};
@@ -455,6 +460,10 @@ void wal_writer::stop() {
   }
   impl_->cv.notify_one();
   impl_->thread.join();
+}
+
+bool wal_writer::drops_acknowledged() const {
+  return impl_->drop_acknowledged;
 }
 
 void wal_writer::inject_write_failure() {
