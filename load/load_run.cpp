@@ -26,6 +26,7 @@
 #include "client/address.hpp"
 #include "client/connection.hpp"
 #include "load/latency_histogram.hpp"
+#include "load/sim_endpoint.hpp"
 #include "protocol/shard_hash.hpp"
 #include "worker/client.hpp"
 #include "worker/runtime.hpp"
@@ -49,12 +50,19 @@ struct local_server {
   std::string binary_;
   uint32_t shards_ = 0;
 
-  std::string start(const std::string& binary, uint32_t shards) {
+  /// The data dir's parent, for files the configuration names (made once).
+  std::string prepare() {
     char tmpl[] = "/tmp/fusee-load-XXXXXX";
     if (!::mkdtemp(tmpl)) return "cannot make a temporary directory";
     dir = tmpl;
+    return {};
+  }
+
+  /// Starts the server with `toml` as its configuration (after prepare()).
+  std::string start(const std::string& binary, uint32_t shards, const std::string& toml) {
     binary_ = binary;
     shards_ = shards;
+    std::ofstream(dir / "fusee.toml") << toml;
     return launch("127.0.0.1:0", "127.0.0.1:0");
   }
 
@@ -76,6 +84,8 @@ struct local_server {
     // child may only call async-signal-safe functions until exec.
     std::vector<std::string> args{binary_,
                                   "server",
+                                  "--config",
+                                  (dir / "fusee.toml").string(),
                                   "--data-dir",
                                   (dir / "data").string(),
                                   "--shards",
@@ -420,12 +430,48 @@ int run_load(const scenario& s, const run_options& options) {
   }
   observations obs(starts);
 
-  // The server.
+  if (s.endpoints > 0 && !s.server.empty()) {
+    std::fprintf(stderr, "fusee load: [endpoints] need a server this tool starts (its "
+                         "configuration names them), not --server / run.server\n");
+    return 2;
+  }
+  auto types = workflows(&obs);
+
+  // The server, with the simulated endpoints in its configuration.
   std::unique_ptr<local_server> local;
+  std::vector<std::unique_ptr<sim_endpoint>> endpoints;
   std::string server = s.server, admin;
   if (server.empty()) {
     local = std::make_unique<local_server>();
-    if (auto err = local->start(options.fusee_binary, s.shards); !err.empty()) {
+    if (auto err = local->prepare(); !err.empty()) {
+      std::fprintf(stderr, "fusee load: %s\n", err.c_str());
+      return 2;
+    }
+    std::string toml = "[server]\n";
+    if (s.endpoints > 0) {
+      std::random_device rd;
+      endpoint_behaviour b;
+      b.fail_rate = s.fail_rate;
+      b.hang_rate = s.hang_rate;
+      b.hang_ms = s.budget_ms + 1000 + 1000;  // past budget + grace: the server times it out
+      b.secret = "load-" + std::to_string(rd()) + std::to_string(rd());
+      std::ofstream(local->dir / "endpoint.secret") << b.secret << "\n";
+      for (uint32_t e = 0; e < s.endpoints; ++e) {
+        std::string err;
+        auto ep = sim_endpoint::start(types, b, (uint64_t{rd()} << 32) | rd(), &err);
+        if (!ep) {
+          std::fprintf(stderr, "fusee load: a simulated endpoint did not start: %s\n", err.c_str());
+          return 2;
+        }
+        toml += "\n[[endpoint]]\nurl = \"http://127.0.0.1:" + std::to_string(ep->port()) +
+                "/invoke\"\nsecret_file = \"" + (local->dir / "endpoint.secret").string() +
+                "\"\nconcurrency = " + std::to_string(s.endpoint_concurrency) +
+                "\nbudget_ms = " + std::to_string(s.budget_ms) +
+                "\nmax_shards = " + std::to_string(s.endpoint_max_shards) + "\ngrace_ms = 1000\n";
+        endpoints.push_back(std::move(ep));
+      }
+    }
+    if (auto err = local->start(options.fusee_binary, s.shards, toml); !err.empty()) {
       std::fprintf(stderr, "fusee load: %s\n", err.c_str());
       return 2;
     }
@@ -435,7 +481,6 @@ int run_load(const scenario& s, const run_options& options) {
   auto metrics_before = scrape(admin);
 
   // The workers: the real runtime, long-lived, each on its own thread.
-  auto types = workflows(&obs);
   std::vector<std::unique_ptr<worker::runtime>> workers;
   std::vector<std::thread> worker_threads;
   for (uint32_t w = 0; w < s.workers; ++w) {
@@ -629,11 +674,29 @@ int run_load(const scenario& s, const run_options& options) {
          std::to_string(p99) + " ms (target " + std::to_string(s.max_complete_p99_ms) + " ms)"});
   }
 
+  // The invoker backs off failing endpoints: invocations stay bounded by the work (at most two
+  // per acknowledged start, plus 10 per second of run for each endpoint's retries), never a storm.
+  uint64_t posts = 0, post_failed = 0, post_hung = 0, post_ran = 0;
+  for (auto& e : endpoints) {
+    posts += e->posts;
+    post_failed += e->failed;
+    post_hung += e->hung;
+    post_ran += e->ran;
+  }
+  if (!endpoints.empty()) {
+    auto bound = 2 * obs.ok.load() + uint64_t(10 * wall) * endpoints.size();
+    checks.push_back({"the invoker did not storm", posts <= bound,
+                      std::to_string(posts) + " invocations for " + std::to_string(obs.ok.load()) +
+                          " starts (bound " + std::to_string(bound) + ")"});
+  }
+
   auto metrics_after = scrape(admin);
   for (auto& w : workers)
     w->stop();
   for (auto& t : worker_threads)
     t.join();
+  for (auto& e : endpoints)
+    e->stop();
 
   // The summary and the report.
   double active = std::max(wall, 1e-9);
@@ -653,6 +716,8 @@ int run_load(const scenario& s, const run_options& options) {
                 {"failed", failed},
                 {"lost", lost}}},
               {"step_bodies_run", obs.step_runs.load()},
+              {"invocations",
+               {{"posts", posts}, {"failed", post_failed}, {"hung", post_hung}, {"ran", post_ran}}},
               {"throughput",
                {{"starts_per_s", double(obs.ok) / active},
                 {"workflows_per_s", double(obs.done) / active},

@@ -22,6 +22,14 @@ struct scenario {
   // [workers]: long-lived workers running the real runtime (worker::runtime)
   uint32_t workers = 4;
   uint32_t max_shards = 0;  ///< per worker; 0 = every free shard (the first takes all)
+  // [endpoints]: simulated serverless endpoints the server's invoker wakes (needs a server this
+  // tool starts); each invocation runs the real runtime as an invoked worker
+  uint32_t endpoints = 0;
+  uint32_t endpoint_concurrency = 16;
+  uint32_t budget_ms = 5000;
+  uint32_t endpoint_max_shards = 0;  ///< shards per invocation, 0 = no limit
+  double fail_rate = 0;              ///< share of POSTs answered 500 without running
+  double hang_rate = 0;              ///< share of POSTs not answered until budget + grace passed
   // [clients]: open loop: starts are sent at their scheduled times whatever the answers do, and
   // latency is measured from the scheduled time (no coordinated omission)
   uint32_t connections = 2;

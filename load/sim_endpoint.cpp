@@ -1,0 +1,76 @@
+#include "load/sim_endpoint.hpp"
+
+#include <chrono>
+
+#include "app/http_server.hpp"
+#include "worker/runtime.hpp"
+
+namespace fusee::load {
+
+bool sim_endpoint::roll(double rate) {
+  if (rate <= 0) return false;
+  std::lock_guard<std::mutex> lk{mtx_};
+  uint64_t z = (rng_ += 0x9E3779B97F4A7C15ull);  // splitmix64
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return double(z >> 11) / double(uint64_t{1} << 53) < rate;
+}
+
+std::unique_ptr<sim_endpoint> sim_endpoint::start(const worker::registry& types,
+                                                  endpoint_behaviour behaviour, uint64_t seed,
+                                                  std::string* err) {
+  std::unique_ptr<sim_endpoint> e(new sim_endpoint);
+  e->types_ = &types;
+  e->b_ = std::move(behaviour);
+  e->rng_ = seed;
+  auto* self = e.get();
+  e->http_ = app::http_server::start(
+      "127.0.0.1", 0,
+      [self](const app::http_exchange& ex) {
+        self->posts++;
+        double u_fail = self->b_.fail_rate, u_hang = self->b_.hang_rate;
+        if (self->roll(u_fail)) {
+          self->failed++;
+          return app::http_reply{500, "application/json", R"({"error":"simulated failure"})"};
+        }
+        if (self->roll(u_hang)) {
+          self->hung++;
+          std::unique_lock<std::mutex> lk{self->mtx_};
+          self->cv_.wait_for(lk, std::chrono::milliseconds(self->b_.hang_ms),
+                             [self] { return self->stopping_; });
+          return app::http_reply{504, "application/json", R"({"error":"simulated hang"})"};
+        }
+        auto sig = ex.headers.find("fusee-signature");
+        worker::worker_options wo;
+        wo.name = "load-invoked";
+        wo.log = [](const std::string&) {};
+        worker::runtime rt(*self->types_, wo);
+        auto out =
+            rt.serve_post(sig == ex.headers.end() ? "" : sig->second, ex.body, {self->b_.secret});
+        self->ran++;
+        return app::http_reply{out.http_status, "application/json", out.body};
+      },
+      err);
+  if (!e->http_) return nullptr;
+  return e;
+}
+
+uint16_t sim_endpoint::port() const {
+  return http_->port();
+}
+
+void sim_endpoint::stop() {
+  {
+    std::lock_guard<std::mutex> lk{mtx_};
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  http_.reset();
+}
+
+sim_endpoint::~sim_endpoint() {
+  stop();
+}
+
+}  // namespace fusee::load

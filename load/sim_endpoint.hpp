@@ -1,0 +1,55 @@
+// A simulated serverless endpoint for `fusee load`: an HTTP server on loopback that the server's
+// invoker POSTs to. Each POST is verified and run by the real runtime as an invoked worker
+// (worker::runtime::serve_post), unless the dice say to fail it (HTTP 500) or hang (no answer
+// until the invocation's budget and grace are over).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "worker/workflow.hpp"
+
+namespace fusee::app {
+class http_server;
+}
+
+namespace fusee::load {
+
+struct endpoint_behaviour {
+  double fail_rate = 0;  ///< answer 500 without running
+  double hang_rate = 0;  ///< answer nothing until hang_ms have passed (then 504)
+  uint32_t hang_ms = 0;
+  std::string secret;
+};
+
+class sim_endpoint {
+public:
+  /// Serves on 127.0.0.1 (a free port); `types` must outlive it. nullptr and `*err` on failure.
+  static std::unique_ptr<sim_endpoint> start(const worker::registry& types,
+                                             endpoint_behaviour behaviour, uint64_t seed,
+                                             std::string* err);
+  ~sim_endpoint();
+  uint16_t port() const;
+  /// Ends the hangs in progress (they answer 504 at once) and stops serving.
+  void stop();
+
+  std::atomic<uint64_t> posts{0}, failed{0}, hung{0}, ran{0};
+
+private:
+  sim_endpoint() = default;
+  bool roll(double rate);
+
+  const worker::registry* types_ = nullptr;
+  endpoint_behaviour b_;
+  std::unique_ptr<app::http_server> http_;
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  uint64_t rng_ = 0;
+};
+
+}  // namespace fusee::load
