@@ -29,6 +29,9 @@ uint64_t unix_ms() {
 
 struct endpoint_metrics {
   uint64_t invocations = 0, succeeded = 0, failed = 0, timed_out = 0, unleased = 0;
+  /// 2xx from a worker that connected back but whose shards other workers had leased meanwhile
+  /// (a race with long-lived workers, not the endpoint's fault: no failure, no backoff)
+  uint64_t preempted = 0;
   uint64_t total_ms = 0, max_ms = 0, shards = 0, steps = 0, open_us_total = 0, opens = 0;
   uint64_t backoffs = 0;  ///< failures that started or lengthened a backoff
   std::string last_error;
@@ -70,7 +73,8 @@ std::string endpoint_json(const endpoint_state& st, clock_type::time_point now) 
     o << (i ? "," : "") << json_quote(st.cfg.types[i]);
   o << "],\"invocations\":" << st.m.invocations << ",\"succeeded\":" << st.m.succeeded
     << ",\"failed\":" << st.m.failed << ",\"timedOut\":" << st.m.timed_out
-    << ",\"unleased\":" << st.m.unleased << ",\"inFlight\":" << st.invocations.size()
+    << ",\"unleased\":" << st.m.unleased << ",\"preempted\":" << st.m.preempted
+    << ",\"inFlight\":" << st.invocations.size()
     << ",\"failuresInARow\":" << st.failures << ",\"backoffMs\":" << backoff_ms
     << ",\"totalMs\":" << st.m.total_ms << ",\"maxMs\":" << st.m.max_ms
     << ",\"shards\":" << st.m.shards << ",\"steps\":" << st.m.steps
@@ -169,19 +173,22 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
         st.m.duration.observe(static_cast<double>(total_ms) / 1000.0);
         bool ok = status >= 200 && status < 300;
         bool success = ok && inv.leased;
+        bool preempted = ok && !inv.leased && inv.session != 0;
         if (spdlog::should_log(spdlog::level::debug))
           spdlog::debug("invocation ended endpoint={} invocation={} status={} ms={:.1f} leased={}",
                         st.index, proto::format_invocation_id(proto::invocation_id{id}), status,
                         total_ms, inv.leased);
         if (success)
           st.m.succeeded++;
+        else if (preempted)
+          st.m.preempted++;
         else if (ok)
           st.m.unleased++;
         else if (timed_out)
           st.m.timed_out++;
         else
           st.m.failed++;
-        if (!success) {
+        if (!success && !preempted) {
           st.failures++;
           st.m.backoffs++;
           auto d = rules::backoff(st.failures, rules::failure_base, rules::failure_cap, st.rng());
@@ -202,7 +209,7 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
                          proto::format_invocation_id(proto::invocation_id{id}),
                          logging::quoted(st.m.last_error));
           }
-        } else {
+        } else if (success) {
           st.failures = 0;
           st.not_before = {};
         }
@@ -253,6 +260,7 @@ actor_stats stats_of(endpoint_ptr self) {
   a.num("failed", st.m.failed);
   a.num("timedOut", st.m.timed_out);
   a.num("unleased", st.m.unleased);
+  a.num("preempted", st.m.preempted);
   a.num("backoffs", st.m.backoffs);
   a.num("steps", st.m.steps);
   a.text("lastError", st.m.last_error);

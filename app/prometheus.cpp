@@ -192,7 +192,8 @@ std::string render_metrics(const server::inspect_reply& actors,
              ep + ",url=" + quoted(url ? url->text : ""));
     for (auto [key, outcome] :
          {std::pair{"succeeded", "succeeded"}, std::pair{"failed", "failed"},
-          std::pair{"timedOut", "timed_out"}, std::pair{"unleased", "unleased"}})
+          std::pair{"timedOut", "timed_out"}, std::pair{"unleased", "unleased"},
+          std::pair{"preempted", "preempted"}})
       w.metric("invocations_total", "counter", "Invocations ended, by endpoint and outcome.",
                double(e.number(key)), ep + ",outcome=\"" + outcome + "\"");
     w.metric("endpoint_in_flight", "gauge", "Invocations in flight per endpoint.",

@@ -289,6 +289,21 @@ TEST_CASE("a 2xx without a lease counts as unleased and is a failure") {
   CHECK(f.http.requests.size() == 2);
 }
 
+TEST_CASE("a 2xx whose worker bound but found its shards leased elsewhere is no failure") {
+  // At start the invoker and long-lived workers race for the same free shards: an invoked worker
+  // that connected back but got no grant did nothing wrong, and its endpoint must not back off
+  // (a wave of 32 such answers once backed it off for 30 s).
+  fixture f;
+  auto id = f.last_id();
+  f.bind(id, 42);       // connected back, no shard leased
+  f.answer(id, 200);    // its shards are still due: dispatched again at once, no backoff
+  CHECK(f.http.requests.size() == 2);
+  f.answer(f.last_id(), 200);  // this time nobody connected back: a failure
+  CHECK(f.http.requests.size() == 2);
+  f.advance(121ms);
+  CHECK(f.http.requests.size() == 3);
+}
+
 TEST_CASE("every reason makes a shard due, and its POST names the reason") {
   fixture f{
       settings(4, {endpoint("http://a/invoke", {}), endpoint("http://b/invoke", {"billing"})})};

@@ -82,8 +82,8 @@ TEST_CASE("a scenario file: defaults, every key read, mistakes named with line a
   CHECK(to_toml(*s).find("[workflow]\nsteps = 7\n") != std::string::npos);
 
   CHECK(scenario_error("[run]\nduraton_s = 3\n") == "2: unknown key `run.duraton_s`");
-  CHECK(scenario_error("[workers]\ncount = 0\n") ==
-        "2: `workers.count` must be a number from 1 to 100000");
+  CHECK(scenario_error("[clients]\nconnections = 0\n") ==
+        "2: `clients.connections` must be a number from 1 to 10000");
   CHECK(scenario_error("[workflow]\nsteps = 2.5\n") ==
         "2: `workflow.steps` must be a whole number");
   CHECK(scenario_error("[run]\nname = 3\n") == "2: `run.name` must be a string");
