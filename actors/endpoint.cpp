@@ -74,10 +74,9 @@ std::string endpoint_json(const endpoint_state& st, clock_type::time_point now) 
   o << "],\"invocations\":" << st.m.invocations << ",\"succeeded\":" << st.m.succeeded
     << ",\"failed\":" << st.m.failed << ",\"timedOut\":" << st.m.timed_out
     << ",\"unleased\":" << st.m.unleased << ",\"preempted\":" << st.m.preempted
-    << ",\"inFlight\":" << st.invocations.size()
-    << ",\"failuresInARow\":" << st.failures << ",\"backoffMs\":" << backoff_ms
-    << ",\"totalMs\":" << st.m.total_ms << ",\"maxMs\":" << st.m.max_ms
-    << ",\"shards\":" << st.m.shards << ",\"steps\":" << st.m.steps
+    << ",\"inFlight\":" << st.invocations.size() << ",\"failuresInARow\":" << st.failures
+    << ",\"backoffMs\":" << backoff_ms << ",\"totalMs\":" << st.m.total_ms
+    << ",\"maxMs\":" << st.m.max_ms << ",\"shards\":" << st.m.shards << ",\"steps\":" << st.m.steps
     << ",\"openUsTotal\":" << st.m.open_us_total << ",\"opens\":" << st.m.opens
     << ",\"lastError\":" << (st.m.last_error.empty() ? "null" : json_quote(st.m.last_error)) << "}";
   return o.str();

@@ -295,8 +295,8 @@ TEST_CASE("a 2xx whose worker bound but found its shards leased elsewhere is no 
   // (a wave of 32 such answers once backed it off for 30 s).
   fixture f;
   auto id = f.last_id();
-  f.bind(id, 42);       // connected back, no shard leased
-  f.answer(id, 200);    // its shards are still due: dispatched again at once, no backoff
+  f.bind(id, 42);     // connected back, no shard leased
+  f.answer(id, 200);  // its shards are still due: dispatched again at once, no backoff
   CHECK(f.http.requests.size() == 2);
   f.answer(f.last_id(), 200);  // this time nobody connected back: a failure
   CHECK(f.http.requests.size() == 2);
