@@ -50,6 +50,13 @@ struct local_server {
   std::string binary_;
   uint32_t shards_ = 0;
 
+  /// The last lines of the server's log (for a failure message).
+  std::string log_tail() const {
+    std::ifstream in(dir / "server.log");
+    std::string all{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    return all.size() > 4000 ? all.substr(all.size() - 4000) : all;
+  }
+
   /// The data dir's parent, for files the configuration names (made once).
   std::string prepare() {
     char tmpl[] = "/tmp/fusee-load-XXXXXX";
@@ -295,9 +302,12 @@ public:
     conn_.send(proto::client_hello{proto::request_head{1}, proto::protocol_version,
                                    "load-client-" + std::to_string(lane_)});
     auto r = conn_.receive(std::chrono::seconds(10));
-    auto* ok = r ? std::get_if<proto::ok>(&*r) : nullptr;
+    if (!r) return "no answer to CLIENT_HELLO: " + r.err().message;
+    auto* ok = std::get_if<proto::ok>(&*r);
     auto n = ok ? proto::client_hello_shard_count(*ok) : std::nullopt;
-    if (!n) return "the server did not accept CLIENT_HELLO";
+    if (!n)
+      return "the server answered CLIENT_HELLO with " +
+             proto::kind_name(static_cast<uint8_t>(proto::kind_of(*r)));
     *shards = *n;
     shards_ = *n;
     return {};
@@ -415,7 +425,7 @@ int run_load(const scenario& s, const run_options& options) {
   };
   bool tty = ::isatty(STDOUT_FILENO) != 0;
   auto planned = std::llround(s.duration_s * s.rate);
-  constexpr long long max_starts = 100'000'000;
+  constexpr long long max_starts = 10'000'000;  // ~100 MB of bookkeeping
   if (planned < 1 || planned > max_starts) {
     std::fprintf(stderr,
                  "fusee load: duration_s x rate = %lld workflow starts; it must be 1 to %lld\n",
@@ -500,6 +510,7 @@ int run_load(const scenario& s, const run_options& options) {
     lanes.push_back(std::make_unique<client_lane>(&obs, s, c, starts));
     if (auto err = lanes.back()->connect(server, &shards); !err.empty()) {
       std::fprintf(stderr, "fusee load: client %u: %s\n", c, err.c_str());
+      if (local) std::fprintf(stderr, "the server's log:\n%s\n", local->log_tail().c_str());
       for (auto& w : workers)
         w->stop();
       for (auto& t : worker_threads)
