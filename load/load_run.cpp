@@ -216,6 +216,7 @@ struct observations {
   std::atomic<uint64_t> sent{0}, ok{0}, refused{0}, done{0}, step_runs{0};
   std::mutex mtx;  ///< guards what follows
   latency_histogram start_latency, complete_latency;
+  latency_histogram interval_start_latency;                      ///< since the last timeline sample
   std::map<std::pair<uint64_t, uint32_t>, uint32_t> executions;  ///< (run, step) -> body runs
   std::map<std::string, uint64_t> refusals;                      ///< reason -> count
 
@@ -370,6 +371,7 @@ private:
         obs_->ok++;
         std::lock_guard<std::mutex> lk{obs_->mtx};
         obs_->start_latency.record(static_cast<uint64_t>(std::max<int64_t>(late, 0)));
+        obs_->interval_start_latency.record(static_cast<uint64_t>(std::max<int64_t>(late, 0)));
       } else {
         obs_->answered[i] = 2;
         obs_->refused++;
@@ -539,6 +541,7 @@ int run_load(const scenario& s, const run_options& options) {
   uint64_t last_ok = 0, last_done = 0;
   auto last = clock_type::now();
   int tick = 0;
+  json timeline = json::array();
   for (;;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(250));  // pacing the progress line
     auto now = clock_type::now();
@@ -559,6 +562,18 @@ int run_load(const scenario& s, const run_options& options) {
         (unsigned long long)std::max<int64_t>(
             0, int64_t(obs.sent.load()) - int64_t(obs.done.load()) - int64_t(obs.refused.load())),
         (unsigned long long)obs.refused.load());
+    {  // one timeline sample a second: rates and the start latency of that second
+      std::lock_guard<std::mutex> lk{obs.mtx};
+      auto& h = obs.interval_start_latency;
+      timeline.push_back({{"t_s", elapsed},
+                          {"starts_per_s", double(obs.ok - last_ok) / dt},
+                          {"completed_per_s", double(obs.done - last_done) / dt},
+                          {"errors", obs.refused.load()},
+                          {"start_p50_ms", double(h.percentile(0.5)) / 1e6},
+                          {"start_p99_ms", double(h.percentile(0.99)) / 1e6},
+                          {"start_max_ms", double(h.max()) / 1e6}});
+      h.clear();
+    }
     last_ok = obs.ok;
     last_done = obs.done;
     last = now;
@@ -742,6 +757,7 @@ int run_load(const scenario& s, const run_options& options) {
               {"histogram_relative_error", start_latency.relative_error()},
               {"tool", {{"wall_s", wall}, {"cpu_s", cpu}, {"cpu_share_of_one_core", cpu / active}}},
               {"server_metrics", {{"start", metrics_before}, {"end", metrics_after}}},
+              {"timeline", timeline},
               {"refusals", obs.refusals}};
   json jchecks = json::array();
   bool all_ok = true;
