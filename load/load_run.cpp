@@ -292,17 +292,19 @@ worker::registry workflows(observations* obs) {
 class client_lane {
 public:
   client_lane(observations* obs, const scenario& s, uint32_t lane, uint64_t starts)
-      : obs_(obs), s_(s), lane_(lane), starts_(starts) {}
+      : obs_(obs), s_(s), lane_(lane), starts_(starts), sent_(starts) {}
 
+  /// Connects (CLIENT_HELLO); an error text on failure.
   std::string connect(const std::string& server, uint32_t* shards) {
+    server_ = server;
     auto at = client::parse_host_port(server);
     if (!at) return "server address " + server + " is not host:port";
     auto c = client::connection::open(at->host, at->port);
     if (!c) return c.err().message;
-    conn_ = std::move(*c);
-    conn_.send(proto::client_hello{proto::request_head{1}, proto::protocol_version,
+    auto conn = std::make_shared<client::connection>(std::move(*c));
+    conn->send(proto::client_hello{proto::request_head{1}, proto::protocol_version,
                                    "load-client-" + std::to_string(lane_)});
-    auto r = conn_.receive(std::chrono::seconds(10));
+    auto r = conn->receive(std::chrono::seconds(10));
     if (!r) return "no answer to CLIENT_HELLO: " + r.err().message;
     auto* ok = std::get_if<proto::ok>(&*r);
     auto n = ok ? proto::client_hello_shard_count(*ok) : std::nullopt;
@@ -311,6 +313,8 @@ public:
              proto::kind_name(static_cast<uint8_t>(proto::kind_of(*r)));
     *shards = *n;
     shards_ = *n;
+    std::lock_guard<std::mutex> lk{mtx_};
+    conn_ = std::move(conn);
     return {};
   }
 
@@ -318,42 +322,77 @@ public:
     receiver_ = std::thread([this] { receive_loop(); });
     sender_ = std::thread([this] { send_loop(); });
   }
-  void join_sender() {
-    if (sender_.joinable()) sender_.join();
-  }
   void stop() {
     stop_ = true;
-    if (conn_.fd() >= 0) ::shutdown(conn_.fd(), SHUT_RDWR);  // a blocked send or receive ends
-    join_sender();
+    {
+      std::lock_guard<std::mutex> lk{mtx_};
+      if (conn_ && conn_->fd() >= 0) ::shutdown(conn_->fd(), SHUT_RDWR);  // unblocks both
+    }
+    if (sender_.joinable()) sender_.join();
     if (receiver_.joinable()) receiver_.join();
   }
+  uint64_t reconnects() const { return reconnects_; }
 
 private:
-  void send_loop() {
+  /// Sends start `i` (again, after a reconnect: starts are idempotent by id).
+  bool send_start(uint64_t i) {
     json input{{"steps", s_.steps}, {"step_us", s_.step_us}, {"sleep_ms", s_.sleep_ms}};
+    auto id = run_id(i);
+    json args{{"id", id}, {"type", "load"}, {"input", input}};
+    auto text = args.dump();
+    std::lock_guard<std::mutex> lk{mtx_};  // one writer at a time, whole frames
+    return conn_ &&
+           conn_->send(proto::call{
+               proto::request_head{i + 2, proto::shard_for(id, shards_), proto::epoch_t{0}},
+               "start", "load", proto::bytes(text.begin(), text.end()), 0});
+  }
+
+  void send_loop() {
     for (uint64_t i = lane_; i < starts_ && !stop_; i += s_.connections) {
       auto at = std::chrono::nanoseconds(static_cast<int64_t>(double(i) * 1e9 / s_.rate));
       std::this_thread::sleep_until(obs_->t0() + at);  // pacing the schedule, not synchronising
       obs_->intended[i] = at.count();
-      auto id = run_id(i);
-      json args{{"id", id}, {"type", "load"}, {"input", input}};
-      auto text = args.dump();
-      if (!conn_.send(proto::call{
-              proto::request_head{i + 2, proto::shard_for(id, shards_), proto::epoch_t{0}}, "start",
-              "load", proto::bytes(text.begin(), text.end()), 0}))
-        return;  // the connection broke: the rest of its starts count as never answered
+      sent_[i] = 1;
       obs_->sent++;
+      send_start(i);  // a failed send is resent after the reconnect, like an unanswered one
     }
   }
 
-  void receive_loop() {
+  /// The connection broke (a server kill): connect again until stopped, then resend every start
+  /// of this lane that was sent and not answered.
+  bool reconnect() {
     while (!stop_) {
-      auto r = conn_.receive(std::chrono::milliseconds(100));
+      uint32_t shards = 0;
+      if (connect(server_, &shards).empty()) {
+        reconnects_++;
+        for (uint64_t i = lane_; i < starts_; i += s_.connections)
+          if (sent_[i] && obs_->answered[i] == 0) {
+            resent_[i] = 1;
+            send_start(i);
+          }
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // retry pacing
+    }
+    return false;
+  }
+
+  void receive_loop() {
+    resent_.assign(starts_, 0);
+    while (!stop_) {
+      std::shared_ptr<client::connection> conn;
+      {
+        std::lock_guard<std::mutex> lk{mtx_};
+        conn = conn_;
+      }
+      auto r = conn->receive(std::chrono::milliseconds(100));
       if (!r) {
-        if (conn_.timed_out()) continue;
-        return;  // the connection ended: unanswered starts are reported as such
+        if (conn->timed_out()) continue;
+        if (stop_ || s_.server_kills == 0 || !reconnect()) return;
+        continue;
       }
       if (auto* e = std::get_if<proto::err>(&*r); e && e->id >= 2 && e->id - 2 < starts_) {
+        if (obs_->answered[e->id - 2] != 0) continue;
         obs_->answered[e->id - 2] = 2;  // refused at the protocol level (ERR)
         obs_->refused++;
         std::lock_guard<std::mutex> lk{obs_->mtx};
@@ -363,9 +402,11 @@ private:
       auto* res = std::get_if<proto::call_result>(&*r);
       if (!res || res->id < 2 || res->id - 2 >= starts_) continue;
       uint64_t i = res->id - 2;
+      if (obs_->answered[i] != 0) continue;  // a resent start's second answer
       auto late = obs_->since_t0(clock_type::now()) - obs_->intended[i].load();
       auto body = json::parse(res->body.begin(), res->body.end(), nullptr, false);
-      bool existing = body.is_object() && body.value("existing", false);
+      // "existing" is expected for a resent start whose first send was taken before the kill.
+      bool existing = body.is_object() && body.value("existing", false) && !resent_[i];
       if (res->status == static_cast<uint8_t>(proto::call_status::ok) && !existing) {
         obs_->answered[i] = 1;
         obs_->ok++;
@@ -388,8 +429,13 @@ private:
   uint32_t lane_;
   uint64_t starts_;
   uint32_t shards_ = 1;
-  client::connection conn_;
+  std::string server_;
+  std::mutex mtx_;  ///< guards conn_ (swapped on reconnect) and writes to it
+  std::shared_ptr<client::connection> conn_;
+  std::vector<std::atomic<uint8_t>> sent_;
+  std::vector<uint8_t> resent_;  ///< receiver thread only
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> reconnects_{0};
   std::thread sender_, receiver_;
 };
 
@@ -435,9 +481,9 @@ int run_load(const scenario& s, const run_options& options) {
     return 2;
   }
   auto starts = static_cast<uint64_t>(planned);
-  if (s.restart_before_check && !s.server.empty()) {
-    std::fprintf(stderr, "fusee load: run.restart_before_check needs a server this tool starts "
-                         "(not --server / run.server)\n");
+  if ((s.restart_before_check || s.server_kills > 0) && !s.server.empty()) {
+    std::fprintf(stderr, "fusee load: run.restart_before_check and chaos.server_kills need a "
+                         "server this tool starts (not --server / run.server)\n");
     return 2;
   }
   observations obs(starts);
@@ -534,6 +580,24 @@ int run_load(const scenario& s, const run_options& options) {
   for (auto& l : lanes)
     l->start();
 
+  // Chaos: kill -9 and restart the server at evenly spaced times of the schedule; workers and
+  // clients reconnect by themselves.
+  std::atomic<uint32_t> kills{0};
+  std::vector<std::string> kill_errors;
+  std::thread chaos;
+  if (s.server_kills > 0 && local)
+    chaos = std::thread([&] {
+      for (uint32_t k = 1; k <= s.server_kills; ++k) {
+        auto at = t0 + std::chrono::nanoseconds(static_cast<int64_t>(
+                           s.duration_s * 1e9 * double(k) / double(s.server_kills + 1)));
+        std::this_thread::sleep_until(at);  // the kill's scheduled time
+        if (auto err = local->restart(); !err.empty()) {
+          kill_errors.push_back(err);
+          return;
+        }
+        kills++;
+      }
+    });
   // Progress until every start is sent and answered and every run completed, or drain_s past
   // the schedule.
   auto schedule_end = t0 + std::chrono::nanoseconds(static_cast<int64_t>(s.duration_s * 1e9));
@@ -588,10 +652,16 @@ int run_load(const scenario& s, const run_options& options) {
   double wall = std::chrono::duration<double>(clock_type::now() - t0).count();
   double cpu = cpu_seconds() - cpu0;
 
+  if (chaos.joinable()) chaos.join();
   for (auto& l : lanes)
     l->stop();
 
   std::vector<check> checks;
+  if (s.server_kills > 0)
+    checks.push_back({"the server came back after every kill -9", kill_errors.empty(),
+                      std::to_string(kills.load()) + " of " + std::to_string(s.server_kills) +
+                          " kills and restarts" +
+                          (kill_errors.empty() ? "" : ": " + kill_errors.front())});
   if (s.restart_before_check && local) {
     auto err = local->restart();
     checks.push_back({"the server restarts after kill -9", err.empty(),
@@ -674,10 +744,18 @@ int run_load(const scenario& s, const run_options& options) {
                     std::to_string(still_running) + " still running" +
                         (running_ids.empty() ? "" : " (" + join(running_ids) + ")") + ", " +
                         std::to_string(failed) + " failed"});
-  checks.push_back({"no step body ran twice", duplicates == 0,
-                    duplicates == 0 ? "0 steps ran twice"
-                                    : std::to_string(duplicates) +
-                                          " steps ran more than once, e.g. " + duplicate_example});
+  if (s.server_kills > 0)  // see docs/load-testing.md: steps run ahead of durability
+    checks.push_back({"steps ran again only after a server kill", true,
+                      std::to_string(duplicates) +
+                          " steps ran more than once (allowed: a kill -9 loses the results not "
+                          "yet durable, and their steps run again)" +
+                          (duplicates ? ", e.g. " + duplicate_example : "")});
+  else
+    checks.push_back({"no step body ran twice", duplicates == 0,
+                      duplicates == 0
+                          ? "0 steps ran twice"
+                          : std::to_string(duplicates) + " steps ran more than once, e.g. " +
+                                duplicate_example});
   checks.push_back({"errors within the target", obs.refused <= s.max_errors,
                     std::to_string(obs.refused.load()) + " refused starts (target " +
                         std::to_string(s.max_errors) + ")"});
@@ -701,7 +779,8 @@ int run_load(const scenario& s, const run_options& options) {
   }
 
   // The invoker backs off failing endpoints: invocations stay bounded by the work (at most two
-  // per acknowledged start, plus 10 per second of run for each endpoint's retries), never a storm.
+  // per acknowledged start, 10 per second of run for each endpoint's retries, and one per shard
+  // for each server start, whose recovery makes every unheld shard due once), never a storm.
   uint64_t posts = 0, post_failed = 0, post_hung = 0, post_ran = 0;
   for (auto& e : endpoints) {
     posts += e->posts;
@@ -710,7 +789,9 @@ int run_load(const scenario& s, const run_options& options) {
     post_ran += e->ran;
   }
   if (!endpoints.empty()) {
-    auto bound = 2 * obs.ok.load() + uint64_t(10 * wall) * endpoints.size();
+    uint64_t server_starts = 1 + kills.load() + (s.restart_before_check ? 1 : 0);
+    auto bound = 2 * obs.ok.load() + uint64_t(10 * wall) * endpoints.size() +
+                 uint64_t{s.shards} * server_starts;
     checks.push_back({"the invoker did not storm", posts <= bound,
                       std::to_string(posts) + " invocations for " + std::to_string(obs.ok.load()) +
                           " starts (bound " + std::to_string(bound) + ")"});
@@ -742,6 +823,7 @@ int run_load(const scenario& s, const run_options& options) {
                 {"failed", failed},
                 {"lost", lost}}},
               {"step_bodies_run", obs.step_runs.load()},
+              {"server_kills", kills.load()},
               {"invocations",
                {{"posts", posts}, {"failed", post_failed}, {"hung", post_hung}, {"ran", post_ran}}},
               {"throughput",

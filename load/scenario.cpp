@@ -41,6 +41,7 @@ const key keys[] = {
     {"workflow", "steps", &scenario::steps, 0, 100000},
     {"workflow", "step_us", &scenario::step_us, 0, 60000000},
     {"workflow", "sleep_ms", &scenario::sleep_ms, 0, 86400000},
+    {"chaos", "server_kills", &scenario::server_kills, 0, 1000},
     {"targets", "max_start_p99_ms", &scenario::max_start_p99_ms, 0, 1e9},
     {"targets", "max_complete_p99_ms", &scenario::max_complete_p99_ms, 0, 1e9},
     {"targets", "max_errors", &scenario::max_errors, 0, 1e18},

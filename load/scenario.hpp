@@ -38,6 +38,8 @@ struct scenario {
   uint32_t steps = 3;
   uint32_t step_us = 0;   ///< busy time of each step body
   uint32_t sleep_ms = 0;  ///< a durable sleep after the first half of the steps
+  // [chaos]
+  uint32_t server_kills = 0;  ///< kill -9 and restart the server this many times during the run
   // [targets]: the run fails (exit 1) when one does not hold
   double max_start_p99_ms = 0;     ///< 0 = no target
   double max_complete_p99_ms = 0;  ///< 0 = no target
