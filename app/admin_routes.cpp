@@ -130,6 +130,15 @@ private:
   std::chrono::steady_clock::time_point at_{};
 };
 
+/// The last warnings and errors as a JSON array of lines, oldest first.
+std::string problems_json() {
+  std::string body = "[";
+  auto problems = server::logging::recent_problems();
+  for (size_t i = 0; i < problems.size(); ++i)
+    body += (i ? "," : "") + proto::json_quote(problems[i]);
+  return body + "]";
+}
+
 /// /v1/overview: what the dashboard draws each second, in one answer and without asking any
 /// shard actor: the node's other actors, the shards' grid and state counts, recent problems.
 http_reply overview(caf::actor_system& sys, const admin_context& ctx) {
@@ -144,13 +153,8 @@ http_reply overview(caf::actor_system& sys, const admin_context& ctx) {
   auto a = ask(sys, ctx.inspector, others);
   auto g = ask(sys, ctx.inspector, grid);
   if (!a || !g) return no_inspector();
-  std::string body =
-      "{\"actors\":" + reply_json(*a, 0) + ",\"shards\":" + reply_json(*g, 0) + ",\"problems\":[";
-  auto problems = server::logging::recent_problems();
-  for (size_t i = 0; i < problems.size(); ++i)
-    body += (i ? "," : "") + proto::json_quote(problems[i]);
-  body += "]}";
-  return json(200, std::move(body));
+  return json(200, "{\"actors\":" + reply_json(*a, 0) + ",\"shards\":" + reply_json(*g, 0) +
+                       ",\"problems\":" + problems_json() + "}");
 }
 
 }  // namespace
@@ -188,13 +192,7 @@ http_server::handler admin_routes(caf::actor_system& sys, admin_context ctx) {
         return json(400, proto::json_error("\"" + n + "\" is not a shard number"));
       return single_route(sys, ctx, *q, "shard " + n);
     }
-    if (p == "/v1/problems") {
-      std::string body = "[";
-      auto problems = server::logging::recent_problems();
-      for (size_t i = 0; i < problems.size(); ++i)
-        body += (i ? "," : "") + proto::json_quote(problems[i]);
-      return json(200, body + "]");
-    }
+    if (p == "/v1/problems") return json(200, problems_json());
     return json(404, proto::json_error("no such admin endpoint: " + ex.method + " " + p));
   };
 }

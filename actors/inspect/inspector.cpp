@@ -58,6 +58,18 @@ struct run {
   std::vector<std::string> no_answer;
   size_t no_answer_more = 0;
   std::unordered_map<uint64_t, uint64_t> held_by;  ///< shards per holder session
+
+  /// The directory's view of shard `s` (an empty one when the view did not come).
+  const shard_lease_view& lease_of(uint32_t s) const {
+    static const shard_lease_view none;
+    auto i = s - view_from;
+    return have_leases && i < leases.size() ? leases[i] : none;
+  }
+  /// The scheduler's view of shard `s`, null without an invoker (or its view).
+  const shard_invoker_view* invoker_of(uint32_t s) const {
+    return s - from < invoker.size() ? &invoker[s - from] : nullptr;
+  }
+  shard_state state_at(uint32_t s) const { return state_of(lease_of(s), invoker_of(s)); }
   bool held_by_built = false;
   bool expired = false;      ///< the deadline passed: nothing more is asked
   std::vector<size_t> page;  ///< rows on the page, in order (fixed when phase 3 starts)
@@ -178,11 +190,7 @@ void build_rows(inspector_ptr self, run& r) {
   if (selects(q, "shard") && r.from <= r.to) {
     auto shard_kind = static_cast<uint8_t>(kind_rank("shard"));
     for (uint32_t s = r.from; s <= r.to; ++s) {
-      shard_lease_view none;
-      auto li = s - r.view_from;
-      auto& lease = r.have_leases && li < r.leases.size() ? r.leases[li] : none;
-      auto* inv = s - r.from < r.invoker.size() ? &r.invoker[s - r.from] : nullptr;
-      auto state = state_of(lease, inv);
+      auto state = r.state_at(s);
       if (!q.state.empty() && q.state != state_name(state)) continue;
       candidate c;
       c.kind = shard_kind;
@@ -227,9 +235,7 @@ actor_stats materialize(inspector_ptr self, run& r, const candidate& c) {
     a.state = std::string(state_name(static_cast<shard_state>(c.state)));
     std::vector<stat_value> own = std::move(a.values);
     a.values.clear();
-    shard_lease_view none;
-    auto li = s - r.view_from;
-    auto& lease = r.have_leases && li < r.leases.size() ? r.leases[li] : none;
+    auto& lease = r.lease_of(s);
     a.num("holder", lease.holder);
     a.num("epoch", lease.epoch);
     a.num("durableLsn",
@@ -238,13 +244,12 @@ actor_stats materialize(inspector_ptr self, run& r, const candidate& c) {
     a.num("parkedMessages", lease.parked_messages);
     a.num("servesCalls", lease.serve_calls);
     a.num("draining", lease.draining);
-    if (s - r.from < r.invoker.size()) {
-      auto& inv = r.invoker[s - r.from];
-      a.text("invocation", inv.invocation
-                               ? proto::format_invocation_id(proto::invocation_id{inv.invocation})
+    if (auto* inv = r.invoker_of(s)) {
+      a.text("invocation", inv->invocation
+                               ? proto::format_invocation_id(proto::invocation_id{inv->invocation})
                                : "");
-      a.num("endpoint", inv.endpoint);
-      a.text("dueFor", proto::reasons_text(inv.reasons));
+      a.num("endpoint", inv->endpoint);
+      a.text("dueFor", proto::reasons_text(inv->reasons));
     }
     for (auto& v : own)
       a.values.push_back(std::move(v));
@@ -318,13 +323,8 @@ void finish(inspector_ptr self, uint64_t id) {
     out.no_answer.push_back("... and " + std::to_string(r.no_answer_more) + " more");
   if (q.grid && r.from <= r.to) {
     out.grid.reserve(r.to - r.from + 1);
-    for (uint32_t s = r.from; s <= r.to; ++s) {
-      shard_lease_view none;
-      auto li = s - r.view_from;
-      auto& lease = r.have_leases && li < r.leases.size() ? r.leases[li] : none;
-      auto* inv = s - r.from < r.invoker.size() ? &r.invoker[s - r.from] : nullptr;
-      out.grid.push_back(static_cast<char>(state_of(lease, inv)));
-    }
+    for (uint32_t s = r.from; s <= r.to; ++s)
+      out.grid.push_back(static_cast<char>(r.state_at(s)));
   }
   out.took_us = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::microseconds>(self->clock().now() - r.started)
