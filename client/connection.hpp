@@ -42,6 +42,9 @@ public:
   bool timed_out() const { return timed_out_; }
   /// True once the peer closed the connection (after receive() reported it).
   bool closed() const { return closed_; }
+  /// Bytes received and not yet returned by receive() (a frame may be waiting without the
+  /// socket being readable).
+  size_t buffered() const { return decoder_.buffered(); }
   void close();
   int fd() const { return fd_; }
 

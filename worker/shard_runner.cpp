@@ -338,6 +338,13 @@ proto::append shard_runner::take_append() {
 void shard_runner::on_durable(uint64_t lsn) {
   if (lsn <= durable_) return;
   durable_ = lsn;
+  if (!step_watch_.empty()) {
+    auto now = std::chrono::steady_clock::now();
+    for (; !step_watch_.empty() && step_watch_.front().lsn <= durable_; step_watch_.pop_front()) {
+      auto& w = step_watch_.front();
+      settings_.on_step_durable(step_durable{w.workflow, w.step, now - w.at});
+    }
+  }
   while (!gated_.empty() && gated_.front().first <= durable_) {
     ready_.push_back(std::move(gated_.front().second));
     gated_.pop_front();
@@ -819,7 +826,10 @@ bool shard_runner::attempt_step(run_state& run) {
       throw permanent_error("its result of " + std::to_string(text.size()) +
                             " bytes is over the journal's limit of " +
                             std::to_string(max_value_size));
-    commit(rec::op_done{run.id, run.wait_seq, op_kind::step, run.step_name, 1, std::move(text)});
+    uint64_t lsn = commit(
+        rec::op_done{run.id, run.wait_seq, op_kind::step, run.step_name, 1, std::move(text)});
+    if (settings_.on_step_durable)
+      step_watch_.push_back({lsn, run.id, run.step_name, std::chrono::steady_clock::now()});
     run.set_result(true, std::move(v));
     run.body = nullptr;
     return true;
@@ -849,7 +859,10 @@ bool shard_runner::attempt_step(run_state& run) {
                   " in " + std::to_string(delay) + " ms; last error: " + message + ")";
     return false;
   }
-  commit(rec::op_done{run.id, run.wait_seq, op_kind::step, run.step_name, 0, dump(json(message))});
+  uint64_t lsn = commit(
+      rec::op_done{run.id, run.wait_seq, op_kind::step, run.step_name, 0, dump(json(message))});
+  if (settings_.on_step_durable)
+    step_watch_.push_back({lsn, run.id, run.step_name, std::chrono::steady_clock::now()});
   run.op_ok = false;
   run.op_error = std::make_exception_ptr(step_failed(run.step_name, message));
   run.body = nullptr;

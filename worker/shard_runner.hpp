@@ -8,8 +8,10 @@
 // records it depends on are durable. No I/O here: the runtime takes records and frames out.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -37,6 +39,13 @@ struct runner_env {
   virtual void log(const std::string& line) = 0;
 };
 
+/// A step whose outcome record became durable (runner_settings::on_step_durable).
+struct step_durable {
+  const std::string& workflow;
+  const std::string& step;
+  std::chrono::nanoseconds since_body;  ///< from the body's return to the DURABLE
+};
+
 struct runner_settings {
   uint32_t shard_count = 1;
   /// A checkpoint is written once this many records were appended since the last one.
@@ -51,6 +60,10 @@ struct runner_settings {
   /// can then start new runs), and so are the marks that recognise a resent message; 0 keeps
   /// them forever.
   uint64_t retention_ms = 7ull * 24 * 3600 * 1000;
+  /// Told when a step's outcome is durable (the DURABLE covering its record came), with the
+  /// time since the body returned; called on the runner's thread. Unset costs nothing. Load
+  /// tools use it to know which steps must never run again and how long durability took.
+  std::function<void(const step_durable&)> on_step_durable;
 };
 
 class shard_runner {
@@ -155,6 +168,13 @@ private:
   uint64_t records_first_ = 1;
   std::deque<std::pair<uint64_t, proto::any_message>> gated_;  // by LSN, ascending
   std::vector<proto::any_message> ready_;
+  // Steps committed and not yet durable, by LSN, while on_step_durable is set.
+  struct step_watch {
+    uint64_t lsn;
+    std::string workflow, step;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::deque<step_watch> step_watch_;
 
   std::map<std::string, std::unique_ptr<run_state>> runs_;
   struct outbox_entry {

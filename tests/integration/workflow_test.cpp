@@ -6,6 +6,7 @@
 #include <csignal>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -15,6 +16,7 @@
 #include "protocol/shard_hash.hpp"
 #include "server_process.hpp"
 #include "worker/client.hpp"
+#include "worker/fleet.hpp"
 
 using namespace fusee;
 using namespace fusee::test;
@@ -498,4 +500,71 @@ TEST_CASE("a worker whose code diverges from a run's journal stops only that run
   CHECK(must(c.signal("order", "review", json{{"approved", true}})).ok());
   auto r = must(c.result("order", 10000));
   CHECK(r.body["result"]["status"] == "shipped");
+}
+
+TEST_CASE("a fleet runs 100 workers on one thread: they keep their leases by pinging, and the "
+          "shards of killed workers go to the standbys and every step body runs once") {
+  temp_dir dir;
+  constexpr uint32_t shards = 64;
+  server_process server(dir.path() / "data",
+                        "[server]\nshards = " + std::to_string(shards) + "\n" + fast_liveness);
+  REQUIRE(server.start() == "");
+  std::mutex mu;
+  std::map<std::string, int> runs;  // "<workflow>/<step>" -> body executions
+  worker::registry types;
+  types.add("two", [&](worker::context& ctx, json) -> worker::task<json> {
+    for (int k = 0; k < 2; ++k) {
+      // (GCC 12: captures and literals are built outside the co_await expression)
+      std::string name = "s" + std::to_string(k), key = ctx.id() + "/" + name;
+      auto body = [&mu, &runs, key] {
+        std::lock_guard lock(mu);
+        return ++runs[key];
+      };
+      co_await ctx.step(name, body);
+    }
+    co_return json{};
+  });
+  std::vector<worker::worker_options> options(100);
+  for (size_t i = 0; i < options.size(); ++i) {
+    options[i].server = "127.0.0.1:" + std::to_string(server.port());
+    options[i].name = "fleet-" + std::to_string(i);
+    options[i].max_shards = 1;  // 64 hold a shard, 36 stand by
+  }
+  worker::fleet fleet(types, options);
+  struct running {  // stopped and joined on every way out, a failed REQUIRE too
+    worker::fleet& f;
+    std::thread t;
+    ~running() {
+      f.stop();
+      if (t.joinable()) t.join();
+    }
+  } loop{fleet, std::thread([&] { fleet.run(); })};
+  REQUIRE(await([&] { return fleet.connected() == 100; }));
+
+  auto c = connect_client(server.port());
+  auto run_batch = [&](const std::string& prefix) {
+    for (int i = 0; i < 128; ++i)
+      CHECK(must(c.start("two", prefix + std::to_string(i), json{})).ok());
+    for (int i = 0; i < 128; ++i) {
+      auto r = must(c.result(prefix + std::to_string(i), 15000));
+      CHECK_MESSAGE(r.body.value("status", "") == "completed", r.body.dump());
+    }
+  };
+  run_batch("a");
+  // Five liveness time-outs with nothing to do: the fleet's pings keep every lease.
+  std::this_thread::sleep_for(2000ms);
+  CHECK(fleet.losses() == 0);
+  CHECK(fleet.connected() == 100);
+
+  for (size_t i = 0; i < 20; ++i)
+    fleet.kill(i, 60s);  // down for the rest of the test
+  REQUIRE(await([&] { return fleet.connected() == 80; }));
+  CHECK(fleet.kills() == 20);
+  run_batch("b");  // the killed workers' shards are served by standbys now
+  fleet.stop();
+  loop.t.join();
+  std::lock_guard lock(mu);
+  CHECK(runs.size() == 2 * 256);
+  for (auto& [step, n] : runs)
+    CHECK_MESSAGE(n == 1, step << " ran " << n << " times");
 }

@@ -108,10 +108,11 @@ struct rig {
     fresh();
     runner->start(0);
   }
+  std::function<void(const step_durable&)> on_step_durable;
   void fresh(uint32_t shard_count = 4) {
     runner = std::make_unique<shard_runner>(
         proto::shard_id{0}, proto::epoch_t{1}, types, env,
-        runner_settings{shard_count, 1000, 600000, 1000, 30000, 3600000});
+        runner_settings{shard_count, 1000, 600000, 1000, 30000, 3600000, on_step_durable});
   }
   /// Takes what was appended into the journal.
   void append() {
@@ -217,6 +218,31 @@ TEST_CASE("a step runs once and a replay of the journal returns its result witho
   CHECK(t.b.of("w1", "b") == 2);
   t.call(3, "result", {{"id", "w1"}});
   CHECK(t.answer(3)["result"] == json({{"x", 2}, {"y", 20}}));
+}
+
+TEST_CASE("a step is reported durable once, when the DURABLE covering its record comes, and a "
+          "replayed step is not reported again") {
+  rig t;
+  std::vector<std::string> told;
+  t.on_step_durable = [&](const step_durable& d) {
+    CHECK(d.since_body.count() >= 0);
+    told.push_back(d.workflow + "/" + d.step);
+  };
+  t.fresh();
+  t.runner->start(0);
+  t.call(1, "start", {{"id", "w1"}, {"type", "pair"}, {"input", {{"x", 1}}}});
+  t.append();  // started (1), a (2), b (3), finished (4): none durable yet
+  CHECK(told.empty());
+  t.runner->on_durable(2);
+  CHECK(told == std::vector<std::string>{"w1/a"});
+  t.runner->on_durable(2);  // the same position again tells nothing new
+  CHECK(told.size() == 1);
+  t.runner->on_durable(t.journal.size());
+  CHECK(told == std::vector<std::string>{"w1/a", "w1/b"});
+
+  t.recover(t.journal);  // replayed steps are durable already and do not run
+  t.runner->on_durable(t.journal.size());
+  CHECK(told.size() == 2);
 }
 
 TEST_CASE(
