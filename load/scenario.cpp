@@ -30,21 +30,35 @@ const key keys[] = {
     {"run", "restart_before_check", &scenario::restart_before_check, 0, 0},
     {"workers", "count", &scenario::workers, 0, 100000},
     {"workers", "max_shards", &scenario::max_shards, 0, 1000000},
+    {"workers", "threads", &scenario::worker_threads, 1, 256},
     {"endpoints", "count", &scenario::endpoints, 0, 64},
     {"endpoints", "concurrency", &scenario::endpoint_concurrency, 1, 100000},
     {"endpoints", "budget_ms", &scenario::budget_ms, 100, 3600000},
     {"endpoints", "max_shards", &scenario::endpoint_max_shards, 0, 1000000},
     {"endpoints", "fail_rate", &scenario::fail_rate, 0, 1},
     {"endpoints", "hang_rate", &scenario::hang_rate, 0, 1},
+    {"endpoints", "crash_rate", &scenario::crash_rate, 0, 1},
     {"clients", "connections", &scenario::connections, 1, 10000},
     {"clients", "rate", &scenario::rate, 0.1, 1e7},
-    {"workflow", "steps", &scenario::steps, 0, 100000},
+    {"clients", "mode", &scenario::mode, 0, 0},
+    {"clients", "in_flight", &scenario::in_flight, 1, 100000},
+    {"clients", "signals", &scenario::signals, 0, 0},
+    {"workflow", "steps", &scenario::steps, 0, 64},
     {"workflow", "step_us", &scenario::step_us, 0, 60000000},
     {"workflow", "sleep_ms", &scenario::sleep_ms, 0, 86400000},
+    {"workflow", "wake_at_s", &scenario::wake_at_s, 0, 86400},
     {"chaos", "server_kills", &scenario::server_kills, 0, 1000},
+    {"chaos", "worker_kill_every_s", &scenario::worker_kill_every_s, 0, 86400},
+    {"chaos", "worker_down_ms", &scenario::worker_down_ms, 0, 3600000},
     {"targets", "max_start_p99_ms", &scenario::max_start_p99_ms, 0, 1e9},
     {"targets", "max_complete_p99_ms", &scenario::max_complete_p99_ms, 0, 1e9},
     {"targets", "max_errors", &scenario::max_errors, 0, 1e18},
+    {"targets", "max_step_p99_over_p50", &scenario::max_step_p99_over_p50, 0, 1e6},
+    {"targets", "max_rss_growth", &scenario::max_rss_growth, 0, 100},
+    {"targets", "warmup_s", &scenario::warmup_s, 0, 86400},
+    {"targets", "min_wakes_per_s", &scenario::min_wakes_per_s, 0, 1e7},
+    {"targets", "max_wake_server_p99_ms", &scenario::max_wake_server_p99_ms, 0, 1e9},
+    {"targets", "max_timer_lateness_p99_ms", &scenario::max_timer_lateness_p99_ms, 0, 1e9},
 };
 
 std::string where(const std::string& file, const toml::node& n) {
@@ -107,6 +121,19 @@ std::optional<scenario> load_scenario(const std::string& file, std::string* err)
           k->target);
       if (!ok) return std::nullopt;
     }
+  }
+  // Rules between keys.
+  if (s.mode != "open" && s.mode != "closed") {
+    *err = file + ": `clients.mode` must be \"open\" or \"closed\", not \"" + s.mode + "\"";
+    return std::nullopt;
+  }
+  if (s.sleep_ms > 0 && s.wake_at_s > 0) {
+    *err = file + ": `workflow.sleep_ms` and `workflow.wake_at_s` cannot both be set";
+    return std::nullopt;
+  }
+  if (s.signals && s.steps == 0) {
+    *err = file + ": `clients.signals` needs `workflow.steps` of at least 1 (runs wait after it)";
+    return std::nullopt;
   }
   return s;
 }

@@ -7,14 +7,17 @@
 
 namespace fusee::load {
 
-bool sim_endpoint::roll(double rate) {
-  if (rate <= 0) return false;
+uint64_t sim_endpoint::next_random() {
   std::lock_guard<std::mutex> lk{mtx_};
   uint64_t z = (rng_ += 0x9E3779B97F4A7C15ull);  // splitmix64
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return double(z >> 11) / double(uint64_t{1} << 53) < rate;
+  return z ^ (z >> 31);
+}
+
+bool sim_endpoint::roll(double rate) {
+  if (rate <= 0) return false;
+  return double(next_random() >> 11) / double(uint64_t{1} << 53) < rate;
 }
 
 std::unique_ptr<sim_endpoint> sim_endpoint::start(const worker::registry& types,
@@ -42,13 +45,32 @@ std::unique_ptr<sim_endpoint> sim_endpoint::start(const worker::registry& types,
           return app::http_reply{504, "application/json", R"({"error":"simulated hang"})"};
         }
         auto sig = ex.headers.find("fusee-signature");
+        auto v = worker::verify_invocation(sig == ex.headers.end() ? "" : sig->second, ex.body,
+                                           {self->b_.secret});
+        if (!v.request)
+          return app::http_reply{v.refusal.http_status, "application/json", v.refusal.body};
         worker::worker_options wo;
         wo.name = "load-invoked";
         wo.log = [](const std::string&) {};
+        wo.runner.on_step_durable = self->b_.on_step_durable;
+        if (self->roll(self->b_.crash_rate)) {
+          self->crashed++;
+          wo.drop_invocation_after_ms =
+              1 +
+              static_cast<uint32_t>(self->next_random() % std::max(1u, self->b_.crash_within_ms));
+        }
+        std::vector<uint32_t> shards;
+        for (auto s : v.request->shards)
+          shards.push_back(s.value());
+        uint64_t token = self->b_.on_run ? self->b_.on_run(shards) : 0;
         worker::runtime rt(*self->types_, wo);
-        auto out =
-            rt.serve_post(sig == ex.headers.end() ? "" : sig->second, ex.body, {self->b_.secret});
+        auto out = rt.invoke(*v.request);
         self->ran++;
+        if (self->b_.on_ran) {
+          auto body = worker::json::parse(out.body, nullptr, false);
+          uint64_t lease_us = body.is_object() ? body.value("lease_us", uint64_t{0}) : 0;
+          self->b_.on_ran(token, shards, lease_us);
+        }
         return app::http_reply{out.http_status, "application/json", out.body};
       },
       err);

@@ -1,16 +1,19 @@
 // A simulated serverless endpoint for `fusee load`: an HTTP server on loopback that the server's
 // invoker POSTs to. Each POST is verified and run by the real runtime as an invoked worker
-// (worker::runtime::serve_post), unless the dice say to fail it (HTTP 500) or hang (no answer
-// until the invocation's budget and grace are over).
+// (worker::runtime::invoke after verify_invocation), unless the dice say to fail it (HTTP 500),
+// hang (no answer until the invocation's budget and grace are over) or crash (the worker drops
+// its connection to the server mid-invocation).
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 
+#include "worker/shard_runner.hpp"
 #include "worker/workflow.hpp"
 
 namespace fusee::app {
@@ -23,7 +26,17 @@ struct endpoint_behaviour {
   double fail_rate = 0;  ///< answer 500 without running
   double hang_rate = 0;  ///< answer nothing until hang_ms have passed (then 504)
   uint32_t hang_ms = 0;
+  double crash_rate = 0;  ///< the worker drops its connection after 0 to crash_within_ms
+  uint32_t crash_within_ms = 1000;
   std::string secret;
+  /// Given to the invoked workers' runners (runner_settings::on_step_durable).
+  std::function<void(const worker::step_durable&)> on_step_durable;
+  /// A verified POST is about to run on `shards` (returns a token) / was answered (with that
+  /// token); lease_us is the server's HELLO -> LEASE time its worker saw (0 when it did not get
+  /// that far). Any thread.
+  std::function<uint64_t(const std::vector<uint32_t>& shards)> on_run;
+  std::function<void(uint64_t token, const std::vector<uint32_t>& shards, uint64_t lease_us)>
+      on_ran;
 };
 
 class sim_endpoint {
@@ -37,11 +50,12 @@ public:
   /// Ends the hangs in progress (they answer 504 at once) and stops serving.
   void stop();
 
-  std::atomic<uint64_t> posts{0}, failed{0}, hung{0}, ran{0};
+  std::atomic<uint64_t> posts{0}, failed{0}, hung{0}, crashed{0}, ran{0};
 
 private:
   sim_endpoint() = default;
   bool roll(double rate);
+  uint64_t next_random();
 
   const worker::registry* types_ = nullptr;
   endpoint_behaviour b_;

@@ -39,30 +39,57 @@ proto::result<workflow_client> workflow_client::connect(const std::string& serve
   return wc;
 }
 
-proto::result<call_answer> workflow_client::call(const std::string& id, const std::string& method,
-                                                 const std::string& type, const json& args,
-                                                 uint32_t park_ms,
-                                                 std::chrono::milliseconds extra_wait) {
+proto::result<uint64_t> workflow_client::send_call(const std::string& id, const std::string& method,
+                                                   const std::string& type, const json& args,
+                                                   uint32_t park_ms) {
   auto text = args.dump();
   uint64_t rid = next_id_++;
   if (!conn_.send(proto::call{
           proto::request_head{rid, proto::shard_for(id, shard_count_), proto::epoch_t{0}}, method,
           type, proto::bytes(text.begin(), text.end()), park_ms}))
     return proto::error{proto::err_code::io, "connection to the server lost"};
+  return rid;
+}
+
+proto::result<workflow_client::numbered_answer>
+workflow_client::next_answer(std::chrono::milliseconds timeout) {
+  auto until = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::max(std::chrono::milliseconds(0),
+                         std::chrono::duration_cast<std::chrono::milliseconds>(
+                             until - std::chrono::steady_clock::now()));
+    auto r = conn_.receive(left);
+    if (!r) return r.err();
+    if (auto* e = std::get_if<proto::err>(&*r)) {
+      numbered_answer n;
+      n.request = e->id;
+      n.refused = proto::error{static_cast<proto::err_code>(e->code), e->message};
+      return n;
+    }
+    auto* res = std::get_if<proto::call_result>(&*r);
+    if (!res) continue;
+    numbered_answer n;
+    n.request = res->id;
+    n.answer.status = static_cast<proto::call_status>(res->status);
+    n.answer.body = json::parse(res->body.begin(), res->body.end(), nullptr, false);
+    if (n.answer.body.is_discarded())
+      n.answer.body = json{{"error", std::string(res->body.begin(), res->body.end())}};
+    return n;
+  }
+}
+
+proto::result<call_answer> workflow_client::call(const std::string& id, const std::string& method,
+                                                 const std::string& type, const json& args,
+                                                 uint32_t park_ms,
+                                                 std::chrono::milliseconds extra_wait) {
+  auto rid = send_call(id, method, type, args, park_ms);
+  if (!rid) return rid.err();
   auto limit = std::chrono::milliseconds(park_ms ? park_ms : 30000) + extra_wait;
   for (;;) {
-    auto r = conn_.receive(limit);
+    auto r = next_answer(limit);
     if (!r) return r.err();
-    if (auto* e = std::get_if<proto::err>(&*r))
-      return proto::error{static_cast<proto::err_code>(e->code), e->message};
-    auto* res = std::get_if<proto::call_result>(&*r);
-    if (!res || res->id != rid) continue;
-    call_answer a;
-    a.status = static_cast<proto::call_status>(res->status);
-    a.body = json::parse(res->body.begin(), res->body.end(), nullptr, false);
-    if (a.body.is_discarded())
-      a.body = json{{"error", std::string(res->body.begin(), res->body.end())}};
-    return a;
+    if (r->refused && (r->request == *rid || r->request == 0)) return *r->refused;
+    if (r->request == *rid) return r->answer;
   }
 }
 

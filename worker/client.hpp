@@ -1,10 +1,11 @@
 // The workflow client: start, signal, result, describe and cancel over the protocol (CLIENT_HELLO
 // and CALL), for programs and the `fusee start | signal | result | describe | cancel` commands.
-// Blocking, one call at a time, no threads.
+// Blocking, no threads; one call at a time, or many in flight with send_call / next_answer.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "client/connection.hpp"
@@ -43,6 +44,19 @@ public:
   proto::result<call_answer> call(const std::string& id, const std::string& method,
                                   const std::string& type, const json& args, uint32_t park_ms,
                                   std::chrono::milliseconds extra_wait = std::chrono::seconds(60));
+
+  /// Pipelining: sends the CALL and returns its request id at once; next_answer() gives the
+  /// answers in the order they come.
+  proto::result<uint64_t> send_call(const std::string& id, const std::string& method,
+                                    const std::string& type, const json& args, uint32_t park_ms);
+  struct numbered_answer {
+    uint64_t request = 0;  ///< 0: an ERR about the connection, not one call
+    call_answer answer;
+    std::optional<proto::error> refused;  ///< the server answered ERR instead
+  };
+  /// The next CALL_RESULT or ERR within `timeout`; an error when none came or the connection
+  /// is gone.
+  proto::result<numbered_answer> next_answer(std::chrono::milliseconds timeout);
 
   uint32_t shard_count() const { return shard_count_; }
 

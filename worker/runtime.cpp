@@ -134,6 +134,12 @@ invocation_outcome runtime::invoke(const proto::invocation_request& request) {
       break;
     }
     if (stop_) break;  // the program is stopping: leave as if idle
+    if (opts.drop_invocation_after_ms &&
+        now - start >= std::chrono::milliseconds(opts.drop_invocation_after_ms)) {
+      s.close();
+      s.log("invocation " + id + ": connection dropped on purpose (fault injection)");
+      return {503, proto::json_error("the invocation dropped its connection (fault injection)")};
+    }
     if (s.all_started() && s.all_quiet() &&
         now - s.last_received() >= std::chrono::milliseconds(opts.quiet_ms)) {
       uint64_t wake = s.next_wake();
@@ -157,13 +163,16 @@ invocation_outcome runtime::invoke(const proto::invocation_request& request) {
     return {503, proto::json_error("connection to the server lost: " + s.lost())};
   }
   auto took = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start);
-  std::string body = "{\"invocation\":\"" + id + "\",\"shards\":" + std::to_string(s.held()) +
-                     ",\"calls\":" + std::to_string(s.calls()) +
-                     ",\"steps\":" + std::to_string(s.steps()) +
-                     ",\"running\":" + std::to_string(s.running()) +
-                     ",\"expired\":" + (expired ? "true" : "false") +
-                     ",\"idle_reported\":" + (reported ? "true" : "false") +
-                     ",\"ms\":" + std::to_string(took.count()) + "}";
+  std::string body =
+      "{\"invocation\":\"" + id + "\",\"shards\":" + std::to_string(s.held()) +
+      ",\"calls\":" + std::to_string(s.calls()) + ",\"steps\":" + std::to_string(s.steps()) +
+      ",\"running\":" + std::to_string(s.running()) +
+      ",\"expired\":" + (expired ? "true" : "false") +
+      ",\"idle_reported\":" + (reported ? "true" : "false") +
+      ",\"ms\":" + std::to_string(took.count()) + ",\"lease_us\":" +
+      std::to_string(
+          std::chrono::duration_cast<std::chrono::microseconds>(s.lease_wait()).count()) +
+      "}";
   return {200, body};
 }
 

@@ -33,6 +33,9 @@ struct worker_options {
   /// Invoked: a checkpoint is written before leaving when at least this many records were
   /// appended since the last one (recovery then replays at most that many).
   uint64_t checkpoint_at_leave = 64;
+  /// Fault injection (load tests): an invocation drops its connection this long after its LEASE,
+  /// with no DRAIN, as a crashed handler would, and answers 503. 0: never.
+  uint32_t drop_invocation_after_ms = 0;
   /// Lines for the operator; stderr when empty.
   std::function<void(const std::string&)> log;
 };

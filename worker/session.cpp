@@ -53,9 +53,11 @@ proto::result<void> session::connect(uint32_t offers, proto::invocation_id invoc
   auto c = client::connection::open(at->host, at->port);
   if (!c) return c.err();
   conn_ = std::move(*c);
+  auto hello_at = clock::now();
   auto lease = client::hello(conn_, offers, options_.max_shards, options_.name, 10s, invocation,
                              types_.names());
   if (!lease) return lease.err();
+  lease_wait_ = clock::now() - hello_at;
   shard_count_ = lease->shard_count;
   ping_interval_ =
       std::chrono::milliseconds(lease->ping_interval_ms ? lease->ping_interval_ms : 1000);

@@ -84,6 +84,8 @@ public:
   /// Closes the connection at once: no DRAIN, nothing more sent (also what a crash looks like).
   void close();
   uint64_t calls() const { return calls_; }
+  /// From HELLO sent to LEASE received (the server's share of taking the leases).
+  clock::duration lease_wait() const { return lease_wait_; }
   int fd() const { return conn_.fd(); }
   /// Received bytes not handled yet (a turn stops after a batch of frames): turn again soon.
   bool more_received() const { return conn_.buffered() > 0; }
@@ -174,6 +176,7 @@ private:
   std::thread keepalive_;
   std::string lost_;
   uint64_t calls_ = 0;
+  clock::duration lease_wait_{};
 };
 
 }  // namespace fusee::worker

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -48,12 +49,18 @@ struct wal_writer::impl {
 
   std::atomic<bool> inject_failure{false};
   /// Test hook (FUSEE_TEST_DROP_ACKNOWLEDGED set): appends are acknowledged and never written, the
-  /// broken server `fusee load`'s checks must catch. The server warns at start when it is set.
-  /// Compiled in only with -DFUSEE_TEST_HOOKS=ON (the default for development builds).
+  /// broken server `fusee load`'s checks must catch; set to "after:N", only each shard's records
+  /// past LSN N are. The server warns at start when it is set. Compiled in only with
+  /// -DFUSEE_TEST_HOOKS=ON (the default for development builds).
 #ifdef FUSEE_TEST_HOOKS
   const bool drop_acknowledged = std::getenv("FUSEE_TEST_DROP_ACKNOWLEDGED") != nullptr;
+  const uint64_t drop_after = [] {
+    const char* v = std::getenv("FUSEE_TEST_DROP_ACKNOWLEDGED");
+    return v && std::strncmp(v, "after:", 6) == 0 ? std::strtoull(v + 6, nullptr, 10) : 0;
+  }();
 #else
   static constexpr bool drop_acknowledged = false;
+  static constexpr uint64_t drop_after = 0;
 #endif
   std::atomic<uint64_t> n_batches{0}, n_records{0}, n_fsyncs{0}, n_retired{0}, n_segments{0};
   std::atomic<uint64_t> n_appends{0}, n_refused{0}, n_bytes{0}, n_checkpoints{0};
@@ -180,19 +187,27 @@ struct wal_writer::impl {
                                                      std::to_string(a->first_lsn.value())});
           continue;
         }
-        if (drop_acknowledged) {  // the test hook: acknowledged, not written
-          st->last_lsn += a->records.size();
-          acks[a->session][s] = proto::position{a->shard, a->epoch, lsn_t{st->last_lsn}};
-          continue;
+        auto count = static_cast<uint32_t>(a->records.size());
+        if (drop_acknowledged) {  // the test hook: acknowledged, not (all) written
+          uint64_t first = a->first_lsn.value();
+          uint32_t kept =
+              drop_after < first ? 0 : std::min<uint32_t>(count, drop_after - first + 1);
+          if (kept == 0) {
+            st->last_lsn += count;
+            acks[a->session][s] = proto::position{a->shard, a->epoch, lsn_t{st->last_lsn}};
+            continue;
+          }
+          st->last_lsn += count - kept;  // (the rest is added below as if all were written)
+          a->records.resize(kept);
         }
         records_section sec{s, a->epoch.value(), a->first_lsn.value(), {}, {}};
         sec.records.assign(a->records.begin(), a->records.end());
         size_t region = append_section(body, sec);
-        auto count = static_cast<uint32_t>(a->records.size());
+        uint32_t written = static_cast<uint32_t>(a->records.size());
         new_sections.push_back(
-            {s, section_ref{a->first_lsn.value(), count, 0, region, body.size() - region}});
-        st->last_lsn += count;
-        records += count;
+            {s, section_ref{a->first_lsn.value(), written, 0, region, body.size() - region}});
+        st->last_lsn += written;
+        records += written;
         n_appends.fetch_add(1, std::memory_order_relaxed);
         acks[a->session][s] = proto::position{a->shard, a->epoch, lsn_t{st->last_lsn}};
         touched.emplace_back(a->session, s);

@@ -91,4 +91,11 @@ TEST_CASE("a scenario file: defaults, every key read, mistakes named with line a
   CHECK(scenario_error("[run]\nrestart_before_check = 1\n") ==
         "2: `run.restart_before_check` must be true or false");
   CHECK(scenario_error("[run\n").find("1:") == 0);  // TOML syntax, with its line
+  // Rules between keys name both.
+  CHECK(scenario_error("[clients]\nmode = \"half\"\n") ==
+        " `clients.mode` must be \"open\" or \"closed\", not \"half\"");
+  CHECK(scenario_error("[workflow]\nsleep_ms = 5\nwake_at_s = 3\n") ==
+        " `workflow.sleep_ms` and `workflow.wake_at_s` cannot both be set");
+  CHECK(scenario_error("[clients]\nsignals = true\n[workflow]\nsteps = 0\n") ==
+        " `clients.signals` needs `workflow.steps` of at least 1 (runs wait after it)");
 }
