@@ -98,6 +98,8 @@ int main(int argc, char** argv) {
       ->add_option("--checkpoint-every", wcfg.checkpoint_every,
                    "write a shard's checkpoint after this many records")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  worker->add_option("--checkpoint-after-ms", wcfg.checkpoint_after_ms,
+                     "...or once its oldest record outside a checkpoint is this old (0: never)");
   worker->add_option("--retention-ms", wcfg.retention_ms,
                      "forget finished runs this long after they ended (0: never)");
 

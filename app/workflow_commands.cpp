@@ -18,6 +18,7 @@ int run_worker(const worker_command& cfg) {
   opts.name = cfg.name;
   opts.max_shards = cfg.max_shards;
   opts.runner.checkpoint_every = cfg.checkpoint_every;
+  opts.runner.checkpoint_after_ms = cfg.checkpoint_after_ms;
   opts.runner.retention_ms = cfg.retention_ms;
   worker::runtime rt(types, opts);
 

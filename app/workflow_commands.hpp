@@ -12,6 +12,7 @@ struct worker_command {
   std::string name = "fusee-worker";
   uint32_t max_shards = 0;
   uint64_t checkpoint_every = 1000;
+  uint64_t checkpoint_after_ms = 60000;
   uint64_t retention_ms = 7ull * 24 * 3600 * 1000;
 };
 

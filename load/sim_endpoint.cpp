@@ -32,6 +32,11 @@ std::unique_ptr<sim_endpoint> sim_endpoint::start(const worker::registry& types,
       "127.0.0.1", 0,
       [self](const app::http_exchange& ex) {
         self->posts++;
+        self->in_flight++;
+        struct leave {  // every way out of the handler
+          std::atomic<uint64_t>& n;
+          ~leave() { n--; }
+        } left{self->in_flight};
         double u_fail = self->b_.fail_rate, u_hang = self->b_.hang_rate;
         if (self->roll(u_fail)) {
           self->failed++;

@@ -51,6 +51,7 @@ public:
   void stop();
 
   std::atomic<uint64_t> posts{0}, failed{0}, hung{0}, crashed{0}, ran{0};
+  std::atomic<uint64_t> in_flight{0};  ///< POSTs being answered now
 
 private:
   sim_endpoint() = default;

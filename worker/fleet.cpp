@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <limits>
 
-#include <poll.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 #include "worker/session.hpp"
 
@@ -28,6 +29,7 @@ struct fleet::slot {
   std::chrono::milliseconds backoff{100};
   clock::time_point connected_at{};
   uint64_t wake = never;  ///< unix ms of its next timer, read after each of its turns
+  bool served = false;    ///< turned already in this round of the loop
 };
 
 fleet::fleet(const registry& types, std::vector<worker_options> workers) : types_(types) {
@@ -39,7 +41,9 @@ fleet::fleet(const registry& types, std::vector<worker_options> workers) : types
   count_ = slots_.size();
 }
 
-fleet::~fleet() = default;
+fleet::~fleet() {
+  if (epoll_ >= 0) ::close(epoll_);
+}
 
 void fleet::connect(slot& w) {
   w.s = std::make_unique<session>(types_, w.options, false);
@@ -55,10 +59,15 @@ void fleet::connect(slot& w) {
   }
   w.connected_at = clock::now();
   w.wake = 0;  // a first turn at once: recovery requests went out with the HELLO's grants
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = &w;
+  ::epoll_ctl(epoll_, EPOLL_CTL_ADD, w.s->fd(), &ev);
   connected_++;
 }
 
 void fleet::down(slot& w, std::chrono::milliseconds for_at_least) {
+  ::epoll_ctl(epoll_, EPOLL_CTL_DEL, w.s->fd(), nullptr);
   w.s->close();
   w.s.reset();
   connected_--;
@@ -76,8 +85,8 @@ void fleet::kill(size_t i, std::chrono::milliseconds down_for) {
 }
 
 void fleet::run() {
-  std::vector<pollfd> fds;
-  std::vector<slot*> polled;
+  epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
+  std::vector<epoll_event> events(256);
   auto last_pings = clock::now();
   while (!stop_) {
     {
@@ -93,41 +102,47 @@ void fleet::run() {
           kills_++;
         }
     }
+    // Connects what is due; finds the soonest timer and the soonest reconnect.
     auto now = clock::now();
-    fds.clear();
-    polled.clear();
     auto next = now + 50ms;  // kill requests and stop() are looked at this often
     uint64_t soonest = never;
     for (auto& w : slots_) {
       if (!w->s && now >= w->retry_at && !stop_) connect(*w);
-      if (!w->s) {
+      if (w->s)
+        soonest = std::min(soonest, w->wake);
+      else
         next = std::min(next, w->retry_at);
-        continue;
-      }
-      fds.push_back(pollfd{w->s->fd(), POLLIN, 0});
-      polled.push_back(w.get());
-      soonest = std::min(soonest, w->wake);
     }
     auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - now);
-    if (soonest != never) {
-      uint64_t ms = unix_ms();
-      wait = std::min(wait, std::chrono::milliseconds(soonest > ms ? soonest - ms : 0));
-    }
-    int rc = ::poll(fds.data(), fds.size(), static_cast<int>(std::max(0ms, wait).count()));
-    if (rc < 0 && errno != EINTR) break;
     uint64_t ms = unix_ms();
-    for (size_t k = 0; k < polled.size(); ++k) {
-      auto& w = *polled[k];
-      if (fds[k].revents == 0 && w.wake > ms) continue;
+    if (soonest != never)
+      wait = std::min(wait, std::chrono::milliseconds(soonest > ms ? soonest - ms : 0));
+    int n = ::epoll_wait(epoll_, events.data(), static_cast<int>(events.size()),
+                         static_cast<int>(std::max(0ms, wait).count()));
+    if (n < 0 && errno != EINTR) break;
+    // Readable workers first, then those whose timers are due (a turn runs both).
+    auto serve = [&](slot& w) {
       if (!w.s->turn(0ms)) {
         losses_++;
         down(w, 0ms);
-        continue;
+        return;
       }
       w.wake = w.s->more_received() ? 0 : w.s->next_wake();
+    };
+    for (int k = 0; k < n; ++k) {
+      auto* w = static_cast<slot*>(events[k].data.ptr);
+      if (w->s) {
+        serve(*w);
+        w->served = true;
+      }
+    }
+    ms = unix_ms();
+    for (auto& w : slots_) {
+      if (w->s && !w->served && w->wake <= ms) serve(*w);
+      w->served = false;
     }
     if (clock::now() - last_pings >= 100ms) {
-      for (auto* w : polled)
+      for (auto& w : slots_)
         if (w->s) w->s->ping_if_quiet();
       last_pings = clock::now();
     }
@@ -139,9 +154,7 @@ void fleet::run() {
     auto checkpoints = w->s->checkpoint_if(1, true);
     w->s->settle(2s);
     w->s->await_oks(checkpoints, 2s);
-    w->s->close();
-    w->s.reset();
-    connected_--;
+    down(*w, 0ms);
   }
 }
 

@@ -1,5 +1,5 @@
 // Many long-lived workers on one thread: each has its own connection, leases and shard runners
-// (a session, exactly what runtime::run() drives), and one poll() loop serves them all. For load
+// (a session, exactly what runtime::run() drives), and one epoll loop serves them all. For load
 // generators and tests that need thousands of workers; an application runs runtime::run().
 //
 // Threading: run() drives every worker on the calling thread (workflow bodies run there, so a
@@ -52,6 +52,7 @@ private:
   const registry& types_;
   std::vector<std::unique_ptr<slot>> slots_;
   size_t count_ = 0;
+  int epoll_ = -1;  ///< the connected workers' sockets (run() makes it)
   std::atomic<bool> stop_{false};
   std::atomic<size_t> connected_{0};
   std::atomic<uint64_t> kills_{0}, losses_{0}, failed_connects_{0};

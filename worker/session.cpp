@@ -86,7 +86,7 @@ bool session::turn(std::chrono::milliseconds wait) {
   }
   for (auto& [s, runner] : shards_)
     runner->tick();
-  checkpoint_if(options_.runner.checkpoint_every);
+  checkpoint_due();
   flush();  // (PINGs are the keep-alive thread's)
   return true;
 }
@@ -157,6 +157,12 @@ std::vector<uint64_t> session::checkpoint_if(uint64_t at_least, bool awaited) {
         runner->records_since_checkpoint() > 0)
       if (uint64_t id = runner->checkpoint()) ids.push_back(awaited ? expect_ok(id) : id);
   return ids;
+}
+
+void session::checkpoint_due() {
+  uint64_t now = now_ms();
+  for (auto& [s, runner] : shards_)
+    if (runner->checkpoint_due(now)) runner->checkpoint();
 }
 
 bool session::await_oks(const std::vector<uint64_t>& ids, std::chrono::milliseconds limit) {

@@ -67,6 +67,9 @@ public:
   /// whose OKs await_oks() can wait for when `awaited`.
   std::vector<uint64_t> checkpoint_if(uint64_t at_least, bool awaited = false);
 
+  /// Checkpoints the shards whose rule says so (shard_runner::checkpoint_due).
+  void checkpoint_due();
+
   /// Waits for the OK of each of `ids` (checkpoints durable), at most `limit` in all.
   bool await_oks(const std::vector<uint64_t>& ids, std::chrono::milliseconds limit);
 

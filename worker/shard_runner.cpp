@@ -205,6 +205,7 @@ void shard_runner::start(uint64_t last_lsn) {
   durable_ = last_lsn;
   records_first_ = next_lsn_;
   started_ = true;
+  if (records_since_checkpoint() > 0) uncheckpointed_since_ms_ = env_.now_ms();  // replayed ones
   // Messages the previous lease sent and never saw acknowledged go out again (receivers
   // deduplicate by (from, outbox id)).
   for (auto& [id, m] : outbox_)
@@ -226,6 +227,7 @@ void shard_runner::start(uint64_t last_lsn) {
 // -- journal --------------------------------------------------------------------------------
 
 uint64_t shard_runner::commit(record r) {
+  if (next_lsn_ - 1 == checkpoint_lsn_) uncheckpointed_since_ms_ = env_.now_ms();
   apply(r);
   records_.push_back(encode(r));
   return next_lsn_++;
@@ -349,6 +351,14 @@ void shard_runner::on_durable(uint64_t lsn) {
     ready_.push_back(std::move(gated_.front().second));
     gated_.pop_front();
   }
+}
+
+bool shard_runner::checkpoint_due(uint64_t now_ms) const {
+  uint64_t n = records_since_checkpoint();
+  if (n == 0 || !started_) return false;
+  return n >= settings_.checkpoint_every ||
+         (settings_.checkpoint_after_ms > 0 &&
+          now_ms >= uncheckpointed_since_ms_ + settings_.checkpoint_after_ms);
 }
 
 uint64_t shard_runner::checkpoint() {

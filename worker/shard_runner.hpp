@@ -50,6 +50,9 @@ struct runner_settings {
   uint32_t shard_count = 1;
   /// A checkpoint is written once this many records were appended since the last one.
   uint64_t checkpoint_every = 1000;
+  /// ...or once its oldest record not in a checkpoint is this old (0: never), so the server can
+  /// retire log segments of quiet shards too.
+  uint64_t checkpoint_after_ms = 60000;
   /// The longest a `result` call may wait for its run to end.
   uint64_t max_result_wait_ms = 600000;
   /// How soon an invoked worker wants to run again while messages it sent are unacknowledged.
@@ -109,6 +112,9 @@ public:
   /// CHECKPOINT's request id (its OK says the checkpoint is durable), 0 when nothing is new.
   uint64_t checkpoint();
   uint64_t records_since_checkpoint() const { return last_lsn() - checkpoint_lsn_; }
+  /// The rule of a long-lived worker: checkpoint_every records since the last checkpoint, or
+  /// some that are checkpoint_after_ms old at `now_ms`.
+  bool checkpoint_due(uint64_t now_ms) const;
 
   // -- state ------------------------------------------------------------------------------------
   uint64_t last_lsn() const { return next_lsn_ - 1; }
@@ -162,7 +168,8 @@ private:
   uint64_t next_lsn_ = 1;
   uint64_t durable_ = 0;
   uint64_t checkpoint_lsn_ = 0;
-  uint64_t checkpoint_retry_lsn_ = 0;  // after a checkpoint too large to send, not before this
+  uint64_t uncheckpointed_since_ms_ = 0;  // when the first record after checkpoint_lsn_ came
+  uint64_t checkpoint_retry_lsn_ = 0;     // after a checkpoint too large to send, not before this
   uint64_t steps_ = 0;
   std::vector<proto::bytes> records_;  // committed, not yet taken for APPEND
   uint64_t records_first_ = 1;

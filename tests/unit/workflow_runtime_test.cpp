@@ -108,11 +108,15 @@ struct rig {
     fresh();
     runner->start(0);
   }
-  std::function<void(const step_durable&)> on_step_durable;
+  runner_settings settings = [] {
+    runner_settings s;
+    s.retention_ms = 3600000;
+    return s;
+  }();
   void fresh(uint32_t shard_count = 4) {
-    runner = std::make_unique<shard_runner>(
-        proto::shard_id{0}, proto::epoch_t{1}, types, env,
-        runner_settings{shard_count, 1000, 600000, 1000, 30000, 3600000, on_step_durable});
+    settings.shard_count = shard_count;
+    runner =
+        std::make_unique<shard_runner>(proto::shard_id{0}, proto::epoch_t{1}, types, env, settings);
   }
   /// Takes what was appended into the journal.
   void append() {
@@ -224,7 +228,7 @@ TEST_CASE("a step is reported durable once, when the DURABLE covering its record
           "replayed step is not reported again") {
   rig t;
   std::vector<std::string> told;
-  t.on_step_durable = [&](const step_durable& d) {
+  t.settings.on_step_durable = [&](const step_durable& d) {
     CHECK(d.since_body.count() >= 0);
     told.push_back(d.workflow + "/" + d.step);
   };
@@ -243,6 +247,39 @@ TEST_CASE("a step is reported durable once, when the DURABLE covering its record
   t.recover(t.journal);  // replayed steps are durable already and do not run
   t.runner->on_durable(t.journal.size());
   CHECK(told.size() == 2);
+}
+
+TEST_CASE("a shard is due for a checkpoint after checkpoint_every records or once its oldest "
+          "record outside a checkpoint is checkpoint_after_ms old") {
+  rig t;
+  t.settings.checkpoint_every = 100;
+  t.settings.checkpoint_after_ms = 5000;
+  t.fresh();
+  t.runner->start(0);
+  CHECK_FALSE(t.runner->checkpoint_due(t.env.now + 10'000'000));  // nothing to checkpoint
+  t.call(1, "start", {{"id", "w1"}, {"type", "pair"}, {"input", {{"x", 1}}}});  // a few records
+  t.durable();
+  uint64_t first = t.env.now;
+  CHECK_FALSE(t.runner->checkpoint_due(first + 4999));
+  CHECK(t.runner->checkpoint_due(first + 5000));
+  t.env.now = first + 5000;
+  REQUIRE(t.runner->checkpoint() != 0);
+  CHECK_FALSE(t.runner->checkpoint_due(first + 5000 + 10'000'000));  // nothing new since
+
+  // New records start the clock again from the first of them.
+  t.env.now = first + 20000;
+  t.call(2, "start", {{"id", "w2"}, {"type", "pair"}, {"input", {{"x", 2}}}});
+  t.durable();
+  CHECK_FALSE(t.runner->checkpoint_due(first + 24999));
+  CHECK(t.runner->checkpoint_due(first + 25000));
+
+  // By count: 100 records since the checkpoint, whatever their age.
+  t.settings.checkpoint_after_ms = 0;
+  t.fresh();
+  t.runner->start(0);
+  for (int i = 0; t.runner->records_since_checkpoint() < 100; ++i)
+    t.call(10 + i, "start", {{"id", "c" + std::to_string(i)}, {"type", "pair"}, {"input", {}}});
+  CHECK(t.runner->checkpoint_due(t.env.now));
 }
 
 TEST_CASE(
