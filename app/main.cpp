@@ -169,9 +169,13 @@ int main(int argc, char** argv) {
   load->add_option("--rate", load_rate, "overrides [clients] rate (starts per second)")
       ->check(CLI::Range(0.1, 1e7));
   load->add_option("--report", load_report, "the JSON report (default load-<name>.json)");
+  std::vector<std::string> load_sets;
+  load->add_option("--set", load_sets,
+                   "overrides any scenario key, table.key=value (repeatable), e.g. "
+                   "--set workflow.wake_at_s=5");
   bool load_correctness_only = false;
   load->add_flag("--correctness-only", load_correctness_only,
-                 "check correctness only, not the scenario's latency targets (short CI runs)");
+                 "check correctness only, not the scenario's performance targets (short CI runs)");
 
   CLI11_PARSE(app, argc, argv);
 
@@ -185,6 +189,11 @@ int main(int argc, char** argv) {
     if (!load_server.empty()) sc->server = load_server;
     if (load_duration > 0) sc->duration_s = load_duration;
     if (load_rate > 0) sc->rate = load_rate;
+    for (auto& set : load_sets)
+      if (auto bad = fusee::load::apply_setting(*sc, set); !bad.empty()) {
+        std::fprintf(stderr, "fusee load: %s\n", bad.c_str());
+        return 2;
+      }
     char self[4096];
     auto n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
     std::string binary = n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string(argv[0]);

@@ -553,7 +553,7 @@ int run_load(const scenario& s, const run_options& options) {
                       "median " + fixed(median, 0) + "/s over the schedule's seconds (target " +
                           fixed(s.min_wakes_per_s, 0) + "/s)"});
   }
-  if (s.max_rss_growth > 0 && local && s.server_kills == 0) {
+  if (s.max_rss_growth > 0 && local && s.server_kills == 0 && options.latency_targets) {
     // Samples after warm-up stay within +-max_rss_growth of the first of them.
     double ref = 0, lo = 0, hi = 0;
     for (auto& p : timeline) {

@@ -12,8 +12,8 @@ namespace fusee::load {
 struct run_options {
   std::string fusee_binary;  ///< to start the server with (this very program)
   std::string report_file;   ///< the JSON report; empty: load-<name>.json in the current directory
-  /// False: the latency targets are reported, not checked (the short runs of `make test` check
-  /// correctness only: timings on a loaded CI machine are not a verdict).
+  /// False: the performance targets (latency, rates, memory) are not checked (the short runs of
+  /// `make test` check correctness only: timings on a loaded CI machine are not a verdict).
   bool latency_targets = true;
 };
 

@@ -65,6 +65,68 @@ std::string where(const std::string& file, const toml::node& n) {
   return file + ":" + std::to_string(n.source().begin.line);
 }
 
+/// Rules between keys; the broken one, or empty.
+std::string check_rules(const scenario& s) {
+  if (s.mode != "open" && s.mode != "closed")
+    return "`clients.mode` must be \"open\" or \"closed\", not \"" + s.mode + "\"";
+  if (s.sleep_ms > 0 && s.wake_at_s > 0)
+    return "`workflow.sleep_ms` and `workflow.wake_at_s` cannot both be set";
+  if (s.signals && s.steps == 0)
+    return "`clients.signals` needs `workflow.steps` of at least 1 (runs wait after it)";
+  return {};
+}
+
+/// Reads every key of `doc` into `s`; false and `*err` (prefixed by `where_of` the key) on a
+/// mistake.
+template <class Where>
+bool read_keys(const toml::table& doc, scenario& s, std::string* err, Where where_of) {
+  for (auto& [tname, tnode] : doc) {
+    auto* table = tnode.as_table();
+    if (!table) {
+      *err = where_of(tnode) + ": `" + std::string(tname.str()) + "` must be a table";
+      return false;
+    }
+    for (auto& [kname, node] : *table) {
+      const key* k = nullptr;
+      for (auto& c : keys)
+        if (tname.str() == c.table && kname.str() == c.name) k = &c;
+      std::string full = std::string(tname.str()) + "." + std::string(kname.str());
+      if (!k) {
+        *err = where_of(node) + ": unknown key `" + full + "`";
+        return false;
+      }
+      bool ok = std::visit(
+          [&](auto member) {
+            using T = std::remove_reference_t<decltype(s.*member)>;
+            if constexpr (std::is_same_v<T, std::string>) {
+              auto v = node.template value<std::string>();
+              if (!v) return (*err = where_of(node) + ": `" + full + "` must be a string"), false;
+              s.*member = *v;
+            } else if constexpr (std::is_same_v<T, bool>) {
+              if (!node.is_boolean())  // value<bool>() would take 0 and 1 too
+                return (*err = where_of(node) + ": `" + full + "` must be true or false"), false;
+              s.*member = *node.template value<bool>();
+            } else {
+              auto v = node.template value<double>();
+              if (!v || !(*v >= k->min && *v <= k->max))
+                return (*err = where_of(node) + ": `" + full + "` must be a number from " +
+                               (std::ostringstream{} << k->min).str() + " to " +
+                               (std::ostringstream{} << k->max).str()),
+                       false;
+              if constexpr (!std::is_same_v<T, double>)
+                if (*v != static_cast<double>(static_cast<T>(*v)))
+                  return (*err = where_of(node) + ": `" + full + "` must be a whole number"), false;
+              s.*member = static_cast<T>(*v);
+            }
+            return true;
+          },
+          k->target);
+      if (!ok) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 std::optional<scenario> load_scenario(const std::string& file, std::string* err) {
@@ -76,66 +138,42 @@ std::optional<scenario> load_scenario(const std::string& file, std::string* err)
     *err = file + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description());
     return std::nullopt;
   }
-  for (auto& [tname, tnode] : doc) {
-    auto* table = tnode.as_table();
-    if (!table) {
-      *err = where(file, tnode) + ": `" + std::string(tname.str()) + "` must be a table";
-      return std::nullopt;
-    }
-    for (auto& [kname, node] : *table) {
-      const key* k = nullptr;
-      for (auto& c : keys)
-        if (tname.str() == c.table && kname.str() == c.name) k = &c;
-      std::string full = std::string(tname.str()) + "." + std::string(kname.str());
-      if (!k) {
-        *err = where(file, node) + ": unknown key `" + full + "`";
-        return std::nullopt;
-      }
-      bool ok = std::visit(
-          [&](auto member) {
-            using T = std::remove_reference_t<decltype(s.*member)>;
-            if constexpr (std::is_same_v<T, std::string>) {
-              auto v = node.value<std::string>();
-              if (!v)
-                return (*err = where(file, node) + ": `" + full + "` must be a string"), false;
-              s.*member = *v;
-            } else if constexpr (std::is_same_v<T, bool>) {
-              if (!node.is_boolean())  // value<bool>() would take 0 and 1 too
-                return (*err = where(file, node) + ": `" + full + "` must be true or false"), false;
-              s.*member = *node.value<bool>();
-            } else {
-              auto v = node.value<double>();
-              if (!v || !(*v >= k->min && *v <= k->max))
-                return (*err = where(file, node) + ": `" + full + "` must be a number from " +
-                               (std::ostringstream{} << k->min).str() + " to " +
-                               (std::ostringstream{} << k->max).str()),
-                       false;
-              if constexpr (!std::is_same_v<T, double>)
-                if (*v != static_cast<double>(static_cast<T>(*v)))
-                  return (*err = where(file, node) + ": `" + full + "` must be a whole number"),
-                         false;
-              s.*member = static_cast<T>(*v);
-            }
-            return true;
-          },
-          k->target);
-      if (!ok) return std::nullopt;
-    }
-  }
-  // Rules between keys.
-  if (s.mode != "open" && s.mode != "closed") {
-    *err = file + ": `clients.mode` must be \"open\" or \"closed\", not \"" + s.mode + "\"";
+  if (!read_keys(doc, s, err, [&](const toml::node& n) { return where(file, n); }))
     return std::nullopt;
-  }
-  if (s.sleep_ms > 0 && s.wake_at_s > 0) {
-    *err = file + ": `workflow.sleep_ms` and `workflow.wake_at_s` cannot both be set";
-    return std::nullopt;
-  }
-  if (s.signals && s.steps == 0) {
-    *err = file + ": `clients.signals` needs `workflow.steps` of at least 1 (runs wait after it)";
+  if (auto bad = check_rules(s); !bad.empty()) {
+    *err = file + ": " + bad;
     return std::nullopt;
   }
   return s;
+}
+
+std::string apply_setting(scenario& s, const std::string& setting) {
+  auto eq = setting.find('=');
+  auto dot = setting.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot > eq)
+    return "--set " + setting + ": write table.key=value (e.g. workflow.steps=5)";
+  std::string table = setting.substr(0, dot), name = setting.substr(dot + 1, eq - dot - 1),
+              value = setting.substr(eq + 1);
+  toml::table doc;
+  auto where_of = [&](const toml::node&) { return "--set " + setting; };
+  // The value as TOML, or, when that does not parse, as a string (names, modes).
+  try {
+    doc = toml::parse("[" + table + "]\n" + name + " = " + value + "\n");
+  } catch (const toml::parse_error&) {
+    try {
+      std::ostringstream quoted;
+      quoted << toml::value<std::string>(value);
+      doc = toml::parse("[" + table + "]\n" + name + " = " + quoted.str() + "\n");
+    } catch (const toml::parse_error& e) {
+      return "--set " + setting + ": " + std::string(e.description());
+    }
+  }
+  std::string err;
+  scenario t = s;
+  if (!read_keys(doc, t, &err, where_of)) return err;
+  if (auto bad = check_rules(t); !bad.empty()) return "--set " + setting + ": " + bad;
+  s = t;
+  return {};
 }
 
 std::string to_toml(const scenario& s) {

@@ -69,6 +69,10 @@ struct scenario {
 /// Reads `file`; nullopt and `*err` naming the file, line and key on a mistake.
 std::optional<scenario> load_scenario(const std::string& file, std::string* err);
 
+/// One `--set table.key=value` (a TOML value; a bare word is taken as a string) with the file's
+/// ranges and rules; the error text, or empty.
+std::string apply_setting(scenario& s, const std::string& setting);
+
 /// The scenario as TOML (the run's JSON report embeds it; docs list the keys from it).
 std::string to_toml(const scenario& s);
 

@@ -99,3 +99,24 @@ TEST_CASE("a scenario file: defaults, every key read, mistakes named with line a
   CHECK(scenario_error("[clients]\nsignals = true\n[workflow]\nsteps = 0\n") ==
         " `clients.signals` needs `workflow.steps` of at least 1 (runs wait after it)");
 }
+
+TEST_CASE("--set overrides one key with the file's ranges and rules, a bare word as a string") {
+  scenario s;
+  CHECK(apply_setting(s, "workflow.wake_at_s=5").empty());
+  CHECK(s.wake_at_s == 5);
+  CHECK(apply_setting(s, "clients.mode=closed").empty());
+  CHECK(s.mode == "closed");
+  CHECK(apply_setting(s, "run.restart_before_check=true").empty());
+  CHECK(s.restart_before_check);
+  CHECK(apply_setting(s, "workflow.steps=65") ==
+        "--set workflow.steps=65: `workflow.steps` must be a number from 0 to 64");
+  CHECK(apply_setting(s, "workflow.stepz=3") ==
+        "--set workflow.stepz=3: unknown key `workflow.stepz`");
+  CHECK(apply_setting(s, "steps=3") ==
+        "--set steps=3: write table.key=value (e.g. workflow.steps=5)");
+  // A rule between keys: the setting is refused and the scenario is unchanged.
+  CHECK(apply_setting(s, "workflow.sleep_ms=10") ==
+        "--set workflow.sleep_ms=10: `workflow.sleep_ms` and `workflow.wake_at_s` cannot both be "
+        "set");
+  CHECK(s.sleep_ms == 0);
+}
