@@ -55,6 +55,7 @@ struct endpoint_state {
   fence_actor directory;
   std::unordered_map<uint64_t, invocation> invocations;
   uint32_t failures = 0;
+  clock_type::time_point last_counted{};  ///< when the last failure that counted was seen
   clock_type::time_point not_before{};
   clock_type::time_point logged{};
   endpoint_metrics m;
@@ -187,9 +188,11 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
           st.m.timed_out++;
         else
           st.m.failed++;
-        if (!success && !preempted) {
+        if (!success && !preempted &&
+            rules::counts_in_a_row(st.failures, inv.started, st.last_counted)) {
           st.failures++;
           st.m.backoffs++;
+          st.last_counted = self->clock().now();
           auto d = rules::backoff(st.failures, rules::failure_base, rules::failure_cap, st.rng());
           st.not_before = self->clock().now() + d;
           st.m.last_error =

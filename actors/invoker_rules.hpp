@@ -24,6 +24,16 @@ inline constexpr ms gather_window{2};
 /// base · 2^(failures − 1), at most `cap`, then ±20 % jitter taken from `random_bits`.
 ms backoff(uint32_t failures, ms base, ms cap, uint64_t random_bits);
 
+/// Whether a failed invocation sent at `sent` is one more failure "in a row" for its endpoint,
+/// which has `failures` in a row so far, the last counted when seen at `last_counted`. The
+/// invocations in flight together when an endpoint breaks (or a burst of bad luck hits) fail
+/// together: they are one failure, not a run of them, so only an invocation sent after the last
+/// counted failure lengthens the backoff.
+template <class TimePoint>
+bool counts_in_a_row(uint32_t failures, TimePoint sent, TimePoint last_counted) {
+  return failures == 0 || sent > last_counted;
+}
+
 /// The earliest pending wake-up of an actor whose delayed_send can't be cancelled: each tick
 /// carries the generation it was armed with, and only the newest counts.
 struct earliest_timer {

@@ -59,8 +59,10 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
   }
   auto wal = std::move(*opened);
   if (wal->drops_acknowledged())
-    spdlog::error("FUSEE_TEST_DROP_ACKNOWLEDGED is set: this server acknowledges appends and "
-                  "does NOT write them (a test hook; never set it in production)");
+    spdlog::error("FUSEE_TEST_DROP_ACKNOWLEDGED={} is set: this server acknowledges appends and "
+                  "does NOT write them (after:N: each shard's records past LSN N; anything else: "
+                  "all of them; a test hook, never set it in production)",
+                  std::getenv("FUSEE_TEST_DROP_ACKNOWLEDGED"));
   spdlog::info("log recovered records={} batches={} segments={} data_dir={}", rep.records,
                rep.batches, rep.segments, cfg.data_dir);
   if (rep.torn_bytes > 0)

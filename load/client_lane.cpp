@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include "client/address.hpp"
+#include "load/load_workflow.hpp"
 #include "protocol/shard_hash.hpp"
 
 namespace fusee::load {
@@ -11,6 +12,13 @@ namespace {
 using worker::json;
 /// Request ids: start i is i + 2, its signal signal_base + i.
 constexpr uint64_t signal_base = uint64_t{1} << 40;
+
+/// Answers a client sends its call again on: "holder lost: it may have run" (in doubt) and
+/// "parked too long" (no holder took the shard in time; nothing ran).
+bool retry(uint8_t status) {
+  return status == static_cast<uint8_t>(proto::call_status::holder_lost) ||
+         status == static_cast<uint8_t>(proto::call_status::parked_too_long);
+}
 }  // namespace
 
 client_lane::client_lane(observations* obs, const scenario& s, uint32_t lane, uint64_t starts)
@@ -45,7 +53,10 @@ void client_lane::start() {
 }
 
 void client_lane::stop() {
-  stop_ = true;
+  {
+    std::lock_guard lk{flight_mtx_};  // so a closed-loop sender cannot miss the wake-up
+    stop_ = true;
+  }
   flight_cv_.notify_all();
   {
     std::lock_guard<std::mutex> lk{mtx_};
@@ -89,6 +100,7 @@ bool client_lane::send_signal(uint64_t i) {
 void client_lane::send_loop() {
   bool closed = s_.mode == "closed";
   auto end = obs_->t0() + std::chrono::nanoseconds(static_cast<int64_t>(s_.duration_s * 1e9));
+  std::this_thread::sleep_until(obs_->t0());  // the schedule's start (pacing, not synchronising)
   for (uint64_t i = lane_; i < starts_ && !stop_; i += s_.connections) {
     std::chrono::nanoseconds at;
     if (closed) {
@@ -97,14 +109,16 @@ void client_lane::send_loop() {
       flight_cv_.wait_until(lk, end, [&] { return stop_ || in_flight_ < s_.in_flight; });
       if (stop_ || clock_type::now() >= end) break;
       in_flight_++;
-      at = std::chrono::nanoseconds(obs_->since_t0(clock_type::now()));
+      at = std::chrono::nanoseconds(std::max<int64_t>(0, obs_->since_t0(clock_type::now())));
     } else {
       at = std::chrono::nanoseconds(static_cast<int64_t>(double(i) * 1e9 / s_.rate));
       std::this_thread::sleep_until(obs_->t0() + at);  // pacing the schedule, not synchronising
     }
     obs_->intended[i] = at.count();
     obs_->sent++;
-    obs_->start_sent(proto::shard_for(run_id(i), shards_).value(), i, at.count());
+    // A cold wake is timed from when the start actually left, not from its schedule.
+    obs_->start_sent(proto::shard_for(run_id(i), shards_).value(), i,
+                     std::max<int64_t>(0, obs_->since_t0(clock_type::now())));
     send_start(i);  // a failed send is resent after the reconnect, like an unanswered one
   }
   sender_done_ = true;
@@ -117,10 +131,13 @@ bool client_lane::reconnect() {
       reconnects_++;
       for (uint64_t i = lane_; i < starts_; i += s_.connections) {
         if (obs_->intended[i] >= 0 && obs_->answered[i] == 0) {
-          resent_[i] = 1;
+          resent(i) |= 1;
           send_start(i);
         }
-        if (obs_->signal_sent[i] >= 0 && obs_->signal_answered[i] == 0) send_signal(i);
+        if (obs_->signal_sent[i] >= 0 && obs_->signal_answered[i] == 0) {
+          resent(i) |= 2;
+          send_signal(i);
+        }
       }
       return true;
     }
@@ -140,7 +157,7 @@ void client_lane::answered() {
 }
 
 void client_lane::receive_loop() {
-  resent_.assign(starts_, 0);
+  resent_.assign(starts_ / s_.connections + 1, 0);
   while (!stop_) {
     std::shared_ptr<client::connection> conn;
     {
@@ -150,7 +167,7 @@ void client_lane::receive_loop() {
     auto r = conn->receive(std::chrono::milliseconds(100));
     if (!r) {
       if (conn->timed_out()) continue;
-      if (stop_ || s_.server_kills == 0 || !reconnect()) return;
+      if (stop_ || !reconnect()) return;
       continue;
     }
     uint64_t rid = 0;
@@ -163,12 +180,23 @@ void client_lane::receive_loop() {
       uint64_t i = rid - signal_base;
       if (obs_->signal_answered[i] != 0) continue;
       auto* res = std::get_if<proto::call_result>(&*r);
-      if (res && res->status == static_cast<uint8_t>(proto::call_status::holder_lost)) {
-        obs_->resent_in_doubt++;  // it may have been taken: a second "go" is harmless here
+      if (res && retry(res->status)) {
+        // In doubt or not taken: sent again. A second "go" may reach a run that took the
+        // first one; the answer to the resend then says the run is over (below).
+        (res->status == static_cast<uint8_t>(proto::call_status::holder_lost)
+             ? obs_->signals_resent_in_doubt
+             : obs_->signals_resent_parked)++;
+        resent(i) |= 2;
         send_signal(i);
         continue;
       }
       bool ok = res && res->status == static_cast<uint8_t>(proto::call_status::ok);
+      // A resent signal whose run has finished: the first one was taken (the run could not end
+      // without it), so it was delivered.
+      if (!ok && res && (resent(i) & 2) != 0) {
+        auto body = json::parse(res->body.begin(), res->body.end(), nullptr, false);
+        ok = body.is_object() && body.value("code", "") == "finished";
+      }
       obs_->signal_answered[i] = ok ? 1 : 2;
       (ok ? obs_->signals_ok : obs_->signals_refused)++;
       std::lock_guard<std::mutex> lk{obs_->mtx};
@@ -192,23 +220,26 @@ void client_lane::receive_loop() {
     }
     auto* res = std::get_if<proto::call_result>(&*r);
     if (!res) continue;
-    if (res->status == static_cast<uint8_t>(proto::call_status::holder_lost)) {
-      // In doubt (its worker died with it): a start is idempotent by id, so it is sent again.
-      obs_->resent_in_doubt++;
-      resent_[i] = 1;
+    if (retry(res->status)) {
+      // In doubt (its worker died with it) or not taken (no holder in time): a start is
+      // idempotent by id, so it is sent again, as an application would.
+      (res->status == static_cast<uint8_t>(proto::call_status::holder_lost)
+           ? obs_->starts_resent_in_doubt
+           : obs_->starts_resent_parked)++;
+      resent(i) |= 1;
       send_start(i);
       continue;
     }
     auto late = late_ns(obs_->intended[i]);
     auto body = json::parse(res->body.begin(), res->body.end(), nullptr, false);
     // "existing" is expected for a resent start whose first send was taken before the kill.
-    bool existing = body.is_object() && body.value("existing", false) && !resent_[i];
+    bool existing = body.is_object() && body.value("existing", false) && (resent(i) & 1) == 0;
     answered();
     if (res->status == static_cast<uint8_t>(proto::call_status::ok) && !existing) {
       obs_->answered[i] = 1;
       obs_->ok++;
       if (s_.signals) {
-        obs_->signal_sent[i] = obs_->since_t0(clock_type::now());
+        obs_->signal_sent[i] = std::max<int64_t>(0, obs_->since_t0(clock_type::now()));
         obs_->signals_sent++;
         send_signal(i);
       }

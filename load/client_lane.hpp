@@ -25,7 +25,8 @@ public:
   client_lane(observations* obs, const scenario& s, uint32_t lane, uint64_t starts);
   ~client_lane() { stop(); }
 
-  /// Connects (CLIENT_HELLO) and tells the shard count; an error text on failure.
+  /// Connects (CLIENT_HELLO) and tells the shard count; an error text on failure. A connection
+  /// that breaks later is made again (and what was not answered sent again) by the receiver.
   std::string connect(const std::string& server, uint32_t* shards);
   void start();
   void stop();
@@ -46,11 +47,14 @@ private:
   const scenario& s_;
   uint32_t lane_;
   uint64_t starts_;
-  uint32_t shards_ = 1;
+  std::atomic<uint32_t> shards_{1};
   std::string server_;
   std::mutex mtx_;  ///< guards conn_ (swapped on reconnect) and writes to it
   std::shared_ptr<client::connection> conn_;
-  std::vector<uint8_t> resent_;  ///< receiver thread only
+  /// By i / connections (this lane's starts only); receiver thread only. Bit 1: the start was
+  /// sent again, bit 2: the signal was.
+  std::vector<uint8_t> resent_;
+  uint8_t& resent(uint64_t i) { return resent_[i / s_.connections]; }
   std::atomic<bool> stop_{false}, sender_done_{false};
   std::atomic<uint64_t> reconnects_{0};
   std::mutex flight_mtx_;  ///< closed loop: starts sent and not answered

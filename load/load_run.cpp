@@ -19,6 +19,7 @@
 #include "load/checker.hpp"
 #include "load/client_lane.hpp"
 #include "load/latency_histogram.hpp"
+#include "load/load_workflow.hpp"
 #include "load/local_server.hpp"
 #include "load/observations.hpp"
 #include "load/sim_endpoint.hpp"
@@ -142,8 +143,8 @@ int run_load(const scenario& s, const run_options& options) {
       b.crash_within_ms = std::max(1u, s.budget_ms / 2);
       b.secret = "load-" + std::to_string(rd()) + std::to_string(rd());
       b.on_step_durable = on_step_durable;
-      b.on_run = [&obs](const std::vector<uint32_t>& shards) {
-        return obs.invocation_began(shards);
+      b.on_run = [&obs](const std::vector<uint32_t>& shards, clock_type::time_point arrived) {
+        return obs.invocation_began(shards, arrived);
       };
       b.on_ran = [&obs](uint64_t token, const std::vector<uint32_t>& shards, uint64_t lease_us) {
         obs.invocation_ended(token, shards, lease_us);
@@ -213,7 +214,7 @@ int run_load(const scenario& s, const run_options& options) {
   double connect_s = std::chrono::duration<double>(clock_type::now() - connect_started).count();
   // A server's start makes every unheld shard due once (recovery): those invocations end before
   // the schedule starts, or they would be measured as the first seconds' cold wakes.
-  uint64_t startup_posts = 0;
+  uint64_t startup_posts = 0, startup_ran = 0;
   if (!endpoints.empty()) {
     auto idle_since = clock_type::now();
     while (clock_type::now() - idle_since < std::chrono::milliseconds(500) &&
@@ -222,8 +223,10 @@ int run_load(const scenario& s, const run_options& options) {
         if (e->in_flight > 0) idle_since = clock_type::now();
       std::this_thread::sleep_for(std::chrono::milliseconds(20));  // awaiting a quiet spell
     }
-    for (auto& e : endpoints)
+    for (auto& e : endpoints) {
       startup_posts += e->posts;
+      startup_ran += e->ran;
+    }
   }
 
   // The clients.
@@ -265,7 +268,9 @@ int run_load(const scenario& s, const run_options& options) {
   std::mt19937_64 rng((uint64_t{rd()} << 32) | rd());
   std::atomic<uint32_t> kills{0};
   std::vector<std::string> kill_errors;
-  std::vector<double> kill_times;
+  std::vector<double> kill_times;  // planned
+  std::mutex kill_mtx;             // guards what the chaos thread reports
+  std::vector<double> killed_at;   // carried out, seconds into the run
   stopper chaos_stop;
   std::thread chaos, worker_chaos;
   if (s.server_kills > 0 && local) {
@@ -276,10 +281,14 @@ int run_load(const scenario& s, const run_options& options) {
     chaos = std::thread([&] {
       for (double at : kill_times) {
         if (chaos_stop.sleep_until(t0 + std::chrono::nanoseconds(int64_t(at * 1e9)))) return;
-        if (auto err = local->restart(); !err.empty()) {
+        auto at_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+        auto err = local->restart();
+        std::lock_guard lk{kill_mtx};
+        if (!err.empty()) {
           kill_errors.push_back(err);
           return;
         }
+        killed_at.push_back(at_s);
         kills++;
       }
     });
@@ -393,8 +402,11 @@ int run_load(const scenario& s, const run_options& options) {
   chaos_stop.stop();
   if (chaos.joinable()) chaos.join();
   if (worker_chaos.joinable()) worker_chaos.join();
-  for (auto& l : lanes)
+  uint64_t client_reconnects = 0;
+  for (auto& l : lanes) {
     l->stop();
+    client_reconnects += l->reconnects();
+  }
 
   std::vector<check> checks;
   if (s.server_kills > 0)
@@ -432,6 +444,7 @@ int run_load(const scenario& s, const run_options& options) {
   // durable yet), so a run still going gets until the deadline to end.
   std::string connect_err;
   auto fates = ask_fates(server, ask, clock_type::now() + std::chrono::seconds(60), &connect_err);
+  if (!connect_err.empty()) unchecked_reason = connect_err;
   for (size_t k = 0; k < ask.size(); ++k) {
     auto& f = fates[k];
     if (f.status == "completed") continue;
@@ -475,21 +488,22 @@ int run_load(const scenario& s, const run_options& options) {
                     std::to_string(still_running) + " still running" +
                         (running_ids.empty() ? "" : " (" + join(running_ids) + ")") + ", " +
                         std::to_string(failed) + " failed"});
-  uint64_t step_durable_count = 0;
+  uint64_t step_durable_count = 0, reran = obs.reran_after_durable;
   std::string rerun_example;
   {
     std::lock_guard<std::mutex> lk{obs.mtx};
     step_durable_count = obs.step_durable.count();
     rerun_example = obs.rerun_example;
   }
-  checks.push_back({"no step ran again after it was durable", obs.reran_after_durable == 0,
-                    std::to_string(obs.reran_after_durable.load()) +
+  checks.push_back({"no step ran again after it was durable", reran == 0,
+                    std::to_string(reran) +
                         " step bodies ran again after their record was reported durable (" +
                         std::to_string(step_durable_count) + " steps reported durable)" +
                         (rerun_example.empty() ? "" : ", e.g. " + rerun_example)});
   // A crash (server or worker) loses the results not yet durable, and their steps run again:
   // at-least-once until durable, see docs/load-testing.md.
-  bool crashes = s.server_kills > 0 || s.worker_kill_every_s > 0 || s.crash_rate > 0;
+  bool crashes =
+      s.server_kills > 0 || s.worker_kill_every_s > 0 || (s.crash_rate > 0 && s.endpoints > 0);
   if (crashes)
     checks.push_back({"steps ran again only before they were durable", true,
                       std::to_string(duplicates) +
@@ -526,7 +540,7 @@ int run_load(const scenario& s, const run_options& options) {
     wake_total = obs.wake_total;
   }
   auto p99_target = [&](const char* name, const latency_histogram& h, double target) {
-    if (target <= 0 || !options.latency_targets) return;
+    if (target <= 0 || !options.performance_targets) return;
     double p99 = ms(h.percentile(0.99));
     checks.push_back({name, h.count() > 0 && p99 <= target,
                       h.count() == 0 ? "nothing was measured"
@@ -537,7 +551,7 @@ int run_load(const scenario& s, const run_options& options) {
   p99_target("timer lateness p99 within the target", timer_lateness, s.max_timer_lateness_p99_ms);
   p99_target("the server's share of a cold wake within the target (p99)", wake_server,
              s.max_wake_server_p99_ms);
-  if (s.max_step_p99_over_p50 > 0 && options.latency_targets) {
+  if (s.max_step_p99_over_p50 > 0 && options.performance_targets) {
     double p50 = ms(step_durable.percentile(0.5)), p99 = ms(step_durable.percentile(0.99));
     checks.push_back({"step durable p99 within the target times p50",
                       p50 > 0 && p99 <= s.max_step_p99_over_p50 * p50,
@@ -545,7 +559,7 @@ int run_load(const scenario& s, const run_options& options) {
                           fixed(p50 > 0 ? p99 / p50 : 0, 1) + "x; target " +
                           fixed(s.max_step_p99_over_p50, 1) + "x)"});
   }
-  if (s.min_wakes_per_s > 0 && options.latency_targets) {
+  if (s.min_wakes_per_s > 0 && options.performance_targets) {
     auto v = wakes_per_s;
     std::sort(v.begin(), v.end());
     double median = v.empty() ? 0 : v[v.size() / 2];
@@ -553,7 +567,7 @@ int run_load(const scenario& s, const run_options& options) {
                       "median " + fixed(median, 0) + "/s over the schedule's seconds (target " +
                           fixed(s.min_wakes_per_s, 0) + "/s)"});
   }
-  if (s.max_rss_growth > 0 && local && s.server_kills == 0 && options.latency_targets) {
+  if (s.max_rss_growth > 0 && local && s.server_kills == 0 && options.performance_targets) {
     // Samples after warm-up stay within +-max_rss_growth of the first of them.
     double ref = 0, lo = 0, hi = 0;
     for (auto& p : timeline) {
@@ -615,7 +629,9 @@ int run_load(const scenario& s, const run_options& options) {
         {"refused", obs.refused.load()},
         {"unanswered", unanswered},
         {"not_sent", unsent},
-        {"resent_in_doubt", obs.resent_in_doubt.load()}}},
+        {"resent_in_doubt", obs.starts_resent_in_doubt.load()},
+        {"resent_parked_too_long", obs.starts_resent_parked.load()},
+        {"client_reconnects", client_reconnects}}},
       {"workflows",
        {{"completed", obs.done.load()},
         {"still_running", still_running},
@@ -624,31 +640,34 @@ int run_load(const scenario& s, const run_options& options) {
       {"signals",
        {{"sent", obs.signals_sent.load()},
         {"ok", obs.signals_ok.load()},
-        {"refused", obs.signals_refused.load()}}},
+        {"refused", obs.signals_refused.load()},
+        {"resent_in_doubt", obs.signals_resent_in_doubt.load()},
+        {"resent_parked_too_long", obs.signals_resent_parked.load()}}},
       {"step_bodies_run", obs.step_runs.load()},
       {"steps_durable", step_durable_count},
-      {"steps_ran_again_after_durable", obs.reran_after_durable.load()},
+      {"steps_ran_again_after_durable", reran},
       {"steps_ran_more_than_once", duplicates},
       {"server_kills", kills.load()},
-      {"server_kill_times_s", kill_times},
+      {"server_kill_times_s", killed_at},
       {"workers",
        {{"count", s.workers},
         {"threads", fleets.size()},
         {"connect_s", connect_s},
         {"killed", fleet_kills},
-        {"connections_lost", fleet_losses}}},
-      {"startup_invocations", startup_posts},
+        {"connections_lost", fleet_losses},
+        {"kills_requested", worker_kills.load()}}},
       {"invocations",
        {{"posts", posts},
         {"failed", post_failed},
         {"hung", post_hung},
         {"crashed", post_crashed},
-        {"ran", post_ran}}},
+        {"ran", post_ran},
+        {"startup_wave", startup_posts}}},
       {"throughput",
        {{"starts_per_s", double(obs.ok) / active},
         {"workflows_per_s", double(obs.done) / active},
         {"steps_per_s", double(obs.step_runs) / active},
-        {"invocations_per_s", double(post_ran) / active}}},
+        {"invocations_per_s", double(post_ran - startup_ran) / active}}},
       // start_answered: scheduled time (closed loop: send time) -> the start's reply, which
       // leaves once the start is durable (the call-answered latency). workflow_ran: scheduled
       // time -> the run's code reached its end. step_durable: a step body's return -> the
@@ -703,10 +722,19 @@ int run_load(const scenario& s, const run_options& options) {
     say("  " + lat("cold wake, server's share", wake_server) + " (" +
         std::to_string(wake_server.count()) + " wakes)");
   if (!endpoints.empty())
-    say("  invocations: " + std::to_string(post_ran) + " ran (" + std::to_string(startup_posts) +
-        " of the POSTs were the server's start-up wave), " + std::to_string(post_failed) +
-        " failed, " + std::to_string(post_hung) + " hung, " + std::to_string(post_crashed) +
-        " crashed on purpose");
+    say("  invocations: " + std::to_string(posts) + " POSTs (" + std::to_string(startup_posts) +
+        " of them the server's start-up wave): " + std::to_string(post_ran) + " ran, " +
+        std::to_string(post_failed) + " failed, " + std::to_string(post_hung) + " hung, " +
+        std::to_string(post_crashed) + " of the runs dropped their connection on purpose");
+  if (auto resent = obs.starts_resent_in_doubt + obs.starts_resent_parked +
+                    obs.signals_resent_in_doubt + obs.signals_resent_parked;
+      resent > 0 || client_reconnects > 0)
+    say("  clients sent again: " + std::to_string(obs.starts_resent_in_doubt.load()) +
+        " starts and " + std::to_string(obs.signals_resent_in_doubt.load()) +
+        " signals in doubt (holder lost), " + std::to_string(obs.starts_resent_parked.load()) +
+        " starts and " + std::to_string(obs.signals_resent_parked.load()) +
+        " signals parked too long (no holder in time); " + std::to_string(client_reconnects) +
+        " reconnects");
   if (fleet_kills || kills)
     say("  chaos: " + std::to_string(kills.load()) + " server kills, " +
         std::to_string(fleet_kills) + " worker kills");

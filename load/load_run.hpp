@@ -14,7 +14,7 @@ struct run_options {
   std::string report_file;   ///< the JSON report; empty: load-<name>.json in the current directory
   /// False: the performance targets (latency, rates, memory) are not checked (the short runs of
   /// `make test` check correctness only: timings on a loaded CI machine are not a verdict).
-  bool latency_targets = true;
+  bool performance_targets = true;
 };
 
 /// 0 when every check and target held; 1 when one failed (each is named); 2 when the run could

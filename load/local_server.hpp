@@ -2,6 +2,7 @@
 // with kill -9 on the same dir and ports; and reading a server's metrics and memory.
 #pragma once
 
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -24,7 +25,7 @@ public:
 
   const std::string& listen() const { return listen_; }
   const std::string& admin() const { return admin_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return pid_; }  ///< any thread (a restart changes it)
   /// The last lines of the server's log (for a failure message).
   std::string log_tail() const;
 
@@ -32,7 +33,7 @@ private:
   std::string launch(const std::string& listen_at, const std::string& admin_at);
 
   std::filesystem::path dir_;
-  pid_t pid_ = -1;
+  std::atomic<pid_t> pid_{-1};
   std::string listen_, admin_, binary_;
   uint32_t shards_ = 0;
 };

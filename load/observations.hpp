@@ -1,6 +1,5 @@
 // What a load run observes, shared by the workflow bodies (on the workers' threads), the
-// invoked workers (on the simulated endpoints' threads), the clients and the reporter; and the
-// workflow every simulated start runs, which records into it.
+// invoked workers (on the simulated endpoints' threads), the clients and the reporter.
 #pragma once
 
 #include <atomic>
@@ -14,7 +13,6 @@
 
 #include "load/latency_histogram.hpp"
 #include "worker/shard_runner.hpp"
-#include "worker/workflow.hpp"
 
 namespace fusee::load {
 
@@ -52,8 +50,10 @@ struct observations {
   // -- counts ---------------------------------------------------------------------------------
   std::atomic<uint64_t> sent{0}, ok{0}, refused{0}, done{0}, step_runs{0};
   std::atomic<uint64_t> signals_sent{0}, signals_ok{0}, signals_refused{0};
-  /// Starts and signals sent again because the answer was "holder lost: it may have run".
-  std::atomic<uint64_t> resent_in_doubt{0};
+  /// Starts and signals sent again because the answer was "holder lost: it may have run" (in
+  /// doubt) or "parked too long" (no holder took the shard in time).
+  std::atomic<uint64_t> starts_resent_in_doubt{0}, starts_resent_parked{0};
+  std::atomic<uint64_t> signals_resent_in_doubt{0}, signals_resent_parked{0};
   /// Step bodies that ran although their step's record had been reported durable: the record
   /// was lost (a recovery did not see it). Never allowed.
   std::atomic<uint64_t> reran_after_durable{0};
@@ -70,8 +70,9 @@ struct observations {
   // -- cold wakes (runs with no long-lived worker) ----------------------------------------------
   /// Start `run` was sent to `shard` at `t` (ns after t0).
   void start_sent(uint32_t shard, uint64_t run, int64_t t);
-  /// An invocation begins on `shards`: a token for invocation_ended().
-  uint64_t invocation_began(const std::vector<uint32_t>& shards);
+  /// An invocation whose POST arrived at `arrived` begins on `shards`: a token for
+  /// invocation_ended().
+  uint64_t invocation_began(const std::vector<uint32_t>& shards, clock_type::time_point arrived);
   void invocation_ended(uint64_t token, const std::vector<uint32_t>& shards, uint64_t lease_us);
   bool track_wakes = false;
 
@@ -88,17 +89,5 @@ private:
   };
   std::vector<pending> pending_;
 };
-
-/// Workflow ids: "load-<run>-<i>", <run> random per process, so runs against the same server
-/// never meet each other's workflows.
-std::string run_id(uint64_t i);
-/// The index of a run of this process, or nullopt (another run's workflow).
-std::optional<uint64_t> index_of(const std::string& id);
-
-/// The workflow every simulated start runs ("load"): input {steps, step_us, sleep_ms,
-/// wake_at_ms, signal}. Steps are busy bodies that count their executions; a durable sleep
-/// halfway (sleep_ms, or until wake_at_ms unix ms) whose lateness is recorded; with `signal`
-/// a wait for signal "go" after the first step.
-worker::registry workflows(observations* obs);
 
 }  // namespace fusee::load

@@ -31,6 +31,7 @@ std::unique_ptr<sim_endpoint> sim_endpoint::start(const worker::registry& types,
   e->http_ = app::http_server::start(
       "127.0.0.1", 0,
       [self](const app::http_exchange& ex) {
+        auto arrived = std::chrono::steady_clock::now();
         self->posts++;
         self->in_flight++;
         struct leave {  // every way out of the handler
@@ -59,7 +60,6 @@ std::unique_ptr<sim_endpoint> sim_endpoint::start(const worker::registry& types,
         wo.log = [](const std::string&) {};
         wo.runner.on_step_durable = self->b_.on_step_durable;
         if (self->roll(self->b_.crash_rate)) {
-          self->crashed++;
           wo.drop_invocation_after_ms =
               1 +
               static_cast<uint32_t>(self->next_random() % std::max(1u, self->b_.crash_within_ms));
@@ -67,10 +67,12 @@ std::unique_ptr<sim_endpoint> sim_endpoint::start(const worker::registry& types,
         std::vector<uint32_t> shards;
         for (auto s : v.request->shards)
           shards.push_back(s.value());
-        uint64_t token = self->b_.on_run ? self->b_.on_run(shards) : 0;
+        uint64_t token = self->b_.on_run ? self->b_.on_run(shards, arrived) : 0;
         worker::runtime rt(*self->types_, wo);
         auto out = rt.invoke(*v.request);
         self->ran++;
+        if (wo.drop_invocation_after_ms && out.body.find("fault injection") != std::string::npos)
+          self->crashed++;
         if (self->b_.on_ran) {
           auto body = worker::json::parse(out.body, nullptr, false);
           uint64_t lease_us = body.is_object() ? body.value("lease_us", uint64_t{0}) : 0;

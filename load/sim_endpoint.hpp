@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -31,10 +32,12 @@ struct endpoint_behaviour {
   std::string secret;
   /// Given to the invoked workers' runners (runner_settings::on_step_durable).
   std::function<void(const worker::step_durable&)> on_step_durable;
-  /// A verified POST is about to run on `shards` (returns a token) / was answered (with that
-  /// token); lease_us is the server's HELLO -> LEASE time its worker saw (0 when it did not get
-  /// that far). Any thread.
-  std::function<uint64_t(const std::vector<uint32_t>& shards)> on_run;
+  /// A verified POST that `arrived` is about to run on `shards` (returns a token) / was answered
+  /// (with that token); lease_us is the server's HELLO -> LEASE time its worker saw (0 when it
+  /// did not get that far). Any thread.
+  std::function<uint64_t(const std::vector<uint32_t>& shards,
+                         std::chrono::steady_clock::time_point arrived)>
+      on_run;
   std::function<void(uint64_t token, const std::vector<uint32_t>& shards, uint64_t lease_us)>
       on_ran;
 };
@@ -50,6 +53,8 @@ public:
   /// Ends the hangs in progress (they answer 504 at once) and stops serving.
   void stop();
 
+  /// POSTs; answered 500 / left hanging on purpose; run by the runtime (ran), of which `crashed`
+  /// dropped their connection on purpose before they were done.
   std::atomic<uint64_t> posts{0}, failed{0}, hung{0}, crashed{0}, ran{0};
   std::atomic<uint64_t> in_flight{0};  ///< POSTs being answered now
 

@@ -36,6 +36,8 @@ fleet::fleet(const registry& types, std::vector<worker_options> workers) : types
   for (auto& o : workers) {
     auto w = std::make_unique<slot>();
     w->options = std::move(o);
+    // The loop serves every worker: one connecting blocks the others only this long.
+    w->options.hello_timeout_ms = std::min<uint32_t>(w->options.hello_timeout_ms, 1000);
     slots_.push_back(std::move(w));
   }
   count_ = slots_.size();
@@ -62,7 +64,13 @@ void fleet::connect(slot& w) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = &w;
-  ::epoll_ctl(epoll_, EPOLL_CTL_ADD, w.s->fd(), &ev);
+  if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, w.s->fd(), &ev) != 0) {  // not served: try again later
+    w.s->close();
+    w.s.reset();
+    failed_connects_++;
+    w.retry_at = clock::now() + w.backoff;
+    return;
+  }
   connected_++;
 }
 
@@ -85,7 +93,7 @@ void fleet::kill(size_t i, std::chrono::milliseconds down_for) {
 }
 
 void fleet::run() {
-  epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_ < 0) epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
   std::vector<epoll_event> events(256);
   auto last_pings = clock::now();
   while (!stop_) {

@@ -27,6 +27,8 @@ struct worker_options {
   uint32_t max_shards = 0;  ///< 0: every free shard
   runner_settings runner;
   uint32_t recover_page_bytes = 4u << 20;
+  /// How long to wait for the LEASE answering HELLO.
+  uint32_t hello_timeout_ms = 10000;
   /// Invoked: leave once every shard was quiet this long and nothing is due sooner than linger.
   uint32_t quiet_ms = 100;
   uint32_t linger_ms = 250;

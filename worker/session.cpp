@@ -54,7 +54,8 @@ proto::result<void> session::connect(uint32_t offers, proto::invocation_id invoc
   if (!c) return c.err();
   conn_ = std::move(*c);
   auto hello_at = clock::now();
-  auto lease = client::hello(conn_, offers, options_.max_shards, options_.name, 10s, invocation,
+  auto lease = client::hello(conn_, offers, options_.max_shards, options_.name,
+                             std::chrono::milliseconds(options_.hello_timeout_ms), invocation,
                              types_.names());
   if (!lease) return lease.err();
   lease_wait_ = clock::now() - hello_at;
@@ -74,10 +75,14 @@ bool session::turn(std::chrono::milliseconds wait) {
   auto r = conn_.receive(wait);
   // At most max_frames per turn, so timers, replies and pings keep their turn under load.
   constexpr int max_frames = 256;
+  more_ = false;
   for (int n = 0; r; ++n) {
     last_received_ = clock::now();
     handle(*r);
-    if (n + 1 == max_frames) break;
+    if (n + 1 == max_frames) {
+      more_ = true;  // frames may be waiting in the buffer, with nothing new on the socket
+      break;
+    }
     r = conn_.receive(0ms);
   }
   if (!r && !conn_.timed_out()) {
@@ -87,7 +92,7 @@ bool session::turn(std::chrono::milliseconds wait) {
   for (auto& [s, runner] : shards_)
     runner->tick();
   checkpoint_due();
-  flush();  // (PINGs are the keep-alive thread's)
+  flush();  // (PINGs: the keep-alive thread's, or the owner's ping_if_quiet())
   return true;
 }
 
@@ -258,6 +263,8 @@ void session::drop(uint32_t s, const std::string& why, bool release) {
     send(proto::release{proto::request_head{next_id_++, it->second->shard(), it->second->epoch()}});
   shards_.erase(it);
   recovering_.erase(s);
+  steps_at_lease_.erase(s);
+  open_us_.erase(s);
   std::erase_if(pending_, [&](auto& p) { return p.second.shard.value() == s; });
 }
 

@@ -90,8 +90,9 @@ public:
   /// From HELLO sent to LEASE received (the server's share of taking the leases).
   clock::duration lease_wait() const { return lease_wait_; }
   int fd() const { return conn_.fd(); }
-  /// Received bytes not handled yet (a turn stops after a batch of frames): turn again soon.
-  bool more_received() const { return conn_.buffered() > 0; }
+  /// The last turn stopped after its batch of frames with more possibly received: turn again
+  /// soon (the socket may not say so).
+  bool more_received() const { return more_; }
 
   /// PINGs when nothing was sent for half the ping interval (the server's idea of alive).
   void ping_if_quiet();
@@ -155,7 +156,7 @@ private:
   };
 
   const registry& types_;
-  const worker_options& options_;
+  const worker_options options_;
   bool keep_alive_thread_;
   std::mt19937_64 rng_;
   client::connection conn_;
@@ -179,6 +180,7 @@ private:
   std::thread keepalive_;
   std::string lost_;
   uint64_t calls_ = 0;
+  bool more_ = false;
   clock::duration lease_wait_{};
 };
 

@@ -357,8 +357,8 @@ bool shard_runner::checkpoint_due(uint64_t now_ms) const {
   uint64_t n = records_since_checkpoint();
   if (n == 0 || !started_) return false;
   return n >= settings_.checkpoint_every ||
-         (settings_.checkpoint_after_ms > 0 &&
-          now_ms >= uncheckpointed_since_ms_ + settings_.checkpoint_after_ms);
+         (settings_.checkpoint_after_ms > 0 && now_ms >= uncheckpointed_since_ms_ &&
+          now_ms - uncheckpointed_since_ms_ >= settings_.checkpoint_after_ms);
 }
 
 uint64_t shard_runner::checkpoint() {

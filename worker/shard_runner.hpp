@@ -39,7 +39,8 @@ struct runner_env {
   virtual void log(const std::string& line) = 0;
 };
 
-/// A step whose outcome record became durable (runner_settings::on_step_durable).
+/// A step whose outcome record became durable (runner_settings::on_step_durable). The references
+/// are valid during the call only.
 struct step_durable {
   const std::string& workflow;
   const std::string& step;

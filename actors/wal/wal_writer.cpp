@@ -191,7 +191,9 @@ struct wal_writer::impl {
         if (drop_acknowledged) {  // the test hook: acknowledged, not (all) written
           uint64_t first = a->first_lsn.value();
           uint32_t kept =
-              drop_after < first ? 0 : std::min<uint32_t>(count, drop_after - first + 1);
+              drop_after < first
+                  ? 0
+                  : static_cast<uint32_t>(std::min<uint64_t>(count, drop_after - first + 1));
           if (kept == 0) {
             st->last_lsn += count;
             acks[a->session][s] = proto::position{a->shard, a->epoch, lsn_t{st->last_lsn}};

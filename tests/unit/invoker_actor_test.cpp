@@ -279,6 +279,25 @@ TEST_CASE("a failed or timed-out invocation is fenced at once and the endpoint b
   CHECK(f.http.requests.size() == 3);
 }
 
+TEST_CASE("invocations that fail together count as one failure in a row, not as many") {
+  // 8 invocations in flight when the endpoint breaks: one step of backoff (100 ms), not eight
+  // (12.8 s). The chaos load test found calls parked past their limit behind such jumps.
+  fixture f{settings(8, {endpoint("http://a/invoke", {}, 8, 1)})};
+  REQUIRE(f.http.requests.size() == 8);  // the start-up wave, one shard each
+  for (size_t i = 0; i < 8; ++i)
+    f.answer(f.body(i).invocation.value(), 500);
+  CHECK(f.http.requests.size() == 8);
+  f.advance(121ms);  // past 100 ms + 20 %
+  REQUIRE(f.http.requests.size() == 16);
+  // Those were sent after the counted failure: their failing is the second in a row (200 ms).
+  for (size_t i = 8; i < 16; ++i)
+    f.answer(f.body(i).invocation.value(), 500);
+  f.advance(159ms);
+  CHECK(f.http.requests.size() == 16);
+  f.advance(82ms);
+  CHECK(f.http.requests.size() == 24);
+}
+
 TEST_CASE("a 2xx without a lease counts as unleased and is a failure") {
   fixture f;
   f.answer(f.last_id(), 200);        // nobody ever bound or leased
