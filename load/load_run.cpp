@@ -140,7 +140,9 @@ int run_load(const scenario& s, const run_options& options) {
       b.hang_rate = s.hang_rate;
       b.hang_ms = s.budget_ms + 1000 + 1000;  // past budget + grace: the server times it out
       b.crash_rate = s.crash_rate;
-      b.crash_within_ms = std::max(1u, s.budget_ms / 2);
+      // Most invocations of a busy run last a few hundred ms: drop within that, or the dice
+      // would mostly pick invocations that are gone by then.
+      b.crash_within_ms = std::clamp(s.budget_ms / 2, 1u, 250u);
       b.secret = "load-" + std::to_string(rd()) + std::to_string(rd());
       b.on_step_durable = on_step_durable;
       b.on_run = [&obs](const std::vector<uint32_t>& shards, clock_type::time_point arrived) {
@@ -498,12 +500,15 @@ int run_load(const scenario& s, const run_options& options) {
   checks.push_back({"no step ran again after it was durable", reran == 0,
                     std::to_string(reran) +
                         " step bodies ran again after their record was reported durable (" +
-                        std::to_string(step_durable_count) + " steps reported durable)" +
+                        std::to_string(step_durable_count) + " steps reported durable; " +
+                        std::to_string(obs.reran_by_deposed.load()) +
+                        " more ran in holders that had lost their lease and did not know yet, "
+                        "fenced)" +
                         (rerun_example.empty() ? "" : ", e.g. " + rerun_example)});
   // A crash (server or worker) loses the results not yet durable, and their steps run again:
   // at-least-once until durable, see docs/load-testing.md.
-  bool crashes =
-      s.server_kills > 0 || s.worker_kill_every_s > 0 || (s.crash_rate > 0 && s.endpoints > 0);
+  bool crashes = s.server_kills > 0 || s.worker_kill_every_s > 0 || s.restart_before_check ||
+                 (s.crash_rate > 0 && s.endpoints > 0);
   if (crashes)
     checks.push_back({"steps ran again only before they were durable", true,
                       std::to_string(duplicates) +
@@ -646,6 +651,7 @@ int run_load(const scenario& s, const run_options& options) {
       {"step_bodies_run", obs.step_runs.load()},
       {"steps_durable", step_durable_count},
       {"steps_ran_again_after_durable", reran},
+      {"steps_ran_again_by_deposed_holders", obs.reran_by_deposed.load()},
       {"steps_ran_more_than_once", duplicates},
       {"server_kills", kills.load()},
       {"server_kill_times_s", killed_at},

@@ -68,9 +68,10 @@ worker::registry workflows(observations* obs) {
         }
       }
       auto name = "s" + std::to_string(k);
-      co_await ctx.step(name, [obs, i, k, step_us] {
+      uint64_t epoch = ctx.lease_epoch();
+      co_await ctx.step(name, [obs, i, k, step_us, epoch] {
         spin_for(std::chrono::microseconds(step_us));
-        obs->step_ran(i, k);
+        obs->step_ran(i, k, epoch);
         return k;
       });
       if (signal && k == 0) {

@@ -8,8 +8,8 @@ using worker::json;
 
 observations::observations(size_t starts, uint32_t shards)
     : intended(starts), answered(starts), completed(starts), durable_steps(starts),
-      timer_seen(starts), signal_sent(starts), signal_answered(starts), cold(starts),
-      active_(shards), pending_(shards) {
+      durable_epoch(starts), timer_seen(starts), signal_sent(starts), signal_answered(starts),
+      cold(starts), active_(shards), pending_(shards) {
   for (auto& x : intended)
     x = -1;
   for (auto& x : signal_sent)
@@ -55,14 +55,19 @@ void observations::invocation_ended(uint64_t token, const std::vector<uint32_t>&
   wake_server.record(token + lease_us * 1000);
 }
 
-void observations::step_ran(uint64_t i, uint32_t k) {
+void observations::step_ran(uint64_t i, uint32_t k, uint64_t epoch) {
   step_runs++;
-  if (i < durable_steps.size() && k < tracked_steps && ((durable_steps[i] >> k) & 1) != 0) {
-    reran_after_durable++;
-    std::lock_guard lk{mtx};
-    if (rerun_example.empty())
-      rerun_example = "step s" + std::to_string(k) + " of " + run_id(i) +
-                      " ran again after its record was reported durable";
+  if (i >= durable_steps.size()) return;  // not this process's run (an earlier run's, resumed)
+  if (k < tracked_steps && ((durable_steps[i] >> k) & 1) != 0) {
+    if (epoch < durable_epoch[i]) {
+      reran_by_deposed++;
+    } else {
+      reran_after_durable++;
+      std::lock_guard lk{mtx};
+      if (rerun_example.empty())
+        rerun_example = "step s" + std::to_string(k) + " of " + run_id(i) +
+                        " ran again after its record was reported durable";
+    }
   }
   std::lock_guard lk{mtx};
   executions[{i, k}]++;
@@ -73,6 +78,9 @@ void observations::step_durable_now(const worker::step_durable& d) {
   if (!i || *i >= durable_steps.size() || d.step.size() < 2 || d.step[0] != 's') return;
   uint32_t k = static_cast<uint32_t>(std::strtoul(d.step.c_str() + 1, nullptr, 10));
   if (k < tracked_steps) durable_steps[*i] |= uint64_t{1} << k;
+  for (uint64_t e = durable_epoch[*i];
+       e < d.epoch && !durable_epoch[*i].compare_exchange_weak(e, d.epoch);) {
+  }
   auto ns = static_cast<uint64_t>(std::max<int64_t>(0, d.since_body.count()));
   std::lock_guard lk{mtx};
   step_durable.record(ns);

@@ -42,6 +42,7 @@ struct observations {
   std::vector<std::atomic<uint8_t>> answered;   ///< 0 no answer, 1 ok, 2 refused
   std::vector<std::atomic<uint8_t>> completed;  ///< the run's code reached its end
   std::vector<std::atomic<uint64_t>> durable_steps;   ///< bit k: step s<k>'s record is durable
+  std::vector<std::atomic<uint64_t>> durable_epoch;   ///< the newest lease that reported one
   std::vector<std::atomic<uint8_t>> timer_seen;       ///< its timer's lateness was recorded
   std::vector<std::atomic<int64_t>> signal_sent;      ///< ns after t0; -1: not sent
   std::vector<std::atomic<uint8_t>> signal_answered;  ///< 0 no answer, 1 ok, 2 refused
@@ -54,9 +55,14 @@ struct observations {
   /// doubt) or "parked too long" (no holder took the shard in time).
   std::atomic<uint64_t> starts_resent_in_doubt{0}, starts_resent_parked{0};
   std::atomic<uint64_t> signals_resent_in_doubt{0}, signals_resent_parked{0};
-  /// Step bodies that ran although their step's record had been reported durable: the record
-  /// was lost (a recovery did not see it). Never allowed.
+  /// Step bodies that ran although their step's record had been reported durable, under a lease
+  /// at least as new as the one that reported it: the record was lost (a recovery did not see
+  /// it). Never allowed.
   std::atomic<uint64_t> reran_after_durable{0};
+  /// The same under an older lease: a holder that lost its lease and did not know yet (a stalled
+  /// worker) ran a body the new holder had made durable. Fencing keeps its records out; the body
+  /// itself ran (at-least-once for side effects of a stalled holder), so it is reported.
+  std::atomic<uint64_t> reran_by_deposed{0};
 
   std::mutex mtx;  ///< guards what follows
   latency_histogram start_latency, complete_latency, step_durable, timer_lateness, signal_latency,
@@ -76,8 +82,9 @@ struct observations {
   void invocation_ended(uint64_t token, const std::vector<uint32_t>& shards, uint64_t lease_us);
   bool track_wakes = false;
 
-  /// What the step body of (run i, step k) records; the runner's on_step_durable.
-  void step_ran(uint64_t i, uint32_t k);
+  /// What the step body of (run i, step k) records, run under lease `epoch`; the runner's
+  /// on_step_durable.
+  void step_ran(uint64_t i, uint32_t k, uint64_t epoch);
   void step_durable_now(const worker::step_durable& d);
 
 private:

@@ -69,6 +69,7 @@ void fleet::connect(slot& w) {
     w.s.reset();
     failed_connects_++;
     w.retry_at = clock::now() + w.backoff;
+    w.backoff = std::min<std::chrono::milliseconds>(w.backoff * 2, 5s);
     return;
   }
   connected_++;
@@ -115,7 +116,9 @@ void fleet::run() {
     auto next = now + 50ms;  // kill requests and stop() are looked at this often
     uint64_t soonest = never;
     for (auto& w : slots_) {
-      if (!w->s && now >= w->retry_at && !stop_) connect(*w);
+      // Connecting blocks the loop (HELLO -> LEASE): at most 20 ms of it per round, so the
+      // connected workers keep their turns and pings while many (re)connect.
+      if (!w->s && now >= w->retry_at && !stop_ && clock::now() - now < 20ms) connect(*w);
       if (w->s)
         soonest = std::min(soonest, w->wake);
       else

@@ -344,7 +344,7 @@ void shard_runner::on_durable(uint64_t lsn) {
     auto now = std::chrono::steady_clock::now();
     for (; !step_watch_.empty() && step_watch_.front().lsn <= durable_; step_watch_.pop_front()) {
       auto& w = step_watch_.front();
-      settings_.on_step_durable(step_durable{w.workflow, w.step, now - w.at});
+      settings_.on_step_durable(step_durable{w.workflow, w.step, now - w.at, epoch_.value()});
     }
   }
   while (!gated_.empty() && gated_.front().first <= durable_) {
@@ -881,6 +881,9 @@ bool shard_runner::attempt_step(run_state& run) {
 
 const std::string& context::id() const {
   return run_access::of(run_).id;
+}
+uint64_t context::lease_epoch() const {
+  return run_access::of(run_).owner->epoch().value();
 }
 const std::string& context::type() const {
   return run_access::of(run_).type;

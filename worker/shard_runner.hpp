@@ -45,6 +45,7 @@ struct step_durable {
   const std::string& workflow;
   const std::string& step;
   std::chrono::nanoseconds since_body;  ///< from the body's return to the DURABLE
+  uint64_t epoch;                       ///< the lease it became durable under
 };
 
 struct runner_settings {

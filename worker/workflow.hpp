@@ -74,6 +74,9 @@ public:
   explicit context(workflow_run* run) : run_(run) {}
   const std::string& id() const;
   const std::string& type() const;
+  /// The epoch of the shard's lease this code runs under. It grows with every new holder, so a
+  /// step can hand it to another system as a fencing token (refuse writes with an older one).
+  uint64_t lease_epoch() const;
 
   /// Runs `body` once (or after a replay, not at all) and journals what it returned (a value
   /// convertible to json, or nothing). Throws step_failed into the workflow when it fails for

@@ -298,6 +298,20 @@ TEST_CASE("invocations that fail together count as one failure in a row, not as 
   CHECK(f.http.requests.size() == 24);
 }
 
+TEST_CASE("a late success of an invocation sent before the endpoint failed does not end its "
+          "backoff") {
+  fixture f{settings(2, {endpoint("http://a/invoke", {}, 2, 1)})};
+  REQUIRE(f.http.requests.size() == 2);
+  auto early = f.body(1).invocation.value();
+  f.answer(f.body(0).invocation.value(), 500);  // counted: backoff 100 ms
+  f.advance(50ms);
+  f.served(early, 7);  // sent before that failure: says nothing new, the backoff stands
+  f.advance(29ms);
+  CHECK(f.http.requests.size() == 2);  // shard 0 still waits out the backoff
+  f.advance(42ms);
+  CHECK(f.http.requests.size() == 3);
+}
+
 TEST_CASE("a 2xx without a lease counts as unleased and is a failure") {
   fixture f;
   f.answer(f.last_id(), 200);        // nobody ever bound or leased
