@@ -188,8 +188,8 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
           st.m.timed_out++;
         else
           st.m.failed++;
-        bool news = rules::sent_after_last_failure(st.failures, inv.started, st.last_counted);
-        if (!success && !preempted && news) {
+        if (!success && !preempted &&
+            rules::counts_in_a_row(st.failures, inv.started, st.last_counted)) {
           st.failures++;
           st.m.backoffs++;
           st.last_counted = self->clock().now();
@@ -211,7 +211,7 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
                          proto::format_invocation_id(proto::invocation_id{id}),
                          logging::quoted(st.m.last_error));
           }
-        } else if (success && news) {
+        } else if (success) {  // the endpoint answers: whatever was sent when, it is up
           st.failures = 0;
           st.not_before = {};
         }

@@ -24,14 +24,15 @@ inline constexpr ms gather_window{2};
 /// base · 2^(failures − 1), at most `cap`, then ±20 % jitter taken from `random_bits`.
 ms backoff(uint32_t failures, ms base, ms cap, uint64_t random_bits);
 
-/// Whether the outcome of an invocation sent at `sent` tells something new about its endpoint,
+/// Whether a failed invocation sent at `sent` is one more failure "in a row" for its endpoint,
 /// which has `failures` in a row so far, the last counted when seen at `last_counted`. The
 /// invocations in flight together when an endpoint breaks (or a burst of bad luck hits) fail
-/// together: they are one failure, not a run of them, and one of them succeeding late does not
-/// mean the endpoint is well again. So only an invocation sent after the last counted failure
-/// lengthens the backoff, or ends it.
+/// together: they are one failure, not a run of them, so only an invocation sent after the last
+/// counted failure lengthens the backoff. (Any success ends it, whenever it was sent: counting
+/// only later ones made an endpoint failing one POST in five back off to the cap, since every
+/// wave of concurrent POSTs had one failure that counted and its successes did not.)
 template <class TimePoint>
-bool sent_after_last_failure(uint32_t failures, TimePoint sent, TimePoint last_counted) {
+bool counts_in_a_row(uint32_t failures, TimePoint sent, TimePoint last_counted) {
   return failures == 0 || sent > last_counted;
 }
 
