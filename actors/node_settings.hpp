@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "protocol/cluster_map.hpp"
+
 namespace fusee::server {
 
 /// One `[[endpoint]]` table: an HTTP endpoint the invoker may wake.
@@ -46,6 +48,11 @@ struct node_settings {
   uint64_t write_buffer_mb = 16;
   // [[endpoint]]
   std::vector<endpoint_settings> endpoints;
+  // [cluster]: absent = a cluster of one (DESIGN.md §7)
+  bool clustered = false;
+  std::string cluster_node;    ///< this node's name in the map
+  std::string cluster_listen;  ///< host:port of this node's middleman, bound to that host only
+  proto::cluster_map cluster;  ///< checked against `shards` by app::validate
 };
 
 }  // namespace fusee::server

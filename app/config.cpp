@@ -2,6 +2,7 @@
 
 #include "actors/logging.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -181,6 +182,69 @@ bool starts_with(const std::string& s, const char* prefix) {
   return s.rfind(prefix, 0) == 0;
 }
 
+/// [cluster] with node, cluster_listen and [[cluster.nodes]] (name, cluster, listen, http,
+/// shards = "A-B, C"); the map is checked by validate(), which knows the shard count.
+std::optional<std::string> read_cluster(const std::string& file, const toml::node& table_node,
+                                        server_config& cfg) {
+  auto* tbl = table_node.as_table();
+  if (tbl == nullptr) return where(file, table_node) + ": `cluster` must be a table ([cluster])";
+  cfg.clustered = true;
+  auto string_of = [&](const toml::node& n, const std::string& key,
+                       std::string& out) -> std::optional<std::string> {
+    auto v = n.value<std::string>();
+    if (!v) return where(file, n) + ": `" + key + "` must be a string";
+    out = *v;
+    return std::nullopt;
+  };
+  for (auto&& [key_name, node] : *tbl) {
+    std::string key{key_name.str()};
+    if (key == "node") {
+      if (auto err = string_of(node, "cluster.node", cfg.cluster_node)) return err;
+    } else if (key == "cluster_listen") {
+      if (auto err = string_of(node, "cluster.cluster_listen", cfg.cluster_listen)) return err;
+    } else if (key == "nodes") {
+      auto* arr = node.as_array();
+      if (arr == nullptr || !arr->is_array_of_tables())
+        return where(file, node) + ": `cluster.nodes` must be written as [[cluster.nodes]] tables";
+      for (auto& entry : *arr) {
+        proto::cluster_node n;
+        bool has_shards = false;
+        for (auto&& [k, v] : *entry.as_table()) {
+          std::string field{k.str()}, full = "cluster.nodes." + field;
+          std::optional<std::string> err;
+          if (field == "name") {
+            err = string_of(v, full, n.name);
+          } else if (field == "cluster") {
+            err = string_of(v, full, n.cluster);
+          } else if (field == "listen") {
+            err = string_of(v, full, n.listen);
+          } else if (field == "http") {
+            err = string_of(v, full, n.http);
+          } else if (field == "shards") {
+            std::string text;
+            if ((err = string_of(v, full, text))) return err;
+            auto ranges = proto::parse_shard_ranges(text);
+            if (!ranges) return where(file, v) + ": `" + full + "`: " + ranges.err().message;
+            n.shards = std::move(*ranges);
+            has_shards = true;
+          } else {
+            return where(file, v) + ": unknown key `" + full +
+                   "` (expected name, cluster, listen, http, shards)";
+          }
+          if (err) return err;
+        }
+        if (!has_shards)
+          return where(file, entry) + ": [[cluster.nodes]] \"" + n.name + "\" has no `shards`";
+        cfg.cluster.nodes.push_back(std::move(n));
+      }
+    } else {
+      return where(file, node) + ": unknown key `cluster." + key +
+             "` (expected node, cluster_listen and [[cluster.nodes]])";
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<std::string> load_toml(const std::string& file, server_config& cfg) {
@@ -212,10 +276,14 @@ std::optional<std::string> load_toml(const std::string& file, server_config& cfg
       }
       continue;
     }
+    if (tname == "cluster") {
+      if (auto err = read_cluster(file, table_node, cfg)) return err;
+      continue;
+    }
     auto* tbl = table_node.as_table();
     if (tbl == nullptr)
       return where(file, table_node) + ": unknown key `" + tname +
-             "` (expected [server], [liveness], [invoker], [limits] or [[endpoint]])";
+             "` (expected [server], [liveness], [invoker], [limits], [cluster] or [[endpoint]])";
     for (auto&& [key_name, node] : *tbl) {
       std::string key{key_name.str()};
       auto* s = find(server_settings, tname, key);
@@ -246,6 +314,27 @@ std::optional<std::string> validate(server_config& cfg) {
   if (!cfg.advertise.empty() && !parse_host_port(cfg.advertise))
     return "`server.advertise` = \"" + cfg.advertise + "\" is not host:port";
   if (cfg.data_dir.empty()) return "`server.data_dir` is empty";
+  if (cfg.clustered) {
+    if (auto err = proto::check_cluster_map(cfg.cluster, cfg.shards)) return "[cluster]: " + *err;
+    if (cfg.cluster_node.empty()) return "[cluster]: `cluster.node` (this node's name) is required";
+    if (!cfg.cluster.owner_of(0) ||
+        std::none_of(cfg.cluster.nodes.begin(), cfg.cluster.nodes.end(),
+                     [&](auto& n) { return n.name == cfg.cluster_node; }))
+      return "[cluster]: `cluster.node` = \"" + cfg.cluster_node +
+             "\" is not a node of the map ([[cluster.nodes]])";
+    if (!parse_host_port(cfg.cluster_listen))
+      return "[cluster]: `cluster.cluster_listen` = \"" + cfg.cluster_listen +
+             "\" is not host:port";
+    for (auto& n : cfg.cluster.nodes) {
+      auto which = "[cluster]: node \"" + n.name + "\": ";
+      if (!parse_host_port(n.cluster))
+        return which + "`cluster` = \"" + n.cluster + "\" is not host:port";
+      if (!parse_host_port(n.listen))
+        return which + "`listen` = \"" + n.listen + "\" is not host:port";
+      if (!n.http.empty() && !parse_host_port(n.http))
+        return which + "`http` = \"" + n.http + "\" is not host:port";
+    }
+  }
   for (size_t i = 0; i < cfg.endpoints.size(); ++i) {
     auto& ep = cfg.endpoints[i];
     std::string which = "[[endpoint]] #" + std::to_string(i + 1) +

@@ -95,7 +95,7 @@ bool contains(const std::string& haystack, const std::string& needle) {
 
 }  // namespace
 
-TEST_CASE("recovery rebuilds epochs, LSNs and the index; zeros after the last batch are the "
+TEST_CASE("recovery rebuilds epochs, LSNs and the index, and zeros after the last batch are the "
           "clean end") {
   data_dir d;
   segment_file seg{1};
@@ -338,7 +338,7 @@ TEST_CASE("a new data dir gets its fusee.meta and a first segment") {
   CHECK(fs::exists(tmp.path / "fresh" / "wal" / segment_name(1)));
 }
 
-TEST_CASE("a file named like a segment that does not parse is refused; other files are left "
+TEST_CASE("a file named like a segment that does not parse is refused and other files are left "
           "alone") {
   data_dir d;
   std::ofstream(d.wal() / "notes.txt") << "operator's notes";

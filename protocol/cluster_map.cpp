@@ -1,0 +1,149 @@
+#include "protocol/cluster_map.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+#include <openssl/sha.h>
+
+#include "protocol/hex.hpp"
+
+namespace fusee::proto {
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
+    s.remove_suffix(1);
+  return s;
+}
+
+std::optional<uint32_t> number(std::string_view s) {
+  s = trim(s);
+  uint32_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc{} || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::string text_of(shard_range r) {
+  return r.first == r.last ? std::to_string(r.first)
+                           : std::to_string(r.first) + "-" + std::to_string(r.last);
+}
+
+/// "shard 3 belongs" / "shards 3-5 belong"
+std::string shards_belong(shard_range r) {
+  return r.first == r.last ? "shard " + text_of(r) + " belongs"
+                           : "shards " + text_of(r) + " belong";
+}
+
+struct owned {
+  shard_range range;
+  size_t node;
+};
+
+std::vector<owned> sorted_ranges(const cluster_map& map) {
+  std::vector<owned> all;
+  for (size_t n = 0; n < map.nodes.size(); ++n)
+    for (auto r : map.nodes[n].shards)
+      all.push_back({r, n});
+  std::sort(all.begin(), all.end(),
+            [](const owned& a, const owned& b) { return a.range.first < b.range.first; });
+  return all;
+}
+
+}  // namespace
+
+result<std::vector<shard_range>> parse_shard_ranges(std::string_view text) {
+  std::vector<shard_range> out;
+  if (trim(text).empty()) return error{err_code::bad_body, "no shards given"};
+  while (true) {
+    auto comma = text.find(',');
+    auto part = trim(text.substr(0, comma));
+    auto dash = part.find('-');
+    auto first = number(part.substr(0, dash));
+    auto last = dash == std::string_view::npos ? first : number(part.substr(dash + 1));
+    if (!first || !last)
+      return error{err_code::bad_body,
+                   "\"" + std::string(part) + "\" is not a shard or a range of shards (A-B)"};
+    if (*first > *last)
+      return error{err_code::bad_body, "the range \"" + std::string(part) + "\" runs backwards"};
+    out.push_back({*first, *last});
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+std::string format_shard_ranges(const std::vector<shard_range>& ranges) {
+  std::string out;
+  for (auto r : ranges)
+    out += (out.empty() ? "" : ", ") + text_of(r);
+  return out;
+}
+
+std::optional<size_t> cluster_map::owner_of(uint32_t shard) const {
+  for (size_t n = 0; n < nodes.size(); ++n)
+    for (auto r : nodes[n].shards)
+      if (shard >= r.first && shard <= r.last) return n;
+  return std::nullopt;
+}
+
+std::string cluster_map::canonical() const {
+  std::vector<const cluster_node*> by_name;
+  for (auto& n : nodes)
+    by_name.push_back(&n);
+  std::sort(by_name.begin(), by_name.end(), [](auto* a, auto* b) { return a->name < b->name; });
+  std::string out;
+  for (auto* n : by_name) {
+    auto ranges = n->shards;
+    std::sort(ranges.begin(), ranges.end(), [](auto a, auto b) { return a.first < b.first; });
+    out += n->name + " cluster=" + n->cluster + " listen=" + n->listen + " http=" + n->http +
+           " shards=" + format_shard_ranges(ranges) + "\n";
+  }
+  return out;
+}
+
+std::string cluster_map::digest() const {
+  auto text = canonical();
+  unsigned char md[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), md);
+  return to_hex(md, sizeof(md));
+}
+
+std::optional<std::string> check_cluster_map(const cluster_map& map, uint32_t shard_count) {
+  if (map.nodes.empty()) return "the cluster map has no node ([[cluster.nodes]])";
+  for (size_t i = 0; i < map.nodes.size(); ++i) {
+    auto& n = map.nodes[i];
+    if (n.name.empty()) return "node #" + std::to_string(i + 1) + " of the cluster map has no name";
+    for (size_t j = 0; j < i; ++j)
+      if (map.nodes[j].name == n.name) return "the cluster map names node \"" + n.name + "\" twice";
+    if (n.shards.empty()) return "node \"" + n.name + "\" owns no shards";
+    for (auto r : n.shards)
+      if (r.last >= shard_count)
+        return "node \"" + n.name + "\" owns shards " + text_of(r) + ", but there are only " +
+               std::to_string(shard_count) + " (0-" + std::to_string(shard_count - 1) + ")";
+  }
+  // Walk the ranges in order: each must start right after the previous one ended.
+  auto all = sorted_ranges(map);
+  uint64_t next = 0;  // the first shard not yet owned
+  const owned* prev = nullptr;
+  for (auto& o : all) {
+    if (o.range.first > next)
+      return shards_belong({static_cast<uint32_t>(next), o.range.first - 1}) + " to no node";
+    if (o.range.first < next) {
+      uint32_t overlap_last = std::min<uint64_t>(o.range.last, next - 1);
+      return shards_belong({o.range.first, overlap_last}) + " to both \"" +
+             map.nodes[prev->node].name + "\" (" + text_of(prev->range) + ") and \"" +
+             map.nodes[o.node].name + "\" (" + text_of(o.range) + ")";
+    }
+    next = uint64_t{o.range.last} + 1;
+    prev = &o;
+  }
+  if (next < shard_count)
+    return shards_belong({static_cast<uint32_t>(next), shard_count - 1}) + " to no node";
+  return std::nullopt;
+}
+
+}  // namespace fusee::proto

@@ -1,0 +1,74 @@
+// The cluster's shard map: ranges read and written back, every shard owned exactly once (gaps
+// and overlaps named), the owner of a shard, and a digest that ignores the order of writing.
+#include <doctest/doctest.h>
+
+#include "protocol/cluster_map.hpp"
+
+using namespace fusee::proto;
+
+namespace {
+
+cluster_node node(std::string name, const std::string& shards) {
+  auto r = parse_shard_ranges(shards);
+  REQUIRE_MESSAGE(r, (r ? "" : r.err().message));
+  return cluster_node{std::move(name), "127.0.0.1:7410", "127.0.0.1:7400", "", *r};
+}
+
+}  // namespace
+
+TEST_CASE("shard ranges are read in any order and spacing and written back") {
+  auto r = parse_shard_ranges(" 20-31,0-7 , 12");
+  REQUIRE(r);
+  CHECK(*r == std::vector<shard_range>{{20, 31}, {0, 7}, {12, 12}});
+  CHECK(format_shard_ranges(*r) == "20-31, 0-7, 12");
+  CHECK(parse_shard_ranges("7-3").err().message == "the range \"7-3\" runs backwards");
+  CHECK(parse_shard_ranges("0-x").err().message ==
+        "\"0-x\" is not a shard or a range of shards (A-B)");
+  CHECK(parse_shard_ranges("1,,2").err().message ==
+        "\"\" is not a shard or a range of shards (A-B)");
+  CHECK(parse_shard_ranges("  ").err().message == "no shards given");
+  CHECK_FALSE(parse_shard_ranges("4294967296"));  // beyond 32 bits
+}
+
+TEST_CASE("a cluster map must own every shard exactly once, naming the gap or the overlap") {
+  cluster_map ok{{node("a", "0-7"), node("b", "8-15, 24-31"), node("c", "16-23")}};
+  CHECK_FALSE(check_cluster_map(ok, 32));
+  CHECK(ok.owner_of(0) == 0u);
+  CHECK(ok.owner_of(9) == 1u);
+  CHECK(ok.owner_of(20) == 2u);
+  CHECK(ok.owner_of(31) == 1u);
+  CHECK_FALSE(ok.owner_of(32));
+
+  CHECK(check_cluster_map({{node("a", "0-7"), node("b", "10-15")}}, 16) ==
+        "shards 8-9 belong to no node");
+  CHECK(check_cluster_map({{node("a", "0-7"), node("b", "8-14")}}, 16) ==
+        "shard 15 belongs to no node");
+  CHECK(check_cluster_map({{node("a", "1-15")}}, 16) == "shard 0 belongs to no node");
+  CHECK(check_cluster_map({{node("a", "0-9"), node("b", "6-15")}}, 16) ==
+        "shards 6-9 belong to both \"a\" (0-9) and \"b\" (6-15)");
+  CHECK(check_cluster_map({{node("a", "0-15"), node("b", "3")}}, 16) ==
+        "shard 3 belongs to both \"a\" (0-15) and \"b\" (3)");
+  CHECK(check_cluster_map({{node("a", "0-16")}}, 16) ==
+        "node \"a\" owns shards 0-16, but there are only 16 (0-15)");
+  CHECK(check_cluster_map({{node("a", "0-7"), node("a", "8-15")}}, 16) ==
+        "the cluster map names node \"a\" twice");
+  CHECK(check_cluster_map({{node("", "0-15")}}, 16) == "node #1 of the cluster map has no name");
+  CHECK(check_cluster_map({}, 16) == "the cluster map has no node ([[cluster.nodes]])");
+}
+
+TEST_CASE("two maps written in another order have one digest; any difference changes it") {
+  cluster_map a{{node("a", "0-7"), node("b", "8-15, 24-31"), node("c", "16-23")}};
+  cluster_map b{{node("c", "16-23"), node("b", "24-31,8-15"), node("a", "0-7")}};
+  CHECK(a.digest() == b.digest());
+  CHECK(a.digest().size() == 64);
+  auto moved = b;
+  moved.nodes[0].shards = {{16, 22}};
+  moved.nodes[2].shards = {{0, 7}, {23, 23}};
+  CHECK(moved.digest() != a.digest());
+  auto readdressed = b;
+  readdressed.nodes[1].listen = "127.0.0.1:7500";
+  CHECK(readdressed.digest() != a.digest());
+  CHECK(a.canonical() == "a cluster=127.0.0.1:7410 listen=127.0.0.1:7400 http= shards=0-7\n"
+                         "b cluster=127.0.0.1:7410 listen=127.0.0.1:7400 http= shards=8-15, 24-31\n"
+                         "c cluster=127.0.0.1:7410 listen=127.0.0.1:7400 http= shards=16-23\n");
+}
