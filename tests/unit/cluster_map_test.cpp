@@ -56,7 +56,7 @@ TEST_CASE("a cluster map must own every shard exactly once, naming the gap or th
   CHECK(check_cluster_map({}, 16) == "the cluster map has no node ([[cluster.nodes]])");
 }
 
-TEST_CASE("two maps written in another order have one digest; any difference changes it") {
+TEST_CASE("two maps written in another order have one digest and any difference changes it") {
   cluster_map a{{node("a", "0-7"), node("b", "8-15, 24-31"), node("c", "16-23")}};
   cluster_map b{{node("c", "16-23"), node("b", "24-31,8-15"), node("a", "0-7")}};
   CHECK(a.digest() == b.digest());

@@ -430,7 +430,7 @@ TEST_CASE("fencing revokes in the log before the worker hears REVOKED, and keeps
   CHECK(a.last<proto::err>().code == uint16_t(proto::err_code::stale_epoch));
 }
 
-TEST_CASE("a silent worker gets REVOKED and is closed; the standby gets its shards") {
+TEST_CASE("a silent worker gets REVOKED and is closed and the standby gets its shards") {
   fixture f{2};
   auto& a = f.worker();
   f.commit();
