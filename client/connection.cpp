@@ -117,9 +117,8 @@ proto::result<proto::any_message> connection::receive(std::chrono::milliseconds 
   }
 }
 
-proto::result<proto::lease> hello(connection& c, uint32_t offers, uint32_t max_shards,
-                                  const std::string& name, std::chrono::milliseconds timeout,
-                                  proto::invocation_id invocation, std::vector<std::string> types) {
+bool send_hello(connection& c, uint32_t offers, uint32_t max_shards, const std::string& name,
+                proto::invocation_id invocation, std::vector<std::string> types) {
   proto::hello h;
   h.head.id = 1;
   h.offers = offers;
@@ -127,14 +126,24 @@ proto::result<proto::lease> hello(connection& c, uint32_t offers, uint32_t max_s
   h.name = name;
   h.invocation = invocation;
   h.types = std::move(types);
-  if (!c.send(h)) return error{err_code::io, "send failed"};
-  auto r = c.receive(timeout);
+  return c.send(h);
+}
+
+proto::result<proto::lease> lease_of(proto::result<proto::any_message> r) {
   if (!r) return r.err();
-  if (auto* l = std::get_if<proto::lease>(&*r)) return *l;
+  if (auto* l = std::get_if<proto::lease>(&*r)) return std::move(*l);
   if (auto* e = std::get_if<proto::err>(&*r))
     return error{static_cast<err_code>(e->code), e->message};
   return error{err_code::bad_body,
                "expected LEASE, got " + proto::kind_name(static_cast<uint8_t>(proto::kind_of(*r)))};
+}
+
+proto::result<proto::lease> hello(connection& c, uint32_t offers, uint32_t max_shards,
+                                  const std::string& name, std::chrono::milliseconds timeout,
+                                  proto::invocation_id invocation, std::vector<std::string> types) {
+  if (!send_hello(c, offers, max_shards, name, invocation, std::move(types)))
+    return error{err_code::io, "send failed"};
+  return lease_of(c.receive(timeout));
 }
 
 }  // namespace fusee::client

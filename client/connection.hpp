@@ -55,6 +55,13 @@ private:
   proto::frame_decoder decoder_;
 };
 
+/// HELLO with the given options (false: the send failed); lease_of() reads the answer.
+bool send_hello(connection& c, uint32_t offers, uint32_t max_shards, const std::string& name,
+                proto::invocation_id invocation = proto::invocation_id{},
+                std::vector<std::string> types = {});
+/// The answer to HELLO: the LEASE, or the ERR refusing it (or whatever else came) as an error.
+proto::result<proto::lease> lease_of(proto::result<proto::any_message> answer);
+
 /// HELLO with the given options and waits for LEASE (or the ERR refusing it).
 proto::result<proto::lease> hello(connection& c, uint32_t offers, uint32_t max_shards,
                                   const std::string& name,

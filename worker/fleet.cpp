@@ -28,16 +28,16 @@ struct fleet::slot {
   clock::time_point retry_at{};  ///< when a worker that is down connects again
   std::chrono::milliseconds backoff{100};
   clock::time_point connected_at{};
-  uint64_t wake = never;  ///< unix ms of its next timer, read after each of its turns
-  bool served = false;    ///< turned already in this round of the loop
+  uint64_t wake = never;    ///< unix ms of its next timer, read after each of its turns
+  bool connecting = false;  ///< HELLO sent, the LEASE not read yet
+  clock::time_point hello_deadline{};
+  bool served = false;  ///< turned already in this round of the loop
 };
 
 fleet::fleet(const registry& types, std::vector<worker_options> workers) : types_(types) {
   for (auto& o : workers) {
     auto w = std::make_unique<slot>();
     w->options = std::move(o);
-    // The loop serves every worker: one connecting blocks the others only this long.
-    w->options.hello_timeout_ms = std::min<uint32_t>(w->options.hello_timeout_ms, 1000);
     slots_.push_back(std::move(w));
   }
   count_ = slots_.size();
@@ -48,34 +48,47 @@ fleet::~fleet() {
 }
 
 void fleet::connect(slot& w) {
+  // Connects and sends HELLO; the LEASE is read by the loop when it comes (never waited for
+  // here, so a slow server does not stall the connected workers).
   w.s = std::make_unique<session>(types_, w.options, false);
-  auto ok = w.s->connect(proto::offer_serve_calls, proto::invocation_id{});
-  if (!ok) {
-    w.s.reset();
-    failed_connects_++;
-    // Refusals of the HELLO itself (version, offers) do not change by retrying, but a fleet
-    // keeps its size: it retries slowly and the counter tells.
-    w.retry_at = clock::now() + w.backoff;
-    w.backoff = std::min<std::chrono::milliseconds>(w.backoff * 2, 5s);
-    return;
-  }
-  w.connected_at = clock::now();
-  w.wake = 0;  // a first turn at once: recovery requests went out with the HELLO's grants
+  auto ok = w.s->begin_connect(proto::offer_serve_calls, proto::invocation_id{});
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = &w;
-  if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, w.s->fd(), &ev) != 0) {  // not served: try again later
-    w.s->close();
-    w.s.reset();
-    failed_connects_++;
-    w.retry_at = clock::now() + w.backoff;
-    w.backoff = std::min<std::chrono::milliseconds>(w.backoff * 2, 5s);
+  if (!ok || ::epoll_ctl(epoll_, EPOLL_CTL_ADD, w.s->fd(), &ev) != 0) {
+    failed(w);
     return;
   }
+  w.connecting = true;
+  w.hello_deadline = clock::now() + std::chrono::milliseconds(w.options.hello_timeout_ms);
+  w.wake = never;
+}
+
+void fleet::failed(slot& w) {
+  if (w.s->fd() >= 0) ::epoll_ctl(epoll_, EPOLL_CTL_DEL, w.s->fd(), nullptr);
+  w.s->close();
+  w.s.reset();
+  w.connecting = false;
+  failed_connects_++;
+  // Refusals of the HELLO itself (version, offers) do not change by retrying, but a fleet
+  // keeps its size: it retries slowly and the counter tells.
+  w.retry_at = clock::now() + w.backoff;
+  w.backoff = std::min<std::chrono::milliseconds>(w.backoff * 2, 5s);
+}
+
+void fleet::leased(slot& w) {
+  w.connecting = false;
+  w.connected_at = clock::now();
+  w.wake = 0;  // a first turn at once: recovery requests went out with the grants
   connected_++;
 }
 
 void fleet::down(slot& w, std::chrono::milliseconds for_at_least) {
+  if (w.connecting) {
+    failed(w);
+    w.retry_at = std::max(w.retry_at, clock::now() + for_at_least);
+    return;
+  }
   ::epoll_ctl(epoll_, EPOLL_CTL_DEL, w.s->fd(), nullptr);
   w.s->close();
   w.s.reset();
@@ -116,8 +129,8 @@ void fleet::run() {
     auto next = now + 50ms;  // kill requests and stop() are looked at this often
     uint64_t soonest = never;
     for (auto& w : slots_) {
-      // Connecting blocks the loop (HELLO -> LEASE): at most 20 ms of it per round, so the
-      // connected workers keep their turns and pings while many (re)connect.
+      // Connecting (TCP connect and HELLO; the LEASE is read when it comes) takes at most 20 ms
+      // of each round, so the connected workers keep their turns while many (re)connect.
       if (!w->s && now >= w->retry_at && !stop_ && clock::now() - now < 20ms) connect(*w);
       if (w->s)
         soonest = std::min(soonest, w->wake);
@@ -133,6 +146,15 @@ void fleet::run() {
     if (n < 0 && errno != EINTR) break;
     // Readable workers first, then those whose timers are due (a turn runs both).
     auto serve = [&](slot& w) {
+      if (w.connecting) {
+        auto answer = w.s->lease_answer();
+        if (!answer) return;  // not yet
+        if (!*answer)
+          failed(w);
+        else
+          leased(w);
+        return;
+      }
       if (!w.s->turn(0ms)) {
         losses_++;
         down(w, 0ms);
@@ -148,19 +170,27 @@ void fleet::run() {
       }
     }
     ms = unix_ms();
+    auto now2 = clock::now();
     for (auto& w : slots_) {
-      if (w->s && !w->served && w->wake <= ms) serve(*w);
+      if (w->s && w->connecting && now2 > w->hello_deadline)
+        failed(*w);  // no LEASE in time
+      else if (w->s && !w->served && w->wake <= ms)
+        serve(*w);
       w->served = false;
     }
     if (clock::now() - last_pings >= 100ms) {
       for (auto& w : slots_)
-        if (w->s) w->s->ping_if_quiet();
+        if (w->s && !w->connecting) w->s->ping_if_quiet();
       last_pings = clock::now();
     }
   }
   // Stopping: as runtime::run() does, each worker in turn (a fleet stops at the end of a run).
   for (auto& w : slots_) {
     if (!w->s) continue;
+    if (w->connecting) {  // no lease yet: nothing to hand back
+      failed(*w);
+      continue;
+    }
     w->s->drain(2s);
     auto checkpoints = w->s->checkpoint_if(1, true);
     w->s->settle(2s);

@@ -47,6 +47,8 @@ public:
 private:
   struct slot;
   void connect(slot& w);
+  void failed(slot& w);  ///< a connect that did not get its LEASE: retried after a backoff
+  void leased(slot& w);
   void down(slot& w, std::chrono::milliseconds for_at_least);
 
   const registry& types_;

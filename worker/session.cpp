@@ -46,6 +46,13 @@ void session::log(const std::string& line) {
 }
 
 proto::result<void> session::connect(uint32_t offers, proto::invocation_id invocation) {
+  if (auto ok = begin_connect(offers, invocation); !ok) return ok;
+  auto r = conn_.receive(std::chrono::milliseconds(options_.hello_timeout_ms));
+  if (!r) return r.err();
+  return take_lease(client::lease_of(std::move(r)));
+}
+
+proto::result<void> session::begin_connect(uint32_t offers, proto::invocation_id invocation) {
   auto at = client::parse_host_port(options_.server);
   if (!at)
     return proto::error{proto::err_code::io,
@@ -53,12 +60,22 @@ proto::result<void> session::connect(uint32_t offers, proto::invocation_id invoc
   auto c = client::connection::open(at->host, at->port);
   if (!c) return c.err();
   conn_ = std::move(*c);
-  auto hello_at = clock::now();
-  auto lease = client::hello(conn_, offers, options_.max_shards, options_.name,
-                             std::chrono::milliseconds(options_.hello_timeout_ms), invocation,
-                             types_.names());
+  hello_at_ = clock::now();
+  if (!client::send_hello(conn_, offers, options_.max_shards, options_.name, invocation,
+                          types_.names()))
+    return proto::error{proto::err_code::io, "send failed"};
+  return {};
+}
+
+std::optional<proto::result<void>> session::lease_answer() {
+  auto r = conn_.receive(std::chrono::milliseconds(0));
+  if (!r && conn_.timed_out()) return std::nullopt;  // not yet
+  return take_lease(client::lease_of(std::move(r)));
+}
+
+proto::result<void> session::take_lease(proto::result<proto::lease> lease) {
   if (!lease) return lease.err();
-  lease_wait_ = clock::now() - hello_at;
+  lease_wait_ = clock::now() - hello_at_;
   shard_count_ = lease->shard_count;
   ping_interval_ =
       std::chrono::milliseconds(lease->ping_interval_ms ? lease->ping_interval_ms : 1000);

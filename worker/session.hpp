@@ -43,8 +43,14 @@ public:
   uint64_t next_request_id() override { return next_id_++; }
   void log(const std::string& line) override;
 
-  /// Connects and says HELLO; an error says why the server could not be reached or refused.
+  /// Connects and says HELLO, waiting up to hello_timeout_ms for the LEASE; an error says why
+  /// the server could not be reached or refused.
   proto::result<void> connect(uint32_t offers, proto::invocation_id invocation);
+  /// The same in two parts for a loop that must not block: connects and sends HELLO; then,
+  /// each time the socket is readable, lease_answer() is nullopt until the LEASE (or the
+  /// refusal) has come.
+  proto::result<void> begin_connect(uint32_t offers, proto::invocation_id invocation);
+  std::optional<proto::result<void>> lease_answer();
 
   /// One turn: waits up to `wait` for frames, handles all that came, runs what is due, sends.
   /// False once the connection is gone.
@@ -98,6 +104,7 @@ public:
   void ping_if_quiet();
 
 private:
+  proto::result<void> take_lease(proto::result<proto::lease> lease);
   void take(const proto::grant_entry& g);
 
   runner_settings settings() const;
@@ -182,6 +189,7 @@ private:
   uint64_t calls_ = 0;
   bool more_ = false;
   clock::duration lease_wait_{};
+  clock::time_point hello_at_{};
 };
 
 }  // namespace fusee::worker
