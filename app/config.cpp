@@ -317,8 +317,7 @@ std::optional<std::string> validate(server_config& cfg) {
   if (cfg.clustered) {
     if (auto err = proto::check_cluster_map(cfg.cluster, cfg.shards)) return "[cluster]: " + *err;
     if (cfg.cluster_node.empty()) return "[cluster]: `cluster.node` (this node's name) is required";
-    if (!cfg.cluster.owner_of(0) ||
-        std::none_of(cfg.cluster.nodes.begin(), cfg.cluster.nodes.end(),
+    if (std::none_of(cfg.cluster.nodes.begin(), cfg.cluster.nodes.end(),
                      [&](auto& n) { return n.name == cfg.cluster_node; }))
       return "[cluster]: `cluster.node` = \"" + cfg.cluster_node +
              "\" is not a node of the map ([[cluster.nodes]])";

@@ -1,7 +1,9 @@
 #include "protocol/cluster_map.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
+#include <cstring>
 
 #include <openssl/sha.h>
 
@@ -97,8 +99,15 @@ std::string cluster_map::canonical() const {
   std::sort(by_name.begin(), by_name.end(), [](auto* a, auto* b) { return a->name < b->name; });
   std::string out;
   for (auto* n : by_name) {
-    auto ranges = n->shards;
-    std::sort(ranges.begin(), ranges.end(), [](auto a, auto b) { return a.first < b.first; });
+    // Sorted and adjacent ranges merged: "0-7, 8-15" and "0-15" are the same map.
+    auto sorted = n->shards;
+    std::sort(sorted.begin(), sorted.end(), [](auto a, auto b) { return a.first < b.first; });
+    std::vector<shard_range> ranges;
+    for (auto r : sorted)
+      if (!ranges.empty() && uint64_t{ranges.back().last} + 1 >= r.first)
+        ranges.back().last = std::max(ranges.back().last, r.last);
+      else
+        ranges.push_back(r);
     out += n->name + " cluster=" + n->cluster + " listen=" + n->listen + " http=" + n->http +
            " shards=" + format_shard_ranges(ranges) + "\n";
   }
@@ -113,10 +122,17 @@ std::string cluster_map::digest() const {
 }
 
 std::optional<std::string> check_cluster_map(const cluster_map& map, uint32_t shard_count) {
+  if (shard_count == 0) return "a cluster map needs at least one shard";
   if (map.nodes.empty()) return "the cluster map has no node ([[cluster.nodes]])";
   for (size_t i = 0; i < map.nodes.size(); ++i) {
     auto& n = map.nodes[i];
     if (n.name.empty()) return "node #" + std::to_string(i + 1) + " of the cluster map has no name";
+    // Names and addresses make up the digest's text: no character that could fake a field.
+    for (auto* field : {&n.name, &n.cluster, &n.listen, &n.http})
+      for (char c : *field)
+        if (!std::isalnum(static_cast<unsigned char>(c)) && !std::strchr("._-:[]", c))
+          return "node \"" + n.name + "\": \"" + *field +
+                 "\" may hold only letters, digits and . _ - : [ ]";
     for (size_t j = 0; j < i; ++j)
       if (map.nodes[j].name == n.name) return "the cluster map names node \"" + n.name + "\" twice";
     if (n.shards.empty()) return "node \"" + n.name + "\" owns no shards";

@@ -38,8 +38,9 @@ int main(int argc, char** argv) {
   if (context.shouldExit()) return rc;
   bool filtered = false;
   for (int i = 1; i < argc; ++i)
-    filtered = filtered || std::strncmp(argv[i], "--test-case=", 12) == 0 ||
-               std::strncmp(argv[i], "-tc=", 4) == 0;
+    for (auto* flag :
+         {"--test-case=", "-test-case=", "--dt-test-case=", "-tc=", "--tc=", "--dt-tc="})
+      filtered = filtered || std::strncmp(argv[i], flag, std::strlen(flag)) == 0;
   if (rc == 0 && filtered && started == 0) {
     std::fprintf(stderr, "no test case matched the --test-case filter: a name CTest split or "
                          "mangled? (';' in a test name)\n");

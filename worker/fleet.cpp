@@ -118,7 +118,7 @@ void fleet::run() {
         kills.swap(kill_requests_);
       }
       for (auto [i, down_for] : kills)
-        if (i < slots_.size() && slots_[i]->s) {
+        if (i < slots_.size() && slots_[i]->s && !slots_[i]->connecting) {
           down(*slots_[i], 0ms);
           slots_[i]->retry_at = clock::now() + down_for;
           kills_++;
@@ -188,7 +188,9 @@ void fleet::run() {
   for (auto& w : slots_) {
     if (!w->s) continue;
     if (w->connecting) {  // no lease yet: nothing to hand back
-      failed(*w);
+      ::epoll_ctl(epoll_, EPOLL_CTL_DEL, w->s->fd(), nullptr);
+      w->s->close();
+      w->s.reset();
       continue;
     }
     w->s->drain(2s);

@@ -33,7 +33,8 @@ public:
 
   /// Worker `i` (of size()) dies as a crashed process would: its connection is closed with no
   /// DRAIN and nothing more sent, its runners' state is dropped; after `down_for` it connects
-  /// again as a new worker and recovers what it is granted. Ignored while it is down.
+  /// again as a new worker and recovers what it is granted. Ignored while it is down or still
+  /// connecting.
   void kill(size_t i, std::chrono::milliseconds down_for);
 
   size_t size() const { return count_; }

@@ -54,12 +54,17 @@ TEST_CASE("a cluster map must own every shard exactly once, naming the gap or th
         "the cluster map names node \"a\" twice");
   CHECK(check_cluster_map({{node("", "0-15")}}, 16) == "node #1 of the cluster map has no name");
   CHECK(check_cluster_map({}, 16) == "the cluster map has no node ([[cluster.nodes]])");
+  CHECK(check_cluster_map({{node("a b", "0-15")}}, 16) ==
+        "node \"a b\": \"a b\" may hold only letters, digits and . _ - : [ ]");
+  CHECK(check_cluster_map(ok, 0) == "a cluster map needs at least one shard");
 }
 
 TEST_CASE("two maps written in another order have one digest and any difference changes it") {
   cluster_map a{{node("a", "0-7"), node("b", "8-15, 24-31"), node("c", "16-23")}};
   cluster_map b{{node("c", "16-23"), node("b", "24-31,8-15"), node("a", "0-7")}};
   CHECK(a.digest() == b.digest());
+  cluster_map split{{node("a", "0-3, 4-7"), node("b", "8-15, 24-31"), node("c", "16-23")}};
+  CHECK(split.digest() == a.digest());  // adjacent ranges are one
   CHECK(a.digest().size() == 64);
   auto moved = b;
   moved.nodes[0].shards = {{16, 22}};
