@@ -13,6 +13,7 @@
 #include "protocol/invocation_request.hpp"
 #include "protocol/json_text.hpp"
 #include "protocol/signature.hpp"
+#include "protocol/unix_time.hpp"
 
 namespace fusee::server {
 
@@ -21,11 +22,6 @@ namespace {
 using clock_type = caf::actor_clock::clock_type;
 using ms = std::chrono::milliseconds;
 using proto::json_quote;
-
-uint64_t unix_ms() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<ms>(std::chrono::system_clock::now().time_since_epoch()).count());
-}
 
 struct endpoint_metrics {
   uint64_t invocations = 0, succeeded = 0, failed = 0, timed_out = 0, unleased = 0;
@@ -111,7 +107,7 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
         req.headers = {"content-type: application/json"};
         if (!st.cfg.secret.empty())
           req.headers.push_back("fusee-signature: " +
-                                proto::sign(st.cfg.secret, unix_ms(), req.body));
+                                proto::sign(st.cfg.secret, proto::unix_ms(), req.body));
         req.timeout_ms = st.cfg.budget_ms + st.cfg.grace_ms;
         req.ca_file = st.cfg.ca_file;
         req.cert_file = st.cfg.cert_file;

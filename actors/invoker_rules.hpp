@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "protocol/splitmix64.hpp"
+
 namespace fusee::server::rules {
 
 using ms = std::chrono::milliseconds;
@@ -59,16 +61,7 @@ struct earliest_timer {
   }
 };
 
-/// A small generator for jitter (8 bytes of state, so every wake record can own one).
-struct splitmix64 {
-  uint64_t state;
-  uint64_t operator()() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-};
+using proto::splitmix64;  ///< jitter (8 bytes of state, so every wake record can own one)
 
 /// The endpoint for a shard's next invocation, as the original invoker chose it: one whose types
 /// include a waiting start's type; else one (other than the last) with code for a type the last

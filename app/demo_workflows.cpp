@@ -9,6 +9,8 @@
 #include <thread>
 #include <unistd.h>
 
+#include "protocol/unix_time.hpp"
+
 namespace fusee::app {
 
 namespace {
@@ -31,12 +33,6 @@ void trace(const std::string& workflow, const std::string& step, const json& val
   ::close(fd);
 }
 
-uint64_t unix_ms() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
-
 template <class T>
 T get_or(const json& input, const char* key, T fallback) {
   if (!input.is_object()) return fallback;
@@ -54,7 +50,8 @@ json charge_card(const std::string& order, double total, int fail_times) {
   int n = ++attempts[order];
   if (n <= fail_times)
     throw std::runtime_error("payment provider unavailable (attempt " + std::to_string(n) + ")");
-  return json{{"charged", total}, {"transaction", "tx-" + order + "-" + std::to_string(unix_ms())}};
+  return json{{"charged", total},
+              {"transaction", "tx-" + order + "-" + std::to_string(proto::unix_ms())}};
 }
 
 /// Order checkout: quote, charge (retried with backoff), wait for a `review` signal, then ship

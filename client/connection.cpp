@@ -117,6 +117,23 @@ proto::result<proto::any_message> connection::receive(std::chrono::milliseconds 
   }
 }
 
+proto::result<uint32_t> client_hello(connection& c, const std::string& name,
+                                     std::chrono::milliseconds timeout) {
+  if (!c.send(proto::client_hello{proto::request_head{1}, proto::protocol_version, name}))
+    return error{err_code::io, "send failed"};
+  auto r = c.receive(timeout);
+  if (!r) return r.err();
+  if (auto* e = std::get_if<proto::err>(&*r))
+    return error{static_cast<err_code>(e->code), e->message};
+  auto* ok = std::get_if<proto::ok>(&*r);
+  auto count = ok ? proto::client_hello_shard_count(*ok) : std::nullopt;
+  if (!count)
+    return error{err_code::bad_body,
+                 "the server answered CLIENT_HELLO with " +
+                     proto::kind_name(static_cast<uint8_t>(proto::kind_of(*r)))};
+  return *count;
+}
+
 bool send_hello(connection& c, uint32_t offers, uint32_t max_shards, const std::string& name,
                 proto::invocation_id invocation, std::vector<std::string> types) {
   proto::hello h;

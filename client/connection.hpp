@@ -55,6 +55,11 @@ private:
   proto::frame_decoder decoder_;
 };
 
+/// CLIENT_HELLO named `name`; waits for its OK and returns the server's shard count (an ERR
+/// refusing it is returned as that error, any other answer as bad_body naming its kind).
+proto::result<uint32_t> client_hello(connection& c, const std::string& name,
+                                     std::chrono::milliseconds timeout);
+
 /// HELLO with the given options (false: the send failed); lease_of() reads the answer.
 bool send_hello(connection& c, uint32_t offers, uint32_t max_shards, const std::string& name,
                 proto::invocation_id invocation = proto::invocation_id{},

@@ -31,15 +31,9 @@ std::string client_lane::connect(const std::string& server, uint32_t* shards) {
   auto c = client::connection::open(at->host, at->port);
   if (!c) return c.err().message;
   auto conn = std::make_shared<client::connection>(std::move(*c));
-  conn->send(proto::client_hello{proto::request_head{1}, proto::protocol_version,
-                                 "load-client-" + std::to_string(lane_)});
-  auto r = conn->receive(std::chrono::seconds(10));
-  if (!r) return "no answer to CLIENT_HELLO: " + r.err().message;
-  auto* ok = std::get_if<proto::ok>(&*r);
-  auto n = ok ? proto::client_hello_shard_count(*ok) : std::nullopt;
-  if (!n)
-    return "the server answered CLIENT_HELLO with " +
-           proto::kind_name(static_cast<uint8_t>(proto::kind_of(*r)));
+  auto n =
+      client::client_hello(*conn, "load-client-" + std::to_string(lane_), std::chrono::seconds(10));
+  if (!n) return "CLIENT_HELLO: " + n.err().message;
   *shards = *n;
   shards_ = *n;
   std::lock_guard<std::mutex> lk{mtx_};

@@ -9,10 +9,7 @@ namespace fusee::load {
 
 uint64_t sim_endpoint::next_random() {
   std::lock_guard<std::mutex> lk{mtx_};
-  uint64_t z = (rng_ += 0x9E3779B97F4A7C15ull);  // splitmix64
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  return rng_();
 }
 
 bool sim_endpoint::roll(double rate) {
@@ -26,7 +23,7 @@ std::unique_ptr<sim_endpoint> sim_endpoint::start(const worker::registry& types,
   std::unique_ptr<sim_endpoint> e(new sim_endpoint);
   e->types_ = &types;
   e->b_ = std::move(behaviour);
-  e->rng_ = seed;
+  e->rng_.state = seed;
   auto* self = e.get();
   e->http_ = app::http_server::start(
       "127.0.0.1", 0,

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 
+#include "protocol/splitmix64.hpp"
 #include "worker/shard_runner.hpp"
 #include "worker/workflow.hpp"
 
@@ -69,7 +70,7 @@ private:
   std::mutex mtx_;
   std::condition_variable cv_;
   bool stopping_ = false;
-  uint64_t rng_ = 0;
+  proto::splitmix64 rng_{0};  ///< guarded by mtx_
 };
 
 }  // namespace fusee::load

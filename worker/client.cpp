@@ -27,14 +27,8 @@ proto::result<workflow_client> workflow_client::connect(const std::string& serve
   if (!c) return c.err();
   workflow_client wc;
   wc.conn_ = std::move(*c);
-  wc.conn_.send(proto::client_hello{proto::request_head{1}, proto::protocol_version, name});
-  auto r = wc.conn_.receive(std::chrono::seconds(10));
-  if (!r) return r.err();
-  if (auto* e = std::get_if<proto::err>(&*r))
-    return proto::error{static_cast<proto::err_code>(e->code), e->message};
-  auto* ok = std::get_if<proto::ok>(&*r);
-  auto count = ok ? proto::client_hello_shard_count(*ok) : std::nullopt;
-  if (!count) return proto::error{proto::err_code::bad_body, "unexpected answer to CLIENT_HELLO"};
+  auto count = client::client_hello(wc.conn_, name, std::chrono::seconds(10));
+  if (!count) return count.err();
   wc.shard_count_ = *count;
   return wc;
 }

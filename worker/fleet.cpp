@@ -6,6 +6,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "protocol/unix_time.hpp"
 #include "worker/session.hpp"
 
 namespace fusee::worker {
@@ -14,19 +15,13 @@ namespace {
 using namespace std::chrono_literals;
 using clock = std::chrono::steady_clock;
 constexpr uint64_t never = std::numeric_limits<uint64_t>::max();
-
-uint64_t unix_ms() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
 }  // namespace
 
 struct fleet::slot {
   worker_options options;
   std::unique_ptr<session> s;
   clock::time_point retry_at{};  ///< when a worker that is down connects again
-  std::chrono::milliseconds backoff{100};
+  reconnect_backoff backoff;
   clock::time_point connected_at{};
   uint64_t wake = never;    ///< unix ms of its next timer, read after each of its turns
   bool connecting = false;  ///< HELLO sent, the LEASE not read yet
@@ -72,8 +67,7 @@ void fleet::failed(slot& w) {
   failed_connects_++;
   // Refusals of the HELLO itself (version, offers) do not change by retrying, but a fleet
   // keeps its size: it retries slowly and the counter tells.
-  w.retry_at = clock::now() + w.backoff;
-  w.backoff = std::min<std::chrono::milliseconds>(w.backoff * 2, 5s);
+  w.retry_at = clock::now() + w.backoff.after_failed_connect();
 }
 
 void fleet::leased(slot& w) {
@@ -93,12 +87,8 @@ void fleet::down(slot& w, std::chrono::milliseconds for_at_least) {
   w.s->close();
   w.s.reset();
   connected_--;
-  // A connection the server keeps closing must not become a tight loop.
-  if (clock::now() - w.connected_at < 1s)
-    w.backoff = std::min<std::chrono::milliseconds>(w.backoff * 2, 5s);
-  else
-    w.backoff = 100ms;
-  w.retry_at = clock::now() + std::max(for_at_least, w.backoff);
+  w.retry_at = clock::now() +
+               std::max(for_at_least, w.backoff.after_connection(clock::now() - w.connected_at));
 }
 
 void fleet::kill(size_t i, std::chrono::milliseconds down_for) {
@@ -138,7 +128,7 @@ void fleet::run() {
         next = std::min(next, w->retry_at);
     }
     auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - now);
-    uint64_t ms = unix_ms();
+    uint64_t ms = proto::unix_ms();
     if (soonest != never)
       wait = std::min(wait, std::chrono::milliseconds(soonest > ms ? soonest - ms : 0));
     int n = ::epoll_wait(epoll_, events.data(), static_cast<int>(events.size()),
@@ -169,7 +159,7 @@ void fleet::run() {
         w->served = true;
       }
     }
-    ms = unix_ms();
+    ms = proto::unix_ms();
     auto now2 = clock::now();
     for (auto& w : slots_) {
       if (w->s && w->connecting && now2 > w->hello_deadline)
@@ -193,10 +183,7 @@ void fleet::run() {
       w->s.reset();
       continue;
     }
-    w->s->drain(2s);
-    auto checkpoints = w->s->checkpoint_if(1, true);
-    w->s->settle(2s);
-    w->s->await_oks(checkpoints, 2s);
+    w->s->stop_serving(2s);
     down(*w, 0ms);
   }
 }

@@ -13,6 +13,7 @@
 #include "client/connection.hpp"
 #include "protocol/json_text.hpp"
 #include "protocol/signature.hpp"
+#include "protocol/unix_time.hpp"
 #include "worker/session.hpp"
 
 namespace fusee::worker {
@@ -33,10 +34,7 @@ verified_invocation verify_invocation(std::string_view signature_header, std::st
     v.refusal = {401, proto::json_error("no fusee-signature header")};
     return v;
   }
-  auto now = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                       std::chrono::system_clock::now().time_since_epoch())
-                                       .count());
-  if (auto bad = proto::verify(signature_header, body, secrets, now, tolerance_ms)) {
+  if (auto bad = proto::verify(signature_header, body, secrets, proto::unix_ms(), tolerance_ms)) {
     v.refusal = {401, proto::json_error(bad->message)};
     return v;
   }
@@ -63,7 +61,11 @@ runtime::runtime(const registry& types, worker_options options)
 runtime::~runtime() = default;
 
 int runtime::run() {
-  auto backoff = 100ms;
+  reconnect_backoff backoff;
+  auto pause = [&](std::chrono::milliseconds d) {
+    for (auto until = clock::now() + d; clock::now() < until && !stop_;)
+      std::this_thread::sleep_for(20ms);
+  };
   while (!stop_) {
     session s(types_, options_);
     auto ok = s.connect(proto::offer_serve_calls, proto::invocation_id{});
@@ -74,11 +76,10 @@ int runtime::run() {
         s.log("the server refused this worker: " + ok.err().to_string());
         return 2;
       }
-      s.log("cannot serve: " + ok.err().message + "; retrying in " +
-            std::to_string(backoff.count()) + " ms");
-      for (auto until = clock::now() + backoff; clock::now() < until && !stop_;)
-        std::this_thread::sleep_for(20ms);
-      backoff = std::min<std::chrono::milliseconds>(backoff * 2, 5s);
+      auto wait = backoff.after_failed_connect();
+      s.log("cannot serve: " + ok.err().message + "; retrying in " + std::to_string(wait.count()) +
+            " ms");
+      pause(wait);
       continue;
     }
     auto connected = clock::now();
@@ -89,22 +90,10 @@ int runtime::run() {
       alive = s.turn(s.next_wait(200ms));
     if (!alive) {
       s.log("connection lost (" + s.lost() + "); reconnecting");
-      // A connection the server keeps closing (a frame it refuses) must not become a tight loop.
-      auto served = clock::now() - connected;
-      if (served < 1s) {
-        for (auto until = clock::now() + backoff; clock::now() < until && !stop_;)
-          std::this_thread::sleep_for(20ms);
-        backoff = std::min<std::chrono::milliseconds>(backoff * 2, 5s);
-      } else {
-        backoff = 100ms;
-      }
+      pause(backoff.after_connection(clock::now() - connected));
       continue;
     }
-    // Stopping: no new calls, answer the routed ones, let the disk catch up, checkpoint.
-    s.drain(5s);
-    auto checkpoints = s.checkpoint_if(1, true);
-    s.settle(5s);
-    if (!s.await_oks(checkpoints, 5s)) s.log("stopping before every checkpoint was confirmed");
+    if (!s.stop_serving(5s)) s.log("stopping before every checkpoint was confirmed");
     s.close();
   }
   return 0;

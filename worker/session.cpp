@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "client/address.hpp"
+#include "protocol/unix_time.hpp"
 
 namespace fusee::worker {
 
@@ -33,9 +34,7 @@ session::~session() {
 }
 
 uint64_t session::now_ms() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
+  return proto::unix_ms();
 }
 
 void session::log(const std::string& line) {
@@ -135,6 +134,13 @@ bool session::drain(std::chrono::milliseconds limit) {
   flush();
   if (!await_ok(id, limit)) return false;
   return settle(limit);
+}
+
+bool session::stop_serving(std::chrono::milliseconds limit) {
+  drain(limit);
+  auto checkpoints = checkpoint_if(1, true);
+  settle(limit);
+  return await_oks(checkpoints, limit);
 }
 
 bool session::settle(std::chrono::milliseconds limit) {

@@ -25,6 +25,28 @@
 
 namespace fusee::worker {
 
+/// The wait before a long-lived worker connects again: 100 ms doubling to 5 s after a connect
+/// that failed or a connection that served under a second (a server that keeps closing it, say
+/// for a frame it refuses, must not become a tight loop); none, and back to 100 ms, after one
+/// that served longer.
+class reconnect_backoff {
+public:
+  std::chrono::milliseconds after_failed_connect() { return grow(); }
+  std::chrono::milliseconds after_connection(std::chrono::steady_clock::duration served) {
+    if (served < std::chrono::seconds(1)) return grow();
+    next_ = std::chrono::milliseconds(100);
+    return std::chrono::milliseconds(0);
+  }
+
+private:
+  std::chrono::milliseconds grow() {
+    auto wait = next_;
+    next_ = std::min<std::chrono::milliseconds>(next_ * 2, std::chrono::seconds(5));
+    return wait;
+  }
+  std::chrono::milliseconds next_{100};
+};
+
 class session final : public runner_env {
   using clock = std::chrono::steady_clock;
 
@@ -62,6 +84,11 @@ public:
   /// Sends DRAIN for every held shard and serves until its OK: calls routed before it are
   /// answered. Then answers waiting `result` calls and lets the disk catch up (bounded).
   bool drain(std::chrono::milliseconds limit);
+
+  /// A long-lived worker stopping: DRAIN (calls routed before it are answered), a checkpoint of
+  /// every shard with new records, the disk caught up; false when not every checkpoint was
+  /// confirmed within `limit` (each phase gets that long). The connection stays open.
+  bool stop_serving(std::chrono::milliseconds limit);
 
   /// Serves until every shard has nothing waiting for the disk.
   bool settle(std::chrono::milliseconds limit);
