@@ -6,6 +6,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "actors/cluster/shard_owners.hpp"
 #include "actors/lease_rules.hpp"
 #include "actors/logging.hpp"
 #include "protocol/invocation_request.hpp"
@@ -27,6 +28,7 @@ struct lease_slot {
   bool serve_calls = false;
   bool draining = false;  ///< DRAIN: no more calls or messages to this holder
   bool busy = false;      ///< a grant or revocation is in the log
+  bool owned = true;      ///< this node serves the shard (always, outside a cluster)
 };
 
 struct worker {
@@ -100,12 +102,14 @@ struct directory_state {
   std::unordered_map<uint64_t, inflight_call> inflight;
   uint64_t next_relay = 1;
   uint64_t next_call_seq = 1;
+  shard_owners owners;
+  forwarder_actor forwarder;      ///< the other nodes (cluster_ready); null outside a cluster
   binder_actor scheduler;         ///< the invoker; null when no endpoint is configured
   std::vector<shard_actor> wake;  ///< the shards' wake records (the invoker's), by shard
   std::unordered_map<uint32_t, idle_report> reports;
   // counters for introspection and /metrics
   uint64_t leases_granted = 0, leases_revoked = 0, calls = 0, calls_parked = 0, calls_expired = 0,
-           relays = 0;
+           relays = 0, forwarded_calls = 0, forwarded_messages = 0, messages_in = 0;
   static inline const char* name = "directory";
 };
 
@@ -190,7 +194,7 @@ uint32_t capacity(const worker& w) {
 void refresh_free(directory_state& st, uint32_t shard) {
   auto& slot = st.slots[shard];
   uint64_t bit = uint64_t{1} << (shard % 64);
-  if (slot.holder == 0 && !slot.busy)
+  if (slot.holder == 0 && !slot.busy && slot.owned)
     st.free_bits[shard / 64] |= bit;
   else
     st.free_bits[shard / 64] &= ~bit;
@@ -415,6 +419,31 @@ void bind_invoked(self_ptr self, session_id s, uint64_t invocation) {
           });
 }
 
+/// A message for `m.target`, a shard of this node: to its holder, or parked until it has one
+/// (the shard becomes due, reason `message`).
+void deliver(self_ptr self, remote_message&& m) {
+  auto& st = self->state;
+  auto& t = st.slots[m.target];
+  if (takes_calls(t)) {
+    send_frame(self, t.holder_actor,
+               proto::message{0, shard_id{m.target}, shard_id{m.from}, epoch_t{m.from_epoch},
+                              m.outbox_id, std::move(m.payload)});
+    return;
+  }
+  st.parked_messages[m.target].push_back(
+      parked_message{m.from, m.from_epoch, m.outbox_id, std::move(m.payload)});
+  if (auto* rec = wake_record(st, m.target); rec && t.holder == 0)
+    self->send(*rec, due_atom::value, uint8_t{proto::reason_message}, std::string{});
+}
+
+/// ACK to the sender's lease, if the lease that sent the message still holds the shard.
+void ack_sender(self_ptr self, const remote_ack& a) {
+  auto& f = self->state.slots[a.sender];
+  if (f.holder != 0 && f.epoch == epoch_t{a.sender_epoch})
+    send_frame(self, f.holder_actor,
+               proto::ack{0, shard_id{a.sender}, epoch_t{a.sender_epoch}, a.outbox_id});
+}
+
 template <class Map>
 uint64_t parked_count(const Map& parked) {
   uint64_t n = 0;
@@ -448,6 +477,13 @@ actor_stats stats_of(self_ptr self) {
   a.num("callsParked", st.calls_parked);
   a.num("callsExpired", st.calls_expired);
   a.num("relays", st.relays);
+  if (st.owners.clustered()) {
+    a.num("ownedShards", std::count_if(st.slots.begin(), st.slots.end(),
+                                       [](const lease_slot& s) { return s.owned; }));
+    a.num("forwardedCalls", st.forwarded_calls);
+    a.num("forwardedMessages", st.forwarded_messages);
+    a.num("messagesFromNodes", st.messages_in);
+  }
   return a;
 }
 
@@ -455,9 +491,11 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
   auto& st = self->state;
   st.cfg = std::move(cfg);
   st.log = log;
+  st.owners = shard_owners(st.cfg);
   st.slots.resize(st.cfg.shards);
   st.free_bits.assign((st.cfg.shards + 63) / 64, 0);
   for (uint32_t s = 0; s < st.cfg.shards; ++s) {
+    st.slots[s].owned = st.owners.mine(s);
     st.slots[s].epoch = log->recovered_epoch(shard_id{s});
     refresh_free(st, s);
   }
@@ -531,6 +569,11 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
                                  std::to_string(st.slots.size()) + ")"));
           return;
         }
+        if (!st.slots[shard].owned) {  // another node's: it answers, through the forwarder
+          st.forwarded_calls++;
+          self->send(st.forwarder, std::move(c));
+          return;
+        }
         parked_call p{c.from.reply_to,   c.from.request,    std::move(c.method),
                       std::move(c.type), std::move(c.args), st.next_call_seq++};
         auto& slot = st.slots[shard];
@@ -584,26 +627,33 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
                                                       " does not exist"}));
           return;
         }
-        auto& t = st.slots[r.target];
-        if (takes_calls(t)) {
-          send_frame(self, t.holder_actor,
-                     proto::message{0, shard_id{r.target}, shard_id{r.from.shard},
-                                    epoch_t{r.from.epoch}, r.outbox_id, std::move(r.payload)});
+        remote_message m{r.target, r.from.shard, r.from.epoch, r.outbox_id, std::move(r.payload)};
+        if (!st.slots[r.target].owned) {
+          st.forwarded_messages++;
+          self->send(st.forwarder, std::move(m));
           return;
         }
-        st.parked_messages[r.target].push_back(
-            parked_message{r.from.shard, r.from.epoch, r.outbox_id, std::move(r.payload)});
-        if (auto* rec = wake_record(st, r.target); rec && t.holder == 0)
-          self->send(*rec, due_atom::value, uint8_t{proto::reason_message}, std::string{});
+        deliver(self, std::move(m));
       },
+      [=](remote_message& m) {
+        self->state.messages_in++;
+        if (m.target < self->state.slots.size() && self->state.slots[m.target].owned)
+          deliver(self, std::move(m));
+      },
+      [=](remote_ack& a) {
+        if (a.sender < self->state.slots.size() && self->state.slots[a.sender].owned)
+          ack_sender(self, a);
+      },
+      [=](cluster_ready& c) { self->state.forwarder = std::move(c.forwarder); },
       [=](ack_request& a) {
         auto& st = self->state;
         if (!admit(self, a.from)) return;
         if (a.sender >= st.slots.size()) return;
-        auto& f = st.slots[a.sender];
-        if (f.holder != 0 && f.epoch == epoch_t{a.sender_epoch})
-          send_frame(self, f.holder_actor,
-                     proto::ack{0, shard_id{a.sender}, epoch_t{a.sender_epoch}, a.outbox_id});
+        remote_ack ack{a.sender, a.sender_epoch, a.outbox_id};
+        if (!st.slots[a.sender].owned)
+          self->send(st.forwarder, ack);
+        else
+          ack_sender(self, ack);
       },
       [=](release_request& r) {
         auto& st = self->state;

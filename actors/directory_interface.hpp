@@ -204,6 +204,52 @@ typename Inspector::result_type inspect(Inspector& f, call_expired& x) {
   return f(caf::meta::type_name("fusee.call_expired"), x.shard, x.seq);
 }
 
+/// A message from a shard of one node to a shard another node serves (a RELAY crossing nodes):
+/// the target's node delivers it to the target's holder or parks it, as for its own RELAYs.
+struct remote_message {
+  uint32_t target = 0;
+  uint32_t from = 0;
+  uint64_t from_epoch = 0;
+  uint64_t outbox_id = 0;
+  proto::bytes payload;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, remote_message& x) {
+  return f(caf::meta::type_name("fusee.remote_message"), x.target, x.from, x.from_epoch,
+           x.outbox_id, x.payload);
+}
+
+/// A MESSAGE_ACK for a sender another node serves: that node pushes ACK to the sender's lease
+/// if `sender_epoch` still holds it.
+struct remote_ack {
+  uint32_t sender = 0;
+  uint64_t sender_epoch = 0;
+  uint64_t outbox_id = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, remote_ack& x) {
+  return f(caf::meta::type_name("fusee.remote_ack"), x.sender, x.sender_epoch, x.outbox_id);
+}
+
+/// Where the directory sends what belongs to another node's shards (the cluster actor,
+/// actors/cluster/): CALLs, messages and acks. Each is answered or delivered by the owner.
+using forwarder_actor = caf::typed_actor<caf::reacts_to<call_request>,    ///< a CALL
+                                         caf::reacts_to<remote_message>,  ///< a RELAY
+                                         caf::reacts_to<remote_ack>>;     ///< a MESSAGE_ACK
+
+/// At start, before any session: the node is part of a cluster and `forwarder` reaches the
+/// other nodes.
+struct cluster_ready {
+  forwarder_actor forwarder;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, cluster_ready& x) {
+  return f(caf::meta::type_name("fusee.cluster_ready"), x.forwarder);
+}
+
 /// The directory: leases (holder, epoch), the standby order, and the routing of calls and
 /// messages to holders. Lease changes go through the log first (lease_log.hpp).
 using directory_actor = fence_actor::extend<
@@ -220,6 +266,9 @@ using directory_actor = fence_actor::extend<
     caf::reacts_to<revocation_done>,     ///< from the log
     caf::reacts_to<invoker_ready>,       ///< once, at start, when endpoints are configured
     caf::reacts_to<call_expired>,        ///< own timer
+    caf::reacts_to<cluster_ready>,       ///< once, at start, in a cluster
+    caf::reacts_to<remote_message>,      ///< a message from another node's shard
+    caf::reacts_to<remote_ack>,          ///< an ack for a sender on this node
     caf::replies_to<parked_atom>::with<uint64_t>,    ///< calls parked now (/v1/invoker)
     caf::replies_to<stats_atom>::with<actor_stats>,  ///< introspection
     /// Its view of shards [from, to] (clamped), for the inspector: no message per shard.

@@ -1,6 +1,7 @@
 #include "actors/message_types.hpp"
 
 #include "actors/call_gateway.hpp"
+#include "actors/cluster/cluster_interface.hpp"
 #include "actors/directory_interface.hpp"
 
 namespace fusee::server {
@@ -23,6 +24,16 @@ void add_server_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<revocation_done>("fusee.revocation_done");
   cfg.add_message_type<invoker_ready>("fusee.invoker_ready");
   cfg.add_message_type<call_expired>("fusee.call_expired");
+  // between the nodes of a cluster
+  cfg.add_message_type<proto::bytes>("fusee.bytes");  // frames (CALL_RESULT) cross nodes
+  cfg.add_message_type<remote_message>("fusee.remote_message");
+  cfg.add_message_type<remote_ack>("fusee.remote_ack");
+  cfg.add_message_type<cluster_ready>("fusee.cluster_ready");
+  cfg.add_message_type<peer_hello>("fusee.peer_hello");
+  cfg.add_message_type<peer_welcome>("fusee.peer_welcome");
+  cfg.add_message_type<cluster_member>("fusee.cluster_member");
+  cfg.add_message_type<std::vector<cluster_member>>("fusee.cluster_member_list");
+  cfg.add_message_type<forward_deadline>("fusee.forward_deadline");
   // the HTTP API's call gateway
   cfg.add_message_type<gateway_call>("fusee.gateway_call");
   cfg.add_message_type<gateway_deadline>("fusee.gateway_deadline");

@@ -53,6 +53,9 @@ struct node_settings {
   std::string cluster_node;    ///< this node's name in the map
   std::string cluster_listen;  ///< host:port of this node's middleman, bound to that host only
   proto::cluster_map cluster;  ///< checked against `shards` by app::validate
+  /// A peer silent this long is down (middleman heartbeats every third of it); dialling a peer
+  /// gives up after it. Calls for a down node's shards fail at once.
+  uint32_t cluster_peer_timeout_ms = 3000;
 };
 
 }  // namespace fusee::server

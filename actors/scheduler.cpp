@@ -8,6 +8,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "actors/cluster/shard_owners.hpp"
 #include "actors/endpoint.hpp"
 #include "actors/http_client.hpp"
 #include "actors/invoker.hpp"
@@ -202,8 +203,9 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
   // the invoker before any invoked worker says HELLO). The directory tells the records of shards
   // already held, which then report idle.
   st.shards.resize(cfg.shards);
+  shard_owners owners(cfg);  // another node's shards never become due here
   for (uint32_t s = 0; s < cfg.shards; ++s) {
-    auto init = initial_status(s, *types);
+    auto init = initial_status(s, *types, owners.mine(s));
     auto& x = st.shards[s];
     x.state = init.state;
     x.reasons = init.reasons;
@@ -335,8 +337,9 @@ invoker_handles spawn_invoker(caf::actor_system& sys, const node_settings& setti
                           std::move(directory));
   uint64_t seed = std::random_device{}();
   h.shards.reserve(settings.shards);
+  shard_owners owners(settings);
   for (uint32_t i = 0; i < settings.shards; ++i)
-    h.shards.push_back(spawn_shard(sys, i, h.scheduler, types, seed));
+    h.shards.push_back(spawn_shard(sys, i, h.scheduler, types, seed, owners.mine(i)));
   return h;
 }
 

@@ -45,6 +45,7 @@ struct session_state {
   directory_actor directory;
   wal_writer* wal = nullptr;
   log_sink* sink = nullptr;
+  std::shared_ptr<const shard_owners> owners;
   proto::frame_decoder decoder;
   role who = role::none;
   caf::actor_clock::time_point last_rx{};
@@ -188,6 +189,10 @@ void handle(session_ptr self, proto::any_message&& msg) {
             st.peer_name = m.name;
             bool invoked = (m.offers & proto::offer_invoked) != 0;
             st.invoked = invoked;
+            if (m.offers & proto::offer_cluster_map)  // extension: the map, before the LEASE
+              write(self, proto::make_cluster_map_frame(
+                              m.head.id, st.cfg->clustered ? &st.cfg->cluster : nullptr,
+                              st.cfg->cluster_node));
             self->send(st.directory, hello_request{origin_of(self, m.head), m.max_shards,
                                                    (m.offers & proto::offer_serve_calls) != 0,
                                                    invoked ? m.invocation.value() : uint64_t{0}});
@@ -204,6 +209,14 @@ void handle(session_ptr self, proto::any_message&& msg) {
             return;
           }
           auto& h = m.head;
+          // Another node's shard: its holder can only be there (a CALL is forwarded instead).
+          if constexpr (!std::is_same_v<T, proto::call>) {
+            if (h.shard != proto::no_shard)
+              if (auto foreign = st.owners->refuse_foreign(h.shard.value())) {
+                write(self, proto::make_err(h.id, *foreign));
+                return;
+              }
+          }
           if constexpr (std::is_same_v<T, proto::append>) {
             st.wal->submit(
                 wal_append{st.id, h.id, h.shard, h.epoch, m.first_lsn, std::move(m.records)});
@@ -278,6 +291,7 @@ session_broker_actor::behavior_type session_fn(session_ptr self, caf::io::connec
   st.directory = std::move(ctx.directory);
   st.wal = ctx.wal;
   st.sink = ctx.sink;
+  st.owners = ctx.owners ? ctx.owners : std::make_shared<const shard_owners>();
   auto* sink = ctx.sink;
   st.last_rx = self->clock().now();
   st.started = st.last_rx;

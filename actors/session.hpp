@@ -8,6 +8,7 @@
 
 #include <caf/io/fwd.hpp>
 
+#include "actors/cluster/shard_owners.hpp"
 #include "actors/directory_interface.hpp"
 #include "actors/node_settings.hpp"
 
@@ -22,6 +23,7 @@ struct session_context {
   directory_actor directory;
   wal_writer* wal = nullptr;
   log_sink* sink = nullptr;  ///< the sessions register their out_lanes with it
+  std::shared_ptr<const shard_owners> owners;  ///< requests for other nodes' shards are refused
 };
 
 /// A fresh id for a session (or a socket-less stand-in such as the HTTP API's call gateway).

@@ -124,7 +124,8 @@ uint8_t on_lease_end(shard_ptr self, const lease_end& e) {
 actor_stats stats_of(shard_ptr self);
 
 shard_actor::behavior_type shard_fn(shard_ptr self, uint32_t shard, scheduler_actor scheduler,
-                                    std::shared_ptr<const endpoint_types> types, uint64_t seed) {
+                                    std::shared_ptr<const endpoint_types> types, uint64_t seed,
+                                    bool owned) {
   auto& st = self->state;
   st.shard = shard;
   st.told.shard = shard;
@@ -132,9 +133,9 @@ shard_actor::behavior_type shard_fn(shard_ptr self, uint32_t shard, scheduler_ac
   st.types = std::move(types);
   st.rng.state = seed ^ (uint64_t{shard} * 0x9E3779B97F4A7C15ull);
   // Due once at start, for `recovery`; the scheduler assumes the same status (initial_status).
-  st.due = true;
-  st.reasons = proto::reason_recovery;
-  st.told = initial_status(shard, *st.types);
+  st.due = owned;
+  st.reasons = owned ? proto::reason_recovery : 0;
+  st.told = initial_status(shard, *st.types, owned);
   return {
       [=](due_atom, uint8_t reasons, const std::string& start_type) {
         auto& st = self->state;
@@ -193,9 +194,10 @@ actor_stats stats_of(shard_ptr self) {
 
 }  // namespace
 
-shard_status initial_status(uint32_t shard, const endpoint_types& types) {
+shard_status initial_status(uint32_t shard, const endpoint_types& types, bool owned) {
   shard_status s;
   s.shard = shard;
+  if (!owned) return s;  // idle, no reasons, no endpoint
   s.state = shard_status::ready;
   s.reasons = proto::reason_recovery;
   s.endpoint = static_cast<int16_t>(rules::choose_endpoint(types, {}, {}, -1));
@@ -203,8 +205,9 @@ shard_status initial_status(uint32_t shard, const endpoint_types& types) {
 }
 
 shard_actor spawn_shard(caf::actor_system& sys, uint32_t shard, scheduler_actor scheduler,
-                        std::shared_ptr<const endpoint_types> types, uint64_t seed) {
-  return sys.spawn<caf::lazy_init>(shard_fn, shard, std::move(scheduler), std::move(types), seed);
+                        std::shared_ptr<const endpoint_types> types, uint64_t seed, bool owned) {
+  return sys.spawn<caf::lazy_init>(shard_fn, shard, std::move(scheduler), std::move(types), seed,
+                                   owned);
 }
 
 }  // namespace fusee::server

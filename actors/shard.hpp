@@ -14,12 +14,14 @@ namespace fusee::server {
 using endpoint_types = std::vector<std::vector<std::string>>;
 
 /// What every wake record is at spawn, and what the scheduler assumes without a message: due
-/// for `recovery`, ready for the endpoint the choice rules give a shard never invoked.
-shard_status initial_status(uint32_t shard, const endpoint_types& types);
+/// for `recovery`, ready for the endpoint the choice rules give a shard never invoked; idle for
+/// a shard another node of the cluster serves (`owned` false: it never becomes due here).
+shard_status initial_status(uint32_t shard, const endpoint_types& types, bool owned = true);
 
 /// Spawns the wake record of `shard` (lazily: it costs no scheduling until its first message).
 /// `seed` seeds its jitter; it reports to `scheduler`.
 shard_actor spawn_shard(caf::actor_system& sys, uint32_t shard, scheduler_actor scheduler,
-                        std::shared_ptr<const endpoint_types> types, uint64_t seed);
+                        std::shared_ptr<const endpoint_types> types, uint64_t seed,
+                        bool owned = true);
 
 }  // namespace fusee::server

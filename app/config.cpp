@@ -202,6 +202,11 @@ std::optional<std::string> read_cluster(const std::string& file, const toml::nod
       if (auto err = string_of(node, "cluster.node", cfg.cluster_node)) return err;
     } else if (key == "cluster_listen") {
       if (auto err = string_of(node, "cluster.cluster_listen", cfg.cluster_listen)) return err;
+    } else if (key == "peer_timeout_ms") {
+      auto v = node.value<int64_t>();
+      if (!v || !node.is_integer() || *v < 100 || *v > 600000)
+        return where(file, node) + ": `cluster.peer_timeout_ms` must be an integer in 100..600000";
+      cfg.cluster_peer_timeout_ms = static_cast<uint32_t>(*v);
     } else if (key == "nodes") {
       auto* arr = node.as_array();
       if (arr == nullptr || !arr->is_array_of_tables())
@@ -239,7 +244,7 @@ std::optional<std::string> read_cluster(const std::string& file, const toml::nod
       }
     } else {
       return where(file, node) + ": unknown key `cluster." + key +
-             "` (expected node, cluster_listen and [[cluster.nodes]])";
+             "` (expected node, cluster_listen, peer_timeout_ms and [[cluster.nodes]])";
     }
   }
   return std::nullopt;
@@ -321,6 +326,9 @@ std::optional<std::string> validate(server_config& cfg) {
                      [&](auto& n) { return n.name == cfg.cluster_node; }))
       return "[cluster]: `cluster.node` = \"" + cfg.cluster_node +
              "\" is not a node of the map ([[cluster.nodes]])";
+    if (cfg.cluster_listen.empty())  // bind where the map says the others dial
+      for (auto& n : cfg.cluster.nodes)
+        if (n.name == cfg.cluster_node) cfg.cluster_listen = n.cluster;
     if (!parse_host_port(cfg.cluster_listen))
       return "[cluster]: `cluster.cluster_listen` = \"" + cfg.cluster_listen +
              "\" is not host:port";

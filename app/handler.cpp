@@ -160,9 +160,9 @@ int run_handler(const handler_config& cfg) {
             (reasons += reasons.empty() ? "" : ",") += proto::reason_name(bit);
         for (auto s : req->shards)
           (shards += shards.empty() ? "" : ",") += std::to_string(s.value());
-        std::fprintf(stderr, "fusee handler: invocation %s shards [%s] reasons [%s]\n",
+        std::fprintf(stderr, "fusee handler: invocation %s shards [%s] reasons [%s] server %s\n",
                      proto::format_invocation_id(req->invocation).c_str(), shards.c_str(),
-                     reasons.c_str());
+                     reasons.c_str(), req->server.c_str());
         if (cfg.mode == "echo") return run_invocation(cfg, *req, received);
         worker::runtime rt(types, wopts);
         auto out = rt.invoke(*req);

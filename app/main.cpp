@@ -241,12 +241,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fusee server: %s\n", err->c_str());
     return 2;
   }
-  if (cfg.clustered) {  // read and checked, not served yet: better refused than ignored
-    std::fprintf(stderr,
-                 "fusee server: [cluster] is read and checked (map digest %s), but this build "
-                 "does not serve as a cluster yet; remove [cluster] to run a single node\n",
-                 cfg.cluster.digest().c_str());
-    return 2;
-  }
   return fusee::app::run_server(cfg, ready_file);
 }

@@ -7,6 +7,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include "actors/cluster/cluster.hpp"
 #include "actors/directory.hpp"
 #include "actors/http_client.hpp"
 #include "actors/inspect/inspector.hpp"
@@ -24,7 +25,7 @@ namespace fusee::app {
 namespace {
 
 struct node_config : caf::actor_system_config {
-  node_config() {
+  explicit node_config(const server::node_settings& cfg) {
     server::add_server_types(*this);
     load<caf::io::middleman>();
     set("scheduler.max-threads", 2);
@@ -34,6 +35,11 @@ struct node_config : caf::actor_system_config {
     // 2.9 s with sharing. Step latency and throughput showed no difference beyond this
     // machine's noise (docs/benchmarks.md).
     set("scheduler.policy", caf::atom("sharing"));
+    if (cfg.clustered) {  // a silent peer is down after the peer timeout (STACK.md §5.8)
+      auto timeout = std::chrono::milliseconds(cfg.cluster_peer_timeout_ms);
+      set("middleman.heartbeat-interval", caf::timespan{timeout / 3});
+      set("middleman.connection-timeout", caf::timespan{timeout});
+    }
   }
 };
 
@@ -74,19 +80,27 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
   // while the system shuts down may call submit() (a no-op once stopped), never a freed client.
   std::unique_ptr<server::http_client> http;
   {
-    node_config caf_cfg;
+    node_config caf_cfg{cfg};
     caf::actor_system sys{caf_cfg};
     auto directory = server::spawn_directory(sys, cfg, wal.get());
     sink.set_directory(directory);
+    auto owners = std::make_shared<const server::shard_owners>(cfg);
+    // In a cluster: the links to the other nodes, known to the directory before any session.
+    server::cluster_actor cluster;
+    if (cfg.clustered) {
+      cluster = server::spawn_cluster(sys, cfg, directory);
+      caf::anon_send(directory, server::cluster_ready{server::forwarder_actor{cluster}});
+    }
     std::string lerr;
     auto acceptor = server::listener::start(
         sys, listen->host, listen->port,
         server::session_context{std::make_shared<const server::node_settings>(cfg), directory,
-                                wal.get(), &sink},
+                                wal.get(), &sink, owners},
         &lerr);
     if (!acceptor) {
       spdlog::error("{}", lerr);
       caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
+      if (cluster) caf::anon_send_exit(cluster, caf::exit_reason::user_shutdown);
       rc = 1;
     } else {
       spdlog::info("workers and clients listening shards={} listen={}:{}", cfg.shards, listen->host,
@@ -97,7 +111,9 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     std::vector<server::shard_actor> records;
     if (acceptor && !cfg.endpoints.empty()) {
       http = std::make_unique<server::http_client>();
+      // An invoked worker connects back to this node: its own address in the cluster's map.
       auto address = !cfg.advertise.empty() ? cfg.advertise
+                     : cfg.clustered        ? owners->nodes()[owners->self()].listen
                                             : listen->host + ":" + std::to_string(acceptor->port());
       auto invoker = server::spawn_invoker(sys, cfg, address, http.get(), directory);
       scheduler = invoker.scheduler;
@@ -113,6 +129,19 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       rc = 1;
       acceptor.reset();
     };
+    // The cluster actor, for the other nodes: on cluster_listen only.
+    uint16_t cluster_port = 0;
+    if (acceptor && cluster) {
+      auto at = parse_host_port(cfg.cluster_listen);
+      auto published = sys.middleman().publish(cluster, at->port, at->host.c_str(), true);
+      if (!published) {
+        refuse_start("cluster.cluster_listen", sys.render(published.error()));
+      } else {
+        cluster_port = *published;
+        spdlog::info("cluster listening node={} cluster={}:{} digest={} nodes={}", cfg.cluster_node,
+                     at->host, cluster_port, cfg.cluster.digest(), cfg.cluster.nodes.size());
+      }
+    }
     // The HTTP API for clients.
     std::unique_ptr<http_api> api;
     if (acceptor && !cfg.http_listen.empty()) {
@@ -130,15 +159,20 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     uint16_t inspect_port = 0;
     if (acceptor) {
       server::inspector_targets t;
-      t.node = listen->host + ":" + std::to_string(acceptor->port());
+      t.node =
+          cfg.clustered ? cfg.cluster_node : listen->host + ":" + std::to_string(acceptor->port());
       t.shards = cfg.shards;
       t.directory = directory;
       t.scheduler = scheduler;
       t.records = records;
       if (api) t.gateway = caf::actor_cast<server::stats_actor>(api->gateway());
       t.wal = wal.get();
+      t.cluster = cluster;
       t.sessions = &sink;
       inspector = server::spawn_inspector(sys, std::move(t));
+      if (cluster)
+        caf::anon_send(cluster, caf::put_atom::value,
+                       caf::actor_cast<caf::strong_actor_ptr>(inspector));
       if (!cfg.inspect_listen.empty()) {
         auto at = parse_host_port(cfg.inspect_listen);
         auto published = sys.middleman().publish(inspector, at->port, at->host.c_str(), true);
@@ -176,6 +210,9 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
           out << "admin=" << admin_at->host << ":" << admin->port() << "\n";
           if (api)
             out << "http=" << parse_host_port(cfg.http_listen)->host << ":" << api->port() << "\n";
+          if (cluster_port != 0)
+            out << "cluster=" << parse_host_port(cfg.cluster_listen)->host << ":" << cluster_port
+                << "\n";
           if (inspect_port != 0)
             out << "inspect=" << parse_host_port(cfg.inspect_listen)->host << ":" << inspect_port
                 << "\n";
@@ -191,6 +228,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     admin.reset();
     api.reset();
     if (inspector) caf::anon_send_exit(inspector, caf::exit_reason::user_shutdown);
+    if (cluster) caf::anon_send_exit(cluster, caf::exit_reason::user_shutdown);
     if (scheduler) caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
     if (http) http->stop();
     wal->stop();

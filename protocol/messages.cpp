@@ -45,6 +45,20 @@ bool describe(F& f, grant_entry& x) {
 }
 
 template <class F>
+bool describe(F& f, shard_range& x) {
+  return f("first", x.first) && f("last", x.last) &&
+         f.check(x.first <= x.last, err_code::bad_body, [&] {
+           return "shard range " + std::to_string(x.first) + "-" + std::to_string(x.last) +
+                  " ends before it starts";
+         });
+}
+
+template <class F>
+bool describe(F& f, map_node& x) {
+  return f("name", x.name) && f("listen", x.listen) && f("http", x.http) && f("shards", x.shards);
+}
+
+template <class F>
 bool describe(F& f, position& x) {
   return f("shard", x.shard) && f("epoch", x.epoch) && f("lsn", x.lsn);
 }
@@ -72,7 +86,7 @@ bool describe(F& f, hello& x) {
                    char hex[16];
                    std::snprintf(hex, sizeof(hex), "0x%x", x.offers);
                    return std::string{"offers "} + hex +
-                          " include unknown bits (known: INVOKED=1, SERVE_CALLS=2)";
+                          " include unknown bits (known: INVOKED=1, SERVE_CALLS=2, CLUSTER_MAP=4)";
                  }) &&
          f("max_shards", x.max_shards) &&
          ((x.offers & offer_invoked) == 0 ||
@@ -237,6 +251,11 @@ bool describe(F& f, revoked& x) {
 template <class F>
 bool describe(F& f, io_failed& x) {
   return f("id", x.id) && f("shard", x.shard) && f("epoch", x.epoch) && f("message", x.message);
+}
+
+template <class F>
+bool describe(F& f, cluster_map_frame& x) {
+  return f("id", x.id) && f("digest", x.digest) && f("node", x.node) && f("nodes", x.nodes);
 }
 
 template <class T>
@@ -463,6 +482,8 @@ std::string kind_name(uint8_t k) {
     return "REVOKED";
   case kind::io_failed:
     return "IO_FAILED";
+  case kind::cluster_map:
+    return "CLUSTER_MAP";
   }
   return "kind " + std::to_string(k);
 }
@@ -510,6 +531,18 @@ result<any_message> decode_response(uint8_t k, byte_view body) {
     return fail(err_code::unknown_kind,
                 "frame kind " + std::to_string(k) + " is not one the server sends");
   return decoders[k](body);
+}
+
+cluster_map_frame make_cluster_map_frame(uint64_t id, const cluster_map* map,
+                                         const std::string& node) {
+  cluster_map_frame f;
+  f.id = id;
+  if (map == nullptr) return f;
+  f.digest = map->digest();
+  f.node = node;
+  for (auto& n : map->nodes)
+    f.nodes.push_back(map_node{n.name, n.listen, n.http, n.shards});
+  return f;
 }
 
 std::optional<error> validate(const any_message& m) {

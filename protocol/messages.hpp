@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "protocol/cluster_map.hpp"
 #include "protocol/frame.hpp"
 #include "protocol/ids.hpp"
 #include "protocol/result.hpp"
@@ -48,6 +49,7 @@ enum class kind : uint8_t {
   ack = 74,
   revoked = 75,
   io_failed = 76,
+  cluster_map = 77,  ///< extension (docs/protocol.md): answers a HELLO offering CLUSTER_MAP
 };
 
 constexpr bool is_request_kind(uint8_t k) {
@@ -59,7 +61,9 @@ std::string kind_name(uint8_t k);
 /// HELLO `offers` bits.
 inline constexpr uint32_t offer_invoked = 1;      ///< an invoked worker; `invocation` follows
 inline constexpr uint32_t offer_serve_calls = 2;  ///< answers relayed calls and messages
-inline constexpr uint32_t known_offers = offer_invoked | offer_serve_calls;
+/// Extension (docs/protocol.md, "Cluster map"): the server sends CLUSTER_MAP before the LEASE.
+inline constexpr uint32_t offer_cluster_map = 4;
+inline constexpr uint32_t known_offers = offer_invoked | offer_serve_calls | offer_cluster_map;
 
 /// idle_entry `flags` bits.
 inline constexpr uint8_t idle_busy = 1;     ///< work left now
@@ -90,6 +94,15 @@ struct grant_entry {
   epoch_t epoch;
   lsn_t durable_lsn;
   bool operator==(const grant_entry&) const = default;
+};
+
+/// One node of a CLUSTER_MAP: where workers and clients reach it and the shards it serves.
+struct map_node {
+  std::string name;
+  std::string listen;  ///< host:port for workers and clients
+  std::string http;    ///< host:port of its HTTP API; empty = none
+  std::vector<shard_range> shards;
+  bool operator==(const map_node&) const = default;
 };
 
 struct position {
@@ -350,10 +363,23 @@ struct io_failed {
   bool operator==(const io_failed&) const = default;
 };
 
-using any_message = std::variant<hello, append, recover_log, checkpoint, load_checkpoint, ping,
-                                 client_hello, call, call_reply, relay, message_ack, drain, idle,
-                                 release, ok, err, lease, grant, durable, log_page, checkpoint_data,
-                                 relayed_call, call_result, message, ack, revoked, io_failed>;
+/// Extension: the cluster's shard map, sent before the LEASE to a HELLO that offered
+/// CLUSTER_MAP. No nodes (and an empty digest): the server is a cluster of one and serves every
+/// shard on this connection.
+struct cluster_map_frame {
+  static constexpr kind tag = kind::cluster_map;
+  uint64_t id = 0;
+  std::string digest;  ///< the map's SHA-256, as the nodes compare it
+  std::string node;    ///< the node that answered
+  std::vector<map_node> nodes;
+  bool operator==(const cluster_map_frame&) const = default;
+};
+
+using any_message =
+    std::variant<hello, append, recover_log, checkpoint, load_checkpoint, ping, client_hello, call,
+                 call_reply, relay, message_ack, drain, idle, release, ok, err, lease, grant,
+                 durable, log_page, checkpoint_data, relayed_call, call_result, message, ack,
+                 revoked, io_failed, cluster_map_frame>;
 
 kind kind_of(const any_message& m);
 
@@ -383,6 +409,10 @@ std::optional<error> validate(const any_message& m);
 ok make_client_hello_ok(uint64_t id, uint32_t shard_count);
 /// Reads shard_count from the OK that answered CLIENT_HELLO.
 std::optional<uint32_t> client_hello_shard_count(const ok& m);
+
+/// The CLUSTER_MAP answering HELLO `id` on node `node` of `map` (no map: a cluster of one).
+cluster_map_frame make_cluster_map_frame(uint64_t id, const cluster_map* map,
+                                         const std::string& node);
 
 /// An ERR frame's struct.
 inline err make_err(uint64_t id, const error& e) {

@@ -61,19 +61,36 @@ runtime::runtime(const registry& types, worker_options options)
 runtime::~runtime() = default;
 
 int runtime::run() {
+  return serve(options_, true);
+}
+
+int runtime::serve(const worker_options& opts, bool follow_map) {
+  std::vector<std::thread> others;  // one per other node of the cluster
+  struct joiner {
+    std::atomic<bool>& stop;
+    std::vector<std::thread>& threads;
+    bool stop_them = false;
+    ~joiner() {
+      if (stop_them) stop = true;
+      for (auto& t : threads)
+        t.join();
+    }
+  } join_others{stop_, others};
   reconnect_backoff backoff;
   auto pause = [&](std::chrono::milliseconds d) {
     for (auto until = clock::now() + d; clock::now() < until && !stop_;)
       std::this_thread::sleep_for(20ms);
   };
   while (!stop_) {
-    session s(types_, options_);
-    auto ok = s.connect(proto::offer_serve_calls, proto::invocation_id{});
+    session s(types_, opts);
+    auto ok =
+        s.connect(proto::offer_serve_calls | proto::offer_cluster_map, proto::invocation_id{});
     if (!ok) {
       // A refusal of the HELLO itself (version, offers) will not change by retrying.
       if (ok.err().code == proto::err_code::version ||
           ok.err().code == proto::err_code::bad_offer) {
         s.log("the server refused this worker: " + ok.err().to_string());
+        join_others.stop_them = true;
         return 2;
       }
       auto wait = backoff.after_failed_connect();
@@ -83,8 +100,22 @@ int runtime::run() {
       continue;
     }
     auto connected = clock::now();
-    s.log("connected to " + options_.server + ", holding " + std::to_string(s.held()) +
-          " shard(s)");
+    s.log("connected to " + opts.server + ", holding " + std::to_string(s.held()) + " shard(s)");
+    // A cluster: the other nodes' shards are held through connections of their own, one thread
+    // each, started once (the map is static).
+    if (auto& map = s.cluster_map(); follow_map && others.empty() && map && !map->nodes.empty()) {
+      std::string names;
+      for (auto& n : map->nodes) {
+        if (n.name == map->node) continue;
+        auto o = opts;
+        o.server = n.listen;
+        o.name = opts.name + "@" + n.name;
+        others.emplace_back([this, o] { serve(o, false); });
+        names += (names.empty() ? "" : ", ") + n.name + " (" + n.listen + ")";
+      }
+      s.log("cluster map " + map->digest.substr(0, 12) + " from node " + map->node +
+            ": also serving " + names);
+    }
     bool alive = true;
     while (alive && !stop_)
       alive = s.turn(s.next_wait(200ms));

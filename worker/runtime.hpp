@@ -4,7 +4,9 @@
 // DRAIN, IDLE and an answer for the POST).
 //
 // Threading: run() and invoke() run the loop on the calling thread; every workflow and step body
-// runs there. stop() may be called from any thread.
+// runs there, except in a cluster: run() then serves each other node on a thread of its own, so
+// bodies of workflows on different nodes' shards run concurrently (never two of one shard).
+// stop() may be called from any thread.
 #pragma once
 
 #include <atomic>
@@ -78,6 +80,9 @@ public:
                                 uint64_t tolerance_ms = 300000);
 
 private:
+  /// Serves one node until stop(); with `follow_map`, also every other node of its cluster.
+  int serve(const worker_options& opts, bool follow_map);
+
   const registry& types_;
   worker_options options_;
   std::atomic<bool> stop_{false};

@@ -46,9 +46,20 @@ void session::log(const std::string& line) {
 
 proto::result<void> session::connect(uint32_t offers, proto::invocation_id invocation) {
   if (auto ok = begin_connect(offers, invocation); !ok) return ok;
-  auto r = conn_.receive(std::chrono::milliseconds(options_.hello_timeout_ms));
-  if (!r) return r.err();
-  return take_lease(client::lease_of(std::move(r)));
+  auto until = clock::now() + std::chrono::milliseconds(options_.hello_timeout_ms);
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - clock::now());
+    auto r = conn_.receive(std::max(left, 0ms));
+    if (!r) return r.err();
+    if (!took_cluster_map(*r)) return take_lease(client::lease_of(std::move(r)));
+  }
+}
+
+bool session::took_cluster_map(proto::any_message& m) {
+  auto* map = std::get_if<proto::cluster_map_frame>(&m);
+  if (map == nullptr) return false;
+  cluster_map_ = std::move(*map);
+  return true;
 }
 
 proto::result<void> session::begin_connect(uint32_t offers, proto::invocation_id invocation) {
@@ -68,6 +79,8 @@ proto::result<void> session::begin_connect(uint32_t offers, proto::invocation_id
 
 std::optional<proto::result<void>> session::lease_answer() {
   auto r = conn_.receive(std::chrono::milliseconds(0));
+  while (r && took_cluster_map(*r))
+    r = conn_.receive(std::chrono::milliseconds(0));
   if (!r && conn_.timed_out()) return std::nullopt;  // not yet
   return take_lease(client::lease_of(std::move(r)));
 }

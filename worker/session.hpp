@@ -122,6 +122,8 @@ public:
   uint64_t calls() const { return calls_; }
   /// From HELLO sent to LEASE received (the server's share of taking the leases).
   clock::duration lease_wait() const { return lease_wait_; }
+  /// The CLUSTER_MAP that came before the LEASE (HELLO offered CLUSTER_MAP), if any.
+  const std::optional<proto::cluster_map_frame>& cluster_map() const { return cluster_map_; }
   int fd() const { return conn_.fd(); }
   /// The last turn stopped after its batch of frames with more possibly received: turn again
   /// soon (the socket may not say so).
@@ -216,6 +218,9 @@ private:
   uint64_t calls_ = 0;
   bool more_ = false;
   clock::duration lease_wait_{};
+  std::optional<proto::cluster_map_frame> cluster_map_;
+  /// Keeps `m` if it is a CLUSTER_MAP (true).
+  bool took_cluster_map(proto::any_message& m);
   clock::time_point hello_at_{};
 };
 

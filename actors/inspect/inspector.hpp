@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/cluster/cluster_interface.hpp"
 #include "actors/directory_interface.hpp"
 #include "actors/inspect/stats.hpp"
 
@@ -33,6 +34,7 @@ struct inspector_targets {
   scheduler_actor scheduler;
   std::vector<shard_actor> records;
   stats_actor gateway;  ///< the HTTP API's call gateway; null when the API is off
+  cluster_actor cluster;  ///< the links to the other nodes; null outside a cluster
   wal_writer* wal = nullptr;
   log_sink* sessions = nullptr;
 };

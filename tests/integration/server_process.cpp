@@ -11,6 +11,8 @@
 
 #include <curl/curl.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +35,19 @@ scoped_env::~scoped_env() {
 
 std::string fusee_binary() {
   return FUSEE_BINARY;
+}
+
+uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    throw std::runtime_error("no free loopback port");
+  ::close(fd);
+  return ntohs(a.sin_port);
 }
 
 int spawn_process(std::vector<std::string> args, const fs::path& log_path) {

@@ -48,6 +48,13 @@ public:
   uint16_t inspect_port() const { return inspect_port_; }
   /// Later start()s listen on the ports this one got (workers reconnect to the same address).
   void keep_ports() { keep_ports_ = true; }
+  /// Listens on these worker and HTTP API ports (0: any) from the next start() on, and keeps
+  /// every port after that, as keep_ports() does (a cluster's map names its nodes' ports).
+  void use_ports(uint16_t listen, uint16_t http) {
+    port_ = listen;
+    http_port_ = http;
+    keep_ports_ = true;
+  }
   /// A connection to the server; `receive_buffer` as in client::connection::open.
   client::connection connect(int receive_buffer = 0) const;
   /// The server's stderr so far.
@@ -89,6 +96,10 @@ private:
   std::string name_;
   std::optional<std::string> old_;
 };
+
+/// A loopback TCP port that was free a moment ago (bound, then released): for configs that must
+/// name their ports before any process starts.
+uint16_t free_port();
 
 /// The fusee binary under test (set by CMake).
 std::string fusee_binary();

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 
 #include "handler_process.hpp"
+#include "worker_process.hpp"
 #include "protocol/shard_hash.hpp"
 #include "server_process.hpp"
 #include "worker/client.hpp"
@@ -24,58 +25,6 @@ using worker::json;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-/// Waits for `cond` (checked every 10 ms) up to `limit`.
-template <class F>
-bool await(F cond, std::chrono::milliseconds limit = 15s) {
-  auto until = std::chrono::steady_clock::now() + limit;
-  while (!cond()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(10ms);
-  }
-  return true;
-}
-
-/// A `fusee worker` process; FUSEE_TRACE_FILE is inherited from the test.
-struct worker_process {
-  temp_dir dir;
-  int pid = -1;
-  worker_process(uint16_t server_port, const std::string& name,
-                 std::vector<std::string> extra = {}) {
-    std::vector<std::string> args{fusee_binary(), "worker",
-                                  "--server",     "127.0.0.1:" + std::to_string(server_port),
-                                  "--name",       name};
-    args.insert(args.end(), extra.begin(), extra.end());
-    pid = spawn_process(args, dir.path() / "worker.log");
-  }
-  ~worker_process() { kill9(); }
-  /// SIGTERM; the exit status once it is gone (-1 if it is still running after `limit`).
-  int terminate(std::chrono::milliseconds limit = 10s) {
-    ::kill(pid, SIGTERM);
-    int status = 0;
-    bool gone = await([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, limit);
-    if (!gone) return -1;
-    pid = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-  void kill9() {
-    if (pid <= 0) return;
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-    pid = -1;
-  }
-  std::string log() const { return read_file(dir.path() / "worker.log"); }
-  bool logged(const std::string& text, std::chrono::milliseconds limit = 15s) const {
-    return await([&] { return log().find(text) != std::string::npos; }, limit);
-  }
-};
 
 /// The trace: executions per "<workflow> <step>".
 std::map<std::string, int> executions(const std::filesystem::path& trace) {

@@ -2,6 +2,7 @@
 // and overlaps named), the owner of a shard, and a digest that ignores the order of writing.
 #include <doctest/doctest.h>
 
+#include "actors/cluster/shard_owners.hpp"
 #include "protocol/cluster_map.hpp"
 
 using namespace fusee::proto;
@@ -76,4 +77,37 @@ TEST_CASE("two maps written in another order have one digest and any difference 
   CHECK(a.canonical() == "a cluster=127.0.0.1:7410 listen=127.0.0.1:7400 http= shards=0-7\n"
                          "b cluster=127.0.0.1:7410 listen=127.0.0.1:7400 http= shards=8-15, 24-31\n"
                          "c cluster=127.0.0.1:7410 listen=127.0.0.1:7400 http= shards=16-23\n");
+}
+
+TEST_CASE("a node's view of the owners: its own shards, the owner of the others, and a refusal "
+          "naming that owner") {
+  fusee::server::node_settings cfg;
+  cfg.shards = 32;
+  fusee::server::shard_owners alone(cfg);  // outside a cluster every shard is this node's
+  CHECK_FALSE(alone.clustered());
+  CHECK(alone.mine(0));
+  CHECK(alone.mine(31));
+  CHECK_FALSE(alone.refuse_foreign(7));
+
+  cfg.clustered = true;
+  cfg.cluster_node = "b";
+  cfg.cluster = {{node("a", "0-7"), node("b", "8-15, 24-31"), node("c", "16-23")}};
+  fusee::server::shard_owners b(cfg);
+  CHECK(b.clustered());
+  CHECK(b.self() == 1);
+  CHECK_FALSE(b.mine(7));
+  CHECK(b.mine(8));
+  CHECK(b.mine(15));
+  CHECK_FALSE(b.mine(16));
+  CHECK(b.mine(24));
+  CHECK(b.owner_index(23) == 2u);
+  CHECK(b.owner_index(0) == 0u);
+  CHECK_FALSE(b.owner_index(32));  // past the count: nobody's, the caller refuses it
+  CHECK_FALSE(b.refuse_foreign(9));
+  CHECK_FALSE(b.refuse_foreign(32));
+  auto refused = b.refuse_foreign(20);
+  REQUIRE(refused);
+  CHECK(refused->code == err_code::not_holder);
+  CHECK(refused->message ==
+        "shard 20 is served by node c (workers 127.0.0.1:7400), not by node b: connect there");
 }

@@ -81,7 +81,7 @@ TEST_CASE("HELLO: version is checked right after the head, then offers") {
   }
   SUBCASE("unknown offer bits are BAD_OFFER") {
     hello h;
-    h.offers = 4;
+    h.offers = 8;
     auto r = decode(1, body_of(h));
     REQUIRE_FALSE(r.has_value());
     CHECK(r.err().code == err_code::bad_offer);

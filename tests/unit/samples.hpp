@@ -52,6 +52,11 @@ inline std::vector<proto::any_message> sample_messages() {
       ack{0, shard_id{3}, epoch_t{7}, 4},
       revoked{0, {shard_epoch{shard_id{3}, epoch_t{7}}}, "liveness timeout"},
       io_failed{0, shard_id{3}, epoch_t{7}, "No space left on device"},
+      cluster_map_frame{5,
+                        std::string(64, 'e'),
+                        "b",
+                        {map_node{"a", "127.0.0.1:7400", "127.0.0.1:7402", {{0, 7}, {12, 12}}},
+                         map_node{"b", "127.0.0.1:7500", "", {{8, 11}, {13, 15}}}}},
   };
 }
 

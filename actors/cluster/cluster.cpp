@@ -1,0 +1,402 @@
+#include "actors/cluster/cluster.hpp"
+
+#include <algorithm>
+#include <sstream>
+#include <unordered_map>
+
+#include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
+
+#include "actors/cluster/shard_owners.hpp"
+#include "actors/logging.hpp"
+#include "actors/session.hpp"
+#include "client/address.hpp"
+#include "protocol/frame.hpp"
+#include "protocol/json_text.hpp"
+#include "protocol/messages.hpp"
+#include "protocol/unix_time.hpp"
+
+namespace fusee::server {
+
+namespace {
+
+using ms = std::chrono::milliseconds;
+
+struct peer {
+  proto::cluster_node node;
+  std::string state = "connecting";  ///< connecting, up, down, refused (cluster_member::state)
+  std::string error = "not dialled yet";
+  int64_t since_ms = 0;
+  cluster_actor handle;  ///< while up
+  caf::strong_actor_ptr inspector;
+  uint64_t generation = 0;  ///< of the dial in progress; older answers are ignored
+  ms backoff{100};
+  std::string refused_digest;  ///< the last differing digest logged (once per digest)
+  uint64_t calls_forwarded = 0, calls_failed_fast = 0, messages_forwarded = 0, messages_dropped = 0;
+};
+
+/// A CALL forwarded to another node, waiting for its CALL_RESULT.
+struct forwarded_call {
+  session_actor client;
+  uint64_t request = 0;
+  size_t peer = 0;
+};
+
+struct cluster_state {
+  cluster_state() = default;  // not an aggregate: CAF would build it from the self pointer
+  node_settings cfg;
+  shard_owners owners;
+  directory_actor directory;
+  caf::strong_actor_ptr inspector;
+  std::string digest, canonical;
+  std::vector<peer> peers;  ///< by index in the map; this node's entry is unused
+  std::unordered_map<uint64_t, forwarded_call> waiting;
+  uint64_t next_ticket = 1;
+  session_id id = 0;
+  uint64_t calls_in = 0, messages_in = 0;
+  static inline const char* name = "fusee.cluster";
+};
+
+using self_ptr = cluster_actor::stateful_pointer<cluster_state>;
+
+ms peer_timeout(const cluster_state& st) {
+  return ms(st.cfg.cluster_peer_timeout_ms);
+}
+
+void answer(self_ptr self, const session_actor& client, uint64_t request, proto::call_status status,
+            const std::string& why) {
+  auto body = proto::json_error(why);
+  self->send(client, frame_atom::value,
+             proto::encode(proto::call_result{request, static_cast<uint8_t>(status),
+                                              proto::bytes(body.begin(), body.end())}));
+}
+
+void set_state(self_ptr self, size_t i, std::string state, std::string error) {
+  auto& p = self->state.peers[i];
+  if (p.state != state) p.since_ms = static_cast<int64_t>(proto::unix_ms());
+  p.state = std::move(state);
+  p.error = std::move(error);
+}
+
+void schedule_dial(self_ptr self, size_t i) {
+  auto& p = self->state.peers[i];
+  auto gen = ++p.generation;
+  self->delayed_send(self, p.backoff, dial_atom::value, static_cast<uint32_t>(i), gen);
+  p.backoff = std::min<ms>(p.backoff * 2, std::min<ms>(ms(2000), peer_timeout(self->state)));
+}
+
+/// The link to peer `i` is not up (a failed dial, a lost link): calls in flight to it may have
+/// run; dial again after the backoff.
+void lost(self_ptr self, size_t i, const std::string& why) {
+  auto& st = self->state;
+  auto& p = st.peers[i];
+  bool was_up = p.state == "up";
+  if (was_up)
+    spdlog::warn("cluster peer down node={} cluster={} reason={}", p.node.name, p.node.cluster,
+                 logging::quoted(why));
+  else
+    spdlog::debug("cluster peer not reached node={} cluster={} reason={}", p.node.name,
+                  p.node.cluster, logging::quoted(why));
+  set_state(self, i, "down", why);
+  p.handle = cluster_actor{};
+  p.inspector = nullptr;
+  for (auto it = st.waiting.begin(); it != st.waiting.end();) {
+    if (it->second.peer != i) {
+      ++it;
+      continue;
+    }
+    answer(self, it->second.client, it->second.request, proto::call_status::holder_lost,
+           st.owners.describe(i) + " went down with the call in flight (" + why +
+               "); it may have run");
+    it = st.waiting.erase(it);
+  }
+  schedule_dial(self, i);
+}
+
+/// The lines of `theirs` that `ours` lacks and the other way round, for the log.
+std::string map_difference(const std::string& ours, const std::string& theirs) {
+  auto lines = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);)
+      out.push_back(l);
+    return out;
+  };
+  auto a = lines(ours), b = lines(theirs);
+  std::string diff;
+  for (auto& l : a)
+    if (std::find(b.begin(), b.end(), l) == b.end()) diff += " here: \"" + l + "\";";
+  for (auto& l : b)
+    if (std::find(a.begin(), a.end(), l) == a.end()) diff += " there: \"" + l + "\";";
+  return diff.empty() ? " (same lines, different order)" : diff;
+}
+
+void dial(self_ptr self, size_t i) {
+  auto& st = self->state;
+  auto& p = st.peers[i];
+  auto gen = p.generation;
+  auto at = client::parse_host_port(p.node.cluster);
+  auto mm = self->system().middleman().actor_handle();
+  auto timeout = peer_timeout(st);
+  self->request(mm, timeout, caf::connect_atom::value, at->host, at->port)
+      .then(
+          [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>& ifs) {
+            auto& st = self->state;
+            if (st.peers[i].generation != gen) return;
+            if (!ptr) return lost(self, i, "nothing is published at " + st.peers[i].node.cluster);
+            if (!self->system().assignable<cluster_actor>(ifs))
+              return lost(self, i,
+                          "the actor at " + st.peers[i].node.cluster +
+                              " is not a fusee cluster node speaking this version");
+            auto h = caf::actor_cast<cluster_actor>(ptr);
+            self->request(h, timeout, peer_hello{st.cfg.cluster_node, st.digest, st.canonical})
+                .then(
+                    [=](peer_welcome& w) {
+                      auto& st = self->state;
+                      auto& p = st.peers[i];
+                      if (p.generation != gen) return;
+                      if (!w.refusal.empty()) {
+                        set_state(self, i, "refused", w.refusal);
+                        p.backoff = ms(5000);  // until an operator fixes a map: no hurry
+                        spdlog::error("cluster peer refused this node node={} reason={}",
+                                      p.node.name, logging::quoted(w.refusal));
+                        ++p.generation;
+                        self->delayed_send(self, p.backoff, dial_atom::value,
+                                           static_cast<uint32_t>(i), p.generation);
+                        return;
+                      }
+                      p.handle = h;
+                      p.inspector = std::move(w.inspector);
+                      p.backoff = ms(100);
+                      set_state(self, i, "up", "");
+                      self->monitor(h);
+                      spdlog::info("cluster peer up node={} cluster={}", p.node.name,
+                                   p.node.cluster);
+                    },
+                    [=](caf::error& e) {
+                      if (self->state.peers[i].generation == gen)
+                        lost(self, i, self->system().render(e));
+                    });
+          },
+          [=](caf::error& e) {
+            if (self->state.peers[i].generation == gen) lost(self, i, self->system().render(e));
+          });
+}
+
+/// A CALL_RESULT for a forwarded call: to the client, under the client's own request id.
+void take_frame(self_ptr self, const proto::bytes& frame) {
+  proto::frame_decoder d;
+  d.feed(frame);
+  auto f = d.next();
+  if (!f || !*f) return;
+  auto m = proto::decode_response((*f)->kind, (*f)->body);
+  auto* r = m ? std::get_if<proto::call_result>(&*m) : nullptr;
+  if (r == nullptr) return;
+  auto it = self->state.waiting.find(r->id);
+  if (it == self->state.waiting.end()) return;  // answered already (its node went down)
+  r->id = it->second.request;
+  self->send(it->second.client, frame_atom::value, proto::encode(*r));
+  self->state.waiting.erase(it);
+}
+
+/// A CALL for another node's shard: to that node, or failed at once while it is not up.
+void forward_call(self_ptr self, size_t owner, call_request&& c) {
+  auto& st = self->state;
+  auto& p = st.peers[owner];
+  if (p.state != "up") {
+    p.calls_failed_fast++;
+    auto why = p.state == "refused" ? "its cluster map differs from this node's (" + p.error + ")"
+                                    : "it is " + p.state + " (" + p.error + ")";
+    answer(self, c.from.reply_to, c.from.request, proto::call_status::parked_too_long,
+           "shard " + std::to_string(c.from.shard) + " is served by " + st.owners.describe(owner) +
+               ", which cannot be reached: " + why + "; the call did not run");
+    return;
+  }
+  p.calls_forwarded++;
+  uint64_t ticket = st.next_ticket++;
+  st.waiting[ticket] = forwarded_call{c.from.reply_to, c.from.request, owner};
+  uint32_t park = c.park_ms == 0 ? st.cfg.park_ms : std::min(c.park_ms, st.cfg.park_ms);
+  c.from =
+      origin{st.id, caf::actor_cast<session_actor>(caf::actor_cast<caf::strong_actor_ptr>(self)),
+             ticket, c.from.shard, 0};
+  self->send(p.handle, std::move(c));
+  // A safety net for an answer lost on a link that stayed up: the owner answers a parked call
+  // within `park` and a routed one when its holder replies or is lost.
+  self->delayed_send(self, ms(park) + 10 * peer_timeout(st), forward_deadline{ticket});
+}
+
+actor_stats stats_of(self_ptr self) {
+  auto& st = self->state;
+  actor_stats a{"cluster", 0};
+  a.mailbox = self->mailbox().size();
+  size_t up = 0;
+  for (size_t i = 0; i < st.peers.size(); ++i)
+    if (i != st.owners.self() && st.peers[i].state == "up") up++;
+  a.state = up + 1 == st.peers.size() ? "ok" : "degraded";
+  a.text("node", st.cfg.cluster_node);
+  a.text("digest", st.digest);
+  a.num("nodes", st.peers.size());
+  a.num("peersUp", up);
+  a.num("callsWaiting", st.waiting.size());
+  a.num("callsFromNodes", st.calls_in);
+  a.num("messagesFromNodes", st.messages_in);
+  uint64_t fwd = 0, fast = 0, msgs = 0, dropped = 0;
+  for (auto& p : st.peers) {
+    fwd += p.calls_forwarded;
+    fast += p.calls_failed_fast;
+    msgs += p.messages_forwarded;
+    dropped += p.messages_dropped;
+  }
+  a.num("callsForwarded", fwd);
+  a.num("callsFailedFast", fast);
+  a.num("messagesForwarded", msgs);
+  a.num("messagesDropped", dropped);
+  return a;
+}
+
+cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg,
+                                        directory_actor directory) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.owners = shard_owners(st.cfg);
+  st.directory = std::move(directory);
+  st.digest = st.cfg.cluster.digest();
+  st.canonical = st.cfg.cluster.canonical();
+  st.id = new_session_id();
+  st.peers.resize(st.cfg.cluster.nodes.size());
+  for (size_t i = 0; i < st.peers.size(); ++i)
+    st.peers[i].node = st.cfg.cluster.nodes[i];
+  auto now = static_cast<int64_t>(proto::unix_ms());
+  for (size_t i = 0; i < st.peers.size(); ++i) {
+    st.peers[i].since_ms = now;
+    if (i == st.owners.self()) {
+      st.peers[i].state = "self";
+      st.peers[i].error.clear();
+      continue;
+    }
+    ++st.peers[i].generation;
+    dial(self, i);
+  }
+  self->set_down_handler([=](caf::down_msg& m) {
+    auto& st = self->state;
+    for (size_t i = 0; i < st.peers.size(); ++i)
+      if (st.peers[i].handle && st.peers[i].handle.address() == m.source)
+        lost(self, i, "link lost: " + self->system().render(m.reason));
+  });
+  return {
+      [=](frame_atom, proto::bytes& frame) { take_frame(self, frame); },
+      [=](close_atom, proto::bytes& frame) { take_frame(self, frame); },
+      [=](flush_atom) {},
+      [=](call_request& c) {
+        auto& st = self->state;
+        auto owner = st.owners.owner_index(c.from.shard);
+        if (owner && *owner != st.owners.self()) return forward_call(self, *owner, std::move(c));
+        st.calls_in++;  // a peer's call for one of this node's shards
+        self->send(st.directory, std::move(c));
+      },
+      [=](remote_message& m) {
+        auto& st = self->state;
+        auto owner = st.owners.owner_index(m.target);
+        if (!owner || *owner == st.owners.self()) {
+          st.messages_in++;
+          self->send(st.directory, std::move(m));
+          return;
+        }
+        auto& p = st.peers[*owner];
+        if (p.state != "up") {
+          p.messages_dropped++;  // the sender resends it until it is acknowledged
+          return;
+        }
+        p.messages_forwarded++;
+        self->send(p.handle, std::move(m));
+      },
+      [=](remote_ack& a) {
+        auto& st = self->state;
+        auto owner = st.owners.owner_index(a.sender);
+        if (!owner || *owner == st.owners.self()) {
+          self->send(st.directory, a);
+          return;
+        }
+        if (st.peers[*owner].state == "up") self->send(st.peers[*owner].handle, a);
+      },
+      [=](peer_hello& h) -> peer_welcome {
+        auto& st = self->state;
+        peer_welcome w;
+        w.node = st.cfg.cluster_node;
+        if (h.digest != st.digest) {
+          w.refusal = "node " + st.cfg.cluster_node + " serves a different cluster map (digest " +
+                      st.digest.substr(0, 12) + ", node " + h.node + " has " +
+                      h.digest.substr(0, 12) + "):" + map_difference(st.canonical, h.canonical);
+          auto known = std::find_if(st.peers.begin(), st.peers.end(),
+                                    [&](const peer& p) { return p.node.name == h.node; });
+          if (known == st.peers.end() || known->refused_digest != h.digest) {
+            spdlog::error("cluster peer refused: its map differs node={} reason={}", h.node,
+                          logging::quoted(w.refusal));
+            if (known != st.peers.end()) known->refused_digest = h.digest;
+          }
+          return w;
+        }
+        w.inspector = st.inspector;
+        // A peer that dials in is back: dial it now rather than at the end of a backoff.
+        for (size_t i = 0; i < st.peers.size(); ++i) {
+          auto& p = st.peers[i];
+          if (p.node.name == h.node && i != st.owners.self() && p.state != "up") {
+            p.backoff = ms(100);
+            ++p.generation;
+            dial(self, i);
+          }
+        }
+        return w;
+      },
+      [=](members_atom) {
+        auto& st = self->state;
+        std::vector<cluster_member> out;
+        for (size_t i = 0; i < st.peers.size(); ++i) {
+          auto& p = st.peers[i];
+          cluster_member m;
+          m.name = p.node.name;
+          m.cluster = p.node.cluster;
+          m.listen = p.node.listen;
+          m.http = p.node.http;
+          m.shards = proto::format_shard_ranges(p.node.shards);
+          m.state = p.state;
+          m.error = p.error;
+          m.since_ms = p.since_ms;
+          m.calls_forwarded = p.calls_forwarded;
+          m.calls_failed_fast = p.calls_failed_fast;
+          m.messages_forwarded = p.messages_forwarded;
+          m.inspector = i == st.owners.self() ? st.inspector : p.inspector;
+          out.push_back(std::move(m));
+        }
+        return out;
+      },
+      [=](caf::put_atom, caf::strong_actor_ptr& inspector) {
+        self->state.inspector = std::move(inspector);
+      },
+      [=](dial_atom, uint32_t i, uint64_t generation) {
+        auto& st = self->state;
+        if (i < st.peers.size() && st.peers[i].generation == generation &&
+            st.peers[i].state != "up")
+          dial(self, i);
+      },
+      [=](forward_deadline& d) {
+        auto& st = self->state;
+        auto it = st.waiting.find(d.ticket);
+        if (it == st.waiting.end()) return;
+        answer(self, it->second.client, it->second.request, proto::call_status::holder_lost,
+               st.owners.describe(it->second.peer) + " did not answer the call in time; it may "
+                                                     "have run");
+        st.waiting.erase(it);
+      },
+      [=](stats_atom) { return stats_of(self); },
+  };
+}
+
+}  // namespace
+
+cluster_actor spawn_cluster(caf::actor_system& sys, const node_settings& cfg,
+                            directory_actor directory) {
+  return sys.spawn(cluster_fn, cfg, std::move(directory));
+}
+
+}  // namespace fusee::server

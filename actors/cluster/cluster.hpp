@@ -1,0 +1,24 @@
+// The node's links to the other nodes of its cluster (DESIGN.md §7): one actor that dials every
+// peer's cluster actor over CAF's middleman (the connect runs on the middleman's own thread,
+// never a scheduler thread), compares maps (a peer with a different digest is refused and the
+// difference logged), watches the links (middleman heartbeats; a lost link is a down_msg) and
+// dials again with backoff. It forwards what belongs to another node's shards: CALLs (answered
+// back through it to the client's session; failed at once, naming the node, while that node is
+// not up, and with "may have run" when it goes down with the call in flight), messages and
+// acks (dropped while the node is down: senders resend until acknowledged, receivers
+// deduplicate, so each arrives once). Everything a peer sends for this node's shards goes to the
+// directory as if it came from a session.
+#pragma once
+
+#include "actors/cluster/cluster_interface.hpp"
+#include "actors/node_settings.hpp"
+
+namespace fusee::server {
+
+/// Spawns the cluster actor of a node with `[cluster]`; it starts dialling its peers at once.
+/// The caller publishes it on `cluster_listen` and sends it this node's inspector
+/// (caf::put_atom, strong_actor_ptr) when there is one.
+cluster_actor spawn_cluster(caf::actor_system& sys, const node_settings& cfg,
+                            directory_actor directory);
+
+}  // namespace fusee::server

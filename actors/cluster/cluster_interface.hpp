@@ -1,0 +1,86 @@
+// The typed interface between the nodes of a cluster (DESIGN.md §7): each node publishes one
+// cluster actor on `cluster_listen`; the others dial it over CAF's middleman, introduce
+// themselves (peer_hello: a different map is refused) and then send it what belongs to its
+// shards. One line per message below.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "actors/directory_interface.hpp"
+
+namespace fusee::server {
+
+using members_atom = caf::atom_constant<caf::atom("members")>;  ///< the nodes, as seen here
+using dial_atom = caf::atom_constant<caf::atom("dial")>;        ///< own timer: dial a peer
+
+/// The first request on a link: who dials, and the map it serves.
+struct peer_hello {
+  std::string node;
+  std::string digest;     ///< cluster_map::digest()
+  std::string canonical;  ///< cluster_map::canonical(), to log the difference
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, peer_hello& x) {
+  return f(caf::meta::type_name("fusee.peer_hello"), x.node, x.digest, x.canonical);
+}
+
+/// The answer: empty `refusal` = the link is up; `inspector` is the node's inspector (for
+/// `fusee inspect --cluster`).
+struct peer_welcome {
+  std::string node;
+  std::string refusal;
+  caf::strong_actor_ptr inspector;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, peer_welcome& x) {
+  return f(caf::meta::type_name("fusee.peer_welcome"), x.node, x.refusal, x.inspector);
+}
+
+/// One node as this node sees it (/v1/cluster, `fusee inspect --cluster`).
+struct cluster_member {
+  std::string name;
+  std::string cluster;             ///< its middleman's address
+  std::string listen;              ///< workers and clients
+  std::string http;                ///< its HTTP API
+  std::string shards;              ///< "0-7, 12"
+  std::string state;               ///< "self", "up", "connecting", "down" or "refused"
+  std::string error;               ///< why it is not up
+  int64_t since_ms = 0;            ///< unix ms of the last change of state
+  uint64_t calls_forwarded = 0;    ///< CALLs this node forwarded to it
+  uint64_t calls_failed_fast = 0;  ///< CALLs answered at once because it was not up
+  uint64_t messages_forwarded = 0;
+  caf::strong_actor_ptr inspector;  ///< while up (and for this node)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, cluster_member& x) {
+  return f(caf::meta::type_name("fusee.cluster_member"), x.name, x.cluster, x.listen, x.http,
+           x.shards, x.state, x.error, x.since_ms, x.calls_forwarded, x.calls_failed_fast,
+           x.messages_forwarded, x.inspector);
+}
+
+/// A forwarded CALL's wait is over (own timer).
+struct forward_deadline {
+  uint64_t ticket = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, forward_deadline& x) {
+  return f(caf::meta::type_name("fusee.forward_deadline"), x.ticket);
+}
+
+/// The cluster actor: what a peer or this node's directory sends it (routed by who serves the
+/// shard: its own go to the directory, the others to their node), the answers of forwarded
+/// CALLs (session_actor: CALL_RESULT frames), the handshake, and its own timers.
+using cluster_actor = session_actor::extend_with<forwarder_actor>::extend<
+    caf::replies_to<peer_hello>::with<peer_welcome>,                   ///< a peer dialled this node
+    caf::replies_to<members_atom>::with<std::vector<cluster_member>>,  ///< introspection
+    caf::reacts_to<caf::put_atom, caf::strong_actor_ptr>,  ///< this node's inspector, at start
+    caf::reacts_to<dial_atom, uint32_t, uint64_t>,         ///< own timer: dial peer i (generation)
+    caf::reacts_to<forward_deadline>>;                     ///< own timer
+
+}  // namespace fusee::server

@@ -1,0 +1,49 @@
+// Which node of the cluster serves each shard, as this node's actors see it (DESIGN.md §7): the
+// one rule the sessions (shard requests), the directory (leases, calls, messages) and the invoker
+// (what may become due) share. Outside a cluster every shard is this node's. No CAF here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/node_settings.hpp"
+#include "protocol/errors.hpp"
+
+namespace fusee::server {
+
+class shard_owners {
+public:
+  /// Every shard is this node's.
+  shard_owners() = default;
+  /// From a checked `[cluster]` (app::validate); outside a cluster, every shard is this node's.
+  explicit shard_owners(const node_settings& cfg);
+
+  bool clustered() const { return !ranges_.empty(); }
+  /// True if this node serves `shard` (shards past the count are nobody's: callers refuse them).
+  bool mine(uint32_t shard) const { return ranges_.empty() || owner_index(shard) == self_; }
+  /// The index in the map of the node serving `shard`, or nullopt past the shard count (and
+  /// outside a cluster).
+  std::optional<size_t> owner_index(uint32_t shard) const;
+  /// This node's index in the map (0 outside a cluster).
+  size_t self() const { return self_; }
+  /// The nodes of the map (empty outside a cluster).
+  const std::vector<proto::cluster_node>& nodes() const { return nodes_; }
+  /// "node b (workers 127.0.0.1:7500)"
+  std::string describe(size_t node) const;
+  /// For a shard request on a shard another node serves: NOT_HOLDER naming that node, else
+  /// nothing (this node's shards, and shards past the count, which the caller refuses itself).
+  std::optional<proto::error> refuse_foreign(uint32_t shard) const;
+
+private:
+  struct owned_range {
+    uint32_t first = 0, last = 0;
+    size_t node = 0;
+  };
+  std::vector<owned_range> ranges_;  ///< sorted by first shard; empty outside a cluster
+  std::vector<proto::cluster_node> nodes_;
+  size_t self_ = 0;
+};
+
+}  // namespace fusee::server

@@ -1,0 +1,267 @@
+// Three `fusee server` nodes on loopback as one cluster (DESIGN.md §7): forwarding, the map in
+// the HELLO answer, workers following it, invokers per node, a node killed and back, a node with
+// a different map refused.
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include "handler_process.hpp"
+#include "protocol/shard_hash.hpp"
+#include "server_process.hpp"
+#include "worker.hpp"
+#include "worker/client.hpp"
+#include "worker_process.hpp"
+
+using namespace fusee;
+using namespace fusee::test;
+using worker::json;
+
+namespace {
+
+size_t count_of(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+    ++n;
+  return n;
+}
+
+/// Three nodes, 12 shards: a serves 0-3, b 4-7, c 8-11.
+struct cluster3 {
+  static constexpr uint32_t shards = 12;
+  static inline const std::vector<std::string> names{"a", "b", "c"};
+  struct ports {
+    uint16_t listen, http, cluster;
+  };
+  temp_dir dir;
+  std::vector<ports> at;
+  std::vector<std::unique_ptr<server_process>> nodes;
+
+  /// `extra` is added to every node's config; `map_of(i)` may change one node's map.
+  explicit cluster3(const std::string& extra = "", std::string other_map_for = "") {
+    for (size_t i = 0; i < 3; ++i)
+      at.push_back(ports{free_port(), free_port(), free_port()});
+    for (size_t i = 0; i < 3; ++i) {
+      nodes.push_back(std::make_unique<server_process>(
+          dir.path() / names[i], config(i, names[i] == other_map_for) + extra));
+      nodes[i]->use_ports(at[i].listen, at[i].http);
+    }
+    for (auto& n : nodes)
+      REQUIRE(n->start() == "");
+  }
+
+  std::string addr(uint16_t port) const { return "127.0.0.1:" + std::to_string(port); }
+  std::string listen(size_t i) const { return addr(at[i].listen); }
+
+  std::string config(size_t self, bool other_map) const {
+    std::string t = "[server]\nshards = " + std::to_string(shards) + "\n[cluster]\nnode = \"" +
+                    names[self] + "\"\ncluster_listen = \"" + addr(at[self].cluster) +
+                    "\"\npeer_timeout_ms = 1000\n";
+    const char* ranges[] = {"0-3", "4-7", "8-11"};
+    for (size_t i = 0; i < 3; ++i) {
+      std::string http = addr(at[i].http);
+      if (other_map && i == 0) http = "127.0.0.1:1";  // a differing line in one node's map
+      t += "[[cluster.nodes]]\nname = \"" + names[i] + "\"\ncluster = \"" + addr(at[i].cluster) +
+           "\"\nlisten = \"" + listen(i) + "\"\nhttp = \"" + http + "\"\nshards = \"" + ranges[i] +
+           "\"\n";
+    }
+    return t;
+  }
+
+  /// Node i logged `times` links up to each other node.
+  bool linked(size_t i, size_t times = 1) const {
+    return await([&] {
+      auto log = nodes[i]->log();
+      for (size_t j = 0; j < 3; ++j)
+        if (j != i && count_of(log, "cluster peer up node=" + names[j]) < times) return false;
+      return true;
+    });
+  }
+  bool all_linked() const { return linked(0) && linked(1) && linked(2); }
+
+  /// A workflow id whose shard node `node` serves ("prefix-N").
+  static std::string id_on(size_t node, const std::string& prefix) {
+    for (int n = 0;; ++n) {
+      auto id = prefix + "-" + std::to_string(n);
+      if (proto::shard_for(id, shards).value() / 4 == node) return id;
+    }
+  }
+
+  worker::workflow_client client(size_t i) const {
+    auto c = worker::workflow_client::connect(listen(i), "test");
+    REQUIRE_MESSAGE(c, (c ? "" : c.err().message));
+    return std::move(*c);
+  }
+};
+
+worker::call_answer must(proto::result<worker::call_answer> r) {
+  REQUIRE_MESSAGE(r, (r ? "" : r.err().message));
+  return std::move(*r);
+}
+
+}  // namespace
+
+TEST_CASE("the HELLO answer carries the cluster map when asked, and a node leases only its own "
+          "shards, refusing the others with the owner's name") {
+  cluster3 c;
+  REQUIRE(c.all_linked());
+  auto conn = c.nodes[1]->connect();
+  REQUIRE(client::send_hello(conn, proto::offer_cluster_map, 0, "w", {}, {}));
+  auto first = conn.receive(std::chrono::seconds(5));
+  REQUIRE(first);
+  auto* map = std::get_if<proto::cluster_map_frame>(&*first);
+  REQUIRE(map != nullptr);
+  CHECK(map->node == "b");
+  CHECK(map->digest.size() == 64);
+  REQUIRE(map->nodes.size() == 3);
+  CHECK(map->nodes[2].name == "c");
+  CHECK(map->nodes[2].listen == c.listen(2));
+  CHECK(map->nodes[2].shards == std::vector<proto::shard_range>{{8, 11}});
+  auto lease = client::lease_of(conn.receive(std::chrono::seconds(5)));
+  REQUIRE(lease);
+  CHECK(lease->shard_count == cluster3::shards);
+  std::set<uint32_t> held;
+  for (auto& g : lease->grants)
+    held.insert(g.shard.value());
+  CHECK(held == std::set<uint32_t>{4, 5, 6, 7});
+  // APPEND for a shard node a serves: NOT_HOLDER naming a and where to connect.
+  REQUIRE(conn.send(proto::append{proto::request_head{9, proto::shard_id{1}, proto::epoch_t{1}},
+                                  proto::lsn_t{1},
+                                  {proto::bytes{1}}}));
+  auto refused = conn.receive(std::chrono::seconds(5));
+  REQUIRE(refused);
+  auto* err = std::get_if<proto::err>(&*refused);
+  REQUIRE(err != nullptr);
+  CHECK(err->code == static_cast<uint16_t>(proto::err_code::not_holder));
+  CHECK(err->message.find("node a (workers " + c.listen(0) + ")") != std::string::npos);
+
+  // A worker that does not ask is served as before: LEASE first.
+  auto plain = c.nodes[2]->connect();
+  REQUIRE(client::send_hello(plain, 0, 0, "plain", {}, {}));
+  auto plain_lease = client::lease_of(plain.receive(std::chrono::seconds(5)));
+  REQUIRE(plain_lease);
+  CHECK(plain_lease->grants.size() == 4);
+}
+
+TEST_CASE("a worker connected to one node serves every node, and a client of node a drives "
+          "workflows on b and c, with children and messages across nodes arriving once") {
+  cluster3 c;
+  REQUIRE(c.all_linked());
+  worker_process w(c.at[0].listen, "w");
+  REQUIRE(w.logged("also serving b (" + c.listen(1) + "), c (" + c.listen(2) + ")"));
+  REQUIRE(w.logged("w@b: connected"));
+  REQUIRE(w.logged("w@c: connected"));
+  auto client = c.client(0);
+  for (size_t node = 0; node < 3; ++node) {
+    auto id = cluster3::id_on(node, "run");
+    auto a = must(client.start("steps", id, json{{"steps", 2}}));
+    CHECK_MESSAGE(a.ok(), a.body.dump());
+    auto r = must(client.result(id, 10000));
+    CHECK_MESSAGE(r.body.value("status", "") == "completed", r.body.dump());
+  }
+  // A parent on c starts children on a and b; each child sends "done" to the parent (a message
+  // from a's or b's shard to c's): every child's note arrives exactly once.
+  auto parent = cluster3::id_on(2, "parent");
+  std::vector<std::string> kids{cluster3::id_on(0, "kid"), cluster3::id_on(1, "kid")};
+  auto started = must(client.start("steps", parent, json{{"steps", 1}, {"children", kids}}));
+  CHECK_MESSAGE(started.ok(), started.body.dump());
+  auto done = must(c.client(1).result(parent, 20000));
+  REQUIRE_MESSAGE(done.body.value("status", "") == "completed", done.body.dump());
+  std::multiset<std::string> from;
+  for (auto& note : done.body["result"]["children"])
+    from.insert(note.value("child", "?"));
+  CHECK(from == std::multiset<std::string>(kids.begin(), kids.end()));
+  // The HTTP API of any node serves every shard too.
+  auto on_b = cluster3::id_on(1, "http");
+  auto [st, body] = http_request("POST", c.at[2].http, "/v1/workflows/steps/" + on_b, "{}");
+  CHECK_MESSAGE(st == 201, body);
+}
+
+TEST_CASE("an invoked handler for c's shards is told to connect back to c, and does") {
+  handler_process h({"--mode", "workflows"});
+  temp_dir secret_dir;
+  std::ofstream(secret_dir.path() / "secret") << "s3cret\n";
+  cluster3 c("[[endpoint]]\nurl = \"http://127.0.0.1:" + std::to_string(h.port) +
+             "/invoke\"\nsecret_file = \"" + (secret_dir.path() / "secret").string() + "\"\n");
+  REQUIRE(c.all_linked());
+  auto id = cluster3::id_on(2, "woken");
+  auto a = must(c.client(0).start("steps", id, json{{"steps", 2}}, 10000));
+  CHECK_MESSAGE(a.ok(), a.body.dump());
+  // Every node invoked for its own shards (at least `recovery` at start), each with its own
+  // address: c's shards went to c.
+  auto log = h.log();
+  const char* shards_of[] = {"shards [0,1,2,3]", "shards [4,5,6,7]", "shards [8,9,10,11]"};
+  std::istringstream lines(log);
+  size_t invocations = 0;
+  for (std::string line; std::getline(lines, line);)
+    for (size_t node = 0; node < 3; ++node)
+      if (line.find(shards_of[node]) != std::string::npos) {
+        ++invocations;
+        CHECK_MESSAGE(line.find("server " + c.listen(node)) != std::string::npos, line);
+      }
+  CHECK_MESSAGE(invocations >= 3, log);
+  auto r = must(c.client(1).result(id, 10000));
+  CHECK_MESSAGE(r.body.value("status", "") == "completed", r.body.dump());
+}
+
+TEST_CASE("kill -9 of node c: calls for c's shards fail fast naming c, a and b keep serving, and "
+          "after c restarts everything completes with nothing acknowledged lost") {
+  cluster3 c;
+  REQUIRE(c.all_linked());
+  worker_process w(c.at[0].listen, "w");
+  REQUIRE(w.logged("w@c: connected"));
+  auto client = c.client(0);
+  auto before = cluster3::id_on(2, "before");
+  REQUIRE(must(client.start("steps", before, json{{"steps", 3}})).ok());
+  REQUIRE(must(client.result(before, 10000)).body.value("status", "") == "completed");
+
+  c.nodes[2]->kill9();
+  REQUIRE(await(
+      [&] { return c.nodes[0]->log().find("cluster peer down node=c") != std::string::npos; }));
+  auto t0 = std::chrono::steady_clock::now();
+  auto during = cluster3::id_on(2, "during");
+  auto refused = must(client.start("steps", during, json{{"steps", 1}}));
+  auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(refused.status == proto::call_status::parked_too_long);
+  CHECK_MESSAGE(refused.body.value("error", "").find("node c (workers " + c.listen(2) + ")") !=
+                    std::string::npos,
+                refused.body.dump());
+  CHECK(took < std::chrono::milliseconds(500));
+  for (size_t node = 0; node < 2; ++node) {  // the others keep working
+    auto id = cluster3::id_on(node, "meanwhile");
+    REQUIRE(must(client.start("steps", id, json{{"steps", 1}})).ok());
+  }
+
+  REQUIRE(c.nodes[2]->start() == "");
+  REQUIRE(await([&] { return count_of(c.nodes[0]->log(), "cluster peer up node=c") == 2; }));
+  REQUIRE(w.logged("w@c: connected", std::chrono::seconds(15)));
+  REQUIRE(await([&] { return count_of(w.log(), "w@c: connected") >= 2; }));
+  auto again = must(client.start("steps", during, json{{"steps", 1}}, 10000));
+  CHECK_MESSAGE(again.ok(), again.body.dump());
+  auto kept = must(client.result(before, 10000));  // completed before the kill: still there
+  CHECK_MESSAGE(kept.body.value("status", "") == "completed", kept.body.dump());
+  CHECK(kept.body["result"]["steps"].size() == 3);
+}
+
+TEST_CASE("a node whose map differs is refused by the others, and calls for its shards fail "
+          "naming it") {
+  cluster3 c("", "c");  // c's map names another HTTP address for a
+  REQUIRE(await([&] {
+    return c.nodes[0]->log().find("cluster peer refused: its map differs node=c") !=
+           std::string::npos;
+  }));
+  REQUIRE(await([&] {
+    return c.nodes[2]->log().find("cluster peer refused this node node=a") != std::string::npos;
+  }));
+  REQUIRE(await([&] {  // and a's own dial of c was refused by c
+    return c.nodes[0]->log().find("cluster peer refused this node node=c") != std::string::npos;
+  }));
+  REQUIRE(await([&] { return count_of(c.nodes[0]->log(), "cluster peer up node=b") == 1; }));
+  CHECK(count_of(c.nodes[0]->log(), "cluster peer up node=c") == 0);  // a and b link, not c
+  auto r = must(c.client(0).start("steps", cluster3::id_on(2, "x"), json{{"steps", 1}}));
+  CHECK(r.status == proto::call_status::parked_too_long);
+  CHECK_MESSAGE(r.body.value("error", "").find("node c") != std::string::npos, r.body.dump());
+  CHECK_MESSAGE(r.body.value("error", "").find("cluster map differs") != std::string::npos,
+                r.body.dump());
+}
