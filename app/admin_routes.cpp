@@ -142,10 +142,7 @@ std::string problems_json() {
 /// /v1/overview: what the dashboard draws each second, in one answer and without asking any
 /// shard actor: the node's other actors, the shards' grid and state counts, recent problems.
 http_reply overview(caf::actor_system& sys, const admin_context& ctx) {
-  inspect_query others;
-  others.shard_from = 1;
-  others.shard_to = 0;
-  others.limit = 500;
+  auto others = server::node_actors_query();
   inspect_query grid;
   grid.kind = "shard";
   grid.limit = 0;
@@ -153,8 +150,33 @@ http_reply overview(caf::actor_system& sys, const admin_context& ctx) {
   auto a = ask(sys, ctx.inspector, others);
   auto g = ask(sys, ctx.inspector, grid);
   if (!a || !g) return no_inspector();
+  std::string members = "[]";  // the cluster's nodes as this node sees them (no peer is asked)
+  if (ctx.cluster) {
+    caf::scoped_actor self{sys};
+    self->request(ctx.cluster, std::chrono::seconds(2), server::members_atom::value)
+        .receive([&](std::vector<server::cluster_member>& m) { members = members_json(m); },
+                 [&](caf::error&) {});
+  }
   return json(200, "{\"actors\":" + reply_json(*a, 0) + ",\"shards\":" + reply_json(*g, 0) +
-                       ",\"problems\":" + problems_json() + "}");
+                       ",\"cluster\":" + members + ",\"problems\":" + problems_json() + "}");
+}
+
+/// /v1/cluster: the query (default: every node's actors but its shards) on every node,
+/// through their inspectors.
+http_reply cluster_route(caf::actor_system& sys, const admin_context& ctx,
+                         const http_exchange& ex) {
+  auto q = ex.query.empty() ? server::node_actors_query() : server::parse_query(ex.query);
+  if (!q) return json(400, proto::json_error(q.err().message));
+  caf::scoped_actor self{sys};
+  std::optional<http_reply> out;
+  self->request(ctx.inspector, std::chrono::milliseconds(q->deadline_ms + 5000),
+                server::members_atom::value, *q)
+      .receive([&](server::cluster_reply& r) { out = json(200, cluster_json(r, q->offset)); },
+               [&](caf::error& e) {
+                 out = json(503, proto::json_error("the node's inspector did not answer: " +
+                                                   sys.render(e)));
+               });
+  return *out;
 }
 
 }  // namespace
@@ -177,6 +199,7 @@ http_server::handler admin_routes(caf::actor_system& sys, admin_context ctx) {
     if (p == "/v1/invoker") return invoker_metrics(sys, ctx);
     if (p == "/v1/overview") return overview(sys, ctx);
     if (p == "/v1/actors") return query_route(sys, ctx, ex, nullptr);
+    if (p == "/v1/cluster") return cluster_route(sys, ctx, ex);
     if (p == "/v1/shards") return query_route(sys, ctx, ex, "shard");
     if (p == "/v1/endpoints") return query_route(sys, ctx, ex, "endpoint");
     if (p == "/v1/sessions") return query_route(sys, ctx, ex, "session");

@@ -14,6 +14,7 @@ struct admin_context {
   server::scheduler_actor scheduler;  ///< null when no endpoint is configured
   server::inspector_actor inspector;
   bool invoker_configured = false;
+  server::cluster_actor cluster;  ///< null outside a cluster
 };
 
 /// The handler for the admin server. It runs on microhttpd's threads and asks the actors with a

@@ -24,6 +24,8 @@ struct cli_config : caf::actor_system_config {
     server::add_server_types(*this);  // the same names as on the node (STACK.md §5.8)
     load<caf::io::middleman>();
     set("scheduler.max-threads", 1);
+    // A clustered node cuts links silent for its peer timeout: keep this one talking.
+    set("middleman.heartbeat-interval", caf::timespan{std::chrono::milliseconds(250)});
   }
 };
 
@@ -84,6 +86,23 @@ std::string table(const server::inspect_reply& r, uint32_t offset) {
   return out + footer;
 }
 
+/// Each node: a line saying how this node sees it, then its table (or why there is none).
+std::string cluster_table(const server::cluster_reply& r, uint32_t offset) {
+  std::string out;
+  for (auto& n : r.nodes) {
+    auto& m = n.member;
+    out += "== node " + (m.name.empty() ? std::string{"(this node)"} : m.name) + " " + m.state;
+    if (!m.shards.empty()) out += "  shards " + m.shards;
+    if (!m.listen.empty()) out += "  workers " + m.listen;
+    if (m.calls_forwarded || m.calls_failed_fast)
+      out += "  calls forwarded " + std::to_string(m.calls_forwarded) + ", failed fast " +
+             std::to_string(m.calls_failed_fast);
+    out += "\n";
+    out += n.answered ? table(n.reply, offset) : "   (" + n.error + ")\n";
+  }
+  return out;
+}
+
 }  // namespace
 
 int run_inspect(const inspect_command& cmd) {
@@ -112,19 +131,32 @@ int run_inspect(const inspect_command& cmd) {
   caf::scoped_actor self{sys};
   for (;;) {
     int rc = 0;
-    self->request(*insp, std::chrono::milliseconds(q->deadline_ms + 5000), *q)
-        .receive(
-            [&](server::inspect_reply& r) {
-              auto text = cmd.json ? reply_json(r, q->offset) + "\n" : table(r, q->offset);
-              if (cmd.watch && tty) std::fputs("\x1b[H\x1b[2J", stdout);  // refresh in place
-              std::fputs(text.c_str(), stdout);
-              std::fflush(stdout);
-            },
-            [&](caf::error& e) {
-              std::fprintf(stderr, "fusee inspect: the inspector at %s did not answer: %s\n",
-                           cmd.node.c_str(), sys.render(e).c_str());
-              rc = 1;
-            });
+    auto show = [&](const std::string& text) {
+      if (cmd.watch && tty) std::fputs("\x1b[H\x1b[2J", stdout);  // refresh in place
+      std::fputs(text.c_str(), stdout);
+      std::fflush(stdout);
+    };
+    auto failed = [&](caf::error& e) {
+      std::fprintf(stderr, "fusee inspect: the inspector at %s did not answer: %s\n",
+                   cmd.node.c_str(), sys.render(e).c_str());
+      rc = 1;
+    };
+    auto wait = std::chrono::milliseconds(q->deadline_ms + 5000);
+    if (cmd.cluster)
+      self->request(*insp, wait, server::members_atom::value,
+                    cmd.query.empty() ? server::node_actors_query() : *q)
+          .receive(
+              [&](server::cluster_reply& r) {
+                show(cmd.json ? cluster_json(r, q->offset) + "\n" : cluster_table(r, q->offset));
+              },
+              failed);
+    else
+      self->request(*insp, wait, *q)
+          .receive(
+              [&](server::inspect_reply& r) {
+                show(cmd.json ? reply_json(r, q->offset) + "\n" : table(r, q->offset));
+              },
+              failed);
     if (!cmd.watch || rc != 0) return rc;
     for (uint32_t waited = 0; waited < cmd.interval_ms && !interrupted; waited += 50)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));

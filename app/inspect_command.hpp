@@ -13,6 +13,8 @@ struct inspect_command {
   bool json = false;
   bool watch = false;
   uint32_t interval_ms = 1000;
+  /// Every node of the node's cluster (through their inspectors), not only this one.
+  bool cluster = false;
   /// The query, as key=value pairs (server::parse_query's keys: kind, shard, state, ...).
   std::map<std::string, std::string> query;
 };

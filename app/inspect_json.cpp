@@ -89,4 +89,45 @@ std::string reply_json(const server::inspect_reply& r, uint32_t offset) {
   return o.str();
 }
 
+namespace {
+
+void member_json(std::ostringstream& o, const server::cluster_member& m) {
+  o << "\"name\":" << json_quote(m.name) << ",\"state\":" << json_quote(m.state)
+    << ",\"error\":" << json_quote(m.error) << ",\"sinceMs\":" << m.since_ms
+    << ",\"cluster\":" << json_quote(m.cluster) << ",\"listen\":" << json_quote(m.listen)
+    << ",\"http\":" << json_quote(m.http) << ",\"shards\":" << json_quote(m.shards)
+    << ",\"callsForwarded\":" << m.calls_forwarded << ",\"callsFailedFast\":" << m.calls_failed_fast
+    << ",\"messagesForwarded\":" << m.messages_forwarded;
+}
+
+}  // namespace
+
+std::string members_json(const std::vector<server::cluster_member>& members) {
+  std::ostringstream o;
+  o << "[";
+  for (size_t i = 0; i < members.size(); ++i) {
+    o << (i ? ",{" : "{");
+    member_json(o, members[i]);
+    o << "}";
+  }
+  o << "]";
+  return o.str();
+}
+
+std::string cluster_json(const server::cluster_reply& reply, uint32_t offset) {
+  std::ostringstream o;
+  o << "{\"nodes\":[";
+  for (size_t i = 0; i < reply.nodes.size(); ++i) {
+    auto& n = reply.nodes[i];
+    o << (i ? ",{" : "{");
+    member_json(o, n.member);
+    o << ",\"answered\":" << (n.answered ? "true" : "false")
+      << ",\"reason\":" << json_quote(n.error);
+    if (n.answered) o << ",\"reply\":" << reply_json(n.reply, offset);
+    o << "}";
+  }
+  o << "],\"tookUs\":" << reply.took_us << "}";
+  return o.str();
+}
+
 }  // namespace fusee::app

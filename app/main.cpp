@@ -134,6 +134,9 @@ int main(int argc, char** argv) {
   inspect->add_option("--node", icmd.node, "the node's inspect_listen address (host:port)");
   inspect->add_flag("--json", icmd.json, "print the inspector's answer as JSON");
   inspect->add_flag("--watch", icmd.watch, "refresh every --interval-ms until Ctrl-C");
+  inspect->add_flag("--cluster", icmd.cluster,
+                    "every node of the cluster, through this node (without filters: each node's "
+                    "actors but its shards)");
   inspect->add_option("--interval-ms", icmd.interval_ms, "refresh interval of --watch")
       ->check(CLI::Range(100, 3600000));
   std::map<std::string, std::string> inspect_args;

@@ -189,10 +189,10 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     auto admin_at = parse_host_port(cfg.admin_listen);
     if (acceptor) {
       std::string aerr;
-      admin = http_server::start(
-          admin_at->host, admin_at->port,
-          admin_routes(sys, admin_context{directory, scheduler, inspector, !cfg.endpoints.empty()}),
-          &aerr);
+      admin = http_server::start(admin_at->host, admin_at->port,
+                                 admin_routes(sys, admin_context{directory, scheduler, inspector,
+                                                                 !cfg.endpoints.empty(), cluster}),
+                                 &aerr);
       if (!admin) {
         refuse_start("server.admin_listen", aerr);
       } else {

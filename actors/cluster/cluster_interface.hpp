@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actors/directory_interface.hpp"
+#include "actors/inspect/stats.hpp"
 
 namespace fusee::server {
 
@@ -61,6 +62,31 @@ typename Inspector::result_type inspect(Inspector& f, cluster_member& x) {
   return f(caf::meta::type_name("fusee.cluster_member"), x.name, x.cluster, x.listen, x.http,
            x.shards, x.state, x.error, x.since_ms, x.calls_forwarded, x.calls_failed_fast,
            x.messages_forwarded, x.inspector);
+}
+
+/// One node's part of a cluster-wide inspection: how this node sees it and, when its inspector
+/// answered, its reply to the query.
+struct node_report {
+  cluster_member member;
+  bool answered = false;
+  std::string error;  ///< why there is no reply
+  inspect_reply reply;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_report& x) {
+  return f(caf::meta::type_name("fusee.node_report"), x.member, x.answered, x.error, x.reply);
+}
+
+/// `fusee inspect --cluster` and /v1/cluster: every node of the map, in the map's order.
+struct cluster_reply {
+  std::vector<node_report> nodes;
+  uint64_t took_us = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, cluster_reply& x) {
+  return f(caf::meta::type_name("fusee.cluster_reply"), x.nodes, x.took_us);
 }
 
 /// A forwarded CALL's wait is over (own timer).

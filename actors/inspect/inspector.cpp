@@ -178,6 +178,8 @@ void build_rows(inspector_ptr self, run& r) {
     c.mailbox = r.answers.back().mailbox;
   }
   if (selects(q, "gateway") && st.t.gateway) add("gateway", 0, st.t.gateway);
+  if (selects(q, "cluster") && st.t.cluster)
+    add("cluster", 0, caf::actor_cast<stats_actor>(st.t.cluster));
   if (selects(q, "endpoint"))
     for (uint32_t e = 0; e < st.endpoints.size(); ++e)
       add("endpoint", e, caf::actor_cast<stats_actor>(st.endpoints[e]));
@@ -392,6 +394,68 @@ void expire(inspector_ptr self, uint64_t id) {
   advance(self, id);  // the remaining phases, without asking: rows, page, then finish
 }
 
+/// The query on every node: the cluster actor names the nodes and their inspectors (this one
+/// included); each answers the query itself within its deadline. A node that is not up, or does
+/// not answer in time, is reported with why.
+caf::typed_response_promise<cluster_reply> inspect_cluster(inspector_ptr self, inspect_query q) {
+  auto rp = self->make_response_promise<cluster_reply>();
+  auto started = self->clock().now();
+  auto wait = ms(std::clamp<uint32_t>(q.deadline_ms, 1, inspect_query::max_deadline_ms) + 500);
+  auto me = caf::actor_cast<caf::strong_actor_ptr>(self);
+  auto ask_all = [=](std::vector<cluster_member> members) mutable {
+    auto acc = std::make_shared<cluster_reply>();
+    auto left = std::make_shared<size_t>(members.size());
+    auto done = [=]() mutable {
+      if (--*left > 0) return;
+      acc->took_us = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::microseconds>(self->clock().now() - started)
+              .count());
+      rp.deliver(std::move(*acc));
+    };
+    acc->nodes.resize(members.size());
+    for (size_t i = 0; i < members.size(); ++i) {
+      auto& n = acc->nodes[i];
+      n.member = std::move(members[i]);
+      auto target = caf::actor_cast<inspector_actor>(std::move(n.member.inspector));
+      n.member.inspector = nullptr;
+      if (!target) {
+        n.error = n.member.state == "self" ? "this node's inspector is not running"
+                                           : "node " + n.member.state + ": " + n.member.error;
+        done();
+        continue;
+      }
+      self->request(target, wait, q)
+          .then(
+              [=](inspect_reply& r) mutable {
+                acc->nodes[i].answered = true;
+                acc->nodes[i].reply = std::move(r);
+                done();
+              },
+              [=](caf::error& e) mutable {
+                acc->nodes[i].error = "no answer: " + self->system().render(e);
+                done();
+              });
+    }
+    if (members.empty()) rp.deliver(cluster_reply{});
+  };
+  if (!self->state.t.cluster) {  // a cluster of one
+    cluster_member alone;
+    alone.name = self->state.t.node;
+    alone.state = "self";
+    alone.inspector = me;
+    ask_all({std::move(alone)});
+    return rp;
+  }
+  self->request(self->state.t.cluster, wait, members_atom::value)
+      .then([=](std::vector<cluster_member>& members) mutable { ask_all(std::move(members)); },
+            [=](caf::error& e) mutable {
+              rp.deliver(
+                  caf::make_error(caf::sec::runtime_error,
+                                  "the cluster actor did not answer: " + self->system().render(e)));
+            });
+  return rp;
+}
+
 inspector_actor::behavior_type inspector_fn(inspector_ptr self, inspector_targets targets) {
   self->state.t = std::move(targets);
   return {
@@ -461,6 +525,7 @@ inspector_actor::behavior_type inspector_fn(inspector_ptr self, inspector_target
         if (r.waiting == 0) advance(self, id);
         return rp;
       },
+      [=](members_atom, inspect_query& q) { return inspect_cluster(self, q); },
       [=](tick_atom, uint64_t id) {
         // Only our own deadline timer: the interface is published, and a remote peer must not
         // end other peers' queries.

@@ -21,9 +21,13 @@ class log_sink;
 /// What every actor kind answers (the common part of their interfaces).
 using stats_actor = caf::typed_actor<caf::replies_to<stats_atom>::with<actor_stats>>;
 
-using inspector_actor =
-    caf::typed_actor<caf::replies_to<inspect_query>::with<inspect_reply>,  ///< a query
-                     caf::reacts_to<tick_atom, uint64_t>>;  ///< own timer: a query's deadline
+using inspector_actor = caf::typed_actor<
+    caf::replies_to<inspect_query>::with<inspect_reply>,  ///< a query
+                                                          /// The query on every node of the cluster
+                                                          /// (this node alone outside one), through
+                                                          /// their inspectors, with one deadline.
+    caf::replies_to<members_atom, inspect_query>::with<cluster_reply>,
+    caf::reacts_to<tick_atom, uint64_t>>;  ///< own timer: a query's deadline
 
 /// What the inspector asks. `scheduler` is null and `records` empty without an invoker; `wal`
 /// and `sessions` (the log's sink knows the open sessions) must outlive the actor.
@@ -33,7 +37,7 @@ struct inspector_targets {
   directory_actor directory;
   scheduler_actor scheduler;
   std::vector<shard_actor> records;
-  stats_actor gateway;  ///< the HTTP API's call gateway; null when the API is off
+  stats_actor gateway;    ///< the HTTP API's call gateway; null when the API is off
   cluster_actor cluster;  ///< the links to the other nodes; null outside a cluster
   wal_writer* wal = nullptr;
   log_sink* sessions = nullptr;

@@ -35,8 +35,8 @@ error bad(std::string message) {
 }  // namespace
 
 const std::vector<std::string>& actor_kinds() {
-  static const std::vector<std::string> k{"directory", "scheduler", "log",  "gateway",
-                                          "endpoint",  "session",   "shard"};
+  static const std::vector<std::string> k{"directory", "scheduler", "log",     "gateway",
+                                          "cluster",   "endpoint",  "session", "shard"};
   return k;
 }
 

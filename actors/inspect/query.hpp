@@ -21,4 +21,14 @@ const std::vector<std::string>& state_words();
 /// every (0/1), sample (n). Unknown keys, kinds, states and malformed numbers are refused by name.
 proto::result<inspect_query> parse_query(const std::map<std::string, std::string>& args);
 
+/// Every actor of a node but its shards (cheap at any shard count): what /v1/overview and
+/// a cluster-wide inspection without filters show of each node.
+inline inspect_query node_actors_query() {
+  inspect_query q;
+  q.shard_from = 1;  // no shard
+  q.shard_to = 0;
+  q.limit = 500;
+  return q;
+}
+
 }  // namespace fusee::server

@@ -214,6 +214,30 @@ function renderEndpoints(endpoints, invokerRuns) {
   }
 }
 
+// The cluster's nodes as this node sees them (hidden outside a cluster); a node that is not up
+// is marked bad and says why.
+function renderCluster(members) {
+  el("cluster-section").hidden = !members || members.length === 0;
+  if (!members) return;
+  const body = el("cluster").tBodies[0];
+  body.replaceChildren();
+  for (const m of members) {
+    const tr = body.insertRow();
+    text(tr.insertCell(), m.name);
+    const st = tr.insertCell();
+    const pill = document.createElement("span");
+    pill.className = "pill " + (m.state === "up" || m.state === "self" ? "ok" : "bad");
+    text(pill, m.state === "self" ? "this node" : m.state);
+    st.appendChild(pill);
+    text(tr.insertCell(), m.shards);
+    text(tr.insertCell(), m.listen);
+    text(tr.insertCell(), new Date(m.sinceMs).toLocaleTimeString());
+    text(tr.insertCell(), m.callsForwarded);
+    text(tr.insertCell(), m.callsFailedFast);
+    text(tr.insertCell(), m.error);
+  }
+}
+
 function renderNode(actors) {
   const body = el("node-table").tBodies[0];
   body.replaceChildren();
@@ -269,6 +293,7 @@ async function tick() {
   text(el("shard-counts"), STATES.map(([, n]) => (o.shards.states[n] || 0) + " " + n).join(" · "));
   renderEndpoints(endpoints, rowsOf(o.actors, "scheduler").length > 0);
   renderNode(o.actors);
+  renderCluster(o.cluster);
   const list = el("problems");
   list.replaceChildren();
   for (const p of o.problems.slice().reverse()) {

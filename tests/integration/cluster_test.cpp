@@ -176,6 +176,19 @@ TEST_CASE("a worker connected to one node serves every node, and a client of nod
   auto on_b = cluster3::id_on(1, "http");
   auto [st, body] = http_request("POST", c.at[2].http, "/v1/workflows/steps/" + on_b, "{}");
   CHECK_MESSAGE(st == 201, body);
+
+  // `fusee inspect --cluster` through node b shows all three nodes' actors.
+  auto [rc, out] =
+      run_process({fusee_binary(), "inspect", "--node",
+                   "127.0.0.1:" + std::to_string(c.nodes[1]->inspect_port()), "--cluster"},
+                  c.dir.path() / "inspect.log", std::chrono::seconds(20));
+  CHECK_MESSAGE(rc == 0, out);
+  CHECK_MESSAGE(out.find("== node a up  shards 0-3  workers " + c.listen(0)) != std::string::npos,
+                out);
+  CHECK(out.find("== node b self  shards 4-7") != std::string::npos);
+  CHECK(out.find("== node c up  shards 8-11") != std::string::npos);
+  CHECK(count_of(out, "\ndirectory ") == 3);
+  CHECK(count_of(out, "\ncluster ") == 3);
 }
 
 TEST_CASE("an invoked handler for c's shards is told to connect back to c, and does") {
@@ -219,6 +232,11 @@ TEST_CASE("kill -9 of node c: calls for c's shards fail fast naming c, a and b k
   c.nodes[2]->kill9();
   REQUIRE(await(
       [&] { return c.nodes[0]->log().find("cluster peer down node=c") != std::string::npos; }));
+  auto [status, view] = http_get(c.nodes[0]->admin_port(), "/v1/cluster");
+  CHECK(status == 200);
+  CHECK_MESSAGE(view.find(R"("name":"c","state":"down")") != std::string::npos, view);
+  CHECK(count_of(view, R"("answered":false,"reason":"node down: )") == 1);  // c; a and b answer
+  CHECK(count_of(view, R"("answered":true,"reason":"","reply":)") == 2);
   auto t0 = std::chrono::steady_clock::now();
   auto during = cluster3::id_on(2, "during");
   auto refused = must(client.start("steps", during, json{{"steps", 1}}));
