@@ -10,7 +10,7 @@ FUZZ_DIR      ?= build-fuzz
 FUZZ_SECONDS  ?= 60
 CMAKE_FLAGS   ?=
 
-.PHONY: all deps build test test-asan fuzz run bench format format-check clean
+.PHONY: all deps build test test-asan fuzz run cluster bench format format-check clean
 
 all: build
 
@@ -50,6 +50,11 @@ fuzz: deps
 # an invocation endpoint at 127.0.0.1:9000 (scripts/run-local.sh; Ctrl-C stops it).
 run: build
 	@bash $(SRC)scripts/run-local.sh $(BUILD_DIR) $(RUN_ARGS)
+
+# Three cluster nodes on loopback (deploy/cluster/: node-a/b/c.toml, data and logs there; Ctrl-C
+# stops them).
+cluster: build
+	@bash $(SRC)deploy/cluster/start.sh $(realpath $(BUILD_DIR))/app/fusee
 
 # The load scenarios of bench/scenarios/ at full length (`fusee load`); SCENARIO=steady runs one.
 bench: build

@@ -33,7 +33,6 @@ void add_server_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<peer_welcome>("fusee.peer_welcome");
   cfg.add_message_type<cluster_member>("fusee.cluster_member");
   cfg.add_message_type<std::vector<cluster_member>>("fusee.cluster_member_list");
-  cfg.add_message_type<forward_deadline>("fusee.forward_deadline");
   cfg.add_message_type<node_report>("fusee.node_report");
   cfg.add_message_type<std::vector<node_report>>("fusee.node_report_list");
   cfg.add_message_type<cluster_reply>("fusee.cluster_reply");

@@ -19,6 +19,7 @@
 #include "actors/wal/wal_writer.hpp"
 #include "app/admin_routes.hpp"
 #include "app/http_api.hpp"
+#include "protocol/messages.hpp"
 
 namespace fusee::app {
 
@@ -223,6 +224,12 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       sigwait(&stop_signals, &sig);
       spdlog::info("stopping signal={}", sig);
       acceptor->stop();
+      // Every open connection ends with ERR SHUTTING_DOWN (a worker reconnects with backoff):
+      // the actor system cannot stop while a session waits for its peer to close.
+      auto last = proto::encode(proto::make_err(
+          0, proto::error{proto::err_code::shutting_down, "the server is stopping"}));
+      for (auto& [id, session] : sink.sessions())
+        caf::anon_send(session, server::close_atom::value, last);
       caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
     }
     admin.reset();

@@ -40,6 +40,7 @@ struct forwarded_call {
   session_actor client;
   uint64_t request = 0;
   size_t peer = 0;
+  caf::actor_clock::time_point deadline{};
 };
 
 struct cluster_state {
@@ -52,6 +53,7 @@ struct cluster_state {
   std::vector<peer> peers;  ///< by index in the map; this node's entry is unused
   std::unordered_map<uint64_t, forwarded_call> waiting;
   uint64_t next_ticket = 1;
+  bool ticking = false;  ///< a tick is pending (only while calls wait: a timer delays shutdown)
   session_id id = 0;
   uint64_t calls_in = 0, messages_in = 0;
   static inline const char* name = "fusee.cluster";
@@ -157,7 +159,7 @@ void dial(self_ptr self, size_t i) {
                       if (p.generation != gen) return;
                       if (!w.refusal.empty()) {
                         set_state(self, i, "refused", w.refusal);
-                        p.backoff = ms(5000);  // until an operator fixes a map: no hurry
+                        p.backoff = ms(2000);  // until an operator fixes a map: no hurry
                         spdlog::error("cluster peer refused this node node={} reason={}",
                                       p.node.name, logging::quoted(w.refusal));
                         ++p.generation;
@@ -214,15 +216,19 @@ void forward_call(self_ptr self, size_t owner, call_request&& c) {
   }
   p.calls_forwarded++;
   uint64_t ticket = st.next_ticket++;
-  st.waiting[ticket] = forwarded_call{c.from.reply_to, c.from.request, owner};
   uint32_t park = c.park_ms == 0 ? st.cfg.park_ms : std::min(c.park_ms, st.cfg.park_ms);
+  // A safety net for an answer lost on a link that stayed up: the owner answers a parked call
+  // within `park` and a routed one when its holder replies or is lost.
+  st.waiting[ticket] = forwarded_call{c.from.reply_to, c.from.request, owner,
+                                      self->clock().now() + ms(park) + 10 * peer_timeout(st)};
+  if (!st.ticking) {
+    st.ticking = true;
+    self->delayed_send(self, ms(1000), tick_atom::value);
+  }
   c.from =
       origin{st.id, caf::actor_cast<session_actor>(caf::actor_cast<caf::strong_actor_ptr>(self)),
              ticket, c.from.shard, 0};
   self->send(p.handle, std::move(c));
-  // A safety net for an answer lost on a link that stayed up: the owner answers a parked call
-  // within `park` and a routed one when its holder replies or is lost.
-  self->delayed_send(self, ms(park) + 10 * peer_timeout(st), forward_deadline{ticket});
 }
 
 actor_stats stats_of(self_ptr self) {
@@ -379,14 +385,21 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg,
             st.peers[i].state != "up")
           dial(self, i);
       },
-      [=](forward_deadline& d) {
+      [=](tick_atom) {
         auto& st = self->state;
-        auto it = st.waiting.find(d.ticket);
-        if (it == st.waiting.end()) return;
-        answer(self, it->second.client, it->second.request, proto::call_status::holder_lost,
-               st.owners.describe(it->second.peer) + " did not answer the call in time; it may "
-                                                     "have run");
-        st.waiting.erase(it);
+        auto now = self->clock().now();
+        for (auto it = st.waiting.begin(); it != st.waiting.end();) {
+          if (it->second.deadline > now) {
+            ++it;
+            continue;
+          }
+          answer(self, it->second.client, it->second.request, proto::call_status::holder_lost,
+                 st.owners.describe(it->second.peer) + " did not answer the call in time; it may "
+                                                       "have run");
+          it = st.waiting.erase(it);
+        }
+        st.ticking = !st.waiting.empty();
+        if (st.ticking) self->delayed_send(self, ms(1000), tick_atom::value);
       },
       [=](stats_atom) { return stats_of(self); },
   };

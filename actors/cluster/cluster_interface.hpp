@@ -89,16 +89,6 @@ typename Inspector::result_type inspect(Inspector& f, cluster_reply& x) {
   return f(caf::meta::type_name("fusee.cluster_reply"), x.nodes, x.took_us);
 }
 
-/// A forwarded CALL's wait is over (own timer).
-struct forward_deadline {
-  uint64_t ticket = 0;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, forward_deadline& x) {
-  return f(caf::meta::type_name("fusee.forward_deadline"), x.ticket);
-}
-
 /// The cluster actor: what a peer or this node's directory sends it (routed by who serves the
 /// shard: its own go to the directory, the others to their node), the answers of forwarded
 /// CALLs (session_actor: CALL_RESULT frames), the handshake, and its own timers.
@@ -107,6 +97,6 @@ using cluster_actor = session_actor::extend_with<forwarder_actor>::extend<
     caf::replies_to<members_atom>::with<std::vector<cluster_member>>,  ///< introspection
     caf::reacts_to<caf::put_atom, caf::strong_actor_ptr>,  ///< this node's inspector, at start
     caf::reacts_to<dial_atom, uint32_t, uint64_t>,         ///< own timer: dial peer i (generation)
-    caf::reacts_to<forward_deadline>>;                     ///< own timer
+    caf::reacts_to<tick_atom>>;  ///< own timer: forwarded calls past their deadline
 
 }  // namespace fusee::server

@@ -261,3 +261,24 @@ TEST_CASE("the admin HTTP server answers /healthz and names unknown paths") {
   CHECK(missing == 404);
   CHECK(text.find("/nope") != std::string::npos);
 }
+
+TEST_CASE("SIGTERM stops the server while workers are connected, each told SHUTTING_DOWN") {
+  fixture f;
+  auto w = f.connect();
+  w.hello();
+  auto idle = f.connect();  // a client that never says anything after its HELLO
+  idle.conn.send(proto::client_hello{proto::request_head{1, proto::no_shard, proto::epoch_t{0}},
+                                     proto::protocol_version, "idle"});
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(f.server.stop() == 0);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  bool told = false;
+  for (;;) {  // the worker's last frame
+    auto m = w.receive_one(std::chrono::seconds(2));
+    if (!m) break;
+    if (auto* e = std::get_if<proto::err>(&*m))
+      told = e->code == static_cast<uint16_t>(err_code::shutting_down) &&
+             e->message == "the server is stopping";
+  }
+  CHECK(told);
+}
