@@ -60,6 +60,19 @@ const row_metric directory_metrics[] = {
     {"workers", "gauge", "Long-lived worker connections.", "workers"},
     {"invoked_workers", "gauge", "Invoked worker connections.", "invokedWorkers"},
 };
+const row_metric cluster_metrics[] = {
+    {"cluster_nodes", "gauge", "Nodes in the cluster map (this one included).", "nodes"},
+    {"cluster_peers_up", "gauge", "Other nodes linked and up.", "peersUp"},
+    {"cluster_calls_forwarded_total", "counter", "Calls forwarded to the node serving the shard.",
+     "callsForwarded"},
+    {"cluster_calls_failed_fast_total", "counter",
+     "Calls answered at once because the node serving the shard was not up.", "callsFailedFast"},
+    {"cluster_calls_waiting", "gauge", "Forwarded calls waiting for their answer.", "callsWaiting"},
+    {"cluster_messages_forwarded_total", "counter", "Messages relayed to another node.",
+     "messagesForwarded"},
+    {"cluster_messages_dropped_total", "counter",
+     "Messages for a node that was not up (their senders resend them).", "messagesDropped"},
+};
 const row_metric scheduler_metrics[] = {
     {"shard_handbacks_total", "counter", "Shards handed back with work left.", "handbacks"},
     {"shard_crashes_total", "counter",
@@ -165,6 +178,7 @@ std::string render_metrics(const server::inspect_reply& actors,
   }
 
   if (auto* d = first_of(actors, "directory")) w.from_row(*d, directory_metrics);
+  if (auto* c = first_of(actors, "cluster")) w.from_row(*c, cluster_metrics);
 
   // Shards per state, every state present (zero when none).
   {
