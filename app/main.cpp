@@ -165,8 +165,8 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::ExistingFile);
   load->add_option("--server", load_server,
-                   "host:port of a running server (default: the scenario's, else one started "
-                   "here)");
+                   "host:port of a running server, or a cluster's nodes a,b,c (default: the "
+                   "scenario's, else one started here)");
   load->add_option("--duration-s", load_duration, "overrides [run] duration_s")
       ->check(CLI::Range(0.1, 86400.0));
   load->add_option("--rate", load_rate, "overrides [clients] rate (starts per second)")

@@ -5,7 +5,13 @@
 //   workflow_bench HOST:PORT many [workflows] [steps] [connections] [in_flight]
 //     `workflows` workflows of `steps` no-op steps, started through `connections` client
 //     connections with `in_flight` starts pipelined on each; workflows/s and steps/s until every
-//     one is durable-complete, as one line of JSON.
+//     one is durable-complete, as one line of JSON. HOST:PORT may list several addresses
+//     (a,b,c: a cluster's nodes): the worker starts at the first and follows the cluster map; the
+//     client connections are spread over them in turn.
+//   workflow_bench HOST:PORT calls [calls] DIRECT VIA FIRST-LAST
+//     a cluster: the worker follows the map from HOST:PORT; one workflow on a shard in
+//     FIRST..LAST (served by the node at DIRECT); then `calls` `describe` calls alternately
+//     straight to DIRECT and through VIA (forwarded over CAF), p50/p99 of each, as JSON.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -81,7 +87,63 @@ int chain(const std::string& server, int steps, int rounds) {
   return 0;
 }
 
-int many(const std::string& server, int workflows, int steps, int connections, int in_flight) {
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at <= list.size();) {
+    auto comma = list.find(',', at);
+    if (comma == std::string::npos) comma = list.size();
+    out.push_back(list.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[std::min(v.size() - 1, static_cast<size_t>(q * double(v.size())))];
+}
+
+int calls(const std::string& server, int n, const std::string& direct, const std::string& via,
+          uint32_t first, uint32_t last) {
+  in_process_worker w(server);
+  auto d = worker::workflow_client::connect(direct, "bench-direct");
+  auto v = worker::workflow_client::connect(via, "bench-via");
+  if (!d || !v) return std::fprintf(stderr, "cannot connect\n"), 1;
+  auto shards = d->shard_count();
+  std::string id;
+  for (int k = 0; id.empty(); ++k) {
+    auto candidate = "target-" + std::to_string(k);
+    auto s = proto::shard_for(candidate, shards).value();
+    if (s >= first && s <= last) id = candidate;
+  }
+  // Warm up (the worker has its leases; both paths have carried a call), then alternate.
+  for (int i = 0; i < 100; ++i) {
+    auto a = d->start("noop", id, json{{"steps", 1}}, 10000);
+    auto b = v->describe(id);
+    if (!a || !b || !a->ok() || !b->ok())
+      return std::fprintf(stderr, "warm-up failed: %s\n",
+                          a && b ? (a->ok() ? b->body : a->body).dump().c_str() : "no answer"),
+             1;
+  }
+  std::vector<double> direct_us, via_us;
+  for (int i = 0; i < n; ++i)
+    for (auto* c : {&*d, &*v}) {
+      auto t0 = clock_type::now();
+      auto r = c->describe(id);
+      if (!r || !r->ok()) return std::fprintf(stderr, "call failed\n"), 1;
+      (c == &*d ? direct_us : via_us)
+          .push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
+    }
+  std::printf("{\"calls\":%d,\"direct_p50_us\":%.1f,\"direct_p99_us\":%.1f,"
+              "\"forwarded_p50_us\":%.1f,\"forwarded_p99_us\":%.1f}\n",
+              n, quantile(direct_us, 0.5), quantile(direct_us, 0.99), quantile(via_us, 0.5),
+              quantile(via_us, 0.99));
+  return 0;
+}
+
+int many(const std::string& servers, int workflows, int steps, int connections, int in_flight) {
+  auto addresses = split(servers);
+  auto server = addresses.front();
   in_process_worker w(server);
   {
     auto c = worker::workflow_client::connect(server, "bench-warm");
@@ -89,12 +151,12 @@ int many(const std::string& server, int workflows, int steps, int connections, i
     auto warm = c->start("noop", "warm", json{{"steps", 1}});
     if (!warm || !warm->ok()) return std::fprintf(stderr, "warm-up failed\n"), 1;
   }
-  auto at = bench::address_arg(server.c_str());
   std::vector<std::thread> threads;
   std::atomic<int> failed{0};
   auto t0 = clock_type::now();
   for (int k = 0; k < connections; ++k)
     threads.emplace_back([&, k] {
+      auto at = bench::address_arg(addresses[k % addresses.size()].c_str());
       auto c = client::connection::open(at.host, at.port);
       if (!c) return void(++failed);
       c->send(proto::client_hello{proto::request_head{1}, proto::protocol_version, "bench"});
@@ -139,13 +201,21 @@ int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr, "usage: workflow_bench HOST:PORT chain [steps] [rounds]\n"
                          "       workflow_bench HOST:PORT many [workflows] [steps] "
-                         "[connections] [in_flight]\n");
+                         "[connections] [in_flight]\n"
+                         "       workflow_bench HOST:PORT calls [calls] DIRECT VIA FIRST-LAST\n");
     return 2;
   }
   std::string server = argv[1], mode = argv[2];
   auto arg = [&](int i, int def) { return argc > i ? std::stoi(argv[i]) : def; };
   if (mode == "chain") return chain(server, arg(3, 1000), arg(4, 20));
   if (mode == "many") return many(server, arg(3, 10000), arg(4, 10), arg(5, 8), arg(6, 128));
+  if (mode == "calls" && argc == 7) {
+    std::string range = argv[6];
+    auto dash = range.find('-');
+    return calls(server, arg(3, 2000), argv[4], argv[5],
+                 static_cast<uint32_t>(std::stoul(range.substr(0, dash))),
+                 static_cast<uint32_t>(std::stoul(range.substr(dash + 1))));
+  }
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;
 }

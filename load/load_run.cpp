@@ -170,6 +170,14 @@ int run_load(const scenario& s, const run_options& options) {
     admin = local->admin();
   }
   auto metrics_before = scrape_metrics(admin);
+  // A cluster's nodes ("a,b,c"): workers and client connections are spread over them in turn
+  // (each worker holds shards of its node; calls for other nodes' shards are forwarded).
+  std::vector<std::string> nodes;
+  for (size_t at = 0; at <= server.size();) {
+    auto comma = std::min(server.find(',', at), server.size());
+    nodes.push_back(server.substr(at, comma - at));
+    at = comma + 1;
+  }
 
   // The workers: the real runtime, long-lived, many on each of a few threads (worker::fleet).
   std::vector<std::unique_ptr<worker::fleet>> fleets;
@@ -185,7 +193,7 @@ int run_load(const scenario& s, const run_options& options) {
     std::vector<std::vector<worker::worker_options>> per(threads);
     for (uint32_t w = 0; w < s.workers; ++w) {
       worker::worker_options wo;
-      wo.server = server;
+      wo.server = nodes[w % nodes.size()];
       wo.name = "load-worker-" + std::to_string(w);
       wo.max_shards = s.max_shards;
       wo.runner.on_step_durable = on_step_durable;
@@ -236,7 +244,7 @@ int run_load(const scenario& s, const run_options& options) {
   uint32_t shards = 0;
   for (uint32_t c = 0; c < s.connections; ++c) {
     lanes.push_back(std::make_unique<client_lane>(&obs, s, c, starts));
-    if (auto err = lanes.back()->connect(server, &shards); !err.empty()) {
+    if (auto err = lanes.back()->connect(nodes[c % nodes.size()], &shards); !err.empty()) {
       lanes.clear();
       stop_workers();
       return refuse("client " + std::to_string(c) + ": " + err +

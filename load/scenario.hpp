@@ -14,7 +14,9 @@ struct scenario {
   std::string name = "unnamed";
   double duration_s = 10;  ///< how long clients start workflows
   double drain_s = 30;     ///< after that, how long to wait for the started ones to finish
-  std::string server;      ///< host:port of a running server; empty: the tool starts one
+  /// host:port of a running server, or a cluster's nodes "a,b,c" (workers and client
+  /// connections spread over them in turn); empty: the tool starts one
+  std::string server;
   uint32_t shards = 64;    ///< for the server the tool starts
   /// After the drain, kill -9 the server the tool started and start it again on the same data
   /// dir before the checks: what it acknowledged must have survived.
