@@ -216,11 +216,13 @@ void forward_call(self_ptr self, size_t owner, call_request&& c) {
   }
   p.calls_forwarded++;
   uint64_t ticket = st.next_ticket++;
+  // A forwarded call waits as a local one does: for its answer, or for the owner's link to be
+  // lost (then "may have run"). The deadline is only a safety net for an answer lost on a link
+  // that stayed up; it is longer than any wait the owner may grant (a `result` call with
+  // wait_ms: the runtime caps it at 10 minutes; a parked call: park_ms).
   uint32_t park = c.park_ms == 0 ? st.cfg.park_ms : std::min(c.park_ms, st.cfg.park_ms);
-  // A safety net for an answer lost on a link that stayed up: the owner answers a parked call
-  // within `park` and a routed one when its holder replies or is lost.
   st.waiting[ticket] = forwarded_call{c.from.reply_to, c.from.request, owner,
-                                      self->clock().now() + ms(park) + 10 * peer_timeout(st)};
+                                      self->clock().now() + ms(park) + std::chrono::minutes(15)};
   if (!st.ticking) {
     st.ticking = true;
     self->delayed_send(self, ms(1000), tick_atom::value);
