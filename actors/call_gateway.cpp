@@ -24,12 +24,7 @@ using gateway_self = call_gateway_actor::stateful_pointer<gateway_state>;
 
 /// A frame the directory sent (only CALL_RESULT is expected): to the sink, once per ticket.
 void take_frame(gateway_self self, const proto::bytes& frame) {
-  proto::frame_decoder d;
-  d.feed(frame);
-  auto f = d.next();
-  if (!f || !*f) return;
-  auto m = proto::decode_response((*f)->kind, (*f)->body);
-  auto* r = m ? std::get_if<proto::call_result>(&*m) : nullptr;
+  auto r = call_result_in(frame);
   if (!r || self->state.waiting.erase(r->id) == 0) return;
   self->state.sink->on_call_result(r->id, std::move(*r));
 }
@@ -68,6 +63,17 @@ call_gateway_actor::behavior_type gateway(gateway_self self, directory_actor dir
 }
 
 }  // namespace
+
+std::optional<proto::call_result> call_result_in(const proto::bytes& frame) {
+  proto::frame_decoder d;
+  d.feed(frame);
+  auto f = d.next();
+  if (!f || !*f) return std::nullopt;
+  auto m = proto::decode_response((*f)->kind, (*f)->body);
+  auto* r = m ? std::get_if<proto::call_result>(&*m) : nullptr;
+  if (r == nullptr) return std::nullopt;
+  return std::move(*r);
+}
 
 call_gateway_actor spawn_call_gateway(caf::actor_system& sys, directory_actor directory,
                                       call_results* sink) {

@@ -50,6 +50,10 @@ public:
   virtual void on_call_result(uint64_t ticket, std::optional<proto::call_result> result) = 0;
 };
 
+/// The CALL_RESULT in a frame the directory sent a socket-less session (the gateway, or a cluster
+/// actor waiting for a forwarded call), or nullopt for any other frame.
+std::optional<proto::call_result> call_result_in(const proto::bytes& frame);
+
 /// `sink` must outlive the actor.
 call_gateway_actor spawn_call_gateway(caf::actor_system& sys, directory_actor directory,
                                       call_results* sink);

@@ -7,6 +7,7 @@
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
 
+#include "actors/call_gateway.hpp"
 #include "actors/cluster/shard_owners.hpp"
 #include "actors/logging.hpp"
 #include "actors/session.hpp"
@@ -187,13 +188,8 @@ void dial(self_ptr self, size_t i) {
 
 /// A CALL_RESULT for a forwarded call: to the client, under the client's own request id.
 void take_frame(self_ptr self, const proto::bytes& frame) {
-  proto::frame_decoder d;
-  d.feed(frame);
-  auto f = d.next();
-  if (!f || !*f) return;
-  auto m = proto::decode_response((*f)->kind, (*f)->body);
-  auto* r = m ? std::get_if<proto::call_result>(&*m) : nullptr;
-  if (r == nullptr) return;
+  auto r = call_result_in(frame);
+  if (!r) return;
   auto it = self->state.waiting.find(r->id);
   if (it == self->state.waiting.end()) return;  // answered already (its node went down)
   r->id = it->second.request;
