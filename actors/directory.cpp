@@ -583,7 +583,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         }
         if (auto* rec = wake_record(st, shard); rec && slot.holder == 0)  // due: reason `call`
           self->send(*rec, due_atom::value, uint8_t{proto::reason_call}, p.type);
-        uint32_t wait = c.park_ms == 0 ? st.cfg.park_ms : std::min(c.park_ms, st.cfg.park_ms);
+        uint32_t wait = st.cfg.park_for(c.park_ms);
         self->delayed_send(self, std::chrono::milliseconds(wait), call_expired{shard, p.seq});
         st.parked_calls[shard].push_back(std::move(p));
         st.calls_parked++;

@@ -3,6 +3,7 @@
 // ranges and descriptions. No CAF here.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -56,6 +57,11 @@ struct node_settings {
   /// A peer silent this long is down (middleman heartbeats every third of it); dialling a peer
   /// gives up after it. Calls for a down node's shards fail at once.
   uint32_t cluster_peer_timeout_ms = 3000;
+
+  /// How long a CALL that asked for `asked` ms (0: the default) may stay parked.
+  uint32_t park_for(uint32_t asked) const {
+    return asked == 0 ? park_ms : std::min(asked, park_ms);
+  }
 };
 
 }  // namespace fusee::server

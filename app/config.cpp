@@ -332,6 +332,16 @@ std::optional<std::string> validate(server_config& cfg) {
     if (!parse_host_port(cfg.cluster_listen))
       return "[cluster]: `cluster.cluster_listen` = \"" + cfg.cluster_listen +
              "\" is not host:port";
+    for (size_t a = 0; a < cfg.cluster.nodes.size(); ++a)  // one address, one node
+      for (size_t b = 0; b < a; ++b) {
+        auto& x = cfg.cluster.nodes[a];
+        auto& y = cfg.cluster.nodes[b];
+        for (auto [field, mine, theirs] : {std::tuple{"cluster", &x.cluster, &y.cluster},
+                                           std::tuple{"listen", &x.listen, &y.listen}})
+          if (*mine == *theirs)
+            return "[cluster]: node \"" + x.name + "\": `" + field + "` = \"" + *mine +
+                   "\" is also node \"" + y.name + "\"'s";
+      }
     for (auto& n : cfg.cluster.nodes) {
       auto which = "[cluster]: node \"" + n.name + "\": ";
       if (!parse_host_port(n.cluster))

@@ -102,6 +102,10 @@ int main(int argc, char** argv) {
                      "...or once its oldest record outside a checkpoint is this old (0: never)");
   worker->add_option("--retention-ms", wcfg.retention_ms,
                      "forget finished runs this long after they ended (0: never)");
+  worker
+      ->add_option("--resend-every-ms", wcfg.resend_every_ms,
+                   "send a message between workflows again this long after it went unacknowledged")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
 
   fusee::app::client_command ccfg;
   auto client_options = [&](CLI::App* c) {

@@ -130,19 +130,6 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       rc = 1;
       acceptor.reset();
     };
-    // The cluster actor, for the other nodes: on cluster_listen only.
-    uint16_t cluster_port = 0;
-    if (acceptor && cluster) {
-      auto at = parse_host_port(cfg.cluster_listen);
-      auto published = sys.middleman().publish(cluster, at->port, at->host.c_str(), true);
-      if (!published) {
-        refuse_start("cluster.cluster_listen", sys.render(published.error()));
-      } else {
-        cluster_port = *published;
-        spdlog::info("cluster listening node={} cluster={}:{} digest={} nodes={}", cfg.cluster_node,
-                     at->host, cluster_port, cfg.cluster.digest(), cfg.cluster.nodes.size());
-      }
-    }
     // The HTTP API for clients.
     std::unique_ptr<http_api> api;
     if (acceptor && !cfg.http_listen.empty()) {
@@ -183,6 +170,20 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
           inspect_port = *published;
           spdlog::info("inspector listening inspect={}:{}", at->host, inspect_port);
         }
+      }
+    }
+    // The cluster actor, for the other nodes: on cluster_listen only, once it knows this node's
+    // inspector (a peer's welcome carries it).
+    uint16_t cluster_port = 0;
+    if (acceptor && cluster) {
+      auto at = parse_host_port(cfg.cluster_listen);
+      auto published = sys.middleman().publish(cluster, at->port, at->host.c_str(), true);
+      if (!published) {
+        refuse_start("cluster.cluster_listen", sys.render(published.error()));
+      } else {
+        cluster_port = *published;
+        spdlog::info("cluster listening node={} cluster={}:{} digest={} nodes={}", cfg.cluster_node,
+                     at->host, cluster_port, cfg.cluster.digest(), cfg.cluster.nodes.size());
       }
     }
     // The admin HTTP server (admin_routes.cpp).

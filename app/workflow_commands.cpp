@@ -20,6 +20,7 @@ int run_worker(const worker_command& cfg) {
   opts.runner.checkpoint_every = cfg.checkpoint_every;
   opts.runner.checkpoint_after_ms = cfg.checkpoint_after_ms;
   opts.runner.retention_ms = cfg.retention_ms;
+  opts.runner.resend_every_ms = cfg.resend_every_ms;
   worker::runtime rt(types, opts);
 
   // SIGINT/SIGTERM stop the worker gracefully (DRAIN, answer routed calls, checkpoint).

@@ -14,6 +14,7 @@ struct worker_command {
   uint64_t checkpoint_every = 1000;
   uint64_t checkpoint_after_ms = 60000;
   uint64_t retention_ms = 7ull * 24 * 3600 * 1000;
+  uint64_t resend_every_ms = 30000;
 };
 
 int run_worker(const worker_command& cfg);

@@ -77,14 +77,20 @@ int runtime::serve(const worker_options& opts, bool follow_map) {
     }
   } join_others{stop_, others};
   reconnect_backoff backoff;
+  uint32_t offers = proto::offer_serve_calls | proto::offer_cluster_map;
   auto pause = [&](std::chrono::milliseconds d) {
     for (auto until = clock::now() + d; clock::now() < until && !stop_;)
       std::this_thread::sleep_for(20ms);
   };
   while (!stop_) {
     session s(types_, opts);
-    auto ok =
-        s.connect(proto::offer_serve_calls | proto::offer_cluster_map, proto::invocation_id{});
+    auto ok = s.connect(offers, proto::invocation_id{});
+    if (!ok && ok.err().code == proto::err_code::bad_offer && (offers & proto::offer_cluster_map)) {
+      // A server without the cluster-map extension (docs/protocol.md): serve it alone.
+      s.log("the server does not know the CLUSTER_MAP offer; serving it alone");
+      offers &= ~proto::offer_cluster_map;
+      continue;
+    }
     if (!ok) {
       // A refusal of the HELLO itself (version, offers) will not change by retrying.
       if (ok.err().code == proto::err_code::version ||

@@ -1,11 +1,17 @@
 #include "actors/cluster/cluster.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <sstream>
 #include <unordered_map>
 
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "actors/call_gateway.hpp"
 #include "actors/cluster/shard_owners.hpp"
@@ -23,16 +29,37 @@ namespace {
 
 using ms = std::chrono::milliseconds;
 
+/// How this node sees another (cluster_member::state by link_name()).
+enum class link : uint8_t { self, connecting, up, down, refused };
+
+const char* link_name(link l) {
+  switch (l) {
+  case link::self:
+    return "self";
+  case link::connecting:
+    return "connecting";
+  case link::up:
+    return "up";
+  case link::down:
+    return "down";
+  case link::refused:
+    return "refused";
+  }
+  return "?";
+}
+
 struct peer {
   proto::cluster_node node;
-  std::string state = "connecting";  ///< connecting, up, down, refused (cluster_member::state)
+  link state = link::connecting;
   std::string error = "not dialled yet";
   int64_t since_ms = 0;
   cluster_actor handle;  ///< while up
   caf::strong_actor_ptr inspector;
   uint64_t generation = 0;  ///< of the dial in progress; older answers are ignored
+  bool dialing = false;     ///< probe, connect and handshake under way (one dial at a time)
   ms backoff{100};
-  std::string refused_digest;  ///< the last differing digest logged (once per digest)
+  std::string refused_digest;  ///< the last differing digest it sent, logged once
+  std::string refusal_logged;  ///< the last refusal it answered our dial with, logged once
   uint64_t calls_forwarded = 0, calls_failed_fast = 0, messages_forwarded = 0, messages_dropped = 0;
 };
 
@@ -74,11 +101,23 @@ void answer(self_ptr self, const session_actor& client, uint64_t request, proto:
                                               proto::bytes(body.begin(), body.end())}));
 }
 
-void set_state(self_ptr self, size_t i, std::string state, std::string error) {
+void set_state(self_ptr self, size_t i, link state, std::string error) {
   auto& p = self->state.peers[i];
   if (p.state != state) p.since_ms = static_cast<int64_t>(proto::unix_ms());
-  p.state = std::move(state);
+  p.state = state;
   p.error = std::move(error);
+}
+
+/// How long one dial step (probe, middleman connect, handshake) may take: the peer timeout, at
+/// most 5 s (a pending request timeout keeps the actor alive at shutdown).
+ms dial_timeout(const cluster_state& st) {
+  return std::min<ms>(peer_timeout(st), ms(5000));
+}
+
+/// True if the message being handled came from another node (not from this node's directory).
+bool from_peer(self_ptr self) {
+  auto& sender = self->current_sender();
+  return sender && sender->node() != self->node();
 }
 
 void schedule_dial(self_ptr self, size_t i) {
@@ -93,14 +132,16 @@ void schedule_dial(self_ptr self, size_t i) {
 void lost(self_ptr self, size_t i, const std::string& why) {
   auto& st = self->state;
   auto& p = st.peers[i];
-  bool was_up = p.state == "up";
+  bool was_up = p.state == link::up;
   if (was_up)
     spdlog::warn("cluster peer down node={} cluster={} reason={}", p.node.name, p.node.cluster,
                  logging::quoted(why));
   else
     spdlog::debug("cluster peer not reached node={} cluster={} reason={}", p.node.name,
                   p.node.cluster, logging::quoted(why));
-  set_state(self, i, "down", why);
+  set_state(self, i, link::down, why);
+  p.dialing = false;
+  if (p.handle) self->demonitor(p.handle.address());
   p.handle = cluster_actor{};
   p.inspector = nullptr;
   for (auto it = st.waiting.begin(); it != st.waiting.end();) {
@@ -134,56 +175,129 @@ std::string map_difference(const std::string& ours, const std::string& theirs) {
   return diff.empty() ? " (same lines, different order)" : diff;
 }
 
-void dial(self_ptr self, size_t i) {
+/// Refused by peer `i` (its map differs, or it is not the node the map says): logged once per
+/// reason; dialled again every 2 s until an operator fixes a map.
+void refused(self_ptr self, size_t i, const std::string& why) {
+  auto& p = self->state.peers[i];
+  set_state(self, i, link::refused, why);
+  p.dialing = false;
+  if (p.refusal_logged != why)
+    spdlog::error("cluster peer refused this node node={} reason={}", p.node.name,
+                  logging::quoted(why));
+  p.refusal_logged = why;
+  p.backoff = ms(2000);
+  schedule_dial(self, i);
+}
+
+/// The handshake on a connected link: our map's digest against theirs.
+void handshake(self_ptr self, size_t i, uint64_t gen, cluster_actor h) {
   auto& st = self->state;
-  auto& p = st.peers[i];
-  auto gen = p.generation;
-  auto at = client::parse_host_port(p.node.cluster);
-  auto mm = self->system().middleman().actor_handle();
-  auto timeout = peer_timeout(st);
-  self->request(mm, timeout, caf::connect_atom::value, at->host, at->port)
+  self->request(h, dial_timeout(st), peer_hello{st.cfg.cluster_node, st.digest, st.canonical})
       .then(
-          [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>& ifs) {
+          [=](peer_welcome& w) {
             auto& st = self->state;
-            if (st.peers[i].generation != gen) return;
-            if (!ptr) return lost(self, i, "nothing is published at " + st.peers[i].node.cluster);
-            if (!self->system().assignable<cluster_actor>(ifs))
-              return lost(self, i,
-                          "the actor at " + st.peers[i].node.cluster +
-                              " is not a fusee cluster node speaking this version");
-            auto h = caf::actor_cast<cluster_actor>(ptr);
-            self->request(h, timeout, peer_hello{st.cfg.cluster_node, st.digest, st.canonical})
-                .then(
-                    [=](peer_welcome& w) {
-                      auto& st = self->state;
-                      auto& p = st.peers[i];
-                      if (p.generation != gen) return;
-                      if (!w.refusal.empty()) {
-                        set_state(self, i, "refused", w.refusal);
-                        p.backoff = ms(2000);  // until an operator fixes a map: no hurry
-                        spdlog::error("cluster peer refused this node node={} reason={}",
-                                      p.node.name, logging::quoted(w.refusal));
-                        ++p.generation;
-                        self->delayed_send(self, p.backoff, dial_atom::value,
-                                           static_cast<uint32_t>(i), p.generation);
-                        return;
-                      }
-                      p.handle = h;
-                      p.inspector = std::move(w.inspector);
-                      p.backoff = ms(100);
-                      set_state(self, i, "up", "");
-                      self->monitor(h);
-                      spdlog::info("cluster peer up node={} cluster={}", p.node.name,
-                                   p.node.cluster);
-                    },
-                    [=](caf::error& e) {
-                      if (self->state.peers[i].generation == gen)
-                        lost(self, i, self->system().render(e));
-                    });
+            auto& p = st.peers[i];
+            if (p.generation != gen) return;
+            if (!w.refusal.empty()) return refused(self, i, w.refusal);
+            if (w.node != p.node.name)  // two map entries name one node, or an address is wrong
+              return refused(self, i,
+                             "the node at " + p.node.cluster + " is \"" + w.node + "\", not \"" +
+                                 p.node.name + "\": the map's addresses are wrong");
+            p.handle = h;
+            p.inspector = std::move(w.inspector);
+            p.backoff = ms(100);
+            p.refused_digest.clear();
+            p.refusal_logged.clear();
+            p.dialing = false;
+            set_state(self, i, link::up, "");
+            self->monitor(h);
+            spdlog::info("cluster peer up node={} cluster={}", p.node.name, p.node.cluster);
           },
           [=](caf::error& e) {
             if (self->state.peers[i].generation == gen) lost(self, i, self->system().render(e));
           });
+}
+
+/// The middleman's connect (on its own thread, one connect at a time for every peer: it runs
+/// only after a probe found the peer's port answering, so an unreachable host never holds it).
+void connect(self_ptr self, size_t i, uint64_t gen) {
+  auto& st = self->state;
+  auto at = client::parse_host_port(st.peers[i].node.cluster);
+  auto mm = self->system().middleman().actor_handle();
+  self->request(mm, dial_timeout(st), caf::connect_atom::value, at->host, at->port)
+      .then(
+          [=](const caf::node_id& nid, caf::strong_actor_ptr& ptr,
+              const std::set<std::string>& ifs) {
+            auto& st = self->state;
+            auto& p = st.peers[i];
+            if (p.generation != gen) return;
+            if (!ptr) return lost(self, i, "nothing is published at " + p.node.cluster);
+            if (nid == self->node())
+              return refused(self, i,
+                             "the address " + p.node.cluster + " of node " + p.node.name +
+                                 " is this node's own: the map's addresses are wrong");
+            if (!self->system().assignable<cluster_actor>(ifs))
+              return lost(self, i,
+                          "the actor at " + p.node.cluster +
+                              " is not a fusee cluster node speaking this version");
+            handshake(self, i, gen, caf::actor_cast<cluster_actor>(ptr));
+          },
+          [=](caf::error& e) {
+            if (self->state.peers[i].generation == gen) lost(self, i, self->system().render(e));
+          });
+}
+
+/// A TCP connect to host:port within `timeout`: "" if it was accepted, else why not. Blocking:
+/// runs on a probe actor's own thread.
+std::string probe_tcp(const std::string& host, uint16_t port, ms timeout) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); rc != 0)
+    return "cannot resolve " + host + ": " + ::gai_strerror(rc);
+  std::string why = "no address for " + host;
+  bool ok = false;
+  for (auto* a = res; a != nullptr && !ok; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      ok = true;
+    } else if (errno != EINPROGRESS) {
+      why = std::strerror(errno);
+    } else {
+      pollfd pfd{fd, POLLOUT, 0};
+      int n = ::poll(&pfd, 1, static_cast<int>(timeout.count()));
+      int err = 0;
+      socklen_t len = sizeof(err);
+      if (n == 0)
+        why = "no answer within " + std::to_string(timeout.count()) + " ms";
+      else if (n < 0 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+        why = std::strerror(errno);
+      else if (err != 0)
+        why = std::strerror(err);
+      else
+        ok = true;
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  return ok ? std::string{} : "cannot connect to " + host + ":" + std::to_string(port) + ": " + why;
+}
+
+/// Dials peer `i`: a probe on a thread of its own (an unreachable host costs that thread up to
+/// the dial timeout, never a scheduler thread or the middleman's), then connect and handshake.
+void dial(self_ptr self, size_t i) {
+  auto& st = self->state;
+  auto& p = st.peers[i];
+  if (p.dialing) return;  // the dial under way goes on with the current generation
+  p.dialing = true;
+  auto at = client::parse_host_port(p.node.cluster);
+  auto me = caf::actor_cast<cluster_actor>(caf::actor_cast<caf::strong_actor_ptr>(self));
+  self->system().spawn<caf::detached + caf::hidden>(
+      [me, i, host = at->host, port = at->port,
+       timeout = dial_timeout(st)](caf::blocking_actor* b) {
+        b->send(me, probe_atom::value, static_cast<uint32_t>(i), probe_tcp(host, port, timeout));
+      });
 }
 
 /// A CALL_RESULT for a forwarded call: to the client, under the client's own request id.
@@ -201,10 +315,11 @@ void take_frame(self_ptr self, const proto::bytes& frame) {
 void forward_call(self_ptr self, size_t owner, call_request&& c) {
   auto& st = self->state;
   auto& p = st.peers[owner];
-  if (p.state != "up") {
+  if (p.state != link::up) {
     p.calls_failed_fast++;
-    auto why = p.state == "refused" ? "its cluster map differs from this node's (" + p.error + ")"
-                                    : "it is " + p.state + " (" + p.error + ")";
+    auto why = p.state == link::refused
+                   ? "it refuses this node (" + p.error + ")"
+                   : std::string{"it is "} + link_name(p.state) + " (" + p.error + ")";
     answer(self, c.from.reply_to, c.from.request, proto::call_status::parked_too_long,
            "shard " + std::to_string(c.from.shard) + " is served by " + st.owners.describe(owner) +
                ", which cannot be reached: " + why + "; the call did not run");
@@ -216,7 +331,7 @@ void forward_call(self_ptr self, size_t owner, call_request&& c) {
   // lost (then "may have run"). The deadline is only a safety net for an answer lost on a link
   // that stayed up; it is longer than any wait the owner may grant (a `result` call with
   // wait_ms: the runtime caps it at 10 minutes; a parked call: park_ms).
-  uint32_t park = c.park_ms == 0 ? st.cfg.park_ms : std::min(c.park_ms, st.cfg.park_ms);
+  uint32_t park = st.cfg.park_for(c.park_ms);
   st.waiting[ticket] = forwarded_call{c.from.reply_to, c.from.request, owner,
                                       self->clock().now() + ms(park) + std::chrono::minutes(15)};
   if (!st.ticking) {
@@ -235,7 +350,7 @@ actor_stats stats_of(self_ptr self) {
   a.mailbox = self->mailbox().size();
   size_t up = 0;
   for (size_t i = 0; i < st.peers.size(); ++i)
-    if (i != st.owners.self() && st.peers[i].state == "up") up++;
+    if (i != st.owners.self() && st.peers[i].state == link::up) up++;
   a.state = up + 1 == st.peers.size() ? "ok" : "degraded";
   a.text("node", st.cfg.cluster_node);
   a.text("digest", st.digest);
@@ -274,7 +389,7 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg,
   for (size_t i = 0; i < st.peers.size(); ++i) {
     st.peers[i].since_ms = now;
     if (i == st.owners.self()) {
-      st.peers[i].state = "self";
+      st.peers[i].state = link::self;
       st.peers[i].error.clear();
       continue;
     }
@@ -294,7 +409,14 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg,
       [=](call_request& c) {
         auto& st = self->state;
         auto owner = st.owners.owner_index(c.from.shard);
-        if (owner && *owner != st.owners.self()) return forward_call(self, *owner, std::move(c));
+        if (owner && *owner != st.owners.self()) {
+          if (from_peer(self))  // never forwarded twice: the maps would disagree (a loop)
+            return answer(self, c.from.reply_to, c.from.request, proto::call_status::bad_request,
+                          "node " + st.cfg.cluster_node + " got a call for shard " +
+                              std::to_string(c.from.shard) + ", which its map gives to " +
+                              st.owners.describe(*owner) + ": the nodes' maps disagree");
+          return forward_call(self, *owner, std::move(c));
+        }
         st.calls_in++;  // a peer's call for one of this node's shards
         self->send(st.directory, std::move(c));
       },
@@ -307,7 +429,7 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg,
           return;
         }
         auto& p = st.peers[*owner];
-        if (p.state != "up") {
+        if (p.state != link::up || from_peer(self)) {
           p.messages_dropped++;  // the sender resends it until it is acknowledged
           return;
         }
@@ -321,34 +443,39 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg,
           self->send(st.directory, a);
           return;
         }
-        if (st.peers[*owner].state == "up") self->send(st.peers[*owner].handle, a);
+        if (st.peers[*owner].state == link::up && !from_peer(self))
+          self->send(st.peers[*owner].handle, a);
       },
       [=](peer_hello& h) -> peer_welcome {
         auto& st = self->state;
         peer_welcome w;
         w.node = st.cfg.cluster_node;
+        auto i = st.owners.index_of(h.node);
+        auto* p = i && *i != st.owners.self() ? &st.peers[*i] : nullptr;
         if (h.digest != st.digest) {
           w.refusal = "node " + st.cfg.cluster_node + " serves a different cluster map (digest " +
                       st.digest.substr(0, 12) + ", node " + h.node + " has " +
                       h.digest.substr(0, 12) + "):" + map_difference(st.canonical, h.canonical);
-          auto known = std::find_if(st.peers.begin(), st.peers.end(),
-                                    [&](const peer& p) { return p.node.name == h.node; });
-          if (known == st.peers.end() || known->refused_digest != h.digest) {
+          if (p == nullptr || p->refused_digest != h.digest)
             spdlog::error("cluster peer refused: its map differs node={} reason={}", h.node,
                           logging::quoted(w.refusal));
-            if (known != st.peers.end()) known->refused_digest = h.digest;
+          if (p != nullptr) {
+            p->refused_digest = h.digest;
+            if (p->state == link::up) lost(self, *i, "it now serves another map");
           }
           return w;
         }
         w.inspector = st.inspector;
-        // A peer that dials in is back: dial it now rather than at the end of a backoff.
-        for (size_t i = 0; i < st.peers.size(); ++i) {
-          auto& p = st.peers[i];
-          if (p.node.name == h.node && i != st.owners.self() && p.state != "up") {
-            p.backoff = ms(100);
-            ++p.generation;
-            dial(self, i);
-          }
+        if (p == nullptr) return w;
+        // A peer that dials in is back: dial it now rather than at the end of a backoff; one
+        // that restarted while its old link still counted as up is lost first.
+        auto& sender = self->current_sender();
+        if (p->state == link::up && sender && p->handle && sender->node() != p->handle.node())
+          lost(self, *i, "it restarted");
+        if (p->state != link::up && !p->dialing) {
+          p->backoff = ms(100);
+          ++p->generation;
+          dial(self, *i);
         }
         return w;
       },
@@ -363,7 +490,7 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg,
           m.listen = p.node.listen;
           m.http = p.node.http;
           m.shards = proto::format_shard_ranges(p.node.shards);
-          m.state = p.state;
+          m.state = link_name(p.state);
           m.error = p.error;
           m.since_ms = p.since_ms;
           m.calls_forwarded = p.calls_forwarded;
@@ -375,12 +502,20 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg,
         return out;
       },
       [=](caf::put_atom, caf::strong_actor_ptr& inspector) {
-        self->state.inspector = std::move(inspector);
+        if (!from_peer(self)) self->state.inspector = std::move(inspector);  // this node only
+      },
+      [=](probe_atom, uint32_t i, std::string& failed) {
+        auto& st = self->state;
+        if (from_peer(self) || i >= st.peers.size()) return;
+        auto& p = st.peers[i];
+        if (p.state == link::up) return;
+        if (!failed.empty()) return lost(self, i, failed);
+        connect(self, i, p.generation);
       },
       [=](dial_atom, uint32_t i, uint64_t generation) {
         auto& st = self->state;
         if (i < st.peers.size() && st.peers[i].generation == generation &&
-            st.peers[i].state != "up")
+            st.peers[i].state != link::up && !from_peer(self))
           dial(self, i);
       },
       [=](tick_atom) {

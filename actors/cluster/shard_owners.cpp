@@ -7,8 +7,8 @@ namespace fusee::server {
 shard_owners::shard_owners(const node_settings& cfg) {
   if (!cfg.clustered) return;
   nodes_ = cfg.cluster.nodes;
+  self_ = index_of(cfg.cluster_node).value_or(0);
   for (size_t n = 0; n < nodes_.size(); ++n) {
-    if (nodes_[n].name == cfg.cluster_node) self_ = n;
     for (auto& r : nodes_[n].shards)
       ranges_.push_back(owned_range{r.first, r.last, n});
   }
@@ -24,6 +24,12 @@ std::optional<size_t> shard_owners::owner_index(uint32_t shard) const {
   --it;
   if (shard > it->last) return std::nullopt;
   return it->node;
+}
+
+std::optional<size_t> shard_owners::index_of(const std::string& name) const {
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].name == name) return i;
+  return std::nullopt;
 }
 
 std::string shard_owners::describe(size_t node) const {

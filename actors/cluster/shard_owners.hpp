@@ -28,6 +28,8 @@ public:
   std::optional<size_t> owner_index(uint32_t shard) const;
   /// This node's index in the map (0 outside a cluster).
   size_t self() const { return self_; }
+  /// The index in the map of the node named `name`, or nullopt.
+  std::optional<size_t> index_of(const std::string& name) const;
   /// The nodes of the map (empty outside a cluster).
   const std::vector<proto::cluster_node>& nodes() const { return nodes_; }
   /// "node b (workers 127.0.0.1:7500)"

@@ -201,19 +201,27 @@ TEST_CASE("an invoked handler for c's shards is told to connect back to c, and d
   auto id = cluster3::id_on(2, "woken");
   auto a = must(c.client(0).start("steps", id, json{{"steps", 2}}, 10000));
   CHECK_MESSAGE(a.ok(), a.body.dump());
-  // Every node invoked for its own shards (at least `recovery` at start), each with its own
-  // address: c's shards went to c.
+  // Every invocation names the node that serves all of its shards (each node invokes for its
+  // own shards only, with its own address), and every node invoked (`recovery` at start).
   auto log = h.log();
-  const char* shards_of[] = {"shards [0,1,2,3]", "shards [4,5,6,7]", "shards [8,9,10,11]"};
   std::istringstream lines(log);
-  size_t invocations = 0;
-  for (std::string line; std::getline(lines, line);)
-    for (size_t node = 0; node < 3; ++node)
-      if (line.find(shards_of[node]) != std::string::npos) {
-        ++invocations;
-        CHECK_MESSAGE(line.find("server " + c.listen(node)) != std::string::npos, line);
-      }
-  CHECK_MESSAGE(invocations >= 3, log);
+  std::set<size_t> invoking;
+  for (std::string line; std::getline(lines, line);) {
+    auto open = line.find("shards [");
+    if (open == std::string::npos) continue;
+    auto server_at = line.find(" server ");
+    REQUIRE_MESSAGE(server_at != std::string::npos, line);
+    auto server = line.substr(server_at + 8);
+    size_t node = 3;
+    for (size_t n = 0; n < 3; ++n)
+      if (server == c.listen(n)) node = n;
+    REQUIRE_MESSAGE(node < 3, line);
+    invoking.insert(node);
+    std::istringstream shards(line.substr(open + 8, line.find(']', open) - open - 8));
+    for (std::string shard; std::getline(shards, shard, ',');)
+      CHECK_MESSAGE(std::stoul(shard) / 4 == node, line);
+  }
+  CHECK_MESSAGE(invoking.size() == 3, log);
   auto r = must(c.client(1).result(id, 10000));
   CHECK_MESSAGE(r.body.value("status", "") == "completed", r.body.dump());
 }
@@ -222,12 +230,22 @@ TEST_CASE("kill -9 of node c: calls for c's shards fail fast naming c, a and b k
           "after c restarts everything completes with nothing acknowledged lost") {
   cluster3 c;
   REQUIRE(c.all_linked());
-  worker_process w(c.at[0].listen, "w");
+  worker_process w(c.at[0].listen, "w", {"--resend-every-ms", "300"});
   REQUIRE(w.logged("w@c: connected"));
   auto client = c.client(0);
   auto before = cluster3::id_on(2, "before");
   REQUIRE(must(client.start("steps", before, json{{"steps", 3}})).ok());
   REQUIRE(must(client.result(before, 10000)).body.value("status", "") == "completed");
+  // A run on c waits for a signal that a run on a sends while c is down.
+  auto waiter = cluster3::id_on(2, "waiter");
+  REQUIRE(must(client.start("steps", waiter, json{{"steps", 2}, {"wait", "go"}})).ok());
+  auto reminder = cluster3::id_on(0, "reminder");
+  REQUIRE(must(client.start("reminder", reminder,
+                            json{{"delay_ms", 300},
+                                 {"target", waiter},
+                                 {"signal", "go"},
+                                 {"message", "sent while c was down"}}))
+              .ok());
 
   c.nodes[2]->kill9();
   REQUIRE(await(
@@ -251,10 +269,19 @@ TEST_CASE("kill -9 of node c: calls for c's shards fail fast naming c, a and b k
     REQUIRE(must(client.start("steps", id, json{{"steps", 1}})).ok());
   }
 
+  // The reminder's message for c was dropped by a (c down); its sender resends it.
+  REQUIRE(await([&] {
+    auto [st, body] = http_get(c.nodes[0]->admin_port(), "/v1/actors?kind=cluster");
+    auto rows = json::parse(body)["rows"];
+    return st == 200 && !rows.empty() && rows[0].value("messagesDropped", 0) >= 1;
+  }));
+
   REQUIRE(c.nodes[2]->start() == "");
   REQUIRE(await([&] { return count_of(c.nodes[0]->log(), "cluster peer up node=c") == 2; }));
-  REQUIRE(w.logged("w@c: connected", std::chrono::seconds(15)));
   REQUIRE(await([&] { return count_of(w.log(), "w@c: connected") >= 2; }));
+  auto waited = must(client.result(waiter, 20000));  // the message arrived after c came back
+  CHECK_MESSAGE(waited.body.value("status", "") == "completed", waited.body.dump());
+  CHECK(waited.body["result"]["signal"].value("message", "") == "sent while c was down");
   auto again = must(client.start("steps", during, json{{"steps", 1}}, 10000));
   CHECK_MESSAGE(again.ok(), again.body.dump());
   auto kept = must(client.result(before, 10000));  // completed before the kill: still there
@@ -280,6 +307,13 @@ TEST_CASE("a node whose map differs is refused by the others, and calls for its 
   auto r = must(c.client(0).start("steps", cluster3::id_on(2, "x"), json{{"steps", 1}}));
   CHECK(r.status == proto::call_status::parked_too_long);
   CHECK_MESSAGE(r.body.value("error", "").find("node c") != std::string::npos, r.body.dump());
-  CHECK_MESSAGE(r.body.value("error", "").find("cluster map differs") != std::string::npos,
+  CHECK_MESSAGE(r.body.value("error", "").find("serves a different cluster map") !=
+                    std::string::npos,
                 r.body.dump());
+  auto [status, view] = http_get(c.nodes[0]->admin_port(), "/v1/cluster");
+  CHECK(status == 200);
+  CHECK_MESSAGE(view.find(R"("name":"c","state":"refused")") != std::string::npos, view);
+  CHECK(
+      view.find(R"("name":"c","state":"refused","error":"node c serves a different cluster map)") !=
+      std::string::npos);
 }

@@ -245,7 +245,12 @@ TEST_CASE("a cluster map in the config is checked at start naming gaps, overlaps
             "[cluster]: shards 6-9 belong to both \"a\" (0-9) and \"b\" (6-15)"},
            {map("c", "0-7", "8-15"), "`cluster.node` = \"c\" is not a node of the map"},
            {map("a", "0-7", "8-x"), "`cluster.nodes.shards`: \"8-x\" is not a shard"},
-           {"[cluster]\nnode = \"a\"\nport = 3\n", "unknown key `cluster.port`"}}) {
+           {"[cluster]\nnode = \"a\"\nport = 3\n", "unknown key `cluster.port`"},
+           {[&] {  // b's middleman address is a's
+              auto t = map("a", "0-7", "8-15");
+              return t.replace(t.find("7420"), 4, "7410");
+            }(),
+            "node \"b\": `cluster` = \"127.0.0.1:7410\" is also node \"a\"'s"}}) {
     server_process s(tmp.path() / "data", toml);
     auto err = s.start();
     CHECK_MESSAGE(err.find(want) != std::string::npos, err);

@@ -13,11 +13,11 @@
 #include <sys/wait.h>
 
 #include "handler_process.hpp"
-#include "worker_process.hpp"
 #include "protocol/shard_hash.hpp"
 #include "server_process.hpp"
 #include "worker/client.hpp"
 #include "worker/fleet.hpp"
+#include "worker_process.hpp"
 
 using namespace fusee;
 using namespace fusee::test;
