@@ -317,3 +317,23 @@ TEST_CASE("a node whose map differs is refused by the others, and calls for its 
       view.find(R"("name":"c","state":"refused","error":"node c serves a different cluster map)") !=
       std::string::npos);
 }
+
+TEST_CASE("a silent node (SIGSTOP) is down after the peer timeout: calls for its shards fail "
+          "fast naming it, and it links again once it answers") {
+  cluster3 c;  // peer_timeout_ms = 1000
+  REQUIRE(c.all_linked());
+  ::kill(c.nodes[2]->pid(), SIGSTOP);
+  auto stopped = std::chrono::steady_clock::now();
+  REQUIRE(
+      await([&] { return c.nodes[0]->log().find("cluster peer down node=c") != std::string::npos; },
+            std::chrono::seconds(10)));
+  auto noticed = std::chrono::steady_clock::now() - stopped;
+  CHECK(noticed < std::chrono::seconds(4));  // heartbeats: the peer timeout, plus a margin
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = must(c.client(0).start("steps", cluster3::id_on(2, "silent"), json{{"steps", 1}}));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(500));
+  CHECK(r.status == proto::call_status::parked_too_long);
+  CHECK_MESSAGE(r.body.value("error", "").find("node c") != std::string::npos, r.body.dump());
+  ::kill(c.nodes[2]->pid(), SIGCONT);
+  CHECK(await([&] { return count_of(c.nodes[0]->log(), "cluster peer up node=c") >= 2; }));
+}
