@@ -284,6 +284,14 @@ std::string probe_tcp(const std::string& host, uint16_t port, ms timeout) {
   return ok ? std::string{} : "cannot connect to " + host + ":" + std::to_string(port) + ": " + why;
 }
 
+/// The probe of peer `i` on a thread of its own; its answer goes to the cluster actor `to`. (The
+/// values are spawn arguments, not captures: CAF 0.17 dereferences a null argument tuple for a
+/// function without arguments, which UBSan reports.)
+void probe_actor(caf::blocking_actor* b, cluster_actor to, uint32_t i, std::string host,
+                 uint16_t port, int64_t timeout_ms) {
+  b->send(to, probe_atom::value, i, probe_tcp(host, port, ms(timeout_ms)));
+}
+
 /// Dials peer `i`: a probe on a thread of its own (an unreachable host costs that thread up to
 /// the dial timeout, never a scheduler thread or the middleman's), then connect and handshake.
 void dial(self_ptr self, size_t i) {
@@ -293,11 +301,9 @@ void dial(self_ptr self, size_t i) {
   p.dialing = true;
   auto at = client::parse_host_port(p.node.cluster);
   auto me = caf::actor_cast<cluster_actor>(caf::actor_cast<caf::strong_actor_ptr>(self));
-  self->system().spawn<caf::detached + caf::hidden>(
-      [me, i, host = at->host, port = at->port,
-       timeout = dial_timeout(st)](caf::blocking_actor* b) {
-        b->send(me, probe_atom::value, static_cast<uint32_t>(i), probe_tcp(host, port, timeout));
-      });
+  self->system().spawn<caf::detached + caf::hidden>(probe_actor, me, static_cast<uint32_t>(i),
+                                                    at->host, at->port,
+                                                    static_cast<int64_t>(dial_timeout(st).count()));
 }
 
 /// A CALL_RESULT for a forwarded call: to the client, under the client's own request id.
