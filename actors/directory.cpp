@@ -72,12 +72,14 @@ struct inflight_call {
   uint32_t shard = 0;
 };
 
-struct parked_message {
-  uint32_t from = 0;
-  uint64_t from_epoch = 0;
-  uint64_t outbox_id = 0;
-  bytes payload;
-};
+/// A message waiting for its target's holder: a RELAY from this node or one from another node.
+using parked_message = remote_message;
+
+/// The MESSAGE frame that delivers `m` to its target's holder.
+proto::message message_frame(remote_message&& m) {
+  return proto::message{0,           shard_id{m.target},  shard_id{m.from}, epoch_t{m.from_epoch},
+                        m.outbox_id, std::move(m.payload)};
+}
 
 struct pending_revoke {
   uint32_t shard = 0;
@@ -179,9 +181,7 @@ void flush_parked(self_ptr self, uint32_t shard) {
   auto msgs = std::move(i->second);
   st.parked_messages.erase(i);
   for (auto& m : msgs)
-    send_frame(self, slot.holder_actor,
-               proto::message{0, shard_id{shard}, shard_id{m.from}, epoch_t{m.from_epoch},
-                              m.outbox_id, std::move(m.payload)});
+    send_frame(self, slot.holder_actor, message_frame(std::move(m)));
 }
 
 uint32_t capacity(const worker& w) {
@@ -425,14 +425,12 @@ void deliver(self_ptr self, remote_message&& m) {
   auto& st = self->state;
   auto& t = st.slots[m.target];
   if (takes_calls(t)) {
-    send_frame(self, t.holder_actor,
-               proto::message{0, shard_id{m.target}, shard_id{m.from}, epoch_t{m.from_epoch},
-                              m.outbox_id, std::move(m.payload)});
+    send_frame(self, t.holder_actor, message_frame(std::move(m)));
     return;
   }
-  st.parked_messages[m.target].push_back(
-      parked_message{m.from, m.from_epoch, m.outbox_id, std::move(m.payload)});
-  if (auto* rec = wake_record(st, m.target); rec && t.holder == 0)
+  auto target = m.target;
+  st.parked_messages[target].push_back(std::move(m));
+  if (auto* rec = wake_record(st, target); rec && t.holder == 0)
     self->send(*rec, due_atom::value, uint8_t{proto::reason_message}, std::string{});
 }
 
