@@ -1,6 +1,7 @@
 #include "app/config.hpp"
 
 #include "actors/logging.hpp"
+#include "app/secret_file.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -373,13 +374,9 @@ std::optional<std::string> validate(server_config& cfg) {
         return which + "`endpoint.secret_file` is required unless the endpoint uses mutual TLS";
       continue;
     }
-    std::ifstream in(ep.secret_file, std::ios::binary);
-    if (!in) return which + "`endpoint.secret_file` " + ep.secret_file + " cannot be read";
-    std::string secret{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r'))
-      secret.pop_back();
-    if (secret.empty()) return which + "`endpoint.secret_file` " + ep.secret_file + " is empty";
-    ep.secret = std::move(secret);
+    auto secret = read_secret_file(ep.secret_file);
+    if (!secret) return which + "`endpoint.secret_file`: " + secret.err().message;
+    ep.secret = std::move(*secret);
   }
   return std::nullopt;
 }

@@ -9,6 +9,7 @@
 #include "app/config.hpp"
 #include "app/demo_workflows.hpp"
 #include "app/http_server.hpp"
+#include "app/secret_file.hpp"
 #include "client/connection.hpp"
 #include "protocol/invocation_request.hpp"
 #include "protocol/json_text.hpp"
@@ -120,15 +121,17 @@ int run_handler(const handler_config& cfg) {
     std::fprintf(stderr, "fusee handler: --listen %s is not host:port\n", cfg.listen.c_str());
     return 2;
   }
-  std::string secret;
-  if (!cfg.secret_file.empty()) {
-    std::ifstream in(cfg.secret_file, std::ios::binary);
-    secret.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r'))
-      secret.pop_back();
+  std::vector<std::string> secrets;
+  for (auto& file : cfg.secret_files) {
+    auto secret = read_secret_file(file);
+    if (!secret) {
+      std::fprintf(stderr, "fusee handler: --secret-file: %s\n", secret.err().message.c_str());
+      return 2;
+    }
+    secrets.push_back(std::move(*secret));
   }
-  if (secret.empty()) {
-    std::fprintf(stderr, "fusee handler: --secret-file is missing or empty\n");
+  if (secrets.empty()) {
+    std::fprintf(stderr, "fusee handler: --secret-file is required\n");
     return 2;
   }
   sigset_t stop;
@@ -136,7 +139,6 @@ int run_handler(const handler_config& cfg) {
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-  std::vector<std::string> secrets{secret};
   worker::registry types;
   add_demo_workflows(types);
   worker::worker_options wopts;
@@ -152,7 +154,11 @@ int run_handler(const handler_config& cfg) {
         auto sig = ex.headers.find("fusee-signature");
         auto checked = worker::verify_invocation(sig == ex.headers.end() ? "" : sig->second,
                                                  ex.body, secrets, cfg.tolerance_ms);
-        if (!checked.request) return json_reply(checked.refusal.http_status, checked.refusal.body);
+        if (!checked.request) {  // the reason names no secret
+          std::fprintf(stderr, "fusee handler: refused a POST: %u %s\n",
+                       checked.refusal.http_status, checked.refusal.body.c_str());
+          return json_reply(checked.refusal.http_status, checked.refusal.body);
+        }
         auto& req = checked.request;
         std::string reasons, shards;
         for (uint8_t bit = 1; bit <= proto::reason_code; bit <<= 1)

@@ -6,13 +6,16 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace fusee::app {
 
 struct handler_config {
   std::string mode = "workflows";  ///< or "echo"
   std::string listen = "127.0.0.1:9000";
-  std::string secret_file;
+  /// The endpoint's HMAC secrets: the current one and, while rotating, the previous one; a
+  /// signature by any of them is accepted.
+  std::vector<std::string> secret_files;
   std::string ready_file;
   uint32_t linger_ms = 100;        ///< leave after this long without a relayed call
   uint32_t fail_status = 0;        ///< answer every POST with this status instead (tests)

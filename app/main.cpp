@@ -65,7 +65,11 @@ int main(int argc, char** argv) {
                    "JSON (tests, benchmarks)")
       ->check(CLI::IsMember({"workflows", "echo"}));
   handler->add_option("--listen", hcfg.listen, "host:port to serve POSTs on (port 0: any)");
-  handler->add_option("--secret-file", hcfg.secret_file, "the endpoint's HMAC secret")->required();
+  handler
+      ->add_option("--secret-file", hcfg.secret_files,
+                   "a file holding the endpoint's HMAC secret; repeat it while rotating (the "
+                   "current and the previous secret: a signature by either is accepted)")
+      ->required();
   handler->add_option("--ready-file", hcfg.ready_file, "write listen=host:port here once serving");
   handler->add_option("--linger-ms", hcfg.linger_ms, "leave after this long without a call");
   handler->add_option("--fail-status", hcfg.fail_status, "answer every POST with this status");

@@ -397,3 +397,42 @@ TEST_CASE("fusee call: a workflow id's call wakes the endpoint and prints the an
   CHECK(bad == 2);
   CHECK(msg.find("no shard 9") != std::string::npos);
 }
+
+TEST_CASE("signing-key rotation: a handler listing the current and the previous secret accepts "
+          "either, and a secret it no longer lists is refused with 401") {
+  temp_dir keys;
+  auto next = (keys.path() / "next.secret").string();
+  auto retired = (keys.path() / "retired.secret").string();
+  std::ofstream(next) << "n3xt\n";
+  std::ofstream(retired) << "r3tired\n";
+  auto server_signing_with = [](const std::string& secret_file, uint16_t port) {
+    return "[server]\nshards = 4\n[[endpoint]]\nurl = \"http://127.0.0.1:" + std::to_string(port) +
+           "/invoke\"\nsecret_file = \"" + secret_file + "\"\n";
+  };
+  // Step 1 of a rotation: the handler lists the new secret beside the old one ("s3cret").
+  handler_process rotating({"--secret-file", next});
+  for (auto* secret : {&next, &retired}) {
+    // Step 2: the server signs with the new one: accepted. A secret the handler does not list
+    // (retired in step 3): 401, and the invoker counts the failure.
+    bool listed = secret == &next;
+    temp_dir tmp;
+    server_process server(tmp.path() / "data", server_signing_with(*secret, rotating.port));
+    REQUIRE(server.start().empty());
+    auto c = client_peer(server);
+    REQUIRE(c.conn.send(proto::call{proto::request_head{7, proto::shard_id{1}, proto::epoch_t{0}},
+                                    "start", "", record("{}"), listed ? 10000u : 1500u}));
+    auto res = c.expect<proto::call_result>(20s);
+    CHECK(res.status == (listed ? 0 : 2));  // unlisted: never bound, parked too long
+    auto m = await_metrics(server, [&](const std::string& m) {
+      return field(m, listed ? "succeeded" : "failed") >= 1;
+    });
+    CHECK(field(m, "succeeded") >= (listed ? 1 : 0));
+    if (!listed) {
+      CHECK(field(m, "succeeded") == 0);
+      CHECK_MESSAGE(m.find("401") != std::string::npos, m);
+    }
+  }
+  CHECK_MESSAGE(rotating.log().find("refused a POST: 401") != std::string::npos, rotating.log());
+  CHECK(rotating.log().find("r3tired") == std::string::npos);  // no secret in the handler's log
+  CHECK(rotating.log().find("n3xt") == std::string::npos);
+}

@@ -1,0 +1,18 @@
+#include "app/secret_file.hpp"
+
+#include <fstream>
+#include <iterator>
+
+namespace fusee::app {
+
+proto::result<std::string> read_secret_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return proto::error{proto::err_code::io, "secret file " + path + " cannot be read"};
+  std::string secret{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r'))
+    secret.pop_back();
+  if (secret.empty()) return proto::error{proto::err_code::io, "secret file " + path + " is empty"};
+  return secret;
+}
+
+}  // namespace fusee::app
