@@ -101,6 +101,7 @@ struct directory_state {
   // Only shards with something parked have an entry (100,000 empty deques would cost ~100 MB).
   std::unordered_map<uint32_t, std::deque<parked_call>> parked_calls;
   std::unordered_map<uint32_t, std::deque<parked_message>> parked_messages;
+  uint64_t parked_total = 0;  ///< calls and messages parked, all shards (limits.max_parked)
   std::unordered_map<uint64_t, inflight_call> inflight;
   uint64_t next_relay = 1;
   uint64_t next_call_seq = 1;
@@ -111,7 +112,8 @@ struct directory_state {
   std::unordered_map<uint32_t, idle_report> reports;
   // counters for introspection and /metrics
   uint64_t leases_granted = 0, leases_revoked = 0, calls = 0, calls_parked = 0, calls_expired = 0,
-           relays = 0, forwarded_calls = 0, forwarded_messages = 0, messages_in = 0;
+           relays = 0, forwarded_calls = 0, forwarded_messages = 0, messages_in = 0,
+           parked_refused = 0;
   static inline const char* name = "directory";
 };
 
@@ -173,6 +175,7 @@ void flush_parked(self_ptr self, uint32_t shard) {
   if (auto i = st.parked_calls.find(shard); i != st.parked_calls.end()) {
     auto calls = std::move(i->second);
     st.parked_calls.erase(i);
+    st.parked_total -= calls.size();
     for (auto& c : calls)
       dispatch_call(self, shard, std::move(c));
   }
@@ -180,6 +183,7 @@ void flush_parked(self_ptr self, uint32_t shard) {
   if (i == st.parked_messages.end()) return;
   auto msgs = std::move(i->second);
   st.parked_messages.erase(i);
+  st.parked_total -= msgs.size();
   for (auto& m : msgs)
     send_frame(self, slot.holder_actor, message_frame(std::move(m)));
 }
@@ -419,8 +423,26 @@ void bind_invoked(self_ptr self, session_id s, uint64_t invocation) {
           });
 }
 
+/// Why `shard` may not park one more call or message (limits.max_parked_per_shard and
+/// limits.max_parked, calls and messages together), or nothing.
+std::optional<std::string> parking_refused(const directory_state& st, uint32_t shard) {
+  auto size_of = [shard](const auto& parked) {
+    auto i = parked.find(shard);
+    return i == parked.end() ? size_t{0} : i->second.size();
+  };
+  size_t here = size_of(st.parked_calls) + size_of(st.parked_messages);
+  if (here >= st.cfg.max_parked_per_shard)
+    return "shard " + std::to_string(shard) + " already has " + std::to_string(here) +
+           " calls and messages waiting for a holder (limits.max_parked_per_shard)";
+  if (st.parked_total >= st.cfg.max_parked)
+    return "this node already has " + std::to_string(st.parked_total) +
+           " calls and messages waiting for holders (limits.max_parked)";
+  return std::nullopt;
+}
+
 /// A message for `m.target`, a shard of this node: to its holder, or parked until it has one
-/// (the shard becomes due, reason `message`).
+/// (the shard becomes due, reason `message`). Over the parking limits it is dropped: its
+/// sender resends it until it is acknowledged.
 void deliver(self_ptr self, remote_message&& m) {
   auto& st = self->state;
   auto& t = st.slots[m.target];
@@ -429,7 +451,12 @@ void deliver(self_ptr self, remote_message&& m) {
     return;
   }
   auto target = m.target;
+  if (parking_refused(st, target)) {
+    st.parked_refused++;
+    return;
+  }
   st.parked_messages[target].push_back(std::move(m));
+  st.parked_total++;
   if (auto* rec = wake_record(st, target); rec && t.holder == 0)
     self->send(*rec, due_atom::value, uint8_t{proto::reason_message}, std::string{});
 }
@@ -475,6 +502,7 @@ actor_stats stats_of(self_ptr self) {
   a.num("callsParked", st.calls_parked);
   a.num("callsExpired", st.calls_expired);
   a.num("relays", st.relays);
+  a.num("parkedRefused", st.parked_refused);
   if (st.owners.clustered()) {
     a.num("ownedShards", std::count_if(st.slots.begin(), st.slots.end(),
                                        [](const lease_slot& s) { return s.owned; }));
@@ -581,9 +609,16 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         }
         if (auto* rec = wake_record(st, shard); rec && slot.holder == 0)  // due: reason `call`
           self->send(*rec, due_atom::value, uint8_t{proto::reason_call}, p.type);
+        if (auto why = parking_refused(st, shard)) {
+          st.parked_refused++;
+          answer_call(self, p.client, p.request_id, proto::call_status::parked_too_long,
+                      error_json(*why + "; the call did not run: try again later"));
+          return;
+        }
         uint32_t wait = st.cfg.park_for(c.park_ms);
         self->delayed_send(self, std::chrono::milliseconds(wait), call_expired{shard, p.seq});
         st.parked_calls[shard].push_back(std::move(p));
+        st.parked_total++;
         st.calls_parked++;
       },
       [=](call_expired& e) {
@@ -598,6 +633,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
                                    " while the call was parked"));
             q.erase(i);
             if (q.empty()) parked.erase(found);
+            self->state.parked_total--;
             self->state.calls_expired++;
             return;
           }

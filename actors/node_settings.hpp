@@ -47,6 +47,8 @@ struct node_settings {
   std::string log_level = "info";  ///< trace, debug, info, warn, error, off
   // [limits]
   uint64_t write_buffer_mb = 16;
+  uint32_t max_parked_per_shard = 10000;  ///< calls and messages waiting for one shard's holder
+  uint32_t max_parked = 1000000;          ///< ... for all shards' holders
   // [[endpoint]]
   std::vector<endpoint_settings> endpoints;
   // [cluster]: absent = a cluster of one (DESIGN.md §7)

@@ -64,6 +64,10 @@ const setting<server_config> server_settings[] = {
      "log level: trace, debug, info, warn, error or off"},
     {"limits", "write_buffer_mb", &server_config::write_buffer_mb, 1, 65536,
      "bytes waiting to be written to one connection, in MiB, before it is ended"},
+    {"limits", "max_parked_per_shard", &server_config::max_parked_per_shard, 1, u32_max,
+     "calls and messages that may wait for one shard's holder; more are refused"},
+    {"limits", "max_parked", &server_config::max_parked, 1, u32_max,
+     "calls and messages that may wait for holders on this node; more are refused"},
 };
 
 const setting<endpoint_config> endpoint_settings[] = {

@@ -53,6 +53,8 @@ const row_metric directory_metrics[] = {
     {"calls_parked_total", "counter", "Calls that waited for a holder.", "callsParked"},
     {"calls_expired_total", "counter", "Parked calls that no holder took in time.", "callsExpired"},
     {"relays_total", "counter", "Messages between shards relayed.", "relays"},
+    {"parked_refused_total", "counter",
+     "Calls refused and messages dropped (resent later) over the parking limits.", "parkedRefused"},
     {"parked_calls", "gauge", "Calls waiting for a holder now.", "parkedCalls"},
     {"parked_messages", "gauge", "Messages waiting for a holder now.", "parkedMessages"},
     {"calls_in_flight", "gauge", "Calls relayed to a holder and not yet answered.",

@@ -287,3 +287,39 @@ TEST_CASE("SIGTERM stops the server while workers are connected, each told SHUTT
   }
   CHECK(told);
 }
+
+TEST_CASE("calls over the parking limits are refused at once naming the limit, and counted") {
+  fixture f("[server]\nshards = 4\n[limits]\nmax_parked_per_shard = 2\nmax_parked = 3\n");
+  auto c = f.connect();
+  REQUIRE(
+      c.conn.send(proto::client_hello{proto::request_head{1, proto::no_shard, proto::epoch_t{0}},
+                                      proto::protocol_version, "client"}));
+  c.expect<proto::ok>();
+  auto call = [&](uint64_t id, uint32_t shard) {
+    REQUIRE(
+        c.conn.send(proto::call{proto::request_head{id, proto::shard_id{shard}, proto::epoch_t{0}},
+                                "start", "", proto::bytes{'{', '}'}, 60000}));
+  };
+  call(10, 1);
+  call(11, 1);
+  call(12, 1);  // a third for shard 1: over max_parked_per_shard
+  auto r = c.expect<proto::call_result>();
+  CHECK(r.id == 12);
+  CHECK(r.status == static_cast<uint8_t>(proto::call_status::parked_too_long));
+  std::string body(r.body.begin(), r.body.end());
+  CHECK_MESSAGE(body.find("shard 1 already has 2 calls and messages waiting for a holder "
+                          "(limits.max_parked_per_shard); the call did not run") !=
+                    std::string::npos,
+                body);
+  call(13, 2);  // the third parked call of the node
+  call(14, 3);  // over max_parked
+  r = c.expect<proto::call_result>();
+  CHECK(r.id == 14);
+  body.assign(r.body.begin(), r.body.end());
+  CHECK_MESSAGE(body.find("this node already has 3 calls and messages waiting for holders "
+                          "(limits.max_parked)") != std::string::npos,
+                body);
+  auto [status, metrics] = http_get(f.server.admin_port(), "/metrics");
+  CHECK(status == 200);
+  CHECK_MESSAGE(metrics.find("\nfusee_parked_refused_total 2\n") != std::string::npos, metrics);
+}
