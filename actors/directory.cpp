@@ -10,7 +10,6 @@
 #include "actors/lease_rules.hpp"
 #include "actors/logging.hpp"
 #include "protocol/invocation_request.hpp"
-#include "protocol/json_text.hpp"
 #include "protocol/messages.hpp"
 
 namespace fusee::server {
@@ -123,14 +122,15 @@ void send_frame(self_ptr self, const session_actor& to, const proto::any_message
   self->send(to, frame_atom::value, proto::encode(m));
 }
 
-bytes error_json(const std::string& message) {
-  auto s = proto::json_error(message);
-  return bytes(s.begin(), s.end());
-}
-
 void answer_call(self_ptr self, const session_actor& client, uint64_t id, proto::call_status st,
                  bytes body) {
   send_frame(self, client, proto::call_result{id, static_cast<uint8_t>(st), std::move(body)});
+}
+
+/// A CALL_RESULT with status 2-4 and {"error": message}.
+void answer_error(self_ptr self, const session_actor& client, uint64_t id, proto::call_status st,
+                  const std::string& message) {
+  send_frame(self, client, proto::call_error(id, st, message));
 }
 
 /// True if the asking connection holds `from.shard` under `from.epoch`; otherwise answers the
@@ -293,9 +293,9 @@ void revoke(self_ptr self, uint32_t shard, const worker* holder, session_actor a
   // Calls in flight to the lost holder may have run: say so.
   for (auto i = st.inflight.begin(); i != st.inflight.end();) {
     if (i->second.holder == holder_id && i->second.shard == shard) {
-      answer_call(self, i->second.client, i->second.request_id, proto::call_status::holder_lost,
-                  error_json("the holder of shard " + std::to_string(shard) +
-                             " was lost while the call was in flight; it may have run"));
+      answer_error(self, i->second.client, i->second.request_id, proto::call_status::holder_lost,
+                   "the holder of shard " + std::to_string(shard) +
+                       " was lost while the call was in flight; it may have run");
       i = st.inflight.erase(i);
     } else {
       ++i;
@@ -504,8 +504,7 @@ actor_stats stats_of(self_ptr self) {
   a.num("relays", st.relays);
   a.num("parkedRefused", st.parked_refused);
   if (st.owners.clustered()) {
-    a.num("ownedShards", std::count_if(st.slots.begin(), st.slots.end(),
-                                       [](const lease_slot& s) { return s.owned; }));
+    a.num("ownedShards", st.owners.own_shard_count());
     a.num("forwardedCalls", st.forwarded_calls);
     a.num("forwardedMessages", st.forwarded_messages);
     a.num("messagesFromNodes", st.messages_in);
@@ -590,9 +589,9 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         auto shard = c.from.shard;
         st.calls++;
         if (shard >= st.slots.size()) {
-          answer_call(self, c.from.reply_to, c.from.request, proto::call_status::bad_request,
-                      error_json("no shard " + std::to_string(shard) + " (there are " +
-                                 std::to_string(st.slots.size()) + ")"));
+          answer_error(self, c.from.reply_to, c.from.request, proto::call_status::bad_request,
+                       "no shard " + std::to_string(shard) + " (there are " +
+                           std::to_string(st.slots.size()) + ")");
           return;
         }
         if (!st.slots[shard].owned) {  // another node's: it answers, through the forwarder
@@ -611,8 +610,8 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           self->send(*rec, due_atom::value, uint8_t{proto::reason_call}, p.type);
         if (auto why = parking_refused(st, shard)) {
           st.parked_refused++;
-          answer_call(self, p.client, p.request_id, proto::call_status::parked_too_long,
-                      error_json(*why + "; the call did not run: try again later"));
+          answer_error(self, p.client, p.request_id, proto::call_status::parked_too_long,
+                       *why + "; the call did not run: try again later");
           return;
         }
         uint32_t wait = st.cfg.park_for(c.park_ms);
@@ -628,9 +627,9 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         auto& q = found->second;
         for (auto i = q.begin(); i != q.end(); ++i)
           if (i->seq == e.seq) {
-            answer_call(self, i->client, i->request_id, proto::call_status::parked_too_long,
-                        error_json("no holder took shard " + std::to_string(e.shard) +
-                                   " while the call was parked"));
+            answer_error(self, i->client, i->request_id, proto::call_status::parked_too_long,
+                         "no holder took shard " + std::to_string(e.shard) +
+                             " while the call was parked");
             q.erase(i);
             if (q.empty()) parked.erase(found);
             self->state.parked_total--;

@@ -190,9 +190,7 @@ void handle(session_ptr self, proto::any_message&& msg) {
             bool invoked = (m.offers & proto::offer_invoked) != 0;
             st.invoked = invoked;
             if (m.offers & proto::offer_cluster_map)  // extension: the map, before the LEASE
-              write(self, proto::make_cluster_map_frame(
-                              m.head.id, st.cfg->clustered ? &st.cfg->cluster : nullptr,
-                              st.cfg->cluster_node));
+              write(self, st.owners->map_frame(m.head.id));
             self->send(st.directory, hello_request{origin_of(self, m.head), m.max_shards,
                                                    (m.offers & proto::offer_serve_calls) != 0,
                                                    invoked ? m.invocation.value() : uint64_t{0}});

@@ -130,6 +130,15 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       rc = 1;
       acceptor.reset();
     };
+    // Publishes `actor` over CAF on `address` (that host only): the port, or 0 after refusing
+    // the start naming `setting`.
+    auto publish_at = [&](const auto& actor, const char* setting, const std::string& address) {
+      auto at = parse_host_port(address);
+      auto published = sys.middleman().publish(actor, at->port, at->host.c_str(), true);
+      if (published) return *published;
+      refuse_start(setting, sys.render(published.error()));
+      return uint16_t{0};
+    };
     // The HTTP API for clients.
     std::unique_ptr<http_api> api;
     if (acceptor && !cfg.http_listen.empty()) {
@@ -162,29 +171,21 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
         caf::anon_send(cluster, caf::put_atom::value,
                        caf::actor_cast<caf::strong_actor_ptr>(inspector));
       if (!cfg.inspect_listen.empty()) {
-        auto at = parse_host_port(cfg.inspect_listen);
-        auto published = sys.middleman().publish(inspector, at->port, at->host.c_str(), true);
-        if (!published) {
-          refuse_start("server.inspect_listen", sys.render(published.error()));
-        } else {
-          inspect_port = *published;
-          spdlog::info("inspector listening inspect={}:{}", at->host, inspect_port);
-        }
+        inspect_port = publish_at(inspector, "server.inspect_listen", cfg.inspect_listen);
+        if (inspect_port != 0)
+          spdlog::info("inspector listening inspect={}:{}",
+                       parse_host_port(cfg.inspect_listen)->host, inspect_port);
       }
     }
     // The cluster actor, for the other nodes: on cluster_listen only, once it knows this node's
     // inspector (a peer's welcome carries it).
     uint16_t cluster_port = 0;
     if (acceptor && cluster) {
-      auto at = parse_host_port(cfg.cluster_listen);
-      auto published = sys.middleman().publish(cluster, at->port, at->host.c_str(), true);
-      if (!published) {
-        refuse_start("cluster.cluster_listen", sys.render(published.error()));
-      } else {
-        cluster_port = *published;
+      cluster_port = publish_at(cluster, "cluster.cluster_listen", cfg.cluster_listen);
+      if (cluster_port != 0)
         spdlog::info("cluster listening node={} cluster={}:{} digest={} nodes={}", cfg.cluster_node,
-                     at->host, cluster_port, cfg.cluster.digest(), cfg.cluster.nodes.size());
-      }
+                     parse_host_port(cfg.cluster_listen)->host, cluster_port, cfg.cluster.digest(),
+                     cfg.cluster.nodes.size());
     }
     // The admin HTTP server (admin_routes.cpp).
     std::unique_ptr<http_server> admin;

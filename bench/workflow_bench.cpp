@@ -87,17 +87,6 @@ int chain(const std::string& server, int steps, int rounds) {
   return 0;
 }
 
-std::vector<std::string> split(const std::string& list) {
-  std::vector<std::string> out;
-  for (size_t at = 0; at <= list.size();) {
-    auto comma = list.find(',', at);
-    if (comma == std::string::npos) comma = list.size();
-    out.push_back(list.substr(at, comma - at));
-    at = comma + 1;
-  }
-  return out;
-}
-
 double quantile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[std::min(v.size() - 1, static_cast<size_t>(q * double(v.size())))];
@@ -142,7 +131,7 @@ int calls(const std::string& server, int n, const std::string& direct, const std
 }
 
 int many(const std::string& servers, int workflows, int steps, int connections, int in_flight) {
-  auto addresses = split(servers);
+  auto addresses = client::split_address_list(servers);
   auto server = addresses.front();
   in_process_worker w(server);
   {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace fusee::client {
 
@@ -15,5 +16,8 @@ struct host_port {
 /// "127.0.0.1:7400" -> {host, port}; port 0 picks a free port. nullopt for anything else (no
 /// colon, empty host or port, a port that is not a number up to 65535).
 std::optional<host_port> parse_host_port(const std::string& text);
+
+/// "a:1,b:2" -> {"a:1", "b:2"}: a cluster's nodes in one argument, each part as written.
+std::vector<std::string> split_address_list(const std::string& text);
 
 }  // namespace fusee::client

@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "client/address.hpp"
 #include "load/checker.hpp"
 #include "load/client_lane.hpp"
 #include "load/latency_histogram.hpp"
@@ -172,12 +173,7 @@ int run_load(const scenario& s, const run_options& options) {
   auto metrics_before = scrape_metrics(admin);
   // A cluster's nodes ("a,b,c"): workers and client connections are spread over them in turn
   // (each worker holds shards of its node; calls for other nodes' shards are forwarded).
-  std::vector<std::string> nodes;
-  for (size_t at = 0; at <= server.size();) {
-    auto comma = std::min(server.find(',', at), server.size());
-    nodes.push_back(server.substr(at, comma - at));
-    at = comma + 1;
-  }
+  auto nodes = client::split_address_list(server);
 
   // The workers: the real runtime, long-lived, many on each of a few threads (worker::fleet).
   std::vector<std::unique_ptr<worker::fleet>> fleets;

@@ -1,5 +1,7 @@
 #include "protocol/messages.hpp"
 
+#include "protocol/json_text.hpp"
+
 #include <array>
 #include <cstdio>
 #include <type_traits>
@@ -531,6 +533,11 @@ result<any_message> decode_response(uint8_t k, byte_view body) {
     return fail(err_code::unknown_kind,
                 "frame kind " + std::to_string(k) + " is not one the server sends");
   return decoders[k](body);
+}
+
+call_result call_error(uint64_t id, call_status status, const std::string& message) {
+  auto body = json_error(message);
+  return call_result{id, static_cast<uint8_t>(status), bytes(body.begin(), body.end())};
 }
 
 cluster_map_frame make_cluster_map_frame(uint64_t id, const cluster_map* map,

@@ -414,6 +414,9 @@ std::optional<uint32_t> client_hello_shard_count(const ok& m);
 cluster_map_frame make_cluster_map_frame(uint64_t id, const cluster_map* map,
                                          const std::string& node);
 
+/// A CALL_RESULT with status `status` (2-4) and the body {"error": message}.
+call_result call_error(uint64_t id, call_status status, const std::string& message);
+
 /// An ERR frame's struct.
 inline err make_err(uint64_t id, const error& e) {
   return err{id, static_cast<uint16_t>(e.code), e.message};

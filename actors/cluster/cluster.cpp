@@ -19,7 +19,6 @@
 #include "actors/session.hpp"
 #include "client/address.hpp"
 #include "protocol/frame.hpp"
-#include "protocol/json_text.hpp"
 #include "protocol/messages.hpp"
 #include "protocol/unix_time.hpp"
 
@@ -95,10 +94,7 @@ ms peer_timeout(const cluster_state& st) {
 
 void answer(self_ptr self, const session_actor& client, uint64_t request, proto::call_status status,
             const std::string& why) {
-  auto body = proto::json_error(why);
-  self->send(client, frame_atom::value,
-             proto::encode(proto::call_result{request, static_cast<uint8_t>(status),
-                                              proto::bytes(body.begin(), body.end())}));
+  self->send(client, frame_atom::value, proto::encode(proto::call_error(request, status, why)));
 }
 
 void set_state(self_ptr self, size_t i, link state, std::string error) {

@@ -6,12 +6,15 @@ namespace fusee::server {
 
 shard_owners::shard_owners(const node_settings& cfg) {
   if (!cfg.clustered) return;
+  map_frame_ = proto::make_cluster_map_frame(0, &cfg.cluster, cfg.cluster_node);
   nodes_ = cfg.cluster.nodes;
   self_ = index_of(cfg.cluster_node).value_or(0);
   for (size_t n = 0; n < nodes_.size(); ++n) {
     for (auto& r : nodes_[n].shards)
       ranges_.push_back(owned_range{r.first, r.last, n});
   }
+  for (auto& r : nodes_[self_].shards)
+    own_count_ += uint64_t{r.last} - r.first + 1;
   std::sort(ranges_.begin(), ranges_.end(),
             [](const owned_range& a, const owned_range& b) { return a.first < b.first; });
 }

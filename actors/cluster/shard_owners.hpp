@@ -10,6 +10,7 @@
 
 #include "actors/node_settings.hpp"
 #include "protocol/errors.hpp"
+#include "protocol/messages.hpp"
 
 namespace fusee::server {
 
@@ -28,6 +29,8 @@ public:
   std::optional<size_t> owner_index(uint32_t shard) const;
   /// This node's index in the map (0 outside a cluster).
   size_t self() const { return self_; }
+  /// How many shards this node serves in a cluster (outside one: 0; every shard is its own).
+  uint64_t own_shard_count() const { return own_count_; }
   /// The index in the map of the node named `name`, or nullopt.
   std::optional<size_t> index_of(const std::string& name) const;
   /// The nodes of the map (empty outside a cluster).
@@ -37,6 +40,12 @@ public:
   /// For a shard request on a shard another node serves: NOT_HOLDER naming that node, else
   /// nothing (this node's shards, and shards past the count, which the caller refuses itself).
   std::optional<proto::error> refuse_foreign(uint32_t shard) const;
+  /// The same map as workers are told it (CLUSTER_MAP answering HELLO `id`), built once.
+  proto::cluster_map_frame map_frame(uint64_t id) const {
+    auto f = map_frame_;
+    f.id = id;
+    return f;
+  }
 
 private:
   struct owned_range {
@@ -46,6 +55,8 @@ private:
   std::vector<owned_range> ranges_;  ///< sorted by first shard; empty outside a cluster
   std::vector<proto::cluster_node> nodes_;
   size_t self_ = 0;
+  uint64_t own_count_ = 0;
+  proto::cluster_map_frame map_frame_;  ///< id 0; no nodes outside a cluster
 };
 
 }  // namespace fusee::server
