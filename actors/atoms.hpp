@@ -13,6 +13,8 @@ using frame_atom = caf::atom_constant<caf::atom("frame")>;  ///< send this frame
 using close_atom = caf::atom_constant<caf::atom("close")>;  ///< send this last frame and close
 using flush_atom = caf::atom_constant<caf::atom("flush")>;  ///< bytes wait in the out_lane
 using tick_atom = caf::atom_constant<caf::atom("tick")>;    ///< an actor's own timer
+/// A session checks its handshake and partial-frame deadlines (limits.hello_timeout_ms, ...).
+using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 // directory
 using parked_atom = caf::atom_constant<caf::atom("parked")>;  ///< how many calls are parked?
 // invoker

@@ -1,6 +1,8 @@
 #include "actors/listener.hpp"
 
+#include "actors/connection_limits.hpp"
 #include "actors/logging.hpp"
+#include "protocol/messages.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -22,9 +24,9 @@ using accept_atom = caf::atom_constant<caf::atom("accept")>;
 
 caf::behavior acceptor_fn(caf::io::broker* self, session_context ctx) {
   return {
-      [=](accept_atom, int fd) {
+      [=](accept_atom, int fd, std::string peer_ip) {
         auto hdl = self->add_scribe(fd);
-        fork_session(self, hdl, fd, ctx);
+        fork_session(self, hdl, fd, std::move(peer_ip), ctx);
       },
   };
 }
@@ -60,6 +62,7 @@ std::unique_ptr<listener> listener::start(caf::actor_system& sys, const std::str
   l->fd_ = fd;
   l->port_ = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
                                               : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  l->limits_ = ctx.limits;
   auto broker = sys.middleman().spawn_broker(acceptor_fn, std::move(ctx));
   l->broker_ = new caf::actor(broker);
   auto* raw = l.get();
@@ -74,7 +77,10 @@ void listener::accept_loop(caf::actor broker) {
   std::chrono::milliseconds backoff{0};
   int failed_in_a_row = 0;  // connections lost to their own errors, one after the other
   for (;;) {
-    int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    sockaddr_storage from{};
+    socklen_t from_len = sizeof(from);
+    int c =
+        ::accept4(fd_, reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (c < 0) {
       // Errors of the connection being accepted (accept(2): Linux passes pending network errors
       // on): that connection is lost, the next one is not. Should they persist (a firewall
@@ -112,7 +118,27 @@ void listener::accept_loop(caf::actor broker) {
     failed_in_a_row = 0;
     int on = 1;
     ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
-    caf::anon_send(broker, accept_atom::value, c);
+    char host[NI_MAXHOST] = "unknown";
+    ::getnameinfo(reinterpret_cast<sockaddr*>(&from), from_len, host, sizeof(host), nullptr, 0,
+                  NI_NUMERICHOST);
+    if (limits_)
+      if (auto refused = limits_->admit(host)) {
+        refuse(c, host, *refused);
+        continue;
+      }
+    caf::anon_send(broker, accept_atom::value, c, std::string{host});
+  }
+}
+
+void listener::refuse(int fd, const std::string& peer, const std::string& why) {
+  // One small frame into an empty socket buffer: it fits, so the send does not block.
+  auto frame = proto::encode(proto::make_err(0, proto::error{proto::err_code::too_large, why}));
+  (void)!::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::close(fd);
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_refusal_log_ >= std::chrono::seconds(1)) {  // a flood logs once a second
+    last_refusal_log_ = now;
+    spdlog::warn("refused a connection: {} peer={}", why, peer);
   }
 }
 

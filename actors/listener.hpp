@@ -30,6 +30,8 @@ private:
   void accept_loop(caf::actor broker);
   /// Sleeps up to `d` (an out-of-descriptors backoff); false once stop() was called.
   bool pause(std::chrono::milliseconds d);
+  /// Answers a connection over a limit with ERR TOO_LARGE naming it, and closes it.
+  void refuse(int fd, const std::string& peer, const std::string& why);
 
   int fd_ = -1;
   uint16_t port_ = 0;
@@ -38,6 +40,8 @@ private:
   std::mutex mtx_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  std::shared_ptr<connection_limits> limits_;
+  std::chrono::steady_clock::time_point last_refusal_log_{};
 };
 
 }  // namespace fusee::server

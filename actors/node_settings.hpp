@@ -27,6 +27,14 @@ struct endpoint_settings {
   std::string key_file;
 };
 
+/// One `[[token]]` table: a secret a worker, client or reader proves it knows (docs/protocol.md,
+/// "Extension: tokens"). Its file is read at start and on SIGHUP (server::token_store).
+struct token_settings {
+  std::string name;   ///< in logs and metrics, never the secret
+  std::string scope;  ///< worker, client or read
+  std::string file;
+};
+
 struct node_settings {
   // [server]
   std::string data_dir = "./data";
@@ -49,8 +57,16 @@ struct node_settings {
   uint64_t write_buffer_mb = 16;
   uint32_t max_parked_per_shard = 10000;  ///< calls and messages waiting for one shard's holder
   uint32_t max_parked = 1000000;          ///< ... for all shards' holders
+  uint32_t max_connections = 16384;          ///< worker and client connections open at once
+  uint32_t max_connections_per_peer = 4096;  ///< ... from one peer address
+  uint32_t hello_timeout_ms = 10000;  ///< from connecting to HELLO / CLIENT_HELLO (AUTH included)
+  uint32_t frame_timeout_ms = 60000;  ///< from a frame's first byte to its last
+  uint32_t max_frame_mb = 96;         ///< a frame's body, at most PROTOCOL.md's 96 MiB
+  uint32_t http_body_kb = 4096;       ///< an HTTP API request's body
   // [[endpoint]]
   std::vector<endpoint_settings> endpoints;
+  // [[token]]: none = connections need no token (bind to loopback, or add tokens)
+  std::vector<token_settings> tokens;
   // [cluster]: absent = a cluster of one (DESIGN.md §7)
   bool clustered = false;
   std::string cluster_node;    ///< this node's name in the map

@@ -11,11 +11,14 @@
 
 #include <caf/io/all.hpp>
 
+#include "actors/connection_limits.hpp"
 #include "actors/directory_interface.hpp"
 #include "actors/log_sink.hpp"
 #include "actors/logging.hpp"
 #include "actors/out_lane.hpp"
+#include "actors/token_store.hpp"
 #include "actors/wal/wal_writer.hpp"
+#include "protocol/auth.hpp"
 #include "protocol/messages.hpp"
 
 namespace fusee::server {
@@ -37,6 +40,14 @@ std::string peer_name(int fd) {
 
 enum class role { none, worker, client };
 
+/// Where a connection is in proving a token (docs/protocol.md, "Extension: tokens").
+enum class auth_phase {
+  open,        ///< the node has no tokens: everything is allowed
+  needed,      ///< the first frame must be AUTH
+  challenged,  ///< AUTH_CHALLENGE sent; the next frame must be AUTH_PROOF
+  proven,      ///< `scope` says what it may do
+};
+
 struct session_state {
   std::shared_ptr<const node_settings> cfg;
   caf::io::connection_handle hdl;
@@ -46,6 +57,17 @@ struct session_state {
   wal_writer* wal = nullptr;
   log_sink* sink = nullptr;
   std::shared_ptr<const shard_owners> owners;
+  std::shared_ptr<token_store> tokens;
+  auth_phase auth = auth_phase::open;
+  proto::scope scope = proto::scope::worker;
+  std::string token_name;  ///< the proven token's name (never its secret)
+  proto::bytes client_nonce, server_nonce;
+  proto::bytes binding;  ///< what proofs are bound to: empty without TLS
+  std::shared_ptr<connection_limits> limits;
+  std::string peer_ip;            ///< what `limits` counts this connection under
+  bool deadline_pending = false;  ///< a deadline_atom is on its way
+  bool partial = false;           ///< the decoder holds part of a frame
+  caf::actor_clock::time_point partial_since{};
   proto::frame_decoder decoder;
   role who = role::none;
   caf::actor_clock::time_point last_rx{};
@@ -63,7 +85,8 @@ struct session_state {
 using session_broker_actor =
     session_actor::extend<caf::reacts_to<caf::io::new_data_msg>,
                           caf::reacts_to<caf::io::connection_closed_msg>,
-                          caf::reacts_to<caf::io::data_transferred_msg>, caf::reacts_to<tick_atom>>;
+                          caf::reacts_to<caf::io::data_transferred_msg>, caf::reacts_to<tick_atom>,
+                          caf::reacts_to<deadline_atom>>;
 
 template <class T>
 struct broker_of;
@@ -124,6 +147,7 @@ void end_session(session_ptr self, bool close_socket) {
   st.closing = true;
   st.lane->close();
   st.sink->remove_session(st.id);
+  if (st.limits) st.limits->release(st.peer_ip);
   spdlog::debug("connection closed session={} peer={} name={}", st.id, st.peer,
                 logging::quoted(st.peer_name));
   if (st.who == role::worker) self->send(st.directory, session_ended{st.id, false});
@@ -139,6 +163,98 @@ void shutdown(session_ptr self) {
 void refuse_and_close(session_ptr self, uint64_t id, const proto::error& e) {
   write(self, proto::make_err(id, e));
   shutdown(self);
+}
+
+/// Refuses a connection that has not proven a token: counted, logged without any secret, closed.
+void refuse_unauthenticated(session_ptr self, uint64_t id, const std::string& why) {
+  auto& st = self->state;
+  st.tokens->count_refusal();
+  spdlog::warn("refused a connection: {} session={} peer={}", why, st.id, st.peer);
+  refuse_and_close(self, id, proto::error{proto::err_code::unauthorized, why});
+}
+
+/// The token extension's two requests (AUTH, AUTH_PROOF).
+void handle_auth(session_ptr self, proto::any_message& msg) {
+  auto& st = self->state;
+  if (auto* a = std::get_if<proto::auth_hello>(&msg)) {
+    if (st.auth == auth_phase::open) {  // as a server without the extension answers
+      refuse_and_close(self, a->head.id,
+                       proto::error{proto::err_code::unknown_kind,
+                                    "frame kind 48 (AUTH) is not a request this server knows: "
+                                    "it has no tokens"});
+      return;
+    }
+    if (st.auth != auth_phase::needed) {
+      refuse_unauthenticated(self, a->head.id, "a second AUTH on one connection");
+      return;
+    }
+    st.client_nonce = std::move(a->nonce);
+    st.server_nonce = proto::fresh_nonce();
+    st.auth = auth_phase::challenged;
+    write(self, proto::auth_challenge{a->head.id, st.server_nonce});
+    return;
+  }
+  auto& r = std::get<proto::auth_response>(msg);
+  if (st.auth != auth_phase::challenged) {
+    if (st.auth == auth_phase::open)
+      refuse_and_close(self, r.head.id,
+                       proto::error{proto::err_code::unknown_kind,
+                                    "frame kind 49 (AUTH_PROOF) is not a request this server "
+                                    "knows: it has no tokens"});
+    else
+      refuse_unauthenticated(self, r.head.id, "AUTH_PROOF without AUTH before it");
+    return;
+  }
+  auto tokens = st.tokens->tokens();
+  auto* t = proto::token_for_proof(*tokens, r.proof, st.client_nonce, st.server_nonce, st.binding);
+  if (t == nullptr) {
+    refuse_unauthenticated(self, r.head.id,
+                           "the token's proof matches none of this server's tokens (a wrong or "
+                           "retired token, or a proof made for another connection)");
+    return;
+  }
+  st.auth = auth_phase::proven;
+  st.scope = t->scope;
+  st.token_name = t->name;
+  auto proof = proto::auth_proof(t->secret, proto::auth_side::server, st.client_nonce,
+                                 st.server_nonce, st.binding);
+  write(self, proto::auth_ok{r.head.id, static_cast<uint8_t>(t->scope), t->name,
+                             proto::bytes(proof.begin(), proof.end())});
+  spdlog::debug("token proven session={} peer={} token={} scope={}", st.id, st.peer,
+                logging::quoted(t->name), proto::scope_name(t->scope));
+}
+
+/// False (and the request answered with ERR UNAUTHORIZED) if the connection may not send it.
+bool allowed(session_ptr self, const proto::any_message& msg) {
+  auto& st = self->state;
+  if (st.auth == auth_phase::open) return true;
+  uint64_t id = std::visit(
+      [](const auto& m) -> uint64_t {
+        if constexpr (requires { m.head; })
+          return m.head.id;
+        else
+          return m.id;
+      },
+      msg);
+  if (st.auth != auth_phase::proven) {
+    refuse_unauthenticated(
+        self, id,
+        "this server requires a token: prove one with AUTH before " +
+            proto::kind_name(static_cast<uint8_t>(proto::kind_of(msg))) +
+            " (docs/protocol.md, \"Extension: tokens\"; the fusee CLI and runtime take "
+            "--token-file or FUSEE_TOKEN_FILE)");
+    return false;
+  }
+  auto needed = proto::scope_needed(msg);
+  if (needed <= st.scope) return true;
+  st.tokens->count_refusal();
+  std::string what = proto::kind_name(static_cast<uint8_t>(proto::kind_of(msg)));
+  if (auto* c = std::get_if<proto::call>(&msg)) what = "a " + c->method + " CALL";
+  auto why = "token \"" + st.token_name + "\" has the " + std::string{proto::scope_name(st.scope)} +
+             " scope: " + what + " needs a " + std::string{proto::scope_name(needed)} + " token";
+  spdlog::warn("refused a request: {} session={} peer={}", why, st.id, st.peer);
+  write(self, proto::make_err(id, proto::error{proto::err_code::unauthorized, why}));
+  return false;
 }
 
 /// Where a request came from, for the directory.
@@ -168,6 +284,12 @@ std::vector<shard_report> reports_of(std::vector<proto::idle_entry>&& entries) {
 
 void handle(session_ptr self, proto::any_message&& msg) {
   auto& st = self->state;
+  if (std::holds_alternative<proto::auth_hello>(msg) ||
+      std::holds_alternative<proto::auth_response>(msg)) {
+    handle_auth(self, msg);
+    return;
+  }
+  if (!allowed(self, msg)) return;
   std::visit(
       [&](auto&& m) {
         using T = std::decay_t<decltype(m)>;
@@ -254,6 +376,39 @@ void handle(session_ptr self, proto::any_message&& msg) {
       std::move(msg));
 }
 
+/// Ticks while the connection owes its HELLO or holds part of a frame, at most a second apart:
+/// a pending delayed_send keeps its actor past shutdown, so none may wait longer than that.
+void arm_deadline(session_ptr self) {
+  auto& st = self->state;
+  if (st.deadline_pending || st.closing || (st.who != role::none && !st.partial)) return;
+  auto step = std::min<uint32_t>({1000, st.cfg->hello_timeout_ms, st.cfg->frame_timeout_ms});
+  st.deadline_pending = true;
+  self->delayed_send(self, std::chrono::milliseconds(step), deadline_atom::value);
+}
+
+/// Closes a connection that is too slow to say HELLO or to finish a frame.
+void check_deadline(session_ptr self) {
+  auto& st = self->state;
+  st.deadline_pending = false;
+  if (st.closing) return;
+  auto now = self->clock().now();
+  auto cut = [&](connection_limits::limit l, proto::err_code code, std::string why) {
+    if (st.limits) st.limits->count(l);
+    spdlog::warn("closing a slow connection: {} session={} peer={}", why, st.id, st.peer);
+    refuse_and_close(self, 0, proto::error{code, std::move(why)});
+  };
+  if (st.who == role::none &&
+      now - st.started >= std::chrono::milliseconds(st.cfg->hello_timeout_ms))
+    return cut(connection_limits::limit::hello_timeout, proto::err_code::bad_body,
+               "no HELLO or CLIENT_HELLO within " + std::to_string(st.cfg->hello_timeout_ms) +
+                   " ms of connecting (limits.hello_timeout_ms)");
+  if (st.partial && now - st.partial_since >= std::chrono::milliseconds(st.cfg->frame_timeout_ms))
+    return cut(connection_limits::limit::frame_timeout, proto::err_code::bad_frame,
+               "a frame begun " + std::to_string(st.cfg->frame_timeout_ms) +
+                   " ms ago is still not complete (limits.frame_timeout_ms)");
+  arm_deadline(self);
+}
+
 /// The session's stats (docs/operations.md, "session"); the inspector adds the shards it holds.
 actor_stats stats_of(session_ptr self) {
   auto& st = self->state;
@@ -266,6 +421,10 @@ actor_stats stats_of(session_ptr self) {
   a.mailbox = self->mailbox().size();
   a.text("peer", st.peer);
   a.text("name", st.peer_name);
+  if (st.auth == auth_phase::proven) {
+    a.text("token", st.token_name);
+    a.text("scope", std::string{proto::scope_name(st.scope)});
+  }
   auto out = st.lane->accepted();
   a.num("framesIn", st.frames_in);
   a.num("bytesIn", st.bytes_in);
@@ -279,9 +438,14 @@ actor_stats stats_of(session_ptr self) {
 }
 
 session_broker_actor::behavior_type session_fn(session_ptr self, caf::io::connection_handle hdl,
-                                               int fd, session_context ctx) {
+                                               int fd, std::string peer_ip, session_context ctx) {
   auto& st = self->state;
   st.cfg = ctx.settings;
+  st.limits = ctx.limits;
+  // The frame limit in bytes, never above the protocol's (max_frame_mb is at most 96).
+  st.decoder =
+      proto::frame_decoder{std::min<uint32_t>(st.cfg->max_frame_mb << 20, proto::max_body_size)};
+  st.peer_ip = std::move(peer_ip);
   st.hdl = hdl;
   st.lane = std::make_shared<out_lane>(fd, st.cfg->write_buffer_mb << 20);
   st.peer = peer_name(fd);
@@ -290,6 +454,8 @@ session_broker_actor::behavior_type session_fn(session_ptr self, caf::io::connec
   st.wal = ctx.wal;
   st.sink = ctx.sink;
   st.owners = ctx.owners ? ctx.owners : std::make_shared<const shard_owners>();
+  st.tokens = ctx.tokens;
+  if (st.tokens && st.tokens->required()) st.auth = auth_phase::needed;
   auto* sink = ctx.sink;
   st.last_rx = self->clock().now();
   st.started = st.last_rx;
@@ -297,6 +463,7 @@ session_broker_actor::behavior_type session_fn(session_ptr self, caf::io::connec
   sink->add_session(st.id, caf::actor_cast<session_actor>(self), st.lane);
   self->configure_read(hdl, caf::io::receive_policy::at_most(64 * 1024));
   self->ack_writes(hdl, true);
+  arm_deadline(self);  // the HELLO is owed from now on
   return {
       [=](const caf::io::new_data_msg& msg) {
         auto& st = self->state;
@@ -307,10 +474,12 @@ session_broker_actor::behavior_type session_fn(session_ptr self, caf::io::connec
         while (!st.closing) {
           auto f = st.decoder.next();
           if (!f) {
-            refuse_and_close(self, 0, f.err());
+            auto e = f.err();
+            if (e.code == proto::err_code::too_large) e.message += " (limits.max_frame_mb)";
+            refuse_and_close(self, 0, e);
             return;
           }
-          if (!*f) return;
+          if (!*f) break;
           st.frames_in++;
           auto m = proto::decode_request((*f)->kind, (*f)->body);
           if (!m) {
@@ -319,7 +488,13 @@ session_broker_actor::behavior_type session_fn(session_ptr self, caf::io::connec
           }
           handle(self, std::move(*m));
         }
+        if (st.closing) return;
+        bool partial = st.decoder.buffered() > 0;
+        if (partial && !st.partial) st.partial_since = st.last_rx;
+        st.partial = partial;
+        arm_deadline(self);
       },
+      [=](deadline_atom) { check_deadline(self); },
       [=](frame_atom, const bytes& frame) { write_bytes(self, frame); },
       [=](flush_atom) { drain_lane(self); },  // the writer thread left bytes in the lane
       [=](const caf::io::data_transferred_msg& msg) { self->state.lane->transferred(msg.written); },
@@ -351,8 +526,8 @@ session_id new_session_id() {
 }
 
 void fork_session(caf::io::broker* acceptor, caf::io::connection_handle hdl, int fd,
-                  const session_context& ctx) {
-  acceptor->fork(session_fn, hdl, fd, ctx);
+                  std::string peer_ip, const session_context& ctx) {
+  acceptor->fork(session_fn, hdl, fd, std::move(peer_ip), ctx);
 }
 
 }  // namespace fusee::server

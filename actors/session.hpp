@@ -16,21 +16,28 @@ namespace fusee::server {
 
 class wal_writer;
 class log_sink;
+class token_store;
+class connection_limits;
 
 /// What every session of a node shares.
 struct session_context {
   std::shared_ptr<const node_settings> settings;  ///< shards, liveness, write_buffer_mb
   directory_actor directory;
   wal_writer* wal = nullptr;
-  log_sink* sink = nullptr;  ///< the sessions register their out_lanes with it
+  log_sink* sink = nullptr;                    ///< the sessions register their out_lanes with it
   std::shared_ptr<const shard_owners> owners;  ///< requests for other nodes' shards are refused
+  /// Null or empty: any peer may connect; otherwise each must prove a token first (AUTH).
+  std::shared_ptr<token_store> tokens;
+  /// Counts connections per peer; a session releases its own. Null: no counting.
+  std::shared_ptr<connection_limits> limits;
 };
 
 /// A fresh id for a session (or a socket-less stand-in such as the HTTP API's call gateway).
 session_id new_session_id();
 
-/// Starts the session broker for the accepted socket `fd`, which `acceptor` added as `hdl`.
+/// Starts the session broker for the accepted socket `fd`, which `acceptor` added as `hdl`;
+/// `peer_ip` is the address ctx.limits admitted it under.
 void fork_session(caf::io::broker* acceptor, caf::io::connection_handle hdl, int fd,
-                  const session_context& ctx);
+                  std::string peer_ip, const session_context& ctx);
 
 }  // namespace fusee::server

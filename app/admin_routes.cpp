@@ -1,5 +1,7 @@
 #include "app/admin_routes.hpp"
 
+#include "app/bearer.hpp"
+
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -117,7 +119,19 @@ public:
     auto a = ask(sys, ctx.inspector, others);
     auto s = ask(sys, ctx.inspector, shards);
     if (!a || !s) return http_reply{503, "text/plain", "the node's inspector did not answer\n"};
-    text_ = render_metrics(*a, *s);
+    guard_counts guards;
+    if (ctx.tokens && ctx.tokens->required())
+      guards.auth =
+          auth_counts{ctx.tokens->tokens()->size(), ctx.tokens->refused(), ctx.tokens->reloads()};
+    if (ctx.limits) {
+      using limit = server::connection_limits::limit;
+      guards.connections = ctx.limits->open();
+      for (auto l : {limit::connections, limit::connections_per_peer, limit::hello_timeout,
+                     limit::frame_timeout})
+        guards.limit_refused.emplace_back(server::connection_limits::name(l),
+                                          ctx.limits->refused(l));
+    }
+    text_ = render_metrics(*a, *s, guards);
     at_ = now;
     return http_reply{200, content_type, text_};
   }
@@ -195,6 +209,7 @@ http_server::handler admin_routes(caf::actor_system& sys, admin_context ctx) {
       return http_reply{200, "text/css; charset=utf-8", std::string(dashboard_css())};
     if (p == "/healthz") return json(200, R"({"status":"ok"})");
     if (p == "/readyz") return readiness(sys, ctx);
+    if (auto refused = check_bearer(ex, ctx.tokens.get(), proto::scope::read)) return *refused;
     if (p == "/metrics") return metrics->get(sys, ctx);
     if (p == "/v1/invoker") return invoker_metrics(sys, ctx);
     if (p == "/v1/overview") return overview(sys, ctx);

@@ -3,8 +3,10 @@
 // /v1/log, /v1/invoker, /v1/overview and /v1/problems (docs/operations.md).
 #pragma once
 
+#include "actors/connection_limits.hpp"
 #include "actors/directory_interface.hpp"
 #include "actors/inspect/inspector.hpp"
+#include "actors/token_store.hpp"
 #include "app/http_server.hpp"
 
 namespace fusee::app {
@@ -15,6 +17,10 @@ struct admin_context {
   server::inspector_actor inspector;
   bool invoker_configured = false;
   server::cluster_actor cluster;  ///< null outside a cluster
+  /// With tokens, every route but the dashboard's files, /healthz and /readyz needs a bearer
+  /// token (read scope or above).
+  std::shared_ptr<server::token_store> tokens;
+  std::shared_ptr<server::connection_limits> limits;  ///< connections open, limit refusals
 };
 
 /// The handler for the admin server. It runs on microhttpd's threads and asks the actors with a

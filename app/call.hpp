@@ -10,6 +10,6 @@ namespace fusee::app {
 /// 2 for a refused call (parked too long, holder lost, bad request) or a connection problem.
 int run_call(const std::string& server, int64_t shard, const std::string& workflow,
              const std::string& method, const std::string& args, const std::string& type,
-             uint32_t park_ms);
+             uint32_t park_ms, const std::string& token);
 
 }  // namespace fusee::app

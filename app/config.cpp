@@ -1,7 +1,8 @@
 #include "app/config.hpp"
 
 #include "actors/logging.hpp"
-#include "app/secret_file.hpp"
+#include "actors/token_store.hpp"
+#include "client/secret_file.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -68,6 +69,18 @@ const setting<server_config> server_settings[] = {
      "calls and messages that may wait for one shard's holder; more are refused"},
     {"limits", "max_parked", &server_config::max_parked, 1, u32_max,
      "calls and messages that may wait for holders on this node; more are refused"},
+    {"limits", "max_connections", &server_config::max_connections, 1, u32_max,
+     "worker and client connections open at once; more are refused"},
+    {"limits", "max_connections_per_peer", &server_config::max_connections_per_peer, 1, u32_max,
+     "... from one peer address"},
+    {"limits", "hello_timeout_ms", &server_config::hello_timeout_ms, 100, u32_max,
+     "a connection that has not said HELLO (or CLIENT_HELLO, after AUTH) this long is closed"},
+    {"limits", "frame_timeout_ms", &server_config::frame_timeout_ms, 100, u32_max,
+     "a frame begun and not finished this long closes its connection"},
+    {"limits", "max_frame_mb", &server_config::max_frame_mb, 1, 96,
+     "largest frame body accepted, in MiB (PROTOCOL.md allows 96)"},
+    {"limits", "http_body_kb", &server_config::http_body_kb, 1, 1048576,
+     "largest HTTP API request body, in KiB; more is answered 413"},
 };
 
 const setting<endpoint_config> endpoint_settings[] = {
@@ -90,6 +103,19 @@ const setting<endpoint_config> endpoint_settings[] = {
     {"endpoint", "key_file", &endpoint_config::key_file, 0, 0, "https: client key for mutual TLS",
      true},
 };
+
+const setting<token_config> token_settings[] = {
+    {"token", "name", &token_config::name, 0, 0, "names the token in logs and metrics"},
+    {"token", "scope", &token_config::scope, 0, 0,
+     "worker (hold shards, any call), client (calls only) or read (describe, result, admin)"},
+    {"token", "file", &token_config::file, 0, 0,
+     "file holding the token (its bytes less trailing CR/LF, at least 16 bytes); reread on SIGHUP",
+     true},
+};
+
+bool is_loopback_host(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
 
 template <class C, size_t N>
 const setting<C>* find(const setting<C> (&table)[N], std::string_view tname, std::string_view key) {
@@ -286,6 +312,24 @@ std::optional<std::string> load_toml(const std::string& file, server_config& cfg
       }
       continue;
     }
+    if (tname == "token") {
+      auto* arr = table_node.as_array();
+      if (arr == nullptr || !arr->is_array_of_tables())
+        return where(file, table_node) + ": `token` must be written as [[token]] tables";
+      for (auto& t_node : *arr) {
+        token_config t;
+        for (auto&& [key_name, node] : *t_node.as_table()) {
+          std::string key{key_name.str()};
+          auto* s = find(token_settings, tname, key);
+          if (s == nullptr)
+            return where(file, node) + ": unknown key `token." + key +
+                   "` in [[token]] (expected name, scope, file)";
+          if (auto err = apply(*s, node, t, file, base, "token." + key)) return err;
+        }
+        cfg.tokens.push_back(std::move(t));
+      }
+      continue;
+    }
     if (tname == "cluster") {
       if (auto err = read_cluster(file, table_node, cfg)) return err;
       continue;
@@ -293,7 +337,8 @@ std::optional<std::string> load_toml(const std::string& file, server_config& cfg
     auto* tbl = table_node.as_table();
     if (tbl == nullptr)
       return where(file, table_node) + ": unknown key `" + tname +
-             "` (expected [server], [liveness], [invoker], [limits], [cluster] or [[endpoint]])";
+             "` (expected [server], [liveness], [invoker], [limits], [cluster], [[endpoint]] or "
+             "[[token]])";
     for (auto&& [key_name, node] : *tbl) {
       std::string key{key_name.str()};
       auto* s = find(server_settings, tname, key);
@@ -357,6 +402,13 @@ std::optional<std::string> validate(server_config& cfg) {
         return which + "`http` = \"" + n.http + "\" is not host:port";
     }
   }
+  if (auto tokens = server::read_tokens(cfg.tokens); !tokens) return tokens.err().message;
+  if (!cfg.tokens.empty() && !cfg.inspect_listen.empty() &&
+      !is_loopback_host(parse_host_port(cfg.inspect_listen)->host))
+    return "`server.inspect_listen` = \"" + cfg.inspect_listen +
+           "\" is reachable from other hosts, but `fusee inspect`'s CAF link cannot check "
+           "tokens: bind it to 127.0.0.1, or set it to \"\" and read the admin API's /v1 views "
+           "with a read token";
   for (size_t i = 0; i < cfg.endpoints.size(); ++i) {
     auto& ep = cfg.endpoints[i];
     std::string which = "[[endpoint]] #" + std::to_string(i + 1) +
@@ -378,7 +430,7 @@ std::optional<std::string> validate(server_config& cfg) {
         return which + "`endpoint.secret_file` is required unless the endpoint uses mutual TLS";
       continue;
     }
-    auto secret = read_secret_file(ep.secret_file);
+    auto secret = client::read_secret_file(ep.secret_file);
     if (!secret) return which + "`endpoint.secret_file`: " + secret.err().message;
     ep.secret = std::move(*secret);
   }
@@ -389,6 +441,7 @@ std::string describe_settings() {
   std::ostringstream out;
   describe(out, server_settings, "[");
   describe(out, endpoint_settings, "[[");
+  describe(out, token_settings, "[[");
   return out.str();
 }
 

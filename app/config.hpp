@@ -16,6 +16,7 @@ namespace fusee::app {
 /// this module reads them from TOML, checks them and describes them.
 using server_config = server::node_settings;
 using endpoint_config = server::endpoint_settings;
+using token_config = server::token_settings;
 
 using client::host_port;
 using client::parse_host_port;

@@ -9,8 +9,8 @@
 #include "app/config.hpp"
 #include "app/demo_workflows.hpp"
 #include "app/http_server.hpp"
-#include "app/secret_file.hpp"
 #include "client/connection.hpp"
+#include "client/secret_file.hpp"
 #include "protocol/invocation_request.hpp"
 #include "protocol/json_text.hpp"
 #include "protocol/signature.hpp"
@@ -44,6 +44,9 @@ http_reply run_invocation(const handler_config& cfg, const proto::invocation_req
   };
   if (!c) return unavailable("the server could not be reached: " + c.err().message);
   auto asked = std::chrono::steady_clock::now();
+  if (!cfg.token.empty())
+    if (auto proven = client::authenticate(*c, cfg.token, 5s); !proven)
+      return unavailable("the server refused the token: " + proven.err().message);
   auto lease = client::hello(*c, proto::offer_invoked | proto::offer_serve_calls, 0,
                              "fusee-handler", 5s, req.invocation);
   auto lease_wait = std::chrono::steady_clock::now() - asked;
@@ -123,7 +126,7 @@ int run_handler(const handler_config& cfg) {
   }
   std::vector<std::string> secrets;
   for (auto& file : cfg.secret_files) {
-    auto secret = read_secret_file(file);
+    auto secret = client::read_secret_file(file);
     if (!secret) {
       std::fprintf(stderr, "fusee handler: --secret-file: %s\n", secret.err().message.c_str());
       return 2;
@@ -144,6 +147,7 @@ int run_handler(const handler_config& cfg) {
   worker::worker_options wopts;
   wopts.name = "fusee-handler";
   wopts.linger_ms = cfg.linger_ms;
+  wopts.token = cfg.token;
   std::string err;
   auto srv = http_server::start(
       at->host, at->port,

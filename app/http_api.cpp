@@ -9,6 +9,8 @@
 #include <simdjson.h>
 
 #include "actors/call_gateway.hpp"
+#include "app/bearer.hpp"
+#include "protocol/auth.hpp"
 #include "protocol/json_text.hpp"
 #include "protocol/messages.hpp"
 #include "protocol/shard_hash.hpp"
@@ -186,6 +188,7 @@ struct http_api::impl final : server::call_results {
   server::call_gateway_actor gateway;
   uint32_t shards = 1;
   uint32_t park_ms = 0;
+  std::shared_ptr<server::token_store> tokens;  ///< null or empty: no bearer token needed
   std::atomic<uint64_t> next_ticket{1};
   std::mutex mu;
   struct waiting {
@@ -250,8 +253,13 @@ struct http_api::impl final : server::call_results {
   }
 
   void serve(const http_exchange& ex, http_responder respond) {
+    if (auto refused = check_bearer(ex, tokens.get(), proto::scope::read))
+      return respond(std::move(*refused));
     auto route = route_api_request(ex);
     if (route.refusal) return respond(json_reply(route.refusal->status, route.refusal->body));
+    auto needed =
+        proto::is_read_method(route.call->method) ? proto::scope::read : proto::scope::client;
+    if (auto refused = check_bearer(ex, tokens.get(), needed)) return respond(std::move(*refused));
     auto wait = std::chrono::milliseconds(route.call->wait_ms);
     call(waiting{std::move(*route.call), std::move(respond),
                  std::chrono::steady_clock::now() + wait});
@@ -260,6 +268,7 @@ struct http_api::impl final : server::call_results {
 
 std::unique_ptr<http_api> http_api::start(caf::actor_system& sys, server::directory_actor directory,
                                           const server::node_settings& settings,
+                                          std::shared_ptr<server::token_store> tokens,
                                           const std::string& host, uint16_t port,
                                           std::string* err) {
   std::unique_ptr<http_api> api{new http_api};
@@ -268,10 +277,11 @@ std::unique_ptr<http_api> http_api::start(caf::actor_system& sys, server::direct
   im->sys = &sys;
   im->shards = settings.shards;
   im->park_ms = settings.park_ms;
+  im->tokens = std::move(tokens);
   im->gateway = server::spawn_call_gateway(sys, std::move(directory), im);
   im->server = http_server::start_async(
       host, port, [im](const http_exchange& ex, http_responder r) { im->serve(ex, std::move(r)); },
-      err, 4u << 20);
+      err, size_t{settings.http_body_kb} << 10);
   if (!im->server) {
     caf::anon_send_exit(im->gateway, caf::exit_reason::user_shutdown);
     return nullptr;

@@ -14,6 +14,7 @@
 #include "actors/call_gateway.hpp"
 #include "actors/directory_interface.hpp"
 #include "actors/node_settings.hpp"
+#include "actors/token_store.hpp"
 #include "app/http_server.hpp"
 
 namespace fusee::app {
@@ -23,6 +24,7 @@ public:
   /// Serves on host:port; nullptr and `*err` on failure. Destroy it before the actor system.
   static std::unique_ptr<http_api> start(caf::actor_system& sys, server::directory_actor directory,
                                          const server::node_settings& settings,
+                                         std::shared_ptr<server::token_store> tokens,
                                          const std::string& host, uint16_t port, std::string* err);
   ~http_api();
   uint16_t port() const;

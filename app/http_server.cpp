@@ -99,6 +99,8 @@ MHD_Result respond(MHD_Connection* conn, const http_reply& r) {
   auto* resp = MHD_create_response_from_buffer(r.body.size(), const_cast<char*>(r.body.data()),
                                                MHD_RESPMEM_MUST_COPY);
   MHD_add_response_header(resp, "Content-Type", r.content_type.c_str());
+  for (auto& [name, value] : r.headers)
+    MHD_add_response_header(resp, name.c_str(), value.c_str());
   auto rc = MHD_queue_response(conn, r.status, resp);
   MHD_destroy_response(resp);
   return rc;

@@ -22,9 +22,13 @@ struct http_exchange {
 };
 
 struct http_reply {
-  unsigned status = 200;
-  std::string content_type = "application/json";
+  http_reply(unsigned status_ = 200, std::string content_type_ = "application/json",
+             std::string body_ = {})
+      : status(status_), content_type(std::move(content_type_)), body(std::move(body_)) {}
+  unsigned status;
+  std::string content_type;
   std::string body;
+  std::map<std::string, std::string> headers;  ///< beyond Content-Type
 };
 
 struct pending_reply;

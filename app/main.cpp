@@ -14,6 +14,7 @@
 #include "app/inspect_command.hpp"
 #include "app/server_main.hpp"
 #include "app/workflow_commands.hpp"
+#include "client/secret_file.hpp"
 #include "load/load_run.hpp"
 
 int main(int argc, char** argv) {
@@ -55,6 +56,14 @@ int main(int argc, char** argv) {
       ->add_option("--idle-ms", check_idle_ms,
                    "idle time before each run of the idle case (at most 100 runs)")
       ->check(CLI::Range(0, 10000));
+
+  // The token a command proves to the server (docs/protocol.md, "Extension: tokens").
+  std::string token_file;
+  auto token_option = [&](CLI::App* c) {
+    c->add_option("--token-file", token_file,
+                  "file holding the token to prove to the server (default: $FUSEE_TOKEN_FILE; "
+                  "none: the server needs no token)");
+  };
 
   fusee::app::handler_config hcfg;
   auto* handler = app.add_subcommand(
@@ -133,6 +142,8 @@ int main(int argc, char** argv) {
   describe->add_option("id", ccfg.id, "workflow id")->required();
   auto* cancel = app.add_subcommand("cancel", "cancel a running workflow");
   cancel->add_option("id", ccfg.id, "workflow id")->required();
+  for (auto* c : {start, signal, result, describe, cancel, worker, call, handler})
+    token_option(c);
   for (auto* c : {start, signal, result, describe, cancel})
     client_options(c);
 
@@ -179,6 +190,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.1, 86400.0));
   load->add_option("--rate", load_rate, "overrides [clients] rate (starts per second)")
       ->check(CLI::Range(0.1, 1e7));
+  token_option(load);
   load->add_option("--report", load_report, "the JSON report (default load-<name>.json)");
   std::vector<std::string> load_sets;
   load->add_option("--set", load_sets,
@@ -189,6 +201,17 @@ int main(int argc, char** argv) {
                  "check correctness only, not the scenario's performance targets (short CI runs)");
 
   CLI11_PARSE(app, argc, argv);
+
+  std::string token;
+  for (auto* c : {start, signal, result, describe, cancel, worker, call, handler, load})
+    if (*c) {
+      auto t = fusee::client::token_from(token_file);
+      if (!t) {
+        std::fprintf(stderr, "fusee %s: %s\n", c->get_name().c_str(), t.err().message.c_str());
+        return 2;
+      }
+      token = std::move(*t);
+    }
 
   if (*load) {
     std::string err;
@@ -208,6 +231,7 @@ int main(int argc, char** argv) {
     char self[4096];
     auto n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
     std::string binary = n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string(argv[0]);
+    sc->token = token;
     return fusee::load::run_load(*sc, {binary, load_report, !load_correctness_only});
   }
 
@@ -219,15 +243,22 @@ int main(int argc, char** argv) {
   for (auto* c : {start, signal, result, describe, cancel})
     if (*c) {
       ccfg.method = c->get_name();
+      ccfg.token = token;
       return fusee::app::run_client_command(ccfg);
     }
-  if (*worker) return fusee::app::run_worker(wcfg);
+  if (*worker) {
+    wcfg.token = token;
+    return fusee::app::run_worker(wcfg);
+  }
 
   if (*call)
     return fusee::app::run_call(call_server, call_shard, call_workflow, call_method, call_args,
-                                call_type, call_park_ms);
+                                call_type, call_park_ms, token);
 
-  if (*handler) return fusee::app::run_handler(hcfg);
+  if (*handler) {
+    hcfg.token = token;
+    return fusee::app::run_handler(hcfg);
+  }
 
   if (*check) return fusee::app::run_disk_check(check_dir, check_runs, check_idle_ms);
 

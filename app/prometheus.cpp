@@ -162,12 +162,28 @@ const histogram* histogram_of(const actor_stats& row, const std::string& name) {
 
 }  // namespace
 
-std::string render_metrics(const server::inspect_reply& actors,
-                           const server::inspect_reply& shards) {
+std::string render_metrics(const server::inspect_reply& actors, const server::inspect_reply& shards,
+                           const guard_counts& guards) {
   writer w;
   w.metric("build_info", "gauge", "Always 1; the labels name the build.", 1,
            "version=\"" FUSEE_VERSION "\"");
   w.metric("shards", "gauge", "Shards on this node.", actors.shards);
+  if (guards.connections)
+    w.metric("connections", "gauge", "Worker and client connections open.",
+             double(*guards.connections));
+  for (auto& [limit, n] : guards.limit_refused)
+    w.metric("limit_refused_total", "counter",
+             "Connections refused or closed by a limit (limits.*), by limit.", double(n),
+             "limit=\"" + limit + "\"");
+  if (auto& auth = guards.auth) {
+    w.metric("auth_tokens", "gauge", "Tokens this node accepts ([[token]], reread on SIGHUP).",
+             double(auth->tokens));
+    w.metric("auth_refused_total", "counter",
+             "Connections and requests refused for a missing, wrong or too weak token.",
+             double(auth->refused));
+    w.metric("auth_reloads_total", "counter", "Token files reread after SIGHUP.",
+             double(auth->reloads));
+  }
 
   if (auto* log = first_of(actors, "log")) {
     w.from_row(*log, log_metrics);

@@ -4,13 +4,29 @@
 // endpoint indexes only, never shard or session ids (docs/operations.md lists every metric).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "actors/inspect/stats.hpp"
 
 namespace fusee::app {
 
-std::string render_metrics(const server::inspect_reply& actors,
-                           const server::inspect_reply& shards);
+/// The token counters of a node with [[token]]s (server::token_store).
+struct auth_counts {
+  uint64_t tokens = 0, refused = 0, reloads = 0;
+};
+
+/// What the node's guards count outside the actors: tokens, connections and limits.
+struct guard_counts {
+  std::optional<auth_counts> auth;
+  std::optional<uint64_t> connections;  ///< worker and client connections open
+  /// Refusals by limit name (connections, connections_per_peer, hello_timeout, ...).
+  std::vector<std::pair<std::string, uint64_t>> limit_refused;
+};
+
+std::string render_metrics(const server::inspect_reply& actors, const server::inspect_reply& shards,
+                           const guard_counts& guards = {});
 
 }  // namespace fusee::app

@@ -8,6 +8,7 @@
 #include <caf/io/all.hpp>
 
 #include "actors/cluster/cluster.hpp"
+#include "actors/connection_limits.hpp"
 #include "actors/directory.hpp"
 #include "actors/http_client.hpp"
 #include "actors/inspect/inspector.hpp"
@@ -16,6 +17,7 @@
 #include "actors/log_sink.hpp"
 #include "actors/logging.hpp"
 #include "actors/message_types.hpp"
+#include "actors/token_store.hpp"
 #include "actors/wal/wal_writer.hpp"
 #include "app/admin_routes.hpp"
 #include "app/http_api.hpp"
@@ -55,7 +57,18 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);  // rereads the token files
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto tokens = server::token_store::load(cfg.tokens);
+  if (!tokens) {
+    spdlog::error("{}", tokens.err().message);
+    return 1;
+  }
+  if ((*tokens)->required())
+    spdlog::info("tokens required tokens={} (connections prove one with AUTH, HTTP requests "
+                 "send a bearer token)",
+                 cfg.tokens.size());
 
   server::log_sink sink;
   server::wal_recovery_report rep;
@@ -93,10 +106,12 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       caf::anon_send(directory, server::cluster_ready{server::forwarder_actor{cluster}});
     }
     std::string lerr;
+    auto limits = std::make_shared<server::connection_limits>(cfg.max_connections,
+                                                              cfg.max_connections_per_peer);
     auto acceptor = server::listener::start(
         sys, listen->host, listen->port,
         server::session_context{std::make_shared<const server::node_settings>(cfg), directory,
-                                wal.get(), &sink, owners},
+                                wal.get(), &sink, owners, *tokens, limits},
         &lerr);
     if (!acceptor) {
       spdlog::error("{}", lerr);
@@ -144,7 +159,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     if (acceptor && !cfg.http_listen.empty()) {
       auto at = parse_host_port(cfg.http_listen);
       std::string herr;
-      api = http_api::start(sys, directory, cfg, at->host, at->port, &herr);
+      api = http_api::start(sys, directory, cfg, *tokens, at->host, at->port, &herr);
       if (!api) {
         refuse_start("server.http_listen", herr);
       } else {
@@ -192,10 +207,11 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     auto admin_at = parse_host_port(cfg.admin_listen);
     if (acceptor) {
       std::string aerr;
-      admin = http_server::start(admin_at->host, admin_at->port,
-                                 admin_routes(sys, admin_context{directory, scheduler, inspector,
-                                                                 !cfg.endpoints.empty(), cluster}),
-                                 &aerr);
+      admin = http_server::start(
+          admin_at->host, admin_at->port,
+          admin_routes(sys, admin_context{directory, scheduler, inspector, !cfg.endpoints.empty(),
+                                          cluster, *tokens, limits}),
+          &aerr);
       if (!admin) {
         refuse_start("server.admin_listen", aerr);
       } else {
@@ -223,7 +239,19 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
         std::rename(tmp.c_str(), ready_file.c_str());
       }
       int sig = 0;
-      sigwait(&stop_signals, &sig);
+      for (;;) {
+        sigwait(&stop_signals, &sig);
+        if (sig != SIGHUP) break;
+        // Open connections keep the scope they proved; new ones see the files as they are now.
+        if (!(*tokens)->required()) {
+          spdlog::info("SIGHUP: this node has no [[token]] tables; nothing to reload");
+        } else if (auto n = (*tokens)->reload()) {
+          spdlog::info("SIGHUP: token files reloaded tokens={}", *n);
+        } else {
+          spdlog::error("SIGHUP: the token files were not reloaded, the tokens in use stay: {}",
+                        n.err().message);
+        }
+      }
       spdlog::info("stopping signal={}", sig);
       acceptor->stop();
       // Every open connection ends with ERR SHUTTING_DOWN (a worker reconnects with backoff):

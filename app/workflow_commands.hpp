@@ -15,6 +15,7 @@ struct worker_command {
   uint64_t checkpoint_after_ms = 60000;
   uint64_t retention_ms = 7ull * 24 * 3600 * 1000;
   uint64_t resend_every_ms = 30000;
+  std::string token;  ///< proven to the server; empty = none
 };
 
 int run_worker(const worker_command& cfg);
@@ -26,6 +27,7 @@ struct client_command {
   std::string json_arg = "null";  ///< input (start) or payload (signal)
   uint64_t wait_ms = 0;
   uint32_t park_ms = 0;
+  std::string token;  ///< proven to the server; empty = none
 };
 
 /// Prints the answer's JSON on stdout. Exit status: 0 ok, 1 the workflow or worker refused

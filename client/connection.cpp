@@ -117,6 +117,49 @@ proto::result<proto::any_message> connection::receive(std::chrono::milliseconds 
   }
 }
 
+namespace {
+
+/// The answer `r` as a T, an ERR as its error, anything else as bad_body naming what came.
+template <class T>
+proto::result<T> expect(proto::result<proto::any_message> r, const char* want) {
+  if (!r) return r.err();
+  if (auto* m = std::get_if<T>(&*r)) return std::move(*m);
+  if (auto* e = std::get_if<proto::err>(&*r))
+    return error{static_cast<err_code>(e->code), e->message};
+  return error{err_code::bad_body, std::string{"expected "} + want + ", got " +
+                                       proto::kind_name(static_cast<uint8_t>(proto::kind_of(*r)))};
+}
+
+}  // namespace
+
+proto::result<authenticated> authenticate(connection& c, std::string_view secret,
+                                          std::chrono::milliseconds timeout,
+                                          proto::byte_view binding) {
+  auto mine = proto::fresh_nonce();
+  if (!c.send(proto::auth_hello{proto::request_head{1}, 1, mine}))
+    return error{err_code::io, "send failed"};
+  auto challenge = expect<proto::auth_challenge>(c.receive(timeout), "AUTH_CHALLENGE");
+  if (!challenge && challenge.err().code == err_code::unknown_kind)
+    return error{err_code::unauthorized,
+                 "the server takes no tokens (it does not know AUTH): connect without one, or "
+                 "give the server [[token]] tables"};
+  if (!challenge) return challenge.err();
+  auto proof = proto::auth_proof(secret, proto::auth_side::client, mine, challenge->nonce, binding);
+  if (!c.send(
+          proto::auth_response{proto::request_head{2}, proto::bytes(proof.begin(), proof.end())}))
+    return error{err_code::io, "send failed"};
+  auto ok = expect<proto::auth_ok>(c.receive(timeout), "AUTH_OK");
+  if (!ok) return ok.err();
+  auto theirs =
+      proto::auth_proof(secret, proto::auth_side::server, mine, challenge->nonce, binding);
+  auto sc = proto::scope_of_byte(ok->scope);
+  if (!proto::same_bytes(theirs, ok->proof) || !sc)
+    return error{err_code::unauthorized,
+                 "the server's proof does not match this token: it is not a server that holds "
+                 "it (check the address and the token file)"};
+  return authenticated{*sc, std::move(ok->token)};
+}
+
 proto::result<uint32_t> client_hello(connection& c, const std::string& name,
                                      std::chrono::milliseconds timeout) {
   if (!c.send(proto::client_hello{proto::request_head{1}, proto::protocol_version, name}))
@@ -147,12 +190,7 @@ bool send_hello(connection& c, uint32_t offers, uint32_t max_shards, const std::
 }
 
 proto::result<proto::lease> lease_of(proto::result<proto::any_message> r) {
-  if (!r) return r.err();
-  if (auto* l = std::get_if<proto::lease>(&*r)) return std::move(*l);
-  if (auto* e = std::get_if<proto::err>(&*r))
-    return error{static_cast<err_code>(e->code), e->message};
-  return error{err_code::bad_body,
-               "expected LEASE, got " + proto::kind_name(static_cast<uint8_t>(proto::kind_of(*r)))};
+  return expect<proto::lease>(std::move(r), "LEASE");
 }
 
 proto::result<proto::lease> hello(connection& c, uint32_t offers, uint32_t max_shards,

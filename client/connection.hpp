@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "protocol/auth.hpp"
 #include "protocol/messages.hpp"
 #include "protocol/result.hpp"
 
@@ -54,6 +55,20 @@ private:
   bool timed_out_ = false;
   proto::frame_decoder decoder_;
 };
+
+/// What AUTH proved (docs/protocol.md, "Extension: tokens").
+struct authenticated {
+  proto::scope scope = proto::scope::read;
+  std::string token;  ///< the token's name on the server
+};
+
+/// Proves `secret` to the server and checks the server's proof in return (the first frames on a
+/// connection to a server with tokens). An ERR from the server comes back as that error
+/// (UNAUTHORIZED with its message); a server proof that does not match is UNAUTHORIZED too.
+/// `binding` is the TLS exporter value, empty without TLS.
+proto::result<authenticated> authenticate(connection& c, std::string_view secret,
+                                          std::chrono::milliseconds timeout,
+                                          proto::byte_view binding = {});
 
 /// CLIENT_HELLO named `name`; waits for its OK and returns the server's shard count (an ERR
 /// refusing it is returned as that error, any other answer as bad_body naming its kind).

@@ -18,7 +18,8 @@ struct run_fate {
 };
 
 /// One fate per id, in order. `err` is set when the server could not be reached at all.
-std::vector<run_fate> ask_fates(const std::string& server, const std::vector<std::string>& ids,
+std::vector<run_fate> ask_fates(const std::string& server, const std::string& token,
+                                const std::vector<std::string>& ids,
                                 std::chrono::steady_clock::time_point deadline, std::string* err);
 
 }  // namespace fusee::load

@@ -31,6 +31,9 @@ std::string client_lane::connect(const std::string& server, uint32_t* shards) {
   auto c = client::connection::open(at->host, at->port);
   if (!c) return c.err().message;
   auto conn = std::make_shared<client::connection>(std::move(*c));
+  if (!s_.token.empty())
+    if (auto proven = client::authenticate(*conn, s_.token, std::chrono::seconds(10)); !proven)
+      return "AUTH: " + proven.err().message;
   auto n =
       client::client_hello(*conn, "load-client-" + std::to_string(lane_), std::chrono::seconds(10));
   if (!n) return "CLIENT_HELLO: " + n.err().message;

@@ -17,7 +17,10 @@ struct scenario {
   /// host:port of a running server, or a cluster's nodes "a,b,c" (workers and client
   /// connections spread over them in turn); empty: the tool starts one
   std::string server;
-  uint32_t shards = 64;    ///< for the server the tool starts
+  /// The token every worker and client of the run proves (`--token-file`, not a scenario key);
+  /// empty = none.
+  std::string token;
+  uint32_t shards = 64;  ///< for the server the tool starts
   /// After the drain, kill -9 the server the tool started and start it again on the same data
   /// dir before the checks: what it acknowledged must have survived.
   bool restart_before_check = false;

@@ -71,14 +71,13 @@ result<std::optional<frame>> frame_decoder::next() {
   uint8_t kind = p[4];
   uint32_t len = load_le32(p + 5);
   uint32_t crc = load_le32(p + 9);
-  if (len > max_body_size)
+  if (len > max_body_ || len > max_body_size)
     return fail(frame_error::too_large, "frame body of " + std::to_string(len) +
                                             " bytes exceeds the limit of " +
-                                            std::to_string(max_body_size));
-  if (avail < frame_header_size + len) {
-    buf_.reserve(pos_ + frame_header_size + len);
-    return std::optional<frame>{};
-  }
+                                            std::to_string(std::min(max_body_, max_body_size)));
+  // No reserve() for the length a header claims: a peer that sends headers only must not make
+  // this side allocate their bodies.
+  if (avail < frame_header_size + len) return std::optional<frame>{};
   byte_view body{p + frame_header_size, len};
   if (frame_crc(kind, body) != crc)
     return fail(frame_error::bad_checksum, "bad checksum on a frame of kind " +

@@ -42,6 +42,9 @@ err_code to_err_code(frame_error e);
 /// After a failure it stays failed (the connection must close); it never reads past what was fed.
 class frame_decoder {
 public:
+  /// Bodies over `max_body` bytes (at most max_body_size) fail with TOO_LARGE.
+  explicit frame_decoder(uint32_t max_body = max_body_size) : max_body_(max_body) {}
+
   void feed(const uint8_t* data, size_t size);
   void feed(byte_view data) { feed(data.data(), data.size()); }
 
@@ -56,6 +59,7 @@ public:
 private:
   error fail(frame_error e, std::string message);
 
+  uint32_t max_body_;
   bytes buf_;
   size_t pos_ = 0;
   std::optional<frame_error> failure_;

@@ -260,6 +260,43 @@ bool describe(F& f, cluster_map_frame& x) {
   return f("id", x.id) && f("digest", x.digest) && f("node", x.node) && f("nodes", x.nodes);
 }
 
+/// A nonce or proof of the token extension: exactly 32 bytes.
+template <class F>
+bool fixed_32(F& f, const char* name, bytes& v) {
+  return f(name, v) && f.check(v.size() == 32, err_code::bad_body, [&] {
+    return std::string{name} + " must be 32 bytes, not " + std::to_string(v.size());
+  });
+}
+
+template <class F>
+bool describe(F& f, auth_hello& x) {
+  return f("head", x.head) && f("version", x.version) &&
+         f.check(x.version == 1, err_code::version,
+                 [&] {
+                   return "token extension version " + std::to_string(x.version) +
+                          " is not supported (this side speaks 1)";
+                 }) &&
+         fixed_32(f, "nonce", x.nonce) && shardless(f, x.head, "AUTH");
+}
+
+template <class F>
+bool describe(F& f, auth_response& x) {
+  return f("head", x.head) && fixed_32(f, "proof", x.proof) && shardless(f, x.head, "AUTH_PROOF");
+}
+
+template <class F>
+bool describe(F& f, auth_challenge& x) {
+  return f("id", x.id) && fixed_32(f, "nonce", x.nonce);
+}
+
+template <class F>
+bool describe(F& f, auth_ok& x) {
+  return f("id", x.id) && f("scope", x.scope) &&
+         f.check(x.scope >= 1 && x.scope <= 3, err_code::bad_body,
+                 [&] { return "scope " + std::to_string(x.scope) + " is not 1, 2 or 3"; }) &&
+         f("token", x.token) && fixed_32(f, "proof", x.proof);
+}
+
 template <class T>
 struct is_strong : std::false_type {};
 template <class Tag, class Rep>
@@ -486,6 +523,14 @@ std::string kind_name(uint8_t k) {
     return "IO_FAILED";
   case kind::cluster_map:
     return "CLUSTER_MAP";
+  case kind::auth:
+    return "AUTH";
+  case kind::auth_proof:
+    return "AUTH_PROOF";
+  case kind::auth_challenge:
+    return "AUTH_CHALLENGE";
+  case kind::auth_ok:
+    return "AUTH_OK";
   }
   return "kind " + std::to_string(k);
 }

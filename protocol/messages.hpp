@@ -35,6 +35,8 @@ enum class kind : uint8_t {
   drain = 12,
   idle = 13,
   release = 14,
+  auth = 48,        ///< extension (docs/protocol.md, "Extension: tokens"): starts the proof
+  auth_proof = 49,  ///< extension: the client's proof
 
   ok = 64,
   err = 65,
@@ -49,7 +51,9 @@ enum class kind : uint8_t {
   ack = 74,
   revoked = 75,
   io_failed = 76,
-  cluster_map = 77,  ///< extension (docs/protocol.md): answers a HELLO offering CLUSTER_MAP
+  cluster_map = 77,     ///< extension (docs/protocol.md): answers a HELLO offering CLUSTER_MAP
+  auth_challenge = 112,  ///< extension: the server's nonce, answering AUTH
+  auth_ok = 113,         ///< extension: the token is proven; the server's proof
 };
 
 constexpr bool is_request_kind(uint8_t k) {
@@ -244,6 +248,24 @@ struct release {
   bool operator==(const release&) const = default;
 };
 
+/// Extension (tokens): the first frame on a server that has tokens. `nonce` is the client's
+/// fresh nonce (32 bytes).
+struct auth_hello {
+  static constexpr kind tag = kind::auth;
+  request_head head;
+  uint32_t version = 1;  ///< of the token extension
+  bytes nonce;
+  bool operator==(const auth_hello&) const = default;
+};
+
+/// Extension (tokens): the client's proof of its token over both nonces (protocol/auth.hpp).
+struct auth_response {
+  static constexpr kind tag = kind::auth_proof;
+  request_head head;
+  bytes proof;
+  bool operator==(const auth_response&) const = default;
+};
+
 // -- from the server --------------------------------------------------------------------------
 
 /// OK: `payload` is request-specific (empty unless stated; 4 bytes shard_count for CLIENT_HELLO).
@@ -375,11 +397,31 @@ struct cluster_map_frame {
   bool operator==(const cluster_map_frame&) const = default;
 };
 
+/// Extension (tokens): answers AUTH with the server's fresh nonce (32 bytes).
+struct auth_challenge {
+  static constexpr kind tag = kind::auth_challenge;
+  uint64_t id = 0;
+  bytes nonce;
+  bool operator==(const auth_challenge&) const = default;
+};
+
+/// Extension (tokens): answers AUTH_PROOF when a token matched: its scope (1 read, 2 client,
+/// 3 worker), its name, and the server's proof that it knows the same secret.
+struct auth_ok {
+  static constexpr kind tag = kind::auth_ok;
+  uint64_t id = 0;
+  uint8_t scope = 0;
+  std::string token;
+  bytes proof;
+  bool operator==(const auth_ok&) const = default;
+};
+
 using any_message =
     std::variant<hello, append, recover_log, checkpoint, load_checkpoint, ping, client_hello, call,
                  call_reply, relay, message_ack, drain, idle, release, ok, err, lease, grant,
                  durable, log_page, checkpoint_data, relayed_call, call_result, message, ack,
-                 revoked, io_failed, cluster_map_frame>;
+                 revoked, io_failed, cluster_map_frame, auth_hello, auth_response, auth_challenge,
+                 auth_ok>;
 
 kind kind_of(const any_message& m);
 

@@ -26,8 +26,9 @@ struct mac_ctx_deleter {
   std::abort();
 }
 
-/// HMAC-SHA256 over the concatenation of `parts`.
-sha256_digest hmac_parts(byte_view key, std::initializer_list<byte_view> parts) {
+}  // namespace
+
+sha256_digest hmac_sha256(byte_view key, std::initializer_list<byte_view> parts) {
   static EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
   if (mac == nullptr) crypto_failure("EVP_MAC_fetch(HMAC)");
   std::unique_ptr<EVP_MAC_CTX, mac_ctx_deleter> ctx{EVP_MAC_CTX_new(mac)};
@@ -49,9 +50,11 @@ sha256_digest hmac_parts(byte_view key, std::initializer_list<byte_view> parts) 
   return out;
 }
 
+namespace {
+
 sha256_digest sign_digest(std::string_view secret, std::string_view t, std::string_view body) {
   static const uint8_t dot = '.';
-  return hmac_parts(as_bytes(secret), {as_bytes(t), byte_view{&dot, 1}, as_bytes(body)});
+  return hmac_sha256(as_bytes(secret), {as_bytes(t), byte_view{&dot, 1}, as_bytes(body)});
 }
 
 std::optional<uint64_t> parse_decimal(std::string_view s) {
@@ -85,7 +88,7 @@ signature_failure failure(signature_error e, std::string message) {
 }  // namespace
 
 sha256_digest hmac_sha256(byte_view key, byte_view data) {
-  return hmac_parts(key, {data});
+  return hmac_sha256(key, std::initializer_list<byte_view>{data});
 }
 
 std::string sign(std::span<const std::string> secrets, uint64_t t_ms, std::string_view body) {

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <string>
@@ -20,6 +21,8 @@ inline constexpr uint64_t default_signature_tolerance_ms = 5 * 60 * 1000;
 using sha256_digest = std::array<uint8_t, 32>;
 
 sha256_digest hmac_sha256(byte_view key, byte_view data);
+/// HMAC-SHA256 over the concatenation of `parts`.
+sha256_digest hmac_sha256(byte_view key, std::initializer_list<byte_view> parts);
 
 /// The header value for `body` signed at `t_ms` with each of `secrets` (one v1= entry each, in
 /// order: during rotation, sign with the new and the old secret).

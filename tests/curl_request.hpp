@@ -4,6 +4,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <curl/curl.h>
 
@@ -12,8 +13,13 @@ namespace fusee::test {
 inline std::pair<long, std::string> http_request(const std::string& method, uint16_t port,
                                                  const std::string& path,
                                                  const std::string& body = "",
-                                                 long timeout_ms = 30000) {
+                                                 long timeout_ms = 30000,
+                                                 const std::vector<std::string>& headers = {}) {
   CURL* c = curl_easy_init();
+  curl_slist* list = nullptr;
+  for (auto& h : headers)
+    list = curl_slist_append(list, h.c_str());
+  if (list != nullptr) curl_easy_setopt(c, CURLOPT_HTTPHEADER, list);
   std::string answer;
   auto url = "http://127.0.0.1:" + std::to_string(port) + path;
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
@@ -33,6 +39,7 @@ inline std::pair<long, std::string> http_request(const std::string& method, uint
   long status = 0;
   if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
   curl_easy_cleanup(c);
+  curl_slist_free_all(list);
   return {status, answer};
 }
 

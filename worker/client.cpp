@@ -19,7 +19,8 @@ std::string call_answer::error() const {
 }
 
 proto::result<workflow_client> workflow_client::connect(const std::string& server,
-                                                        const std::string& name) {
+                                                        const std::string& name,
+                                                        const std::string& token) {
   auto at = client::parse_host_port(server);
   if (!at)
     return proto::error{proto::err_code::io, "server address " + server + " is not host:port"};
@@ -27,6 +28,9 @@ proto::result<workflow_client> workflow_client::connect(const std::string& serve
   if (!c) return c.err();
   workflow_client wc;
   wc.conn_ = std::move(*c);
+  if (!token.empty())
+    if (auto proven = client::authenticate(wc.conn_, token, std::chrono::seconds(10)); !proven)
+      return proven.err();
   auto count = client::client_hello(wc.conn_, name, std::chrono::seconds(10));
   if (!count) return count.err();
   wc.shard_count_ = *count;

@@ -40,6 +40,9 @@ struct worker_options {
   /// Fault injection (load tests): an invocation drops its connection this long after its LEASE,
   /// with no DRAIN, as a crashed handler would, and answers 503. 0: never.
   uint32_t drop_invocation_after_ms = 0;
+  /// The token proven to the server before HELLO (docs/protocol.md, "Extension: tokens");
+  /// empty: the server needs none. Never logged.
+  std::string token;
   /// Lines for the operator; stderr when empty.
   std::function<void(const std::string&)> log;
 };

@@ -162,9 +162,28 @@ function shardAt(ev) {
   return s >= 0 && s < lastGrid.length ? s : -1;
 }
 
+// A node with [[token]]s answers 401 without `Authorization: Bearer`: ask once for a token of the
+// read scope, keep it for this tab only (sessionStorage), and send it with every request.
+async function api(path) {
+  const headers = {};
+  const token = sessionStorage.getItem("fusee-token");
+  if (token) headers["Authorization"] = "Bearer " + token;
+  const res = await fetch(path, { cache: "no-store", headers });
+  if (res.status === 401 && !api.asking) {
+    api.asking = true;
+    const given = window.prompt("This node requires a token (read scope or above):");
+    api.asking = false;
+    if (given) {
+      sessionStorage.setItem("fusee-token", given.trim());
+      return api(path);
+    }
+  }
+  return res;
+}
+
 async function showShard(s) {
   try {
-    const res = await fetch("/v1/shards/" + s);
+    const res = await api("/v1/shards/" + s);
     const row = await res.json();
     const keep = Object.entries(row).filter(([k]) => k !== "histograms");
     text(el("shard-detail"), keep.map(([k, v]) => k + "=" + JSON.stringify(v)).join("  "));
@@ -260,7 +279,7 @@ function renderNode(actors) {
 async function tick() {
   let o;
   try {
-    const res = await fetch("/v1/overview", { cache: "no-store" });
+    const res = await api("/v1/overview");
     if (!res.ok) throw new Error("HTTP " + res.status);
     o = await res.json();
   } catch (e) {

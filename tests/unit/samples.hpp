@@ -57,6 +57,10 @@ inline std::vector<proto::any_message> sample_messages() {
                         "b",
                         {map_node{"a", "127.0.0.1:7400", "127.0.0.1:7402", {{0, 7}, {12, 12}}},
                          map_node{"b", "127.0.0.1:7500", "", {{8, 11}, {13, 15}}}}},
+      auth_hello{none, 1, bytes(32, 0x11)},
+      auth_response{none, bytes(32, 0x22)},
+      auth_challenge{11, bytes(32, 0x33)},
+      auth_ok{11, 2, "ci", bytes(32, 0x44)},
   };
 }
 

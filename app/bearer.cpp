@@ -1,0 +1,35 @@
+#include "app/bearer.hpp"
+
+#include "actors/logging.hpp"
+#include "protocol/json_text.hpp"
+
+namespace fusee::app {
+
+std::optional<http_reply> check_bearer(const http_exchange& ex, server::token_store* tokens,
+                                       proto::scope needed) {
+  if (tokens == nullptr || !tokens->required()) return std::nullopt;
+  auto what = ex.method + " " + ex.path;
+  auto refuse = [&](unsigned status, const std::string& why) {
+    tokens->count_refusal();
+    spdlog::warn("refused an HTTP request: {} ({})", why, what);
+    http_reply r{status, "application/json", proto::json_error(why)};
+    if (status == 401) r.headers["WWW-Authenticate"] = "Bearer realm=\"fusee\"";
+    return r;
+  };
+  auto h = ex.headers.find("authorization");
+  constexpr std::string_view prefix = "Bearer ";
+  if (h == ex.headers.end() || h->second.compare(0, prefix.size(), prefix) != 0)
+    return refuse(401, "this server requires a token: send `Authorization: Bearer <token>` with a "
+                       "token of the " +
+                           std::string{proto::scope_name(needed)} + " scope or above");
+  auto list = tokens->tokens();
+  auto* t = proto::token_for_secret(*list, std::string_view{h->second}.substr(prefix.size()));
+  if (t == nullptr) return refuse(401, "the bearer token is not one this server accepts");
+  if (t->scope < needed)
+    return refuse(403, "token \"" + t->name + "\" has the " +
+                           std::string{proto::scope_name(t->scope)} + " scope: " + what +
+                           " needs a " + std::string{proto::scope_name(needed)} + " token");
+  return std::nullopt;
+}
+
+}  // namespace fusee::app
