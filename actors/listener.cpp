@@ -24,9 +24,10 @@ using accept_atom = caf::atom_constant<caf::atom("accept")>;
 
 caf::behavior acceptor_fn(caf::io::broker* self, session_context ctx) {
   return {
-      [=](accept_atom, int fd, std::string peer_ip) {
+      [=](accept_atom, int fd, std::string peer_ip, std::string peer, proto::bytes binding) {
         auto hdl = self->add_scribe(fd);
-        fork_session(self, hdl, fd, std::move(peer_ip), ctx);
+        fork_session(self, hdl, fd,
+                     peer_info{std::move(peer_ip), std::move(peer), std::move(binding)}, ctx);
       },
   };
 }
@@ -34,7 +35,8 @@ caf::behavior acceptor_fn(caf::io::broker* self, session_context ctx) {
 }  // namespace
 
 std::unique_ptr<listener> listener::start(caf::actor_system& sys, const std::string& host,
-                                          uint16_t port, session_context ctx, std::string* err) {
+                                          uint16_t port, session_context ctx, std::string* err,
+                                          tls::ctx_ptr tls) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -63,7 +65,30 @@ std::unique_ptr<listener> listener::start(caf::actor_system& sys, const std::str
   l->port_ = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
                                               : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
   l->limits_ = ctx.limits;
+  auto handshake_timeout = ctx.settings->hello_timeout_ms;
   auto broker = sys.middleman().spawn_broker(acceptor_fn, std::move(ctx));
+  if (tls) {
+    tls::terminator::options o;
+    o.ctx = std::move(tls);
+    o.handshake_timeout_ms = handshake_timeout;
+    o.plaintext_answer = [] {
+      auto f = proto::encode(proto::make_err(
+          0, proto::error{proto::err_code::unauthorized,
+                          "this listener speaks TLS 1.3: connect with TLS (--ca-file, or "
+                          "FUSEE_TLS_CA_FILE)"}));
+      return std::string(f.begin(), f.end());
+    }();
+    o.deliver = [broker](tls::handed_over h) {
+      caf::anon_send(broker, accept_atom::value, h.fd, std::move(h.peer_ip), std::move(h.peer),
+                     std::move(h.binding));
+    };
+    auto limits = l->limits_;
+    o.dropped = [limits](const std::string& ip) {
+      if (limits) limits->release(ip);
+    };
+    o.what = "workers";
+    l->tls_ = tls::terminator::start(std::move(o));
+  }
   l->broker_ = new caf::actor(broker);
   auto* raw = l.get();
   l->thread_ = std::thread([raw, broker] { raw->accept_loop(broker); });
@@ -126,7 +151,14 @@ void listener::accept_loop(caf::actor broker) {
         refuse(c, host, *refused);
         continue;
       }
-    caf::anon_send(broker, accept_atom::value, c, std::string{host});
+    if (tls_) {
+      char port[NI_MAXSERV] = "0";
+      ::getnameinfo(reinterpret_cast<sockaddr*>(&from), from_len, nullptr, 0, port, sizeof(port),
+                    NI_NUMERICSERV);
+      tls_->add(c, std::string{host} + ":" + port, host);
+      continue;
+    }
+    caf::anon_send(broker, accept_atom::value, c, std::string{host}, std::string{}, proto::bytes{});
   }
 }
 

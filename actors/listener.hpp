@@ -12,14 +12,17 @@
 #include <thread>
 
 #include "actors/session.hpp"
+#include "tls/terminator.hpp"
 
 namespace fusee::server {
 
 class listener {
 public:
   /// Binds host:port (0 = any free port) and starts accepting; nullptr and `*err` on failure.
+  /// With `tls`, every connection is a TLS 1.3 one (a tls::terminator ends it).
   static std::unique_ptr<listener> start(caf::actor_system& sys, const std::string& host,
-                                         uint16_t port, session_context ctx, std::string* err);
+                                         uint16_t port, session_context ctx, std::string* err,
+                                         tls::ctx_ptr tls = nullptr);
   ~listener();
   uint16_t port() const { return port_; }
   /// Stops accepting and ends the broker; open sessions end when the actor system does.
@@ -41,6 +44,7 @@ private:
   std::condition_variable cv_;
   bool stopping_ = false;
   std::shared_ptr<connection_limits> limits_;
+  std::unique_ptr<tls::terminator> tls_;
   std::chrono::steady_clock::time_point last_refusal_log_{};
 };
 

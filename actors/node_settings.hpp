@@ -55,8 +55,8 @@ struct node_settings {
   std::string log_level = "info";  ///< trace, debug, info, warn, error, off
   // [limits]
   uint64_t write_buffer_mb = 16;
-  uint32_t max_parked_per_shard = 10000;  ///< calls and messages waiting for one shard's holder
-  uint32_t max_parked = 1000000;          ///< ... for all shards' holders
+  uint32_t max_parked_per_shard = 10000;     ///< calls and messages waiting for one shard's holder
+  uint32_t max_parked = 1000000;             ///< ... for all shards' holders
   uint32_t max_connections = 16384;          ///< worker and client connections open at once
   uint32_t max_connections_per_peer = 4096;  ///< ... from one peer address
   uint32_t hello_timeout_ms = 10000;  ///< from connecting to HELLO / CLIENT_HELLO (AUTH included)
@@ -65,6 +65,10 @@ struct node_settings {
   uint32_t http_body_kb = 4096;       ///< an HTTP API request's body
   // [[endpoint]]
   std::vector<endpoint_settings> endpoints;
+  // [tls]: TLS 1.3 on the worker listener, the HTTP API and the admin server (empty: plaintext)
+  std::string tls_cert_file;  ///< this node's certificate chain (PEM)
+  std::string tls_key_file;   ///< its key (PEM)
+  std::string tls_ca_file;    ///< when set, clients must present a certificate it signed (mutual)
   // [[token]]: none = connections need no token (bind to loopback, or add tokens)
   std::vector<token_settings> tokens;
   // [cluster]: absent = a cluster of one (DESIGN.md §7)

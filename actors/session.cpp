@@ -438,17 +438,18 @@ actor_stats stats_of(session_ptr self) {
 }
 
 session_broker_actor::behavior_type session_fn(session_ptr self, caf::io::connection_handle hdl,
-                                               int fd, std::string peer_ip, session_context ctx) {
+                                               int fd, peer_info peer, session_context ctx) {
   auto& st = self->state;
   st.cfg = ctx.settings;
   st.limits = ctx.limits;
   // The frame limit in bytes, never above the protocol's (max_frame_mb is at most 96).
   st.decoder =
       proto::frame_decoder{std::min<uint32_t>(st.cfg->max_frame_mb << 20, proto::max_body_size)};
-  st.peer_ip = std::move(peer_ip);
+  st.peer_ip = std::move(peer.ip);
+  st.binding = std::move(peer.binding);
   st.hdl = hdl;
   st.lane = std::make_shared<out_lane>(fd, st.cfg->write_buffer_mb << 20);
-  st.peer = peer_name(fd);
+  st.peer = peer.address.empty() ? peer_name(fd) : std::move(peer.address);
   st.id = new_session_id();
   st.directory = std::move(ctx.directory);
   st.wal = ctx.wal;
@@ -525,9 +526,9 @@ session_id new_session_id() {
   return next++;
 }
 
-void fork_session(caf::io::broker* acceptor, caf::io::connection_handle hdl, int fd,
-                  std::string peer_ip, const session_context& ctx) {
-  acceptor->fork(session_fn, hdl, fd, std::move(peer_ip), ctx);
+void fork_session(caf::io::broker* acceptor, caf::io::connection_handle hdl, int fd, peer_info peer,
+                  const session_context& ctx) {
+  acceptor->fork(session_fn, hdl, fd, std::move(peer), ctx);
 }
 
 }  // namespace fusee::server

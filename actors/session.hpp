@@ -11,6 +11,7 @@
 #include "actors/cluster/shard_owners.hpp"
 #include "actors/directory_interface.hpp"
 #include "actors/node_settings.hpp"
+#include "protocol/wire.hpp"
 
 namespace fusee::server {
 
@@ -35,9 +36,15 @@ struct session_context {
 /// A fresh id for a session (or a socket-less stand-in such as the HTTP API's call gateway).
 session_id new_session_id();
 
-/// Starts the session broker for the accepted socket `fd`, which `acceptor` added as `hdl`;
-/// `peer_ip` is the address ctx.limits admitted it under.
-void fork_session(caf::io::broker* acceptor, caf::io::connection_handle hdl, int fd,
-                  std::string peer_ip, const session_context& ctx);
+/// Who is at the other end of an accepted socket.
+struct peer_info {
+  std::string ip;        ///< the address ctx.limits admitted it under
+  std::string address;   ///< host:port; empty: asked of the socket (not a TLS socketpair)
+  proto::bytes binding;  ///< the TLS exporter value token proofs are bound to; empty: no TLS
+};
+
+/// Starts the session broker for the accepted socket `fd`, which `acceptor` added as `hdl`.
+void fork_session(caf::io::broker* acceptor, caf::io::connection_handle hdl, int fd, peer_info peer,
+                  const session_context& ctx);
 
 }  // namespace fusee::server

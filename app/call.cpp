@@ -10,7 +10,7 @@ namespace fusee::app {
 
 int run_call(const std::string& server, int64_t shard, const std::string& workflow,
              const std::string& method, const std::string& args, const std::string& type,
-             uint32_t park_ms, const std::string& token) {
+             uint32_t park_ms, const client::security& sec) {
   auto at = parse_host_port(server);
   if (!at) {
     std::fprintf(stderr, "fusee call: --server %s is not host:port\n", server.c_str());
@@ -20,16 +20,11 @@ int run_call(const std::string& server, int64_t shard, const std::string& workfl
     std::fprintf(stderr, "fusee call: give exactly one of --shard and --workflow\n");
     return 2;
   }
-  auto c = client::connection::open(at->host, at->port);
+  auto c = client::connection::open(at->host, at->port, sec);
   if (!c) {
     std::fprintf(stderr, "fusee call: %s\n", c.err().message.c_str());
     return 2;
   }
-  if (!token.empty())
-    if (auto proven = client::authenticate(*c, token, std::chrono::seconds(10)); !proven) {
-      std::fprintf(stderr, "fusee call: %s\n", proven.err().message.c_str());
-      return 2;
-    }
   c->send(proto::client_hello{proto::request_head{1}, proto::protocol_version, "fusee-call"});
   auto hello = c->receive(std::chrono::seconds(10));
   auto* ok = hello ? std::get_if<proto::ok>(&*hello) : nullptr;

@@ -3,6 +3,7 @@
 #include "actors/logging.hpp"
 #include "actors/token_store.hpp"
 #include "client/secret_file.hpp"
+#include "tls/context.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -61,6 +62,11 @@ const setting<server_config> server_settings[] = {
      "the longest a call or message waits for a holder"},
     {"invoker", "close_grace_ms", &server_config::close_grace_ms, 0, u32_max,
      "after a 2xx, how long before an invocation's leases are revoked"},
+    {"tls", "cert_file", &server_config::tls_cert_file, 0, 0,
+     "this node's certificate chain (PEM): TLS 1.3 on listen, http_listen and admin_listen", true},
+    {"tls", "key_file", &server_config::tls_key_file, 0, 0, "the certificate's key (PEM)", true},
+    {"tls", "ca_file", &server_config::tls_ca_file, 0, 0,
+     "when set, every client must present a certificate this CA signed (mutual TLS)", true},
     {"log", "level", &server_config::log_level, 0, 0,
      "log level: trace, debug, info, warn, error or off"},
     {"limits", "write_buffer_mb", &server_config::write_buffer_mb, 1, 65536,
@@ -337,8 +343,9 @@ std::optional<std::string> load_toml(const std::string& file, server_config& cfg
     auto* tbl = table_node.as_table();
     if (tbl == nullptr)
       return where(file, table_node) + ": unknown key `" + tname +
-             "` (expected [server], [liveness], [invoker], [limits], [cluster], [[endpoint]] or "
-             "[[token]])";
+             "` (expected [server], [liveness], [invoker], [limits], [tls], [cluster], "
+             "[[endpoint]] "
+             "or [[token]])";
     for (auto&& [key_name, node] : *tbl) {
       std::string key{key_name.str()};
       auto* s = find(server_settings, tname, key);
@@ -403,6 +410,14 @@ std::optional<std::string> validate(server_config& cfg) {
     }
   }
   if (auto tokens = server::read_tokens(cfg.tokens); !tokens) return tokens.err().message;
+  if (cfg.tls_cert_file.empty() != cfg.tls_key_file.empty())
+    return "[tls]: `tls.cert_file` and `tls.key_file` go together";
+  if (!cfg.tls_ca_file.empty() && cfg.tls_cert_file.empty())
+    return "[tls]: `tls.ca_file` (client certificates) needs `tls.cert_file` and `tls.key_file`";
+  if (!cfg.tls_cert_file.empty())
+    if (auto ctx = tls::server_context({cfg.tls_cert_file, cfg.tls_key_file, cfg.tls_ca_file});
+        !ctx)
+      return "[tls]: " + ctx.err().message;
   if (!cfg.tokens.empty() && !cfg.inspect_listen.empty() &&
       !is_loopback_host(parse_host_port(cfg.inspect_listen)->host))
     return "`server.inspect_listen` = \"" + cfg.inspect_listen +

@@ -36,7 +36,7 @@ http_reply run_invocation(const handler_config& cfg, const proto::invocation_req
                           std::chrono::steady_clock::time_point received) {
   auto at = parse_host_port(req.server);
   if (!at) return json_reply(400, json_error("bad server address " + req.server));
-  auto c = client::connection::open(at->host, at->port);
+  auto c = client::connection::open(at->host, at->port, cfg.security, 5s);
   auto unavailable = [&](const std::string& why) {
     std::fprintf(stderr, "fusee handler: invocation %s: %s\n",
                  proto::format_invocation_id(req.invocation).c_str(), why.c_str());
@@ -44,9 +44,6 @@ http_reply run_invocation(const handler_config& cfg, const proto::invocation_req
   };
   if (!c) return unavailable("the server could not be reached: " + c.err().message);
   auto asked = std::chrono::steady_clock::now();
-  if (!cfg.token.empty())
-    if (auto proven = client::authenticate(*c, cfg.token, 5s); !proven)
-      return unavailable("the server refused the token: " + proven.err().message);
   auto lease = client::hello(*c, proto::offer_invoked | proto::offer_serve_calls, 0,
                              "fusee-handler", 5s, req.invocation);
   auto lease_wait = std::chrono::steady_clock::now() - asked;
@@ -147,7 +144,7 @@ int run_handler(const handler_config& cfg) {
   worker::worker_options wopts;
   wopts.name = "fusee-handler";
   wopts.linger_ms = cfg.linger_ms;
-  wopts.token = cfg.token;
+  wopts.security = cfg.security;
   std::string err;
   auto srv = http_server::start(
       at->host, at->port,

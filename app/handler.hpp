@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <string>
+
+#include "client/security.hpp"
 #include <vector>
 
 namespace fusee::app {
@@ -22,7 +24,7 @@ struct handler_config {
   uint32_t due_in_ms = 0;          ///< report a timer this far ahead (0: nothing due)
   uint32_t report_flags = 0;       ///< IDLE flags to report (1 BUSY, 2 EXPIRED; tests)
   uint64_t tolerance_ms = 300000;  ///< signature clock tolerance
-  std::string token;               ///< proven to the server before HELLO; empty = none
+  client::security security;       ///< TLS and token towards the server; default: neither
 };
 
 int run_handler(const handler_config& cfg);

@@ -269,8 +269,8 @@ struct http_api::impl final : server::call_results {
 std::unique_ptr<http_api> http_api::start(caf::actor_system& sys, server::directory_actor directory,
                                           const server::node_settings& settings,
                                           std::shared_ptr<server::token_store> tokens,
-                                          const std::string& host, uint16_t port,
-                                          std::string* err) {
+                                          const std::string& host, uint16_t port, std::string* err,
+                                          tls::ctx_ptr tls) {
   std::unique_ptr<http_api> api{new http_api};
   api->impl_ = std::make_unique<impl>();
   auto* im = api->impl_.get();
@@ -281,7 +281,7 @@ std::unique_ptr<http_api> http_api::start(caf::actor_system& sys, server::direct
   im->gateway = server::spawn_call_gateway(sys, std::move(directory), im);
   im->server = http_server::start_async(
       host, port, [im](const http_exchange& ex, http_responder r) { im->serve(ex, std::move(r)); },
-      err, size_t{settings.http_body_kb} << 10);
+      err, size_t{settings.http_body_kb} << 10, std::move(tls));
   if (!im->server) {
     caf::anon_send_exit(im->gateway, caf::exit_reason::user_shutdown);
     return nullptr;

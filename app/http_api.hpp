@@ -25,7 +25,8 @@ public:
   static std::unique_ptr<http_api> start(caf::actor_system& sys, server::directory_actor directory,
                                          const server::node_settings& settings,
                                          std::shared_ptr<server::token_store> tokens,
-                                         const std::string& host, uint16_t port, std::string* err);
+                                         const std::string& host, uint16_t port, std::string* err,
+                                         tls::ctx_ptr tls = nullptr);
   ~http_api();
   uint16_t port() const;
   /// The call gateway actor (for the inspector).

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -10,7 +12,14 @@
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "tls/terminator.hpp"
 
 namespace fusee::app {
 
@@ -33,7 +42,18 @@ struct http_server::impl {
   std::mutex mu;
   std::set<std::shared_ptr<pending_reply>> open;  // async requests not completed yet
   bool stopping = false;                          // under mu: no connection is suspended any more
+  // With TLS: this side listens and accepts, a terminator ends TLS and hands MHD the plaintext
+  // end of each connection (MHD_add_connection).
+  int listen_fd = -1;
+  std::thread tls_acceptor;
+  std::unique_ptr<tls::terminator> tls;
   ~impl() {
+    if (listen_fd >= 0) {
+      ::shutdown(listen_fd, SHUT_RDWR);
+      if (tls_acceptor.joinable()) tls_acceptor.join();
+      ::close(listen_fd);
+    }
+    tls.reset();  // closes the TLS sides: MHD sees the plaintext ends close
     if (!daemon) return;
     std::set<std::shared_ptr<pending_reply>> left;
     {
@@ -201,12 +221,95 @@ std::unique_ptr<http_server> finish_start(std::unique_ptr<http_server> s, MHD_Da
 }  // namespace
 
 namespace {
-/// Both modes: a daemon on host:port with `flags`, serving through `im`.
+
+/// MHD's messages behind a terminator: it tries TCP options on the socketpair ends it is given
+/// and says so ("Setting TCP_NODELAY ... failed", "Failed to push the data"); those are noise.
+void log_mhd(void*, const char* fmt, va_list ap) {
+  char line[512];
+  std::vsnprintf(line, sizeof(line), fmt, ap);
+  std::string_view text{line};
+  if (text.find("TCP_") != text.npos || text.find("Failed to push") != text.npos) return;
+  spdlog::warn("HTTP server: {}", text.substr(0, text.find_last_not_of("\n") + 1));
+}
+
+/// With TLS: binds host:port, accepts on a thread and gives each socket to a terminator, which
+/// hands MHD the plaintext end. False and `*err` if the address cannot be bound.
+bool start_tls(http_server::impl* im, sockaddr_in addr, const std::string& where, tls::ctx_ptr ctx,
+               std::string* err) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(fd, 128) != 0) {
+    *err = "cannot serve HTTPS on " + where + ": " + std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    return false;
+  }
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  im->port_out = ntohs(addr.sin_port);
+  im->listen_fd = fd;
+  tls::terminator::options o;
+  o.ctx = std::move(ctx);
+  std::string body = "{\"error\":\"this server speaks HTTPS (TLS 1.3), not HTTP\"}\n";
+  o.plaintext_answer = "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+                       "Connection: close\r\nContent-Length: " +
+                       std::to_string(body.size()) + "\r\n\r\n" + body;
+  o.deliver = [im](tls::handed_over h) {
+    // The socketpair's own (AF_UNIX) address: MHD then leaves TCP options alone.
+    sockaddr_storage from{};
+    socklen_t from_len = sizeof(from);
+    ::getsockname(h.fd, reinterpret_cast<sockaddr*>(&from), &from_len);
+    if (MHD_add_connection(im->daemon, h.fd, reinterpret_cast<sockaddr*>(&from), from_len) !=
+        MHD_YES)
+      ::close(h.fd);  // MHD closes it on failure in most versions; never leak it
+  };
+  o.what = "HTTP " + where;
+  im->tls = tls::terminator::start(std::move(o));
+  im->tls_acceptor = std::thread([im] {
+    for (;;) {
+      sockaddr_storage from{};
+      socklen_t from_len = sizeof(from);
+      int c = ::accept4(im->listen_fd, reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_CLOEXEC);
+      if (c < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EMFILE || errno == ENFILE) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          continue;
+        }
+        return;  // shut down
+      }
+      char host[NI_MAXHOST] = "unknown", serv[NI_MAXSERV] = "0";
+      ::getnameinfo(reinterpret_cast<sockaddr*>(&from), from_len, host, sizeof(host), serv,
+                    sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV);
+      im->tls->add(c, std::string{host} + ":" + serv, host);
+    }
+  });
+  return true;
+}
+
+/// Both modes: a daemon on host:port with `flags`, serving through `im` (with `tls`: the
+/// daemon listens on nothing and is given connections).
 std::unique_ptr<http_server> start_daemon(std::unique_ptr<http_server> s, http_server::impl* im,
                                           const std::string& host, uint16_t port, unsigned flags,
-                                          std::string* err) {
+                                          std::string* err, tls::ctx_ptr tls) {
   auto addr = ipv4(host, port, err);
   if (addr.sin_family == 0) return nullptr;
+  if (tls) {
+    auto* d = MHD_start_daemon(flags | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
+                                   MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC,
+                               0, nullptr, nullptr, &on_request, im, MHD_OPTION_EXTERNAL_LOGGER,
+                               &log_mhd, nullptr, MHD_OPTION_NOTIFY_COMPLETED, &on_completed, im,
+                               MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
+    im->daemon = d;
+    if (d == nullptr) {
+      *err = "cannot start the HTTP server for " + host + ":" + std::to_string(port);
+      return nullptr;
+    }
+    if (!start_tls(im, addr, host + ":" + std::to_string(port), std::move(tls), err))
+      return nullptr;
+    return s;
+  }
   auto* d = MHD_start_daemon(flags | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, port,
                              nullptr, nullptr, &on_request, im, MHD_OPTION_SOCK_ADDR, &addr,
                              MHD_OPTION_NOTIFY_COMPLETED, &on_completed, im,
@@ -216,25 +319,27 @@ std::unique_ptr<http_server> start_daemon(std::unique_ptr<http_server> s, http_s
 }  // namespace
 
 std::unique_ptr<http_server> http_server::start(const std::string& host, uint16_t port, handler h,
-                                                std::string* err, size_t max_body) {
+                                                std::string* err, size_t max_body,
+                                                tls::ctx_ptr tls) {
   std::unique_ptr<http_server> s{new http_server};
   s->impl_ = std::make_unique<impl>();
   s->impl_->h = std::move(h);
   s->impl_->max_body = max_body;
   auto* im = s->impl_.get();
   return start_daemon(std::move(s), im, host, port, MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL,
-                      err);
+                      err, std::move(tls));
 }
 
 std::unique_ptr<http_server> http_server::start_async(const std::string& host, uint16_t port,
                                                       async_handler h, std::string* err,
-                                                      size_t max_body) {
+                                                      size_t max_body, tls::ctx_ptr tls) {
   std::unique_ptr<http_server> s{new http_server};
   s->impl_ = std::make_unique<impl>();
   s->impl_->ah = std::move(h);
   s->impl_->max_body = max_body;
   auto* im = s->impl_.get();
-  return start_daemon(std::move(s), im, host, port, MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, err);
+  return start_daemon(std::move(s), im, host, port, MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, err,
+                      std::move(tls));
 }
 
 uint16_t http_server::port() const {

@@ -11,6 +11,8 @@
 #include <memory>
 #include <string>
 
+#include "tls/context.hpp"
+
 namespace fusee::app {
 
 struct http_exchange {
@@ -49,14 +51,16 @@ public:
   using handler = std::function<http_reply(const http_exchange&)>;
   using async_handler = std::function<void(const http_exchange&, http_responder)>;
 
-  /// Serves on host:port (numeric IPv4; port 0 = any free port) until destroyed.
-  /// Bodies over `max_body` bytes get 413. nullptr and `*err` on failure.
+  /// Serves on host:port (numeric IPv4; port 0 = any free port) until destroyed; HTTPS (TLS 1.3)
+  /// with `tls`. Bodies over `max_body` bytes get 413. nullptr and `*err` on failure.
   static std::unique_ptr<http_server> start(const std::string& host, uint16_t port, handler h,
-                                            std::string* err, size_t max_body = 1 << 20);
+                                            std::string* err, size_t max_body = 1 << 20,
+                                            tls::ctx_ptr tls = nullptr);
   /// As start(), with an async handler on one polling thread.
   static std::unique_ptr<http_server> start_async(const std::string& host, uint16_t port,
                                                   async_handler h, std::string* err,
-                                                  size_t max_body = 1 << 20);
+                                                  size_t max_body = 1 << 20,
+                                                  tls::ctx_ptr tls = nullptr);
   ~http_server();
   uint16_t port() const;
 

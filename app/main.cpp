@@ -14,7 +14,7 @@
 #include "app/inspect_command.hpp"
 #include "app/server_main.hpp"
 #include "app/workflow_commands.hpp"
-#include "client/secret_file.hpp"
+#include "client/security.hpp"
 #include "load/load_run.hpp"
 
 int main(int argc, char** argv) {
@@ -57,12 +57,21 @@ int main(int argc, char** argv) {
                    "idle time before each run of the idle case (at most 100 runs)")
       ->check(CLI::Range(0, 10000));
 
-  // The token a command proves to the server (docs/protocol.md, "Extension: tokens").
-  std::string token_file;
+  // How a command checks the server and proves itself (docs/operations.md, "Securing a node").
+  fusee::client::security_flags sec_flags;
   auto token_option = [&](CLI::App* c) {
-    c->add_option("--token-file", token_file,
+    c->add_option("--token-file", sec_flags.token_file,
                   "file holding the token to prove to the server (default: $FUSEE_TOKEN_FILE; "
                   "none: the server needs no token)");
+    c->add_option("--ca-file", sec_flags.ca_file,
+                  "connect with TLS 1.3, checking the server's certificate against this CA "
+                  "(default: $FUSEE_TLS_CA_FILE)");
+    c->add_option("--cert-file", sec_flags.cert_file,
+                  "client certificate for mutual TLS (default: $FUSEE_TLS_CERT_FILE)");
+    c->add_option("--key-file", sec_flags.key_file, "its key (default: $FUSEE_TLS_KEY_FILE)");
+    c->add_option("--server-name", sec_flags.server_name,
+                  "the name the server's certificate must carry (default: the host dialled; "
+                  "$FUSEE_TLS_SERVER_NAME)");
   };
 
   fusee::app::handler_config hcfg;
@@ -202,15 +211,15 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
 
-  std::string token;
+  fusee::client::security sec;
   for (auto* c : {start, signal, result, describe, cancel, worker, call, handler, load})
     if (*c) {
-      auto t = fusee::client::token_from(token_file);
-      if (!t) {
-        std::fprintf(stderr, "fusee %s: %s\n", c->get_name().c_str(), t.err().message.c_str());
+      auto s = fusee::client::resolve(sec_flags);
+      if (!s) {
+        std::fprintf(stderr, "fusee %s: %s\n", c->get_name().c_str(), s.err().message.c_str());
         return 2;
       }
-      token = std::move(*t);
+      sec = std::move(*s);
     }
 
   if (*load) {
@@ -231,7 +240,7 @@ int main(int argc, char** argv) {
     char self[4096];
     auto n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
     std::string binary = n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string(argv[0]);
-    sc->token = token;
+    sc->security = sec;
     return fusee::load::run_load(*sc, {binary, load_report, !load_correctness_only});
   }
 
@@ -243,20 +252,20 @@ int main(int argc, char** argv) {
   for (auto* c : {start, signal, result, describe, cancel})
     if (*c) {
       ccfg.method = c->get_name();
-      ccfg.token = token;
+      ccfg.security = sec;
       return fusee::app::run_client_command(ccfg);
     }
   if (*worker) {
-    wcfg.token = token;
+    wcfg.security = sec;
     return fusee::app::run_worker(wcfg);
   }
 
   if (*call)
     return fusee::app::run_call(call_server, call_shard, call_workflow, call_method, call_args,
-                                call_type, call_park_ms, token);
+                                call_type, call_park_ms, sec);
 
   if (*handler) {
-    hcfg.token = token;
+    hcfg.security = sec;
     return fusee::app::run_handler(hcfg);
   }
 

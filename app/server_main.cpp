@@ -22,6 +22,7 @@
 #include "app/admin_routes.hpp"
 #include "app/http_api.hpp"
 #include "protocol/messages.hpp"
+#include "tls/context.hpp"
 
 namespace fusee::app {
 
@@ -108,19 +109,25 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     std::string lerr;
     auto limits = std::make_shared<server::connection_limits>(cfg.max_connections,
                                                               cfg.max_connections_per_peer);
+    tls::ctx_ptr tls_ctx;  // checked by validate(): it loads here as it did there
+    if (!cfg.tls_cert_file.empty())
+      tls_ctx = *tls::server_context({cfg.tls_cert_file, cfg.tls_key_file, cfg.tls_ca_file});
     auto acceptor = server::listener::start(
         sys, listen->host, listen->port,
         server::session_context{std::make_shared<const server::node_settings>(cfg), directory,
                                 wal.get(), &sink, owners, *tokens, limits},
-        &lerr);
+        &lerr, tls_ctx);
     if (!acceptor) {
       spdlog::error("{}", lerr);
       caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
       if (cluster) caf::anon_send_exit(cluster, caf::exit_reason::user_shutdown);
       rc = 1;
     } else {
-      spdlog::info("workers and clients listening shards={} listen={}:{}", cfg.shards, listen->host,
-                   acceptor->port());
+      spdlog::info("workers and clients listening shards={} listen={}:{} tls={}", cfg.shards,
+                   listen->host, acceptor->port(),
+                   !tls_ctx                  ? "off"
+                   : cfg.tls_ca_file.empty() ? "on"
+                                             : "mutual");
     }
     // The invoker, when endpoints are configured: a curl thread plus scheduler and endpoints.
     server::scheduler_actor scheduler;
@@ -159,7 +166,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     if (acceptor && !cfg.http_listen.empty()) {
       auto at = parse_host_port(cfg.http_listen);
       std::string herr;
-      api = http_api::start(sys, directory, cfg, *tokens, at->host, at->port, &herr);
+      api = http_api::start(sys, directory, cfg, *tokens, at->host, at->port, &herr, tls_ctx);
       if (!api) {
         refuse_start("server.http_listen", herr);
       } else {
@@ -211,12 +218,12 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
           admin_at->host, admin_at->port,
           admin_routes(sys, admin_context{directory, scheduler, inspector, !cfg.endpoints.empty(),
                                           cluster, *tokens, limits}),
-          &aerr);
+          &aerr, 1 << 20, tls_ctx);
       if (!admin) {
         refuse_start("server.admin_listen", aerr);
       } else {
-        spdlog::info("admin HTTP listening admin={}:{} dashboard=http://{}:{}/", admin_at->host,
-                     admin->port(), admin_at->host, admin->port());
+        spdlog::info("admin HTTP listening admin={}:{} dashboard={}://{}:{}/", admin_at->host,
+                     admin->port(), tls_ctx ? "https" : "http", admin_at->host, admin->port());
       }
     }
     if (acceptor) {

@@ -21,7 +21,7 @@ int run_worker(const worker_command& cfg) {
   opts.runner.checkpoint_after_ms = cfg.checkpoint_after_ms;
   opts.runner.retention_ms = cfg.retention_ms;
   opts.runner.resend_every_ms = cfg.resend_every_ms;
-  opts.token = cfg.token;
+  opts.security = cfg.security;
   worker::runtime rt(types, opts);
 
   // SIGINT/SIGTERM stop the worker gracefully (DRAIN, answer routed calls, checkpoint).
@@ -53,7 +53,7 @@ int run_client_command(const client_command& cmd) {
     std::fprintf(stderr, "%s %s: not JSON: %s\n", tool, cmd.method.c_str(), cmd.json_arg.c_str());
     return 2;
   }
-  auto c = worker::workflow_client::connect(cmd.server, "fusee-" + cmd.method, cmd.token);
+  auto c = worker::workflow_client::connect(cmd.server, "fusee-" + cmd.method, cmd.security);
   if (!c) {
     std::fprintf(stderr, "%s %s: %s\n", tool, cmd.method.c_str(), c.err().message.c_str());
     return 2;

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "client/security.hpp"
+
 namespace fusee::app {
 
 struct worker_command {
@@ -15,7 +17,7 @@ struct worker_command {
   uint64_t checkpoint_after_ms = 60000;
   uint64_t retention_ms = 7ull * 24 * 3600 * 1000;
   uint64_t resend_every_ms = 30000;
-  std::string token;  ///< proven to the server; empty = none
+  client::security security;  ///< TLS and token towards the server; default: neither
 };
 
 int run_worker(const worker_command& cfg);
@@ -27,7 +29,7 @@ struct client_command {
   std::string json_arg = "null";  ///< input (start) or payload (signal)
   uint64_t wait_ms = 0;
   uint32_t park_ms = 0;
-  std::string token;  ///< proven to the server; empty = none
+  client::security security;  ///< TLS and token towards the server; default: neither
 };
 
 /// Prints the answer's JSON on stdout. Exit status: 0 ok, 1 the workflow or worker refused

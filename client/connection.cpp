@@ -9,7 +9,11 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
 
 namespace fusee::client {
 
@@ -21,24 +25,70 @@ connection::~connection() {
 }
 
 connection::connection(connection&& other) noexcept
-    : fd_(other.fd_), closed_(other.closed_), decoder_(std::move(other.decoder_)) {
+    : fd_(other.fd_), ssl_(other.ssl_), binding_(std::move(other.binding_)), closed_(other.closed_),
+      decoder_(std::move(other.decoder_)) {
   other.fd_ = -1;
+  other.ssl_ = nullptr;
 }
 
 connection& connection::operator=(connection&& other) noexcept {
   if (this != &other) {
     close();
     fd_ = other.fd_;
+    ssl_ = other.ssl_;
+    binding_ = std::move(other.binding_);
     closed_ = other.closed_;
     decoder_ = std::move(other.decoder_);
     other.fd_ = -1;
+    other.ssl_ = nullptr;
   }
   return *this;
 }
 
 void connection::close() {
+  if (ssl_ != nullptr) {
+    SSL_shutdown(ssl_);
+    SSL_free(ssl_);
+    ssl_ = nullptr;
+  }
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+}
+
+proto::result<connection> connection::open(const std::string& host, uint16_t port,
+                                           const security& sec, std::chrono::milliseconds timeout) {
+  auto c = open(host, port);
+  if (!c) return c.err();
+  if (sec.tls.enabled()) {
+    auto where = host + ":" + std::to_string(port);
+    auto ctx = tls::client_context(sec.tls);
+    if (!ctx) return ctx.err();
+    c->ssl_ = SSL_new(ctx->get());
+    SSL_set_fd(c->ssl_, c->fd_);
+    auto name = sec.tls.server_name.empty() ? host : sec.tls.server_name;
+    // The listener's certificate must name what was dialled: an IP address or a host name.
+    auto* param = SSL_get0_param(c->ssl_);
+    if (X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str()) != 1) {
+      ERR_clear_error();
+      SSL_set_tlsext_host_name(c->ssl_, name.c_str());
+      SSL_set1_host(c->ssl_, name.c_str());
+    }
+    timeval tv{static_cast<time_t>(timeout.count() / 1000),
+               static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
+    ::setsockopt(c->fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    int r = SSL_connect(c->ssl_);
+    tv = timeval{};
+    ::setsockopt(c->fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (r != 1)
+      return error{err_code::unauthorized,
+                   "TLS with " + where + " failed: " + tls::failure(c->ssl_, r, true)};
+    c->binding_ = tls::exporter(c->ssl_);
+  }
+  if (!sec.token.empty()) {
+    auto proven = authenticate(*c, sec.token, timeout, c->binding_);
+    if (!proven) return proven.err();
+  }
+  return c;
 }
 
 proto::result<connection> connection::open(const std::string& host, uint16_t port,
@@ -74,6 +124,14 @@ proto::result<connection> connection::open(const std::string& host, uint16_t por
 
 bool connection::send_raw(const proto::bytes& b) {
   size_t off = 0;
+  if (ssl_ != nullptr) {
+    while (off < b.size()) {
+      int n = SSL_write(ssl_, b.data() + off, static_cast<int>(b.size() - off));
+      if (n <= 0) return false;
+      off += static_cast<size_t>(n);
+    }
+    return true;
+  }
   while (off < b.size()) {
     ssize_t n = ::send(fd_, b.data() + off, b.size() - off, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
@@ -99,21 +157,46 @@ proto::result<proto::any_message> connection::receive(std::chrono::milliseconds 
     auto left = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(
                                          deadline - std::chrono::steady_clock::now())
                                          .count());
-    pollfd p{fd_, POLLIN, 0};
-    int rc = ::poll(&p, 1, static_cast<int>(left));
-    if (rc < 0 && errno == EINTR) continue;
-    if (rc == 0) {
+    auto got = read_some(static_cast<int>(left));
+    if (!got) return got.err();
+    if (!*got) {
       timed_out_ = true;
       return error{err_code::io, "timed out"};
     }
-    uint8_t buf[64 * 1024];
+  }
+}
+
+proto::result<bool> connection::read_some(int left_ms) {
+  uint8_t buf[64 * 1024];
+  for (;;) {
+    // Bytes OpenSSL has decrypted already are not on the socket: take them without waiting.
+    if (ssl_ == nullptr || SSL_pending(ssl_) == 0) {
+      pollfd p{fd_, POLLIN, 0};
+      int rc = ::poll(&p, 1, left_ms);
+      if (rc < 0 && errno == EINTR) continue;
+      if (rc == 0) return false;
+    }
+    if (ssl_ != nullptr) {
+      int n = SSL_read(ssl_, buf, sizeof(buf));
+      if (n > 0) {
+        decoder_.feed(buf, static_cast<size_t>(n));
+        return true;
+      }
+      int e = SSL_get_error(ssl_, n);
+      if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return true;  // a partial record
+      closed_ = true;
+      if (e == SSL_ERROR_ZERO_RETURN) return true;
+      auto why = tls::failure(ssl_, n, true);
+      if (why.find("closed during the TLS exchange") != std::string::npos) return true;
+      return error{err_code::unauthorized, "TLS: " + why};
+    }
     ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
+    if (n <= 0)
       closed_ = true;
-      continue;
-    }
-    decoder_.feed(buf, static_cast<size_t>(n));
+    else
+      decoder_.feed(buf, static_cast<size_t>(n));
+    return true;
   }
 }
 

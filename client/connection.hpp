@@ -8,9 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "client/security.hpp"
 #include "protocol/auth.hpp"
 #include "protocol/messages.hpp"
 #include "protocol/result.hpp"
+#include "tls/context.hpp"
 
 namespace fusee::client {
 
@@ -28,6 +30,11 @@ public:
   /// write in pieces).
   static proto::result<connection> open(const std::string& host, uint16_t port,
                                         int receive_buffer = 0);
+  /// As open(), then the TLS handshake (checking the server's certificate and the name dialled,
+  /// or sec.tls.server_name) and AUTH as `sec` asks. Errors say what was refused and by whom.
+  static proto::result<connection>
+  open(const std::string& host, uint16_t port, const security& sec,
+       std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
   /// Sends one message; false if the connection failed.
   bool send(const proto::any_message& m);
@@ -48,9 +55,17 @@ public:
   size_t buffered() const { return decoder_.buffered(); }
   void close();
   int fd() const { return fd_; }
+  /// True on a TLS connection; binding() is its exporter value (empty without TLS).
+  bool tls() const { return ssl_ != nullptr; }
+  const proto::bytes& binding() const { return binding_; }
 
 private:
+  /// Reads what the socket (or TLS) has; false when nothing came before `left` ms.
+  proto::result<bool> read_some(int left_ms);
+
   int fd_ = -1;
+  SSL* ssl_ = nullptr;
+  proto::bytes binding_;
   bool closed_ = false;
   bool timed_out_ = false;
   proto::frame_decoder decoder_;

@@ -1,6 +1,5 @@
 #include "client/secret_file.hpp"
 
-#include <cstdlib>
 #include <fstream>
 #include <iterator>
 
@@ -14,13 +13,6 @@ proto::result<std::string> read_secret_file(const std::string& path, const std::
     secret.pop_back();
   if (secret.empty()) return proto::error{proto::err_code::io, what + " " + path + " is empty"};
   return secret;
-}
-
-proto::result<std::string> token_from(const std::string& file) {
-  if (!file.empty()) return read_secret_file(file, "token file");
-  const char* env = std::getenv("FUSEE_TOKEN_FILE");
-  if (env == nullptr || *env == 0) return std::string{};
-  return read_secret_file(env, "token file (FUSEE_TOKEN_FILE)");
 }
 
 }  // namespace fusee::client

@@ -13,8 +13,4 @@ namespace fusee::client {
 proto::result<std::string> read_secret_file(const std::string& path,
                                             const std::string& what = "secret file");
 
-/// The token a CLI or runtime proves to the server: read from `file` if given, else from the
-/// file named by FUSEE_TOKEN_FILE if set; empty if neither (no token: the server needs none).
-proto::result<std::string> token_from(const std::string& file);
-
 }  // namespace fusee::client

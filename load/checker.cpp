@@ -13,11 +13,11 @@ using worker::json;
 constexpr size_t window = 1000;  ///< calls in flight at once
 }  // namespace
 
-std::vector<run_fate> ask_fates(const std::string& server, const std::string& token,
+std::vector<run_fate> ask_fates(const std::string& server, const client::security& sec,
                                 const std::vector<std::string>& ids,
                                 clock_type::time_point deadline, std::string* err) {
   std::vector<run_fate> fates(ids.size());
-  auto wc = worker::workflow_client::connect(server, "load-checker", token);
+  auto wc = worker::workflow_client::connect(server, "load-checker", sec);
   if (!wc) {
     *err = "the checker could not connect: " + wc.err().message;
     for (auto& f : fates)

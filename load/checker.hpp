@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <string>
+
+#include "client/security.hpp"
 #include <vector>
 
 namespace fusee::load {
@@ -18,7 +20,7 @@ struct run_fate {
 };
 
 /// One fate per id, in order. `err` is set when the server could not be reached at all.
-std::vector<run_fate> ask_fates(const std::string& server, const std::string& token,
+std::vector<run_fate> ask_fates(const std::string& server, const client::security& sec,
                                 const std::vector<std::string>& ids,
                                 std::chrono::steady_clock::time_point deadline, std::string* err);
 

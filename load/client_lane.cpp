@@ -28,12 +28,9 @@ std::string client_lane::connect(const std::string& server, uint32_t* shards) {
   server_ = server;
   auto at = client::parse_host_port(server);
   if (!at) return "server address " + server + " is not host:port";
-  auto c = client::connection::open(at->host, at->port);
+  auto c = client::connection::open(at->host, at->port, s_.security);
   if (!c) return c.err().message;
   auto conn = std::make_shared<client::connection>(std::move(*c));
-  if (!s_.token.empty())
-    if (auto proven = client::authenticate(*conn, s_.token, std::chrono::seconds(10)); !proven)
-      return "AUTH: " + proven.err().message;
   auto n =
       client::client_hello(*conn, "load-client-" + std::to_string(lane_), std::chrono::seconds(10));
   if (!n) return "CLIENT_HELLO: " + n.err().message;

@@ -192,7 +192,7 @@ int run_load(const scenario& s, const run_options& options) {
       wo.server = nodes[w % nodes.size()];
       wo.name = "load-worker-" + std::to_string(w);
       wo.max_shards = s.max_shards;
-      wo.token = s.token;
+      wo.security = s.security;
       wo.runner.on_step_durable = on_step_durable;
       wo.log = [](const std::string&) {};  // reconnects are part of chaos, not news
       per[w % threads].push_back(std::move(wo));
@@ -450,8 +450,8 @@ int run_load(const scenario& s, const run_options& options) {
   // A run that ended here before a kill -9 may replay its last steps (their records were not
   // durable yet), so a run still going gets until the deadline to end.
   std::string connect_err;
-  auto fates =
-      ask_fates(server, s.token, ask, clock_type::now() + std::chrono::seconds(60), &connect_err);
+  auto fates = ask_fates(server, s.security, ask, clock_type::now() + std::chrono::seconds(60),
+                         &connect_err);
   if (!connect_err.empty()) unchecked_reason = connect_err;
   for (size_t k = 0; k < ask.size(); ++k) {
     auto& f = fates[k];

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "client/security.hpp"
+
 namespace fusee::load {
 
 struct scenario {
@@ -17,9 +19,9 @@ struct scenario {
   /// host:port of a running server, or a cluster's nodes "a,b,c" (workers and client
   /// connections spread over them in turn); empty: the tool starts one
   std::string server;
-  /// The token every worker and client of the run proves (`--token-file`, not a scenario key);
-  /// empty = none.
-  std::string token;
+  /// TLS and the token of every worker and client of the run (`--token-file`, `--ca-file`, ...;
+  /// not scenario keys); default: neither.
+  client::security security;
   uint32_t shards = 64;  ///< for the server the tool starts
   /// After the drain, kill -9 the server the tool started and start it again on the same data
   /// dir before the checks: what it acknowledged must have survived.

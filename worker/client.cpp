@@ -20,17 +20,14 @@ std::string call_answer::error() const {
 
 proto::result<workflow_client> workflow_client::connect(const std::string& server,
                                                         const std::string& name,
-                                                        const std::string& token) {
+                                                        const client::security& sec) {
   auto at = client::parse_host_port(server);
   if (!at)
     return proto::error{proto::err_code::io, "server address " + server + " is not host:port"};
-  auto c = client::connection::open(at->host, at->port);
+  auto c = client::connection::open(at->host, at->port, sec);
   if (!c) return c.err();
   workflow_client wc;
   wc.conn_ = std::move(*c);
-  if (!token.empty())
-    if (auto proven = client::authenticate(wc.conn_, token, std::chrono::seconds(10)); !proven)
-      return proven.err();
   auto count = client::client_hello(wc.conn_, name, std::chrono::seconds(10));
   if (!count) return count.err();
   wc.shard_count_ = *count;

@@ -27,11 +27,10 @@ struct call_answer {
 
 class workflow_client {
 public:
-  /// Connects to host:port with CLIENT_HELLO, first proving `token` if it is not empty
-  /// (docs/protocol.md, "Extension: tokens").
+  /// Connects to host:port with CLIENT_HELLO, after TLS and AUTH if `sec` asks for them.
   static proto::result<workflow_client> connect(const std::string& server,
                                                 const std::string& name = "fusee-client",
-                                                const std::string& token = {});
+                                                const client::security& sec = {});
 
   proto::result<call_answer> start(const std::string& type, const std::string& id,
                                    const json& input, uint32_t park_ms = 0);

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "client/security.hpp"
 #include "protocol/invocation_request.hpp"
 #include "worker/shard_runner.hpp"
 #include "worker/workflow.hpp"
@@ -40,9 +41,9 @@ struct worker_options {
   /// Fault injection (load tests): an invocation drops its connection this long after its LEASE,
   /// with no DRAIN, as a crashed handler would, and answers 503. 0: never.
   uint32_t drop_invocation_after_ms = 0;
-  /// The token proven to the server before HELLO (docs/protocol.md, "Extension: tokens");
-  /// empty: the server needs none. Never logged.
-  std::string token;
+  /// TLS and the token proven before HELLO (docs/protocol.md, "Extension: tokens"); default:
+  /// neither. The token is never logged.
+  client::security security;
   /// Lines for the operator; stderr when empty.
   std::function<void(const std::string&)> log;
 };

@@ -67,14 +67,10 @@ proto::result<void> session::begin_connect(uint32_t offers, proto::invocation_id
   if (!at)
     return proto::error{proto::err_code::io,
                         "server address " + options_.server + " is not host:port"};
-  auto c = client::connection::open(at->host, at->port);
+  auto c = client::connection::open(at->host, at->port, options_.security,
+                                    std::chrono::milliseconds(options_.hello_timeout_ms));
   if (!c) return c.err();
   conn_ = std::move(*c);
-  if (!options_.token.empty()) {
-    auto proven = client::authenticate(conn_, options_.token,
-                                       std::chrono::milliseconds(options_.hello_timeout_ms));
-    if (!proven) return proven.err();
-  }
   hello_at_ = clock::now();
   if (!client::send_hello(conn_, offers, options_.max_shards, options_.name, invocation,
                           types_.names()))

@@ -1,0 +1,224 @@
+// TLS 1.3 on the worker listener, the HTTP API and the admin server (certificates made with the
+// openssl CLI, as docs/operations.md "Securing a node" does), and tokens bound to the session.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <thread>
+
+#include <curl/curl.h>
+
+#include "server_process.hpp"
+
+using namespace fusee;
+using namespace std::chrono_literals;
+using proto::err_code;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string worker_secret = "w-0123456789abcdef0123456789abcdef";
+
+/// A CA, a node certificate for 127.0.0.1 and localhost, a client certificate, the same from a
+/// second CA nobody trusts, and an expired node certificate.
+struct pki {
+  test::temp_dir dir;
+  fs::path at(const std::string& name) const { return dir.path() / name; }
+
+  void openssl(std::vector<std::string> args) {
+    args.insert(args.begin(), "/usr/bin/openssl");
+    auto [rc, out] = test::run_process(args, at("openssl.log"), 30s);
+    REQUIRE_MESSAGE(rc == 0, out);
+  }
+  void make_ca(const std::string& name) {
+    openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-keyout", at(name + ".key"), "-out", at(name + ".pem"), "-days", "2", "-subj",
+             "/CN=" + name});
+  }
+  void make_cert(const std::string& name, const std::string& ca, const std::string& san,
+                 const std::string& days = "2") {
+    openssl({"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-keyout", at(name + ".key"), "-out", at(name + ".csr"), "-subj", "/CN=" + name});
+    std::ofstream{at(name + ".ext")} << "subjectAltName=" << san << "\n";
+    openssl({"x509", "-req", "-in", at(name + ".csr"), "-CA", at(ca + ".pem"), "-CAkey",
+             at(ca + ".key"), "-CAcreateserial", "-out", at(name + ".pem"), "-days", days,
+             "-extfile", at(name + ".ext")});
+  }
+  pki() {
+    make_ca("ca");
+    make_ca("rogue-ca");
+    make_cert("node", "ca", "IP:127.0.0.1,DNS:localhost");
+    make_cert("client", "ca", "DNS:worker-1");
+    make_cert("rogue", "rogue-ca", "DNS:worker-2");
+    make_cert("expired", "ca", "IP:127.0.0.1", "0");  // not after = now: expired a second later
+  }
+  std::string tls_toml(const std::string& cert, bool mutual) const {
+    return "[tls]\ncert_file = \"" + at(cert + ".pem").string() + "\"\nkey_file = \"" +
+           at(cert + ".key").string() + "\"\n" +
+           (mutual ? "ca_file = \"" + at("ca.pem").string() + "\"\n" : "");
+  }
+  client::security client(const std::string& name = "client", const std::string& ca = "ca") const {
+    client::security s;
+    s.tls.ca_file = at(ca + ".pem");
+    if (!name.empty()) {
+      s.tls.cert_file = at(name + ".pem");
+      s.tls.key_file = at(name + ".key");
+    }
+    return s;
+  }
+};
+
+struct fixture {
+  pki certs;
+  test::temp_dir dir;
+  test::server_process server;
+  static std::string token_toml(const fs::path& dir) {
+    std::ofstream{dir / "worker.token"} << worker_secret << "\n";
+    return "[[token]]\nname = \"workers\"\nscope = \"worker\"\nfile = \"" +
+           (dir / "worker.token").string() + "\"\n";
+  }
+  explicit fixture(bool mutual = true, bool tokens = false, const std::string& cert = "node")
+      : server(dir.path() / "data", "[server]\nshards = 2\n" + certs.tls_toml(cert, mutual) +
+                                        (tokens ? token_toml(dir.path()) : "")) {
+    auto err = server.start();
+    REQUIRE_MESSAGE(err.empty(), err);
+  }
+  proto::result<client::connection> open(const client::security& sec) {
+    return client::connection::open("127.0.0.1", server.port(), sec, 5s);
+  }
+};
+
+/// GET over HTTPS with libcurl: {status, body}; status 0 and the error in body if it failed.
+std::pair<long, std::string> https_get(uint16_t port, const std::string& path, const pki& p,
+                                       bool client_cert, const std::string& bearer = "") {
+  CURL* c = curl_easy_init();
+  std::string answer, url = "https://127.0.0.1:" + std::to_string(port) + path;
+  char error[CURL_ERROR_SIZE] = "";
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error);
+  auto ca = p.at("ca.pem").string(), cert = p.at("client.pem").string(),
+       key = p.at("client.key").string();
+  curl_easy_setopt(c, CURLOPT_CAINFO, ca.c_str());
+  if (client_cert) {
+    curl_easy_setopt(c, CURLOPT_SSLCERT, cert.c_str());
+    curl_easy_setopt(c, CURLOPT_SSLKEY, key.c_str());
+  }
+  curl_slist* headers = nullptr;
+  auto auth = "Authorization: Bearer " + bearer;
+  if (!bearer.empty()) headers = curl_slist_append(headers, auth.c_str());
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(
+      c, CURLOPT_WRITEFUNCTION, +[](char* d, size_t s, size_t n, void* u) {
+        static_cast<std::string*>(u)->append(d, s * n);
+        return s * n;
+      });
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &answer);
+  long status = 0;
+  if (curl_easy_perform(c) == CURLE_OK)
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  else
+    answer = error;
+  curl_slist_free_all(headers);
+  curl_easy_cleanup(c);
+  return {status, answer};
+}
+
+}  // namespace
+
+TEST_CASE("a plaintext connection to a TLS listener is refused clearly") {
+  fixture f;
+  auto c = f.server.connect();  // plain TCP
+  c.send(proto::client_hello{proto::request_head{1}, 1, "plain"});
+  auto r = c.receive(5s);
+  REQUIRE(r);
+  auto* e = std::get_if<proto::err>(&*r);
+  REQUIRE(e != nullptr);
+  CHECK(e->code == uint16_t(err_code::unauthorized));
+  CHECK(e->message.find("this listener speaks TLS 1.3") != std::string::npos);
+  auto [status, body] = test::http_get(f.server.admin_port(), "/healthz");
+  CHECK(status == 400);
+  CHECK(body.find("this server speaks HTTPS (TLS 1.3), not HTTP") != std::string::npos);
+}
+
+TEST_CASE("a worker leases over mutual TLS and its token proof is bound to the TLS session") {
+  fixture f(true, true);
+  auto sec = f.certs.client();
+  sec.token = worker_secret;
+  auto w = f.open(sec);
+  REQUIRE_MESSAGE(w, (w ? "" : w.err().to_string()));
+  CHECK(w->tls());
+  CHECK(w->binding().size() == 32);
+  auto lease = client::hello(*w, proto::offer_serve_calls, 0, "tls-worker", 5s);
+  REQUIRE_MESSAGE(lease, (lease ? "" : lease.err().to_string()));
+  CHECK(lease->grants.size() == 2);
+  // The same token proven without the TLS binding (as a relayed proof would be) is refused.
+  auto unbound = f.open(f.certs.client());
+  REQUIRE(unbound);
+  auto r = client::authenticate(*unbound, worker_secret, 5s, {});
+  REQUIRE(!r);
+  CHECK(r.err().code == err_code::unauthorized);
+  CHECK(r.err().message.find("matches none of this server's tokens") != std::string::npos);
+}
+
+TEST_CASE("a wrong CA, a wrong name and an expired certificate are refused with clear errors") {
+  fixture f;
+  auto wrong_ca = f.open(f.certs.client("client", "rogue-ca"));
+  REQUIRE(!wrong_ca);
+  // OpenSSL says "unable to get local issuer certificate" or "self-signed certificate in
+  // certificate chain", depending on what the chain holds.
+  CHECK_MESSAGE(wrong_ca.err().message.find("the server's certificate was refused: ") !=
+                    std::string::npos,
+                wrong_ca.err().message);
+  auto named = f.certs.client();
+  named.tls.server_name = "fusee.example";
+  auto wrong_name = f.open(named);
+  REQUIRE(!wrong_name);
+  CHECK(wrong_name.err().message.find("the server's certificate was refused: hostname mismatch") !=
+        std::string::npos);
+  named.tls.server_name = "localhost";  // a name the certificate carries
+  CHECK(f.open(named));
+  fixture old(true, false, "expired");
+  auto expired = old.open(old.certs.client());
+  REQUIRE(!expired);
+  CHECK(expired.err().message.find("certificate has expired") != std::string::npos);
+}
+
+TEST_CASE("a listener with a CA refuses clients without a certificate or with a stranger's") {
+  fixture f;
+  auto bare = f.open(f.certs.client(""));  // checks the server, shows no certificate
+  REQUIRE(bare);  // TLS 1.3: the client's side of the handshake ends before the server checks
+  auto n = client::client_hello(*bare, "bare", 5s);
+  REQUIRE(!n);
+  CHECK(n.err().message.find("permission denied: the server requires a client certificate; add "
+                             "cert_file and key_file") != std::string::npos);
+  // A certificate from a CA the node does not trust: the client sees the node's alert ("unknown
+  // ca") or, when the node closed first, the end of the connection; the node says why.
+  auto rogue = f.open(f.certs.client("rogue"));
+  if (rogue) CHECK(!client::client_hello(*rogue, "rogue", 5s));
+  CHECK(f.server.log().find("the client sent no certificate") != std::string::npos);
+  bool logged = false;
+  for (int i = 0; i < 100 && !logged; ++i) {
+    logged = f.server.log().find("the client's certificate was refused") != std::string::npos;
+    if (!logged) std::this_thread::sleep_for(20ms);
+  }
+  CHECK_MESSAGE(logged, f.server.log());
+  // Meanwhile a client with the right certificate is served.
+  auto good = f.open(f.certs.client());
+  REQUIRE(good);
+  CHECK(client::client_hello(*good, "good", 5s));
+}
+
+TEST_CASE("the HTTP API and the admin server speak TLS 1.3 with the node's certificate") {
+  fixture f(true, true);
+  auto [health, hbody] = https_get(f.server.admin_port(), "/healthz", f.certs, true);
+  CHECK(health == 200);
+  auto [metrics, mbody] =
+      https_get(f.server.admin_port(), "/metrics", f.certs, true, worker_secret);
+  CHECK(metrics == 200);
+  CHECK(mbody.find("fusee_connections") != std::string::npos);
+  auto [no_cert, why] = https_get(f.server.admin_port(), "/healthz", f.certs, false);
+  CHECK(no_cert == 0);
+  auto [api, abody] = https_get(f.server.http_port(), "/v1/workflows/w1", f.certs, true);
+  CHECK(api == 401);  // TLS passed; the token is still asked for
+}

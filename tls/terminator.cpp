@@ -1,0 +1,258 @@
+#include "tls/terminator.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <unordered_map>
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <spdlog/spdlog.h>
+
+namespace fusee::tls {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+void nonblocking(int fd) {
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+}  // namespace
+
+struct terminator::conn {
+  int tcp = -1;    ///< the TLS side
+  int plain = -1;  ///< our end of the socketpair (-1 until the handshake is done)
+  SSL* ssl = nullptr;
+  std::string peer, peer_ip;
+  clock_type::time_point started;
+  bool checked = false;    ///< the first byte was looked at (TLS or not)
+  bool open = false;       ///< handshake done, plaintext end handed over
+  bool tls_eof = false;    ///< the TLS peer closed: nothing more to decrypt
+  bool plain_eof = false;  ///< the plaintext side closed: nothing more to encrypt
+  proto::bytes to_plain;   ///< decrypted, not yet written to `plain`
+  proto::bytes to_tls;     ///< read from `plain`, not yet taken by SSL_write
+  ~conn() {
+    if (ssl != nullptr) SSL_free(ssl);
+    if (tcp >= 0) ::close(tcp);
+    if (plain >= 0) ::close(plain);
+  }
+};
+
+std::unique_ptr<terminator> terminator::start(options o) {
+  std::unique_ptr<terminator> t{new terminator};
+  t->o_ = std::move(o);
+  t->epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
+  t->wake_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = nullptr;  // the wake-up descriptor
+  ::epoll_ctl(t->epoll_, EPOLL_CTL_ADD, t->wake_, &ev);
+  t->thread_ = std::thread([raw = t.get()] { raw->run(); });
+  return t;
+}
+
+terminator::~terminator() {
+  {
+    std::lock_guard lk{mu_};
+    stopping_ = true;
+  }
+  uint64_t one = 1;
+  (void)!::write(wake_, &one, sizeof(one));
+  if (thread_.joinable()) thread_.join();
+  ::close(wake_);
+  ::close(epoll_);
+}
+
+void terminator::add(int fd, std::string peer, std::string peer_ip) {
+  auto c = std::make_unique<conn>();
+  c->tcp = fd;
+  c->peer = std::move(peer);
+  c->peer_ip = std::move(peer_ip);
+  c->started = clock_type::now();
+  {
+    std::lock_guard lk{mu_};
+    incoming_.push_back(std::move(c));
+  }
+  uint64_t one = 1;
+  (void)!::write(wake_, &one, sizeof(one));
+}
+
+void terminator::drop(conn& c, bool delivered) {
+  if (!delivered && o_.dropped) o_.dropped(c.peer_ip);
+  ::epoll_ctl(epoll_, EPOLL_CTL_DEL, c.tcp, nullptr);
+  if (c.plain >= 0) ::epoll_ctl(epoll_, EPOLL_CTL_DEL, c.plain, nullptr);
+}
+
+void terminator::pump(conn& c) {
+  if (!c.open) {
+    // A peer that speaks the plain protocol (or HTTP) gets an answer it can read.
+    uint8_t first = 0;
+    if (!c.checked && ::recv(c.tcp, &first, 1, MSG_PEEK) == 1)
+      c.checked = true;
+    else
+      first = 0x16;
+    if (first != 0x16) {  // 0x16: a TLS handshake record, as every ClientHello starts
+      plaintext_++;
+      (void)!::send(c.tcp, o_.plaintext_answer.data(), o_.plaintext_answer.size(),
+                    MSG_NOSIGNAL | MSG_DONTWAIT);
+      spdlog::warn("refused a connection that does not speak TLS listener={} peer={}", o_.what,
+                   c.peer);
+      c.tls_eof = c.plain_eof = true;
+      return;
+    }
+    int r = SSL_do_handshake(c.ssl);
+    if (r != 1) {
+      int e = SSL_get_error(c.ssl, r);
+      if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return;
+      failures_++;
+      spdlog::warn("TLS handshake failed listener={} peer={}: {}", o_.what, c.peer,
+                   failure(c.ssl, r, false));
+      c.tls_eof = c.plain_eof = true;
+      return;
+    }
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) != 0) {
+      spdlog::error("TLS: socketpair failed listener={}: {}", o_.what, std::strerror(errno));
+      c.tls_eof = c.plain_eof = true;
+      return;
+    }
+    c.plain = pair[0];
+    c.open = true;
+    handshakes_++;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP;
+    ev.data.ptr = &c;
+    ::epoll_ctl(epoll_, EPOLL_CTL_ADD, c.plain, &ev);
+    o_.deliver(handed_over{pair[1], c.peer, c.peer_ip, exporter(c.ssl)});
+  }
+  uint8_t buf[16 * 1024];
+  // TLS → plaintext.
+  for (;;) {
+    if (!c.to_plain.empty()) {
+      ssize_t n = ::send(c.plain, c.to_plain.data(), c.to_plain.size(), MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      if (n < 0) {  // the plaintext side is gone
+        c.tls_eof = c.plain_eof = true;
+        return;
+      }
+      c.to_plain.erase(c.to_plain.begin(), c.to_plain.begin() + n);
+      continue;
+    }
+    if (c.tls_eof) {
+      ::shutdown(c.plain, SHUT_WR);
+      break;
+    }
+    int n = SSL_read(c.ssl, buf, sizeof(buf));
+    if (n > 0) {
+      c.to_plain.insert(c.to_plain.end(), buf, buf + n);  // written out before more is read
+      continue;
+    }
+    int e = SSL_get_error(c.ssl, n);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) break;
+    if (e != SSL_ERROR_ZERO_RETURN && e != SSL_ERROR_SYSCALL)
+      spdlog::debug("TLS read ended listener={} peer={}: {}", o_.what, c.peer,
+                    failure(c.ssl, n, false));
+    ERR_clear_error();
+    c.tls_eof = true;
+  }
+  // Plaintext → TLS.
+  for (;;) {
+    if (!c.to_tls.empty()) {
+      int n = SSL_write(c.ssl, c.to_tls.data(), static_cast<int>(c.to_tls.size()));
+      if (n > 0) {
+        c.to_tls.erase(c.to_tls.begin(), c.to_tls.begin() + n);
+        continue;
+      }
+      int e = SSL_get_error(c.ssl, n);
+      if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) break;
+      ERR_clear_error();
+      c.tls_eof = c.plain_eof = true;  // the TLS peer is gone
+      return;
+    }
+    if (c.plain_eof) break;
+    ssize_t n = ::recv(c.plain, buf, sizeof(buf), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n <= 0) {
+      c.plain_eof = true;
+      SSL_shutdown(c.ssl);
+      break;
+    }
+    c.to_tls.insert(c.to_tls.end(), buf, buf + n);  // taken by SSL_write before more is read
+  }
+}
+
+void terminator::run() {
+  std::unordered_map<conn*, std::unique_ptr<conn>> conns;
+  epoll_event events[64];
+  for (;;) {
+    int n = ::epoll_wait(epoll_, events, 64, 250);
+    std::vector<conn*> touched;
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.ptr == nullptr) {
+        uint64_t v;
+        (void)!::read(wake_, &v, sizeof(v));
+        std::vector<std::unique_ptr<conn>> fresh;
+        {
+          std::lock_guard lk{mu_};
+          if (stopping_) {
+            for (auto& [p, c] : conns)
+              if (!c->open && o_.dropped) o_.dropped(c->peer_ip);
+            return;
+          }
+          fresh.swap(incoming_);
+        }
+        for (auto& c : fresh) {
+          nonblocking(c->tcp);
+          c->ssl = SSL_new(o_.ctx.get());
+          SSL_set_fd(c->ssl, c->tcp);
+          SSL_set_accept_state(c->ssl);
+          epoll_event ev{};
+          ev.events = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP;
+          ev.data.ptr = c.get();
+          ::epoll_ctl(epoll_, EPOLL_CTL_ADD, c->tcp, &ev);
+          touched.push_back(c.get());
+          conns.emplace(c.get(), std::move(c));
+        }
+        continue;
+      }
+      touched.push_back(static_cast<conn*>(events[i].data.ptr));
+    }
+    auto now = clock_type::now();
+    for (auto& [p, c] : conns)  // handshakes that take too long
+      if (!c->open && !c->tls_eof &&
+          now - c->started >= std::chrono::milliseconds(o_.handshake_timeout_ms)) {
+        timeouts_++;
+        spdlog::warn("TLS handshake not done within {} ms, closing listener={} peer={}",
+                     o_.handshake_timeout_ms, o_.what, c->peer);
+        c->tls_eof = c->plain_eof = true;
+        touched.push_back(p);
+      }
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (auto* p : touched) {
+      auto it = conns.find(p);
+      if (it == conns.end()) continue;
+      auto& c = *it->second;
+      if (!(c.tls_eof && c.plain_eof)) pump(c);
+      // Done when nothing more can move: both sides closed, or the plaintext side closed and
+      // all it said went out.
+      bool done = (c.tls_eof && c.plain_eof) || (c.plain_eof && c.to_tls.empty());
+      if (done) {
+        drop(c, c.open);
+        conns.erase(it);
+      }
+    }
+  }
+}
+
+}  // namespace fusee::tls

@@ -1,0 +1,73 @@
+// Ends TLS for a listener on a thread of its own: it takes accepted TCP sockets, runs each TLS
+// 1.3 handshake, and hands on one end of a socketpair per connection, so the code behind it
+// (a session broker, libmicrohttpd) reads and writes plaintext as it always did. Bytes are moved
+// both ways with at most one read (16 KiB) held per direction: a side that stops reading stops
+// the other.
+// Threading: add() may be called from any thread; `deliver` and `dropped` run on the
+// terminator's thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tls/context.hpp"
+
+namespace fusee::tls {
+
+/// A connection whose handshake completed.
+struct handed_over {
+  int fd = -1;           ///< the plaintext end, nonblocking; its owner closes it
+  std::string peer;      ///< host:port of the TLS peer
+  std::string peer_ip;   ///< its address alone
+  proto::bytes binding;  ///< exporter(), for token proofs
+};
+
+class terminator {
+public:
+  struct options {
+    ctx_ptr ctx;
+    uint32_t handshake_timeout_ms = 10000;
+    /// Sent, in plaintext, to a peer whose first byte is not a TLS record (then closed): e.g.
+    /// an ERR frame or an HTTP 400 saying that this listener speaks TLS.
+    std::string plaintext_answer;
+    std::function<void(handed_over)> deliver;
+    /// A connection given to add() that will never be delivered (failed, timed out, closed).
+    std::function<void(const std::string& peer_ip)> dropped;
+    std::string what;  ///< names the listener in logs ("workers", "HTTP API", "admin")
+  };
+
+  static std::unique_ptr<terminator> start(options o);
+  ~terminator();
+
+  /// Takes an accepted TCP socket (any mode; made nonblocking) from `peer`.
+  void add(int fd, std::string peer, std::string peer_ip);
+
+  uint64_t handshakes() const { return handshakes_.load(); }
+  uint64_t failures() const { return failures_.load(); }    ///< handshakes that failed
+  uint64_t timeouts() const { return timeouts_.load(); }    ///< handshakes cut by the timeout
+  uint64_t plaintext() const { return plaintext_.load(); }  ///< peers that did not speak TLS
+
+  struct conn;
+
+private:
+  terminator() = default;
+  void run();
+  void pump(conn& c);
+  void drop(conn& c, bool delivered);
+
+  options o_;
+  int epoll_ = -1, wake_ = -1;
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<conn>> incoming_;
+  bool stopping_ = false;
+  std::atomic<uint64_t> handshakes_{0}, failures_{0}, timeouts_{0}, plaintext_{0};
+};
+
+}  // namespace fusee::tls
