@@ -7,7 +7,7 @@ JOBS          ?= 2
 BUILD_DIR     ?= build
 ASAN_DIR      ?= build-asan
 FUZZ_DIR      ?= build-fuzz
-FUZZ_SECONDS  ?= 60
+FUZZ_SECONDS  ?= 30
 CMAKE_FLAGS   ?=
 
 .PHONY: all deps build test test-asan fuzz run cluster bench format format-check clean
@@ -32,19 +32,25 @@ test-asan: deps
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_DIR) -j$(JOBS) --output-on-failure
 
-# libFuzzer over the frame decoder and every body decoder, then over the workflow journal's
-# records and checkpoints, for FUZZ_SECONDS each.
+# libFuzzer over every decoder (tests/fuzz: frames and bodies, invocation JSON and signature
+# headers, the workflow journal, the log's on-disk parsers, the TOML config, the HTTP API's
+# routes), FUZZ_SECONDS each, from the corpora kept in tests/fuzz/corpus (new inputs go to
+# $(FUZZ_DIR)/corpus-<target>; `-merge=1` them into tests/fuzz/corpus to keep them).
+FUZZ_TARGETS ?= protocol journal wal config api
 fuzz: deps
 	cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFUSEE_FUZZ=ON \
 	  -DCMAKE_CXX_COMPILER=clang++ -DFUSEE_SANITIZE=address,undefined
 	cmake --build $(FUZZ_DIR) -j$(JOBS)
-	rm -rf $(FUZZ_DIR)/seeds && mkdir -p $(FUZZ_DIR)/seeds $(FUZZ_DIR)/corpus
+	rm -rf $(FUZZ_DIR)/seeds && mkdir -p $(FUZZ_DIR)/seeds
 	$(FUZZ_DIR)/tests/fuzz/fuzz_seeds $(FUZZ_DIR)/seeds
-	$(FUZZ_DIR)/tests/fuzz/protocol_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
-	  -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus $(FUZZ_DIR)/seeds
-	mkdir -p $(FUZZ_DIR)/journal-corpus
-	$(FUZZ_DIR)/tests/fuzz/journal_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
-	  -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/journal- $(FUZZ_DIR)/journal-corpus
+	for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_DIR)/corpus-$$t && \
+	  extra=$$( [ $$t = protocol ] && echo $(FUZZ_DIR)/seeds ); \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  $(FUZZ_DIR)/tests/fuzz/$${t}_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	    -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/$$t- \
+	    $(FUZZ_DIR)/corpus-$$t tests/fuzz/corpus/$$t $$extra || exit 1; \
+	done
 
 # Starts the server on ./data with the defaults of docs/operations.md, the HTTP API on :7402 and
 # an invocation endpoint at 127.0.0.1:9000 (scripts/run-local.sh; Ctrl-C stops it).

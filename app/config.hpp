@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "actors/node_settings.hpp"
@@ -24,6 +25,9 @@ using client::parse_host_port;
 /// Reads `file` (TOML) into `cfg`, resolving relative paths against the file's directory.
 /// Returns an error naming the key and the file on unknown keys, wrong types or bad ranges.
 std::optional<std::string> load_toml(const std::string& file, server_config& cfg);
+/// As load_toml(), from text named `name` in errors; relative paths stay relative.
+std::optional<std::string> load_toml_text(std::string_view text, const std::string& name,
+                                          server_config& cfg);
 
 /// Checks ranges and cross-setting rules and reads each endpoint's secret file; the message
 /// names the setting (and the endpoint, by position and url).

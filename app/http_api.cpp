@@ -1,7 +1,6 @@
 #include "app/http_api.hpp"
 
 #include <atomic>
-#include <charconv>
 #include <mutex>
 #include <unordered_map>
 
@@ -25,122 +24,7 @@ http_reply json_reply(unsigned status, std::string body) {
   return http_reply{status, "application/json", std::move(body)};
 }
 
-api_route refuse(unsigned status, const std::string& message) {
-  return api_route{std::nullopt, api_refusal{status, proto::json_error(message)}};
-}
-
-/// Path segments of /a/b/c (empty segments dropped).
-std::vector<std::string> segments(const std::string& path) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i < path.size()) {
-    size_t j = path.find('/', i);
-    if (j == std::string::npos) j = path.size();
-    if (j > i) out.push_back(path.substr(i, j - i));
-    i = j + 1;
-  }
-  return out;
-}
-
-/// Ids, types and signal names: 1-256 bytes of printable ASCII other than '/' (they sit in
-/// paths), or any UTF-8 from byte 0x80 up.
-std::optional<std::string> bad_name(const char* what, const std::string& v) {
-  if (v.empty() || v.size() > 256)
-    return std::string{what} + " must be 1 to 256 bytes, not " + std::to_string(v.size());
-  for (unsigned char c : v)
-    if (c < 0x20 || c == 0x7f) return std::string{what} + " must not contain control characters";
-  if (!proto::valid_utf8(proto::as_bytes(v))) return std::string{what} + " must be UTF-8";
-  return std::nullopt;
-}
-
-/// The body as JSON text: empty means null; anything else must be one valid JSON value.
-std::optional<std::string> json_body(const std::string& body, std::string* err) {
-  size_t start = body.find_first_not_of(" \t\r\n");
-  if (start == std::string::npos) return std::string{"null"};
-  simdjson::dom::parser parser;
-  simdjson::padded_string padded(body);
-  auto doc = parser.parse(padded);
-  if (doc.error()) {
-    *err = std::string{"the body is not JSON: "} + simdjson::error_message(doc.error());
-    return std::nullopt;
-  }
-  return body.substr(start);
-}
-
-std::string result_args(const std::string& id, uint64_t wait_ms) {
-  return "{\"id\":" + proto::json_quote(id) + ",\"wait_ms\":" + std::to_string(wait_ms) + "}";
-}
-
 }  // namespace
-
-api_route route_api_request(const http_exchange& ex) {
-  auto seg = segments(ex.path);
-  if (seg.size() < 3 || seg[0] != "v1" || seg[1] != "workflows")
-    return refuse(404, "no route " + ex.method + " " + ex.path +
-                           "; routes: POST /v1/workflows/{type}/{id}, GET /v1/workflows/{id}, "
-                           "POST /v1/workflows/{id}/signals/{name}, "
-                           "POST /v1/workflows/{id}/cancel");
-  api_request r;
-  std::string err;
-  auto check = [&](const char* what, const std::string& v) {
-    if (auto bad = bad_name(what, v)) {
-      err = *bad;
-      return false;
-    }
-    return true;
-  };
-  const std::string& id = seg[2];
-  if (ex.method == "GET" && (seg.size() == 3 || (seg.size() == 4 && seg[3] == "describe"))) {
-    if (!check("workflow id", id)) return refuse(400, err);
-    r.workflow = id;
-    r.method = seg.size() == 3 ? "result" : "describe";
-    if (auto w = ex.query.find("wait_ms"); w != ex.query.end()) {
-      uint64_t v = 0;
-      auto [p, ec] = std::from_chars(w->second.data(), w->second.data() + w->second.size(), v);
-      if (ec != std::errc{} || p != w->second.data() + w->second.size() || v > 600000)
-        return refuse(400, "wait_ms must be an integer from 0 to 600000, not '" + w->second + "'");
-      r.wait_ms = v;
-    }
-    r.args = r.method == "result" ? result_args(id, r.wait_ms)
-                                  : "{\"id\":" + proto::json_quote(id) + "}";
-    return api_route{r, std::nullopt};
-  }
-  if (ex.method == "GET") return refuse(404, "no route GET " + ex.path);
-  if (ex.method != "POST")
-    return refuse(405,
-                  ex.method + " " + ex.path + ": use GET to read a workflow, POST to change it");
-  if (seg.size() == 4 && seg[3] == "cancel") {
-    if (!check("workflow id", id)) return refuse(400, err);
-    r.method = "cancel";
-    r.workflow = id;
-    r.args = "{\"id\":" + proto::json_quote(id) + "}";
-    return api_route{r, std::nullopt};
-  }
-  if (seg.size() == 5 && seg[3] == "signals") {
-    if (!check("workflow id", id) || !check("signal name", seg[4])) return refuse(400, err);
-    auto payload = json_body(ex.body, &err);
-    if (!payload) return refuse(400, err);
-    r.method = "signal";
-    r.workflow = id;
-    r.args = "{\"id\":" + proto::json_quote(id) + ",\"name\":" + proto::json_quote(seg[4]) +
-             ",\"payload\":" + *payload + "}";
-    return api_route{r, std::nullopt};
-  }
-  if (seg.size() == 4) {  // POST /v1/workflows/{type}/{id}
-    const std::string& type = seg[2];
-    const std::string& wid = seg[3];
-    if (!check("workflow type", type) || !check("workflow id", wid)) return refuse(400, err);
-    auto input = json_body(ex.body, &err);
-    if (!input) return refuse(400, err);
-    r.method = "start";
-    r.workflow = wid;
-    r.type = type;
-    r.args = "{\"id\":" + proto::json_quote(wid) + ",\"type\":" + proto::json_quote(type) +
-             ",\"input\":" + *input + "}";
-    return api_route{r, std::nullopt};
-  }
-  return refuse(404, "no route POST " + ex.path);
-}
 
 http_reply api_reply(const std::string& method, uint8_t status, const std::string& body) {
   using proto::call_status;

@@ -15,6 +15,7 @@
 #include "actors/directory_interface.hpp"
 #include "actors/node_settings.hpp"
 #include "actors/token_store.hpp"
+#include "app/api_routes.hpp"
 #include "app/http_server.hpp"
 
 namespace fusee::app {
@@ -38,26 +39,6 @@ private:
   http_api() = default;
   std::unique_ptr<impl> impl_;
 };
-
-/// What a request asks for, from its method, path, query and body: the CALL to make, or the
-/// HTTP error to answer at once. Pure (tested directly).
-struct api_request {
-  std::string method;  ///< start, signal, result, describe, cancel
-  std::string workflow;
-  std::string type;
-  std::string args;  ///< JSON text
-  uint64_t wait_ms = 0;
-};
-struct api_refusal {
-  unsigned status = 400;
-  std::string body;  ///< JSON
-};
-/// nullopt-free: exactly one of the two is set.
-struct api_route {
-  std::optional<api_request> call;
-  std::optional<api_refusal> refusal;
-};
-api_route route_api_request(const http_exchange& ex);
 
 /// The HTTP status and body for a CALL_RESULT of `method` (status, body as the protocol gives
 /// them).
