@@ -449,6 +449,9 @@ std::optional<std::string> validate(server_config& cfg) {
     return "[tls]: `tls.cert_file` and `tls.key_file` go together";
   if (!cfg.tls_ca_file.empty() && cfg.tls_cert_file.empty())
     return "[tls]: `tls.ca_file` (client certificates) needs `tls.cert_file` and `tls.key_file`";
+  if (cfg.clustered && !cfg.tls_cert_file.empty() && cfg.tls_ca_file.empty())
+    return "[tls]: in a cluster the links between nodes are mutual TLS: set `tls.ca_file` (the CA "
+           "that signs every node's certificate)";
   if (!cfg.tls_cert_file.empty())
     if (auto ctx = tls::server_context({cfg.tls_cert_file, cfg.tls_key_file, cfg.tls_ca_file});
         !ctx)

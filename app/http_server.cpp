@@ -19,6 +19,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "tls/acceptor.hpp"
 #include "tls/terminator.hpp"
 
 namespace fusee::app {
@@ -44,15 +45,10 @@ struct http_server::impl {
   bool stopping = false;                          // under mu: no connection is suspended any more
   // With TLS: this side listens and accepts, a terminator ends TLS and hands MHD the plaintext
   // end of each connection (MHD_add_connection).
-  int listen_fd = -1;
-  std::thread tls_acceptor;
   std::unique_ptr<tls::terminator> tls;
+  std::unique_ptr<tls::acceptor> tls_acceptor;
   ~impl() {
-    if (listen_fd >= 0) {
-      ::shutdown(listen_fd, SHUT_RDWR);
-      if (tls_acceptor.joinable()) tls_acceptor.join();
-      ::close(listen_fd);
-    }
+    tls_acceptor.reset();
     tls.reset();  // closes the TLS sides: MHD sees the plaintext ends close
     if (!daemon) return;
     std::set<std::shared_ptr<pending_reply>> left;
@@ -232,23 +228,10 @@ void log_mhd(void*, const char* fmt, va_list ap) {
   spdlog::warn("HTTP server: {}", text.substr(0, text.find_last_not_of("\n") + 1));
 }
 
-/// With TLS: binds host:port, accepts on a thread and gives each socket to a terminator, which
-/// hands MHD the plaintext end. False and `*err` if the address cannot be bound.
-bool start_tls(http_server::impl* im, sockaddr_in addr, const std::string& where, tls::ctx_ptr ctx,
+/// With TLS: a tls::acceptor on host:port gives each socket to a terminator, which hands MHD
+/// the plaintext end. False and `*err` if the address cannot be bound.
+bool start_tls(http_server::impl* im, const std::string& host, uint16_t port, tls::ctx_ptr ctx,
                std::string* err) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::listen(fd, 128) != 0) {
-    *err = "cannot serve HTTPS on " + where + ": " + std::strerror(errno);
-    if (fd >= 0) ::close(fd);
-    return false;
-  }
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  im->port_out = ntohs(addr.sin_port);
-  im->listen_fd = fd;
   tls::terminator::options o;
   o.ctx = std::move(ctx);
   std::string body = "{\"error\":\"this server speaks HTTPS (TLS 1.3), not HTTP\"}\n";
@@ -264,27 +247,15 @@ bool start_tls(http_server::impl* im, sockaddr_in addr, const std::string& where
         MHD_YES)
       ::close(h.fd);  // MHD closes it on failure in most versions; never leak it
   };
-  o.what = "HTTP " + where;
+  o.what = "HTTP " + host + ":" + std::to_string(port);
   im->tls = tls::terminator::start(std::move(o));
-  im->tls_acceptor = std::thread([im] {
-    for (;;) {
-      sockaddr_storage from{};
-      socklen_t from_len = sizeof(from);
-      int c = ::accept4(im->listen_fd, reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_CLOEXEC);
-      if (c < 0) {
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        if (errno == EMFILE || errno == ENFILE) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
-          continue;
-        }
-        return;  // shut down
-      }
-      char host[NI_MAXHOST] = "unknown", serv[NI_MAXSERV] = "0";
-      ::getnameinfo(reinterpret_cast<sockaddr*>(&from), from_len, host, sizeof(host), serv,
-                    sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV);
-      im->tls->add(c, std::string{host} + ":" + serv, host);
-    }
-  });
+  auto a = tls::acceptor::start(host, port, *im->tls);
+  if (!a) {
+    *err = a.err().message;
+    return false;
+  }
+  im->tls_acceptor = std::move(*a);
+  im->port_out = im->tls_acceptor->port();
   return true;
 }
 
@@ -306,8 +277,7 @@ std::unique_ptr<http_server> start_daemon(std::unique_ptr<http_server> s, http_s
       *err = "cannot start the HTTP server for " + host + ":" + std::to_string(port);
       return nullptr;
     }
-    if (!start_tls(im, addr, host + ":" + std::to_string(port), std::move(tls), err))
-      return nullptr;
+    if (!start_tls(im, host, port, std::move(tls), err)) return nullptr;
     return s;
   }
   auto* d = MHD_start_daemon(flags | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, port,

@@ -22,11 +22,39 @@
 #include "app/admin_routes.hpp"
 #include "app/http_api.hpp"
 #include "protocol/messages.hpp"
+#include "tls/acceptor.hpp"
 #include "tls/context.hpp"
+#include "tls/tunnel.hpp"
+
+#include <atomic>
+#include <map>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 namespace fusee::app {
 
 namespace {
+
+/// A connection to 127.0.0.1:port (nonblocking once connected), or -1: a cluster link from
+/// the TLS terminator to the cluster actor's loopback port.
+int connect_loopback(uint16_t port) {
+  if (port == 0) return -1;
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return fd;
+}
 
 struct node_config : caf::actor_system_config {
   explicit node_config(const server::node_settings& cfg) {
@@ -101,17 +129,46 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     sink.set_directory(directory);
     auto owners = std::make_shared<const server::shard_owners>(cfg);
     // In a cluster: the links to the other nodes, known to the directory before any session.
+    tls::ctx_ptr tls_ctx;  // checked by validate(): it loads here as it did there
+    if (!cfg.tls_cert_file.empty())
+      tls_ctx = *tls::server_context({cfg.tls_cert_file, cfg.tls_key_file, cfg.tls_ca_file});
     server::cluster_actor cluster;
+    // With [tls], the links are mutual TLS 1.3 (CAF's middleman speaks plain TCP, on loopback
+    // only): a terminator ends the peers' TLS on cluster_listen and connects each link to the
+    // cluster actor's loopback port; this node dials each peer through a loopback tunnel.
+    std::unique_ptr<tls::terminator> cluster_tls;
+    std::vector<std::unique_ptr<tls::tunnel>> cluster_tunnels;
+    auto cluster_internal = std::make_shared<std::atomic<uint16_t>>(0);
     if (cfg.clustered) {
-      cluster = server::spawn_cluster(sys, cfg, directory);
+      std::map<std::string, std::string> dial_via;
+      if (tls_ctx) {
+        tls::terminator::options o;
+        o.ctx = tls_ctx;
+        o.client_ctx =
+            *tls::client_context({cfg.tls_ca_file, cfg.tls_cert_file, cfg.tls_key_file, ""});
+        o.handshake_timeout_ms = cfg.cluster_peer_timeout_ms;
+        o.open_plain = [cluster_internal] { return connect_loopback(*cluster_internal); };
+        o.what = "cluster";
+        cluster_tls = tls::terminator::start(std::move(o));
+        for (auto& n : cfg.cluster.nodes) {
+          if (n.name == cfg.cluster_node) continue;
+          auto at = parse_host_port(n.cluster);
+          auto t = tls::tunnel::start(*cluster_tls, at->host, at->port, at->host,
+                                      std::min<uint32_t>(cfg.cluster_peer_timeout_ms, 5000));
+          if (!t) {  // this peer stays unreachable; the others are served
+            spdlog::error("cluster peer {}: {}", n.name, t.err().message);
+            continue;
+          }
+          dial_via[n.name] = "127.0.0.1:" + std::to_string((*t)->port());
+          cluster_tunnels.push_back(std::move(*t));
+        }
+      }
+      cluster = server::spawn_cluster(sys, cfg, directory, std::move(dial_via));
       caf::anon_send(directory, server::cluster_ready{server::forwarder_actor{cluster}});
     }
     std::string lerr;
     auto limits = std::make_shared<server::connection_limits>(cfg.max_connections,
                                                               cfg.max_connections_per_peer);
-    tls::ctx_ptr tls_ctx;  // checked by validate(): it loads here as it did there
-    if (!cfg.tls_cert_file.empty())
-      tls_ctx = *tls::server_context({cfg.tls_cert_file, cfg.tls_key_file, cfg.tls_ca_file});
     auto acceptor = server::listener::start(
         sys, listen->host, listen->port,
         server::session_context{std::make_shared<const server::node_settings>(cfg), directory,
@@ -202,12 +259,25 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     // The cluster actor, for the other nodes: on cluster_listen only, once it knows this node's
     // inspector (a peer's welcome carries it).
     uint16_t cluster_port = 0;
-    if (acceptor && cluster) {
+    std::unique_ptr<tls::acceptor> cluster_acceptor;
+    if (acceptor && cluster && cluster_tls) {
+      *cluster_internal = publish_at(cluster, "cluster.cluster_listen", "127.0.0.1:0");
+      auto at = parse_host_port(cfg.cluster_listen);
+      if (auto a = tls::acceptor::start(at->host, at->port, *cluster_tls); !a) {
+        refuse_start("cluster.cluster_listen", a.err().message);
+      } else {
+        cluster_acceptor = std::move(*a);
+        cluster_port = cluster_acceptor->port();
+      }
+    } else if (acceptor && cluster) {
       cluster_port = publish_at(cluster, "cluster.cluster_listen", cfg.cluster_listen);
+    }
+    if (acceptor && cluster) {
       if (cluster_port != 0)
-        spdlog::info("cluster listening node={} cluster={}:{} digest={} nodes={}", cfg.cluster_node,
-                     parse_host_port(cfg.cluster_listen)->host, cluster_port, cfg.cluster.digest(),
-                     cfg.cluster.nodes.size());
+        spdlog::info("cluster listening node={} cluster={}:{} digest={} nodes={} tls={}",
+                     cfg.cluster_node, parse_host_port(cfg.cluster_listen)->host, cluster_port,
+                     cfg.cluster.digest(), cfg.cluster.nodes.size(),
+                     cluster_tls ? "mutual" : "off");
     }
     // The admin HTTP server (admin_routes.cpp).
     std::unique_ptr<http_server> admin;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <openssl/err.h>
+#include <openssl/x509v3.h>
 #include <spdlog/spdlog.h>
 
 namespace fusee::tls {
@@ -33,18 +34,31 @@ struct terminator::conn {
   SSL* ssl = nullptr;
   std::string peer, peer_ip;
   clock_type::time_point started;
-  bool checked = false;    ///< the first byte was looked at (TLS or not)
-  bool open = false;       ///< handshake done, plaintext end handed over
-  bool tls_eof = false;    ///< the TLS peer closed: nothing more to decrypt
-  bool plain_eof = false;  ///< the plaintext side closed: nothing more to encrypt
-  proto::bytes to_plain;   ///< decrypted, not yet written to `plain`
-  proto::bytes to_tls;     ///< read from `plain`, not yet taken by SSL_write
+  bool checked = false;  ///< the first byte was looked at (TLS or not)
+  /// Refused (plaintext peer, failed handshake): our last bytes are sent and the write side
+  /// shut; what the peer still sends is read and dropped until it closes (or `drain_until`),
+  /// so close() sends no RST that could destroy our answer before the peer reads it.
+  bool draining = false;
+  clock_type::time_point drain_until{};
+  bool outbound = false;    ///< this side dialled: client handshake, `plain` given up front
+  std::string server_name;  ///< outbound: the name the far side's certificate must carry
+  bool open = false;        ///< handshake done, plaintext end handed over
+  bool tls_eof = false;     ///< the TLS peer closed: nothing more to decrypt
+  bool plain_eof = false;   ///< the plaintext side closed: nothing more to encrypt
+  proto::bytes to_plain;    ///< decrypted, not yet written to `plain`
+  proto::bytes to_tls;      ///< read from `plain`, not yet taken by SSL_write
   ~conn() {
     if (ssl != nullptr) SSL_free(ssl);
     if (tcp >= 0) ::close(tcp);
     if (plain >= 0) ::close(plain);
   }
 };
+
+void drain(terminator::conn& c) {
+  ::shutdown(c.tcp, SHUT_WR);  // after the alert or the plaintext answer
+  c.draining = true;
+  c.drain_until = clock_type::now() + std::chrono::seconds(2);
+}
 
 std::unique_ptr<terminator> terminator::start(options o) {
   std::unique_ptr<terminator> t{new terminator};
@@ -71,6 +85,23 @@ terminator::~terminator() {
   ::close(epoll_);
 }
 
+void terminator::add_outbound(int tcp, int plain, std::string peer, std::string server_name) {
+  auto c = std::make_unique<conn>();
+  c->tcp = tcp;
+  c->plain = plain;
+  c->outbound = true;
+  c->checked = true;
+  c->peer = std::move(peer);
+  c->server_name = std::move(server_name);
+  c->started = clock_type::now();
+  {
+    std::lock_guard lk{mu_};
+    incoming_.push_back(std::move(c));
+  }
+  uint64_t one = 1;
+  (void)!::write(wake_, &one, sizeof(one));
+}
+
 void terminator::add(int fd, std::string peer, std::string peer_ip) {
   auto c = std::make_unique<conn>();
   c->tcp = fd;
@@ -91,21 +122,53 @@ void terminator::drop(conn& c, bool delivered) {
   if (c.plain >= 0) ::epoll_ctl(epoll_, EPOLL_CTL_DEL, c.plain, nullptr);
 }
 
+void terminator::say(const std::string& key, const std::string& line) {
+  // A peer that keeps failing the same way (a node with the wrong certificate redials every
+  // second or two) is logged once a minute; the rest at debug.
+  auto now = clock_type::now();
+  if (said_.size() > 1000) said_.clear();
+  auto [it, fresh] = said_.try_emplace(key, now);
+  if (fresh || now - it->second >= std::chrono::minutes(1)) {
+    it->second = now;
+    spdlog::warn("{}", line);
+  } else {
+    spdlog::debug("{}", line);
+  }
+}
+
+/// Ends a refused connection politely (see conn::draining).
+void drain(terminator::conn& c);
+
 void terminator::pump(conn& c) {
+  if (c.draining) {
+    uint8_t sink[4096];
+    for (;;) {
+      ssize_t n = ::recv(c.tcp, sink, sizeof(sink), 0);
+      if (n > 0) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+      c.tls_eof = c.plain_eof = true;  // the peer closed (or reset): done
+      return;
+    }
+  }
   if (!c.open) {
     // A peer that speaks the plain protocol (or HTTP) gets an answer it can read.
-    uint8_t first = 0;
-    if (!c.checked && ::recv(c.tcp, &first, 1, MSG_PEEK) == 1)
+    uint8_t first = 0x16;
+    if (!c.checked) {
+      ssize_t n = ::recv(c.tcp, &first, 1, MSG_PEEK);
+      if (n == 0) {  // closed before its first byte (a reachability probe): nothing to say
+        c.tls_eof = c.plain_eof = true;
+        return;
+      }
+      if (n < 0) return;  // nothing yet: the next byte brings the next event
       c.checked = true;
-    else
-      first = 0x16;
+    }
     if (first != 0x16) {  // 0x16: a TLS handshake record, as every ClientHello starts
       plaintext_++;
       (void)!::send(c.tcp, o_.plaintext_answer.data(), o_.plaintext_answer.size(),
                     MSG_NOSIGNAL | MSG_DONTWAIT);
-      spdlog::warn("refused a connection that does not speak TLS listener={} peer={}", o_.what,
-                   c.peer);
-      c.tls_eof = c.plain_eof = true;
+      say(c.peer_ip,
+          "refused a connection that does not speak TLS listener=" + o_.what + " peer=" + c.peer);
+      drain(c);
       return;
     }
     int r = SSL_do_handshake(c.ssl);
@@ -113,25 +176,38 @@ void terminator::pump(conn& c) {
       int e = SSL_get_error(c.ssl, r);
       if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return;
       failures_++;
-      spdlog::warn("TLS handshake failed listener={} peer={}: {}", o_.what, c.peer,
-                   failure(c.ssl, r, false));
-      c.tls_eof = c.plain_eof = true;
+      auto why = failure(c.ssl, r, c.outbound);
+      say((c.outbound ? c.peer : c.peer_ip) + why, std::string{"TLS handshake failed "} +
+                                                       (c.outbound ? "dialling=" : "listener=") +
+                                                       o_.what + " peer=" + c.peer + ": " + why);
+      drain(c);
       return;
     }
-    int pair[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) != 0) {
-      spdlog::error("TLS: socketpair failed listener={}: {}", o_.what, std::strerror(errno));
-      c.tls_eof = c.plain_eof = true;
-      return;
+    int given = -1;  // the end handed to deliver()
+    if (c.plain < 0 && o_.open_plain) {
+      c.plain = o_.open_plain();
+      if (c.plain < 0) {
+        c.tls_eof = c.plain_eof = true;
+        return;
+      }
+    } else if (c.plain < 0) {
+      int pair[2];
+      if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) != 0) {
+        spdlog::error("TLS: socketpair failed listener={}: {}", o_.what, std::strerror(errno));
+        c.tls_eof = c.plain_eof = true;
+        return;
+      }
+      c.plain = pair[0];
+      given = pair[1];
     }
-    c.plain = pair[0];
+    nonblocking(c.plain);
     c.open = true;
     handshakes_++;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP;
     ev.data.ptr = &c;
     ::epoll_ctl(epoll_, EPOLL_CTL_ADD, c.plain, &ev);
-    o_.deliver(handed_over{pair[1], c.peer, c.peer_ip, exporter(c.ssl)});
+    if (given >= 0) o_.deliver(handed_over{given, c.peer, c.peer_ip, exporter(c.ssl)});
   }
   uint8_t buf[16 * 1024];
   // TLS → plaintext.
@@ -213,9 +289,19 @@ void terminator::run() {
         }
         for (auto& c : fresh) {
           nonblocking(c->tcp);
-          c->ssl = SSL_new(o_.ctx.get());
+          c->ssl = SSL_new((c->outbound ? o_.client_ctx : o_.ctx).get());
           SSL_set_fd(c->ssl, c->tcp);
-          SSL_set_accept_state(c->ssl);
+          if (c->outbound) {
+            auto* param = SSL_get0_param(c->ssl);
+            if (X509_VERIFY_PARAM_set1_ip_asc(param, c->server_name.c_str()) != 1) {
+              ERR_clear_error();
+              SSL_set_tlsext_host_name(c->ssl, c->server_name.c_str());
+              SSL_set1_host(c->ssl, c->server_name.c_str());
+            }
+            SSL_set_connect_state(c->ssl);
+          } else {
+            SSL_set_accept_state(c->ssl);
+          }
           epoll_event ev{};
           ev.events = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP;
           ev.data.ptr = c.get();
@@ -228,8 +314,13 @@ void terminator::run() {
       touched.push_back(static_cast<conn*>(events[i].data.ptr));
     }
     auto now = clock_type::now();
+    for (auto& [p, c] : conns)  // refused peers that do not close
+      if (c->draining && !c->tls_eof && now >= c->drain_until) {
+        c->tls_eof = c->plain_eof = true;
+        touched.push_back(p);
+      }
     for (auto& [p, c] : conns)  // handshakes that take too long
-      if (!c->open && !c->tls_eof &&
+      if (!c->open && !c->tls_eof && !c->draining &&
           now - c->started >= std::chrono::milliseconds(o_.handshake_timeout_ms)) {
         timeouts_++;
         spdlog::warn("TLS handshake not done within {} ms, closing listener={} peer={}",

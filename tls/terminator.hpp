@@ -8,12 +8,14 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "tls/context.hpp"
@@ -37,6 +39,11 @@ public:
     /// an ERR frame or an HTTP 400 saying that this listener speaks TLS.
     std::string plaintext_answer;
     std::function<void(handed_over)> deliver;
+    /// Instead of a socketpair (and `deliver`): the plaintext side is a connection this opens
+    /// (e.g. to a loopback port where CAF's middleman listens); -1 drops the connection.
+    std::function<int()> open_plain;
+    /// For add_outbound(): this side's certificate and the CA that signs the far side's.
+    ctx_ptr client_ctx;
     /// A connection given to add() that will never be delivered (failed, timed out, closed).
     std::function<void(const std::string& peer_ip)> dropped;
     std::string what;  ///< names the listener in logs ("workers", "HTTP API", "admin")
@@ -47,6 +54,9 @@ public:
 
   /// Takes an accepted TCP socket (any mode; made nonblocking) from `peer`.
   void add(int fd, std::string peer, std::string peer_ip);
+  /// Takes a TCP socket connected to `peer` and the plaintext socket whose bytes go there: this
+  /// side runs the client's handshake (client_ctx), checking `server_name` in its certificate.
+  void add_outbound(int tcp, int plain, std::string peer, std::string server_name);
 
   uint64_t handshakes() const { return handshakes_.load(); }
   uint64_t failures() const { return failures_.load(); }    ///< handshakes that failed
@@ -60,6 +70,8 @@ private:
   void run();
   void pump(conn& c);
   void drop(conn& c, bool delivered);
+  /// Logs `line` as a warning unless the same `key` was logged in the last minute.
+  void say(const std::string& key, const std::string& line);
 
   options o_;
   int epoll_ = -1, wake_ = -1;
@@ -68,6 +80,7 @@ private:
   std::vector<std::unique_ptr<conn>> incoming_;
   bool stopping_ = false;
   std::atomic<uint64_t> handshakes_{0}, failures_{0}, timeouts_{0}, plaintext_{0};
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> said_;  ///< say()'s
 };
 
 }  // namespace fusee::tls

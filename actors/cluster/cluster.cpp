@@ -49,6 +49,7 @@ const char* link_name(link l) {
 
 struct peer {
   proto::cluster_node node;
+  std::string dial;  ///< where the middleman connects: node.cluster, or a loopback TLS tunnel
   link state = link::connecting;
   std::string error = "not dialled yet";
   int64_t since_ms = 0;
@@ -218,7 +219,7 @@ void handshake(self_ptr self, size_t i, uint64_t gen, cluster_actor h) {
 /// only after a probe found the peer's port answering, so an unreachable host never holds it).
 void connect(self_ptr self, size_t i, uint64_t gen) {
   auto& st = self->state;
-  auto at = client::parse_host_port(st.peers[i].node.cluster);
+  auto at = client::parse_host_port(st.peers[i].dial);
   auto mm = self->system().middleman().actor_handle();
   self->request(mm, dial_timeout(st), caf::connect_atom::value, at->host, at->port)
       .then(
@@ -376,7 +377,8 @@ actor_stats stats_of(self_ptr self) {
 }
 
 cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg,
-                                        directory_actor directory) {
+                                        directory_actor directory,
+                                        std::map<std::string, std::string> dial_via) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
   st.owners = shard_owners(st.cfg);
@@ -385,8 +387,11 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg,
   st.canonical = st.cfg.cluster.canonical();
   st.id = new_session_id();
   st.peers.resize(st.cfg.cluster.nodes.size());
-  for (size_t i = 0; i < st.peers.size(); ++i)
+  for (size_t i = 0; i < st.peers.size(); ++i) {
     st.peers[i].node = st.cfg.cluster.nodes[i];
+    auto via = dial_via.find(st.peers[i].node.name);
+    st.peers[i].dial = via != dial_via.end() ? via->second : st.peers[i].node.cluster;
+  }
   auto now = static_cast<int64_t>(proto::unix_ms());
   for (size_t i = 0; i < st.peers.size(); ++i) {
     st.peers[i].since_ms = now;
@@ -543,8 +548,9 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg,
 }  // namespace
 
 cluster_actor spawn_cluster(caf::actor_system& sys, const node_settings& cfg,
-                            directory_actor directory) {
-  return sys.spawn(cluster_fn, cfg, std::move(directory));
+                            directory_actor directory,
+                            std::map<std::string, std::string> dial_via) {
+  return sys.spawn(cluster_fn, cfg, std::move(directory), std::move(dial_via));
 }
 
 }  // namespace fusee::server

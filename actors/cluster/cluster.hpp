@@ -10,15 +10,20 @@
 // directory as if it came from a session.
 #pragma once
 
+#include <map>
+#include <string>
+
 #include "actors/cluster/cluster_interface.hpp"
 #include "actors/node_settings.hpp"
 
 namespace fusee::server {
 
-/// Spawns the cluster actor of a node with `[cluster]`; it starts dialling its peers at once.
-/// The caller publishes it on `cluster_listen` and sends it this node's inspector
-/// (caf::put_atom, strong_actor_ptr) when there is one.
+/// Spawns the cluster actor of a node with `[cluster]`; it starts dialling its peers at once,
+/// each at its map `cluster` address or, when `dial_via` names the peer, there (a loopback TLS
+/// tunnel to it). The caller publishes it on `cluster_listen` (or behind a TLS listener there)
+/// and sends it this node's inspector (caf::put_atom, strong_actor_ptr) when there is one.
 cluster_actor spawn_cluster(caf::actor_system& sys, const node_settings& cfg,
-                            directory_actor directory);
+                            directory_actor directory,
+                            std::map<std::string, std::string> dial_via = {});
 
 }  // namespace fusee::server

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "handler_process.hpp"
+#include "pki.hpp"
 #include "protocol/shard_hash.hpp"
 #include "server_process.hpp"
 #include "worker.hpp"
@@ -336,4 +337,32 @@ TEST_CASE("a silent node (SIGSTOP) is down after the peer timeout: calls for its
   CHECK_MESSAGE(r.body.value("error", "").find("node c") != std::string::npos, r.body.dump());
   ::kill(c.nodes[2]->pid(), SIGCONT);
   CHECK(await([&] { return count_of(c.nodes[0]->log(), "cluster peer up node=c") >= 2; }));
+}
+
+TEST_CASE("nodes with mutual TLS form a cluster and a node with a stranger's certificate cannot "
+          "join") {
+  pki certs;
+  cluster3 c(certs.tls_toml("node", true));
+  REQUIRE(c.all_linked());
+  CHECK(c.nodes[0]->log().find("tls=mutual") != std::string::npos);
+  // A call through a for a workflow on c crosses the TLS links: c parks it (nobody holds the
+  // shard) and answers, where a node that cannot be reached would fail it at once.
+  auto sec = certs.client();
+  auto via_a = worker::workflow_client::connect(c.listen(0), "test", sec);
+  REQUIRE_MESSAGE(via_a, (via_a ? "" : via_a.err().message));
+  auto parked = must(via_a->describe(cluster3::id_on(2, "w"), 200));
+  CHECK(parked.error().find("parked") != std::string::npos);
+  // c comes back with a certificate from a CA the others do not trust (and trusting only it).
+  REQUIRE(c.nodes[2]->stop() == 0);
+  auto old_log = c.nodes[2]->log().size();  // the new process writes after the old one's lines
+  server_process rogue(c.dir.path() / "c",
+                       c.config(2, false) + certs.tls_toml("rogue-node", true, "rogue-ca"));
+  rogue.use_ports(c.at[2].listen, c.at[2].http);
+  REQUIRE(rogue.start() == "");
+  CHECK(await([&] {
+    return c.nodes[0]->log().find("the server's certificate was refused") != std::string::npos;
+  }));
+  CHECK(rogue.log().substr(old_log).find("cluster peer up") == std::string::npos);
+  auto refused = must(via_a->describe(cluster3::id_on(2, "x"), 200));
+  CHECK(refused.error().find("cannot be reached") != std::string::npos);
 }

@@ -7,6 +7,7 @@
 
 #include <curl/curl.h>
 
+#include "pki.hpp"
 #include "server_process.hpp"
 
 using namespace fusee;
@@ -18,57 +19,8 @@ namespace {
 
 const std::string worker_secret = "w-0123456789abcdef0123456789abcdef";
 
-/// A CA, a node certificate for 127.0.0.1 and localhost, a client certificate, the same from a
-/// second CA nobody trusts, and an expired node certificate.
-struct pki {
-  test::temp_dir dir;
-  fs::path at(const std::string& name) const { return dir.path() / name; }
-
-  void openssl(std::vector<std::string> args) {
-    args.insert(args.begin(), "/usr/bin/openssl");
-    auto [rc, out] = test::run_process(args, at("openssl.log"), 30s);
-    REQUIRE_MESSAGE(rc == 0, out);
-  }
-  void make_ca(const std::string& name) {
-    openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", at(name + ".key"), "-out", at(name + ".pem"), "-days", "2", "-subj",
-             "/CN=" + name});
-  }
-  void make_cert(const std::string& name, const std::string& ca, const std::string& san,
-                 const std::string& days = "2") {
-    openssl({"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", at(name + ".key"), "-out", at(name + ".csr"), "-subj", "/CN=" + name});
-    std::ofstream{at(name + ".ext")} << "subjectAltName=" << san << "\n";
-    openssl({"x509", "-req", "-in", at(name + ".csr"), "-CA", at(ca + ".pem"), "-CAkey",
-             at(ca + ".key"), "-CAcreateserial", "-out", at(name + ".pem"), "-days", days,
-             "-extfile", at(name + ".ext")});
-  }
-  pki() {
-    make_ca("ca");
-    make_ca("rogue-ca");
-    make_cert("node", "ca", "IP:127.0.0.1,DNS:localhost");
-    make_cert("client", "ca", "DNS:worker-1");
-    make_cert("rogue", "rogue-ca", "DNS:worker-2");
-    make_cert("expired", "ca", "IP:127.0.0.1", "0");  // not after = now: expired a second later
-  }
-  std::string tls_toml(const std::string& cert, bool mutual) const {
-    return "[tls]\ncert_file = \"" + at(cert + ".pem").string() + "\"\nkey_file = \"" +
-           at(cert + ".key").string() + "\"\n" +
-           (mutual ? "ca_file = \"" + at("ca.pem").string() + "\"\n" : "");
-  }
-  client::security client(const std::string& name = "client", const std::string& ca = "ca") const {
-    client::security s;
-    s.tls.ca_file = at(ca + ".pem");
-    if (!name.empty()) {
-      s.tls.cert_file = at(name + ".pem");
-      s.tls.key_file = at(name + ".key");
-    }
-    return s;
-  }
-};
-
 struct fixture {
-  pki certs;
+  test::pki certs;
   test::temp_dir dir;
   test::server_process server;
   static std::string token_toml(const fs::path& dir) {
@@ -88,7 +40,7 @@ struct fixture {
 };
 
 /// GET over HTTPS with libcurl: {status, body}; status 0 and the error in body if it failed.
-std::pair<long, std::string> https_get(uint16_t port, const std::string& path, const pki& p,
+std::pair<long, std::string> https_get(uint16_t port, const std::string& path, const test::pki& p,
                                        bool client_cert, const std::string& bearer = "") {
   CURL* c = curl_easy_init();
   std::string answer, url = "https://127.0.0.1:" + std::to_string(port) + path;

@@ -1,0 +1,114 @@
+#include "tls/tunnel.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+namespace fusee::tls {
+
+namespace {
+
+/// A TCP connection to host:port within `timeout_ms`, or -1 (and why).
+int dial(const std::string& host, uint16_t port, uint32_t timeout_ms, std::string* why) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  auto port_text = std::to_string(port);
+  if (int rc = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &res); rc != 0) {
+    *why = gai_strerror(rc);
+    return -1;
+  }
+  int fd = -1;
+  for (auto* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next) {
+    fd = ::socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) continue;
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+      *why = std::strerror(errno);
+      ::close(fd);
+      fd = -1;
+      continue;
+    }
+    pollfd p{fd, POLLOUT, 0};
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (::poll(&p, 1, static_cast<int>(timeout_ms)) != 1 ||
+        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
+      *why = err != 0 ? std::strerror(err) : "timed out";
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(res);
+  if (fd >= 0) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  return fd;
+}
+
+}  // namespace
+
+proto::result<std::unique_ptr<tunnel>> tunnel::start(terminator& via, std::string host,
+                                                     uint16_t port, std::string server_name,
+                                                     uint32_t connect_timeout_ms) {
+  std::unique_ptr<tunnel> t{new tunnel};
+  t->via_ = &via;
+  t->host_ = std::move(host);
+  t->remote_port_ = port;
+  t->server_name_ = std::move(server_name);
+  t->timeout_ms_ = connect_timeout_ms;
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(fd, 16) != 0) {
+    if (fd >= 0) ::close(fd);
+    return proto::error{proto::err_code::io,
+                        std::string{"cannot open a loopback port for a TLS tunnel: "} +
+                            std::strerror(errno)};
+  }
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  t->listen_fd_ = fd;
+  t->port_ = ntohs(addr.sin_port);
+  t->thread_ = std::thread([raw = t.get()] { raw->run(); });
+  return t;
+}
+
+tunnel::~tunnel() {
+  ::shutdown(listen_fd_, SHUT_RDWR);
+  if (thread_.joinable()) thread_.join();
+  ::close(listen_fd_);
+}
+
+void tunnel::run() {
+  for (;;) {
+    int local = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (local < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      return;  // shut down
+    }
+    std::string why;
+    int remote = dial(host_, remote_port_, timeout_ms_, &why);
+    auto peer = host_ + ":" + std::to_string(remote_port_);
+    if (remote < 0) {
+      spdlog::debug("TLS tunnel: cannot connect to {}: {}", peer, why);
+      ::close(local);
+      continue;
+    }
+    via_->add_outbound(remote, local, peer, server_name_);
+  }
+}
+
+}  // namespace fusee::tls

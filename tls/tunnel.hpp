@@ -1,0 +1,40 @@
+// Plaintext in on a loopback port, TLS 1.3 out to one remote address: how CAF's middleman, which
+// speaks plain TCP, reaches a cluster peer over mutual TLS. Each local connection is dialled
+// through to the peer on the tunnel's own thread (a blocking connect, never on a CAF thread),
+// then handed to a terminator for the client's handshake and the byte moving.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "protocol/result.hpp"
+#include "tls/terminator.hpp"
+
+namespace fusee::tls {
+
+class tunnel {
+public:
+  /// Listens on 127.0.0.1 (any free port) for connections to host:port, whose certificate must
+  /// carry `server_name`. `via` outlives the tunnel.
+  static proto::result<std::unique_ptr<tunnel>> start(terminator& via, std::string host,
+                                                      uint16_t port, std::string server_name,
+                                                      uint32_t connect_timeout_ms);
+  ~tunnel();
+  /// The loopback port that leads to the peer.
+  uint16_t port() const { return port_; }
+
+private:
+  tunnel() = default;
+  void run();
+
+  terminator* via_ = nullptr;
+  std::string host_, server_name_;
+  uint16_t remote_port_ = 0, port_ = 0;
+  uint32_t timeout_ms_ = 5000;
+  int listen_fd_ = -1;
+  std::thread thread_;
+};
+
+}  // namespace fusee::tls
