@@ -43,6 +43,8 @@ const char* connection_limits::name(limit l) {
     return "hello_timeout";
   case limit::frame_timeout:
     return "frame_timeout";
+  case limit::appends_in_flight:
+    return "appends_in_flight";
   }
   return "unknown";
 }

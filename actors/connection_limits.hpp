@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -27,7 +28,16 @@ public:
   uint64_t open() const;
 
   /// What the limits refused, by limit (the metric's label).
-  enum class limit : uint8_t { connections, connections_per_peer, hello_timeout, frame_timeout };
+  enum class limit : uint8_t {
+    connections,
+    connections_per_peer,
+    hello_timeout,
+    frame_timeout,
+    appends_in_flight,
+  };
+  static constexpr limit all[] = {limit::connections, limit::connections_per_peer,
+                                  limit::hello_timeout, limit::frame_timeout,
+                                  limit::appends_in_flight};
   void count(limit l) { refused_[static_cast<size_t>(l)].fetch_add(1, std::memory_order_relaxed); }
   uint64_t refused(limit l) const {
     return refused_[static_cast<size_t>(l)].load(std::memory_order_relaxed);
@@ -39,7 +49,7 @@ private:
   mutable std::mutex mu_;
   uint64_t total_ = 0;
   std::unordered_map<std::string, uint32_t> per_peer_;
-  std::atomic<uint64_t> refused_[4]{};
+  std::atomic<uint64_t> refused_[std::size(all)]{};
 };
 
 }  // namespace fusee::server

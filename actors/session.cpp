@@ -64,7 +64,11 @@ struct session_state {
   proto::bytes client_nonce, server_nonce;
   proto::bytes binding;  ///< what proofs are bound to: empty without TLS
   std::shared_ptr<connection_limits> limits;
-  std::string peer_ip;            ///< what `limits` counts this connection under
+  std::string peer_ip;  ///< what `limits` counts this connection under
+  /// APPENDs submitted to the log's queue and not taken by its writer yet (the writer decrements
+  /// it): with the batch being written, at most twice limits.max_appends_in_flight are pending.
+  std::shared_ptr<std::atomic<uint32_t>> appends_in_flight =
+      std::make_shared<std::atomic<uint32_t>>(0);
   bool deadline_pending = false;  ///< a deadline_atom is on its way
   bool partial = false;           ///< the decoder holds part of a frame
   caf::actor_clock::time_point partial_since{};
@@ -338,8 +342,20 @@ void handle(session_ptr self, proto::any_message&& msg) {
               }
           }
           if constexpr (std::is_same_v<T, proto::append>) {
-            st.wal->submit(
-                wal_append{st.id, h.id, h.shard, h.epoch, m.first_lsn, std::move(m.records)});
+            auto waiting = st.appends_in_flight->load(std::memory_order_acquire);
+            if (waiting >= st.cfg->max_appends_in_flight) {  // refused, not closed: wait, resend
+              if (st.limits) st.limits->count(connection_limits::limit::appends_in_flight);
+              write(self, proto::make_err(
+                              h.id, proto::error{proto::err_code::too_large,
+                                                 std::to_string(waiting) +
+                                                     " APPENDs on this connection wait for the "
+                                                     "log (limits.max_appends_in_flight): wait "
+                                                     "for DURABLE before sending more"}));
+              return;
+            }
+            st.appends_in_flight->fetch_add(1, std::memory_order_relaxed);
+            st.wal->submit(wal_append{st.id, h.id, h.shard, h.epoch, m.first_lsn,
+                                      std::move(m.records), st.appends_in_flight});
           } else if constexpr (std::is_same_v<T, proto::recover_log>) {
             st.wal->submit(wal_read{st.id, h.id, h.shard, h.epoch, m.after_lsn, m.max_bytes});
           } else if constexpr (std::is_same_v<T, proto::checkpoint>) {

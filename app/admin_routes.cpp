@@ -124,10 +124,8 @@ public:
       guards.auth =
           auth_counts{ctx.tokens->tokens()->size(), ctx.tokens->refused(), ctx.tokens->reloads()};
     if (ctx.limits) {
-      using limit = server::connection_limits::limit;
       guards.connections = ctx.limits->open();
-      for (auto l : {limit::connections, limit::connections_per_peer, limit::hello_timeout,
-                     limit::frame_timeout})
+      for (auto l : server::connection_limits::all)
         guards.limit_refused.emplace_back(server::connection_limits::name(l),
                                           ctx.limits->refused(l));
     }

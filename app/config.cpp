@@ -93,6 +93,8 @@ const setting<server_config> server_settings[] = {
      "a connection that has not said HELLO (or CLIENT_HELLO, after AUTH) this long is closed"},
     {"limits", "frame_timeout_ms", &server_config::frame_timeout_ms, 100, u32_max,
      "a frame begun and not finished this long closes its connection"},
+    {"limits", "max_appends_in_flight", &server_config::max_appends_in_flight, 1, u32_max,
+     "APPENDs one connection may have waiting for DURABLE; more are refused (TOO_LARGE)"},
     {"limits", "max_frame_mb", &server_config::max_frame_mb, 1, 96,
      "largest frame body accepted, in MiB (PROTOCOL.md allows 96)"},
     {"limits", "http_body_kb", &server_config::http_body_kb, 1, 1048576,

@@ -165,6 +165,11 @@ struct wal_writer::impl {
   /// Writes everything queued as one batch (group commit), then acknowledges it; checkpoints,
   /// loads and reads are served after it, so they see every record queued before them.
   void process(std::vector<wal_entry>& work) {
+    // The writer has taken these appends: they no longer wait in its queue (before any answer
+    // goes out, so a connection told DURABLE never finds its count stale).
+    for (auto& e : work)
+      if (auto* a = std::get_if<wal_append>(&e); a != nullptr && a->in_flight)
+        a->in_flight->fetch_sub(1, std::memory_order_release);
     bytes body;
     std::vector<pending_index> new_sections;
     std::map<session_id, std::map<uint32_t, proto::position>> acks;

@@ -15,6 +15,7 @@
 // file is the writer: admission, batching, acknowledgements, failures and reads.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -44,6 +45,9 @@ struct wal_append {
   epoch_t epoch;
   lsn_t first_lsn;
   std::vector<bytes> records;
+  /// Decremented when the writer takes the append from its queue (before it is answered): the
+  /// submitting connection's appends waiting for the log. Null: not counted.
+  std::shared_ptr<std::atomic<uint32_t>> in_flight;
 };
 
 /// Makes `session` the holder of `shard` under the next epoch; durable before it is reported.

@@ -39,10 +39,14 @@ proto::err refusal(client::connection& c) {
   return *e;
 }
 
+/// True once the PING's OK arrives (whatever else was still on its way comes first).
 bool answers_ping(client::connection& c) {
   c.send(proto::ping{proto::request_head{77}});
-  auto r = c.receive(5s);
-  return r && std::holds_alternative<proto::ok>(*r);
+  for (;;) {
+    auto r = c.receive(5s);
+    if (!r) return false;
+    if (auto* ok = std::get_if<proto::ok>(&*r); ok && ok->id == 77) return true;
+  }
 }
 
 }  // namespace
@@ -129,4 +133,64 @@ TEST_CASE(
   CHECK(status == 413);
   auto other = f.client();
   CHECK(answers_ping(other));
+}
+
+TEST_CASE("appends over limits.max_appends_in_flight are refused and the connection goes on") {
+  fixture f("max_appends_in_flight = 2\n");
+  auto w = f.server.connect();
+  auto lease = client::hello(w, proto::offer_serve_calls, 0, "w", 5s);
+  REQUIRE(lease);
+  auto g = lease->grants.at(0);
+  // 200 APPENDs in one write: the session reads them faster than any fdatasync ends.
+  proto::bytes burst;
+  for (uint64_t i = 0; i < 200; ++i)
+    proto::append_frame(burst, proto::append{proto::request_head{100 + i, g.shard, g.epoch},
+                                             proto::lsn_t{1 + i},
+                                             {proto::bytes{uint8_t(i)}}});
+  REQUIRE(w.send_raw(burst));
+  size_t refused = 0;
+  std::string message;
+  uint64_t durable = 0;  // the shard's last LSN reported durable
+  auto note = [&](const proto::any_message& m) {
+    if (auto* d = std::get_if<proto::durable>(&m))
+      for (auto& p : d->positions)
+        if (p.shard == g.shard) durable = std::max(durable, p.lsn.value());
+  };
+  for (int seen = 0; seen < 400; ++seen) {  // the refusals, and DURABLEs for what was accepted
+    auto r = w.receive(5s);
+    REQUIRE_MESSAGE(r, (r ? "" : r.err().to_string()));
+    note(*r);
+    if (auto* e = std::get_if<proto::err>(&*r)) {
+      if (e->code == uint16_t(err_code::too_large)) {
+        ++refused;
+        message = e->message;
+      }
+      // LSN_GAP for appends after a refused one: the worker resends from the gap.
+    } else if (std::holds_alternative<proto::durable>(*r) && refused > 0) {
+      break;
+    }
+  }
+  CHECK(refused > 0);
+  CHECK(message.find("wait for the log (limits.max_appends_in_flight)") != std::string::npos);
+  w.send(proto::ping{proto::request_head{77}});  // everything before it gets answered first
+  for (;;) {
+    auto r = w.receive(5s);
+    REQUIRE(r);
+    note(*r);
+    if (auto* ok = std::get_if<proto::ok>(&*r); ok && ok->id == 77) break;
+  }
+  // Taken appends leave the count: the next one (after the last durable LSN) is accepted. (The
+  // log's refusals of the burst may still arrive: the PING's OK does not wait for them.)
+  auto next = durable + 1;
+  REQUIRE(w.send(proto::append{
+      proto::request_head{900, g.shard, g.epoch}, proto::lsn_t{next}, {proto::bytes{1}}}));
+  for (;;) {
+    auto r = w.receive(5s);
+    REQUIRE(r);
+    if (auto* e = std::get_if<proto::err>(&*r)) REQUIRE_MESSAGE(e->id != 900, e->message);
+    note(*r);
+    if (durable >= next) break;
+  }
+  CHECK(f.metrics().find("fusee_limit_refused_total{limit=\"appends_in_flight\"} ") !=
+        std::string::npos);
 }

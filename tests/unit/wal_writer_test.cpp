@@ -61,8 +61,13 @@ struct recording_sink : wal_sink {
 
 wal_append app(session_id s, uint64_t id, uint32_t shard, uint64_t epoch, uint64_t first,
                std::string rec) {
-  return wal_append{
-      s, id, shard_id{shard}, epoch_t{epoch}, lsn_t{first}, {proto::bytes(rec.begin(), rec.end())}};
+  return wal_append{s,
+                    id,
+                    shard_id{shard},
+                    epoch_t{epoch},
+                    lsn_t{first},
+                    {proto::bytes(rec.begin(), rec.end())},
+                    nullptr};
 }
 
 /// Opens the log on `dir` (which must succeed).
