@@ -25,6 +25,8 @@ public:
                                          tls::ctx_ptr tls = nullptr);
   ~listener();
   uint16_t port() const { return port_; }
+  /// Its TLS terminator (counters for /metrics); null without TLS.
+  const tls::terminator* tls() const { return tls_.get(); }
   /// Stops accepting and ends the broker; open sessions end when the actor system does.
   void stop();
 

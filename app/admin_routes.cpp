@@ -129,6 +129,10 @@ public:
         guards.limit_refused.emplace_back(server::connection_limits::name(l),
                                           ctx.limits->refused(l));
     }
+    auto terminators = ctx.terminators;
+    if (auto* own = ctx.own_tls->load()) terminators.emplace_back("admin", own);
+    for (auto& [name, t] : terminators)
+      guards.tls.push_back({name, t->handshakes(), t->failures(), t->timeouts(), t->plaintext()});
     text_ = render_metrics(*a, *s, guards);
     at_ = now;
     return http_reply{200, content_type, text_};

@@ -7,7 +7,12 @@
 #include "actors/directory_interface.hpp"
 #include "actors/inspect/inspector.hpp"
 #include "actors/token_store.hpp"
+#include "tls/terminator.hpp"
+
 #include "app/http_server.hpp"
+#include <atomic>
+#include <utility>
+#include <vector>
 
 namespace fusee::app {
 
@@ -21,6 +26,11 @@ struct admin_context {
   /// token (read scope or above).
   std::shared_ptr<server::token_store> tokens;
   std::shared_ptr<server::connection_limits> limits;  ///< connections open, limit refusals
+  /// The node's TLS terminators by listener name (workers, http, cluster), fixed before the
+  /// admin server starts; its own ("admin") is set once it is up. Empty without TLS.
+  std::vector<std::pair<std::string, const tls::terminator*>> terminators;
+  std::shared_ptr<std::atomic<const tls::terminator*>> own_tls =
+      std::make_shared<std::atomic<const tls::terminator*>>(nullptr);
 };
 
 /// The handler for the admin server. It runs on microhttpd's threads and asks the actors with a

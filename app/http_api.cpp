@@ -182,6 +182,10 @@ http_api::~http_api() {
   self->wait_for(impl_->gateway);
 }
 
+const tls::terminator* http_api::tls() const {
+  return impl_->server->tls();
+}
+
 uint16_t http_api::port() const {
   return impl_->server->port();
 }

@@ -30,6 +30,8 @@ public:
                                          tls::ctx_ptr tls = nullptr);
   ~http_api();
   uint16_t port() const;
+  /// Its TLS terminator (counters for /metrics); null without TLS.
+  const tls::terminator* tls() const;
   /// The call gateway actor (for the inspector).
   server::call_gateway_actor gateway() const;
 

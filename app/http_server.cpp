@@ -312,6 +312,10 @@ std::unique_ptr<http_server> http_server::start_async(const std::string& host, u
                       std::move(tls));
 }
 
+const tls::terminator* http_server::tls() const {
+  return impl_->tls.get();
+}
+
 uint16_t http_server::port() const {
   return impl_->port_out;
 }

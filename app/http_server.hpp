@@ -13,6 +13,10 @@
 
 #include "tls/context.hpp"
 
+namespace fusee::tls {
+class terminator;
+}
+
 namespace fusee::app {
 
 struct http_exchange {
@@ -63,6 +67,8 @@ public:
                                                   tls::ctx_ptr tls = nullptr);
   ~http_server();
   uint16_t port() const;
+  /// Its TLS terminator (counters for /metrics); null without TLS.
+  const tls::terminator* tls() const;
 
   struct impl;
 

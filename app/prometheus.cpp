@@ -175,6 +175,13 @@ std::string render_metrics(const server::inspect_reply& actors, const server::in
     w.metric("limit_refused_total", "counter",
              "Connections refused or closed by a limit (limits.*), by limit.", double(n),
              "limit=\"" + limit + "\"");
+  for (auto& t : guards.tls)
+    for (auto [outcome, n] :
+         {std::pair{"done", t.done}, std::pair{"failed", t.failed},
+          std::pair{"timed_out", t.timed_out}, std::pair{"plaintext", t.plaintext}})
+      w.metric("tls_handshakes_total", "counter",
+               "TLS handshakes by listener and outcome (plaintext: the peer did not speak TLS).",
+               double(n), "listener=\"" + t.name + "\",outcome=\"" + outcome + "\"");
   if (auto& auth = guards.auth) {
     w.metric("auth_tokens", "gauge", "Tokens this node accepts ([[token]], reread on SIGHUP).",
              double(auth->tokens));

@@ -24,6 +24,12 @@ struct guard_counts {
   std::optional<uint64_t> connections;  ///< worker and client connections open
   /// Refusals by limit name (connections, connections_per_peer, hello_timeout, ...).
   std::vector<std::pair<std::string, uint64_t>> limit_refused;
+  /// Per TLS listener (workers, http, admin, cluster): handshakes by outcome.
+  struct tls_listener {
+    std::string name;
+    uint64_t done = 0, failed = 0, timed_out = 0, plaintext = 0;
+  };
+  std::vector<tls_listener> tls;
 };
 
 std::string render_metrics(const server::inspect_reply& actors, const server::inspect_reply& shards,

@@ -284,14 +284,24 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     auto admin_at = parse_host_port(cfg.admin_listen);
     if (acceptor) {
       std::string aerr;
-      admin = http_server::start(
-          admin_at->host, admin_at->port,
-          admin_routes(sys, admin_context{directory, scheduler, inspector, !cfg.endpoints.empty(),
-                                          cluster, *tokens, limits}),
-          &aerr, 1 << 20, tls_ctx);
+      admin_context actx;
+      actx.directory = directory;
+      actx.scheduler = scheduler;
+      actx.inspector = inspector;
+      actx.invoker_configured = !cfg.endpoints.empty();
+      actx.cluster = cluster;
+      actx.tokens = *tokens;
+      actx.limits = limits;
+      if (acceptor->tls()) actx.terminators.emplace_back("workers", acceptor->tls());
+      if (api && api->tls()) actx.terminators.emplace_back("http", api->tls());
+      if (cluster_tls) actx.terminators.emplace_back("cluster", cluster_tls.get());
+      auto own_tls = actx.own_tls;
+      admin = http_server::start(admin_at->host, admin_at->port, admin_routes(sys, std::move(actx)),
+                                 &aerr, 1 << 20, tls_ctx);
       if (!admin) {
         refuse_start("server.admin_listen", aerr);
       } else {
+        own_tls->store(admin->tls());
         spdlog::info("admin HTTP listening admin={}:{} dashboard={}://{}:{}/", admin_at->host,
                      admin->port(), tls_ctx ? "https" : "http", admin_at->host, admin->port());
       }

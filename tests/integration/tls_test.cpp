@@ -169,6 +169,10 @@ TEST_CASE("the HTTP API and the admin server speak TLS 1.3 with the node's certi
       https_get(f.server.admin_port(), "/metrics", f.certs, true, worker_secret);
   CHECK(metrics == 200);
   CHECK(mbody.find("fusee_connections") != std::string::npos);
+  CHECK(mbody.find("fusee_tls_handshakes_total{listener=\"admin\",outcome=\"done\"} ") !=
+        std::string::npos);
+  CHECK(mbody.find("fusee_tls_handshakes_total{listener=\"workers\",outcome=\"failed\"} 0") !=
+        std::string::npos);
   auto [no_cert, why] = https_get(f.server.admin_port(), "/healthz", f.certs, false);
   CHECK(no_cert == 0);
   auto [api, abody] = https_get(f.server.http_port(), "/v1/workflows/w1", f.certs, true);
