@@ -78,11 +78,20 @@ std::unique_ptr<listener> listener::start(caf::actor_system& sys, const std::str
                           "FUSEE_TLS_CA_FILE)"}));
       return std::string(f.begin(), f.end());
     }();
-    o.deliver = [broker](tls::handed_over h) {
+    auto limits = l->limits_;
+    // After stop() the broker is gone: a handshake that ends then is closed and released. The
+    // terminator itself lives on until the listener does, so the sessions' last frames (ERR
+    // SHUTTING_DOWN) still reach their TLS peers.
+    auto stopped = l->tls_stopped_;
+    o.deliver = [broker, stopped, limits](tls::handed_over h) {
+      if (stopped->load()) {
+        ::close(h.fd);
+        if (limits) limits->release(h.peer_ip);
+        return;
+      }
       caf::anon_send(broker, accept_atom::value, h.fd, std::move(h.peer_ip), std::move(h.peer),
                      std::move(h.binding));
     };
-    auto limits = l->limits_;
     o.dropped = [limits](const std::string& ip) {
       if (limits) limits->release(ip);
     };
@@ -184,6 +193,7 @@ void listener::stop() {
     std::lock_guard<std::mutex> lk{mtx_};
     stopping_ = true;
   }
+  tls_stopped_->store(true);
   cv_.notify_all();
   if (fd_ >= 0) {
     ::shutdown(fd_, SHUT_RDWR);

@@ -3,6 +3,7 @@
 // hands each to a broker that forks a session. Out of descriptors, it backs off and says so once.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -47,6 +48,7 @@ private:
   bool stopping_ = false;
   std::shared_ptr<connection_limits> limits_;
   std::unique_ptr<tls::terminator> tls_;
+  std::shared_ptr<std::atomic<bool>> tls_stopped_ = std::make_shared<std::atomic<bool>>(false);
   std::chrono::steady_clock::time_point last_refusal_log_{};
 };
 

@@ -29,4 +29,9 @@ std::string display_url(std::string_view url);
 /// `s` quoted for a key="value" field (quotes and backslashes escaped, newlines as \n).
 std::string quoted(std::string_view s);
 
+/// A warning that a peer can cause at will (a refused token, a connection over a limit): logged
+/// as a warning once a minute per `key` (say, the reason and the peer's address), at debug the
+/// other times, so a flood cannot fill the log. Any thread.
+void warn_limited(const std::string& key, const std::string& line);
+
 }  // namespace fusee::server::logging

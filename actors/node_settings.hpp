@@ -62,7 +62,7 @@ struct node_settings {
   uint32_t hello_timeout_ms = 10000;  ///< from connecting to HELLO / CLIENT_HELLO (AUTH included)
   uint32_t frame_timeout_ms = 60000;  ///< from a frame's first byte to its last
   uint32_t max_frame_mb = 96;         ///< a frame's body, at most PROTOCOL.md's 96 MiB
-  uint32_t max_appends_in_flight = 16384;  ///< per connection: APPENDs not yet answered
+  uint32_t max_appends_in_flight = 16384;  ///< per connection: APPENDs in the log's queue
   uint32_t http_body_kb = 4096;            ///< an HTTP API request's body
   // [[endpoint]]
   std::vector<endpoint_settings> endpoints;

@@ -173,7 +173,9 @@ void refuse_and_close(session_ptr self, uint64_t id, const proto::error& e) {
 void refuse_unauthenticated(session_ptr self, uint64_t id, const std::string& why) {
   auto& st = self->state;
   st.tokens->count_refusal();
-  spdlog::warn("refused a connection: {} session={} peer={}", why, st.id, st.peer);
+  logging::warn_limited(
+      "auth " + st.peer_ip + why,
+      fmt::format("refused a connection: {} session={} peer={}", why, st.id, st.peer));
   refuse_and_close(self, id, proto::error{proto::err_code::unauthorized, why});
 }
 
@@ -256,7 +258,9 @@ bool allowed(session_ptr self, const proto::any_message& msg) {
   if (auto* c = std::get_if<proto::call>(&msg)) what = "a " + c->method + " CALL";
   auto why = "token \"" + st.token_name + "\" has the " + std::string{proto::scope_name(st.scope)} +
              " scope: " + what + " needs a " + std::string{proto::scope_name(needed)} + " token";
-  spdlog::warn("refused a request: {} session={} peer={}", why, st.id, st.peer);
+  logging::warn_limited(
+      "scope " + st.peer_ip + why,
+      fmt::format("refused a request: {} session={} peer={}", why, st.id, st.peer));
   write(self, proto::make_err(id, proto::error{proto::err_code::unauthorized, why}));
   return false;
 }
@@ -410,7 +414,9 @@ void check_deadline(session_ptr self) {
   auto now = self->clock().now();
   auto cut = [&](connection_limits::limit l, proto::err_code code, std::string why) {
     if (st.limits) st.limits->count(l);
-    spdlog::warn("closing a slow connection: {} session={} peer={}", why, st.id, st.peer);
+    logging::warn_limited(
+        "slow " + st.peer_ip + why,
+        fmt::format("closing a slow connection: {} session={} peer={}", why, st.id, st.peer));
     refuse_and_close(self, 0, proto::error{code, std::move(why)});
   };
   if (st.who == role::none &&
@@ -488,6 +494,7 @@ session_broker_actor::behavior_type session_fn(session_ptr self, caf::io::connec
         st.last_rx = self->clock().now();
         st.bytes_in += msg.buf.size();
         st.decoder.feed(reinterpret_cast<const uint8_t*>(msg.buf.data()), msg.buf.size());
+        bool decoded = false;  // a frame ended in this read: a partial one began after it
         while (!st.closing) {
           auto f = st.decoder.next();
           if (!f) {
@@ -498,6 +505,7 @@ session_broker_actor::behavior_type session_fn(session_ptr self, caf::io::connec
           }
           if (!*f) break;
           st.frames_in++;
+          decoded = true;
           auto m = proto::decode_request((*f)->kind, (*f)->body);
           if (!m) {
             refuse_and_close(self, proto::peek_id((*f)->body).value_or(0), m.err());
@@ -507,7 +515,7 @@ session_broker_actor::behavior_type session_fn(session_ptr self, caf::io::connec
         }
         if (st.closing) return;
         bool partial = st.decoder.buffered() > 0;
-        if (partial && !st.partial) st.partial_since = st.last_rx;
+        if (partial && (!st.partial || decoded)) st.partial_since = st.last_rx;
         st.partial = partial;
         arm_deadline(self);
       },

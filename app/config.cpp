@@ -94,7 +94,7 @@ const setting<server_config> server_settings[] = {
     {"limits", "frame_timeout_ms", &server_config::frame_timeout_ms, 100, u32_max,
      "a frame begun and not finished this long closes its connection"},
     {"limits", "max_appends_in_flight", &server_config::max_appends_in_flight, 1, u32_max,
-     "APPENDs one connection may have waiting for DURABLE; more are refused (TOO_LARGE)"},
+     "APPENDs of one connection waiting in the log's queue; more are refused (TOO_LARGE)"},
     {"limits", "max_frame_mb", &server_config::max_frame_mb, 1, 96,
      "largest frame body accepted, in MiB (PROTOCOL.md allows 96)"},
     {"limits", "http_body_kb", &server_config::http_body_kb, 1, 1048576,
@@ -451,6 +451,11 @@ std::optional<std::string> validate(server_config& cfg) {
     return "[tls]: `tls.cert_file` and `tls.key_file` go together";
   if (!cfg.tls_ca_file.empty() && cfg.tls_cert_file.empty())
     return "[tls]: `tls.ca_file` (client certificates) needs `tls.cert_file` and `tls.key_file`";
+  if (cfg.clustered && !cfg.tokens.empty() && cfg.tls_cert_file.empty() &&
+      !is_loopback_host(parse_host_port(cfg.cluster_listen)->host))
+    return "[cluster]: `cluster.cluster_listen` = \"" + cfg.cluster_listen +
+           "\" is reachable from other hosts and the cluster links check no token: give the "
+           "nodes [tls] (the links are then mutual TLS), or keep the cluster on loopback";
   if (cfg.clustered && !cfg.tls_cert_file.empty() && cfg.tls_ca_file.empty())
     return "[tls]: in a cluster the links between nodes are mutual TLS: set `tls.ca_file` (the CA "
            "that signs every node's certificate)";

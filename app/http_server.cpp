@@ -48,8 +48,7 @@ struct http_server::impl {
   std::unique_ptr<tls::terminator> tls;
   std::unique_ptr<tls::acceptor> tls_acceptor;
   ~impl() {
-    tls_acceptor.reset();
-    tls.reset();  // closes the TLS sides: MHD sees the plaintext ends close
+    tls_acceptor.reset();  // no new connections; the terminator stays until the 503s are out
     if (!daemon) return;
     std::set<std::shared_ptr<pending_reply>> left;
     {
@@ -77,6 +76,7 @@ struct http_server::impl {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
     MHD_stop_daemon(daemon);
+    tls.reset();  // after the daemon: the replies above went through it
   }
 };
 
@@ -243,9 +243,8 @@ bool start_tls(http_server::impl* im, const std::string& host, uint16_t port, tl
     sockaddr_storage from{};
     socklen_t from_len = sizeof(from);
     ::getsockname(h.fd, reinterpret_cast<sockaddr*>(&from), &from_len);
-    if (MHD_add_connection(im->daemon, h.fd, reinterpret_cast<sockaddr*>(&from), from_len) !=
-        MHD_YES)
-      ::close(h.fd);  // MHD closes it on failure in most versions; never leak it
+    // On failure (MHD's connection limit, say) MHD closes the socket itself.
+    (void)MHD_add_connection(im->daemon, h.fd, reinterpret_cast<sockaddr*>(&from), from_len);
   };
   o.what = "HTTP " + host + ":" + std::to_string(port);
   im->tls = tls::terminator::start(std::move(o));

@@ -1,5 +1,6 @@
 // The fusee command: `fusee server`, `worker`, `handler`, `start | signal | result | describe |
 // cancel`, `call`, `inspect`, `load`, `disk-check`.
+#include <csignal>
 #include <cstdio>
 
 #include <unistd.h>
@@ -18,6 +19,10 @@
 #include "load/load_run.hpp"
 
 int main(int argc, char** argv) {
+  // A peer that resets a TLS connection makes OpenSSL's next write() raise SIGPIPE (its socket
+  // BIO does not pass MSG_NOSIGNAL): the write must fail with EPIPE instead, here and in every
+  // command (workers, handlers, the load tool use TLS clients too).
+  std::signal(SIGPIPE, SIG_IGN);
   // libcurl's global state must be set up before any thread exists (STACK.md §7.16).
   curl_global_init(CURL_GLOBAL_DEFAULT);
   CLI::App app{"Fusee: a durable workflow server. The server holds the log; workflow code runs "

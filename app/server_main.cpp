@@ -29,32 +29,9 @@
 #include <atomic>
 #include <map>
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 namespace fusee::app {
 
 namespace {
-
-/// A connection to 127.0.0.1:port (nonblocking once connected), or -1: a cluster link from
-/// the TLS terminator to the cluster actor's loopback port.
-int connect_loopback(uint16_t port) {
-  if (port == 0) return -1;
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    if (fd >= 0) ::close(fd);
-    return -1;
-  }
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  return fd;
-}
 
 struct node_config : caf::actor_system_config {
   explicit node_config(const server::node_settings& cfg) {
@@ -147,8 +124,16 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
         o.client_ctx =
             *tls::client_context({cfg.tls_ca_file, cfg.tls_cert_file, cfg.tls_key_file, ""});
         o.handshake_timeout_ms = cfg.cluster_peer_timeout_ms;
-        o.open_plain = [cluster_internal] { return connect_loopback(*cluster_internal); };
+        o.open_plain = [cluster_internal] {  // each link, to the cluster actor's loopback port
+          std::string why;
+          return *cluster_internal == 0 ? -1
+                                        : tls::dial_tcp("127.0.0.1", *cluster_internal, 1000, &why);
+        };
         o.what = "cluster";
+        // Only nodes link: the certificate must name a node's host (workers' certificates from
+        // the same CA do not).
+        for (auto& n : cfg.cluster.nodes)
+          if (auto at = parse_host_port(n.cluster)) o.peer_names.push_back(at->host);
         cluster_tls = tls::terminator::start(std::move(o));
         for (auto& n : cfg.cluster.nodes) {
           if (n.name == cfg.cluster_node) continue;

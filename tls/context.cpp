@@ -36,6 +36,26 @@ std::optional<proto::error> load_identity(SSL_CTX* ctx, const std::string& cert,
 
 }  // namespace
 
+void expect_peer_name(SSL* ssl, const std::string& name) {
+  auto* param = SSL_get0_param(ssl);
+  if (X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str()) == 1) return;
+  ERR_clear_error();  // not an address: a host name
+  SSL_set_tlsext_host_name(ssl, name.c_str());
+  SSL_set1_host(ssl, name.c_str());
+}
+
+bool peer_named(SSL* ssl, const std::vector<std::string>& names) {
+  X509* cert = SSL_get1_peer_certificate(ssl);
+  if (cert == nullptr) return false;
+  bool found = false;
+  for (auto& n : names)
+    if (X509_check_ip_asc(cert, n.c_str(), 0) == 1 ||
+        X509_check_host(cert, n.c_str(), n.size(), 0, nullptr) == 1)
+      found = true;
+  X509_free(cert);
+  return found;
+}
+
 std::string drain_errors() {
   std::string out;
   while (auto e = ERR_get_error()) {

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <openssl/ssl.h>
 
@@ -32,6 +33,14 @@ using ctx_ptr = std::shared_ptr<SSL_CTX>;
 /// TLS 1.3 only, no session tickets. Errors name the file and say what is wrong with it.
 proto::result<ctx_ptr> server_context(const server_files& files);
 proto::result<ctx_ptr> client_context(const client_files& files);
+
+/// Makes the handshake on `ssl` (a client's) check that the far side's certificate names
+/// `name`: an IP address (iPAddress) or a host name (dNSName, also sent as SNI).
+void expect_peer_name(SSL* ssl, const std::string& name);
+
+/// True if the certificate the far side showed on `ssl` names any of `names` (IP addresses or
+/// host names): how a node tells a peer node from another holder of the same CA's certificate.
+bool peer_named(SSL* ssl, const std::vector<std::string>& names);
 
 /// The OpenSSL error queue as one line (and empties it).
 std::string drain_errors();

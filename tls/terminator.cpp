@@ -117,7 +117,7 @@ void terminator::add(int fd, std::string peer, std::string peer_ip) {
 }
 
 void terminator::drop(conn& c, bool delivered) {
-  if (!delivered && o_.dropped) o_.dropped(c.peer_ip);
+  if (!delivered && !c.outbound && o_.dropped) o_.dropped(c.peer_ip);
   ::epoll_ctl(epoll_, EPOLL_CTL_DEL, c.tcp, nullptr);
   if (c.plain >= 0) ::epoll_ctl(epoll_, EPOLL_CTL_DEL, c.plain, nullptr);
 }
@@ -180,6 +180,15 @@ void terminator::pump(conn& c) {
       say((c.outbound ? c.peer : c.peer_ip) + why, std::string{"TLS handshake failed "} +
                                                        (c.outbound ? "dialling=" : "listener=") +
                                                        o_.what + " peer=" + c.peer + ": " + why);
+      drain(c);
+      return;
+    }
+    if (!c.outbound && !o_.peer_names.empty() && !peer_named(c.ssl, o_.peer_names)) {
+      failures_++;
+      say(c.peer_ip + "names",
+          "TLS handshake refused listener=" + o_.what + " peer=" + c.peer +
+              ": the client's certificate names none of the expected peers (the cluster map's "
+              "node addresses)");
       drain(c);
       return;
     }
@@ -280,9 +289,11 @@ void terminator::run() {
         std::vector<std::unique_ptr<conn>> fresh;
         {
           std::lock_guard lk{mu_};
-          if (stopping_) {
+          if (stopping_) {  // what will never be delivered releases its place
             for (auto& [p, c] : conns)
-              if (!c->open && o_.dropped) o_.dropped(c->peer_ip);
+              if (!c->open && !c->outbound && o_.dropped) o_.dropped(c->peer_ip);
+            for (auto& c : incoming_)
+              if (!c->outbound && o_.dropped) o_.dropped(c->peer_ip);
             return;
           }
           fresh.swap(incoming_);
@@ -292,12 +303,7 @@ void terminator::run() {
           c->ssl = SSL_new((c->outbound ? o_.client_ctx : o_.ctx).get());
           SSL_set_fd(c->ssl, c->tcp);
           if (c->outbound) {
-            auto* param = SSL_get0_param(c->ssl);
-            if (X509_VERIFY_PARAM_set1_ip_asc(param, c->server_name.c_str()) != 1) {
-              ERR_clear_error();
-              SSL_set_tlsext_host_name(c->ssl, c->server_name.c_str());
-              SSL_set1_host(c->ssl, c->server_name.c_str());
-            }
+            expect_peer_name(c->ssl, c->server_name);
             SSL_set_connect_state(c->ssl);
           } else {
             SSL_set_accept_state(c->ssl);
@@ -323,8 +329,9 @@ void terminator::run() {
       if (!c->open && !c->tls_eof && !c->draining &&
           now - c->started >= std::chrono::milliseconds(o_.handshake_timeout_ms)) {
         timeouts_++;
-        spdlog::warn("TLS handshake not done within {} ms, closing listener={} peer={}",
-                     o_.handshake_timeout_ms, o_.what, c->peer);
+        say(c->peer_ip + "timeout", "TLS handshake not done within " +
+                                        std::to_string(o_.handshake_timeout_ms) +
+                                        " ms, closing listener=" + o_.what + " peer=" + c->peer);
         c->tls_eof = c->plain_eof = true;
         touched.push_back(p);
       }

@@ -44,6 +44,9 @@ public:
     std::function<int()> open_plain;
     /// For add_outbound(): this side's certificate and the CA that signs the far side's.
     ctx_ptr client_ctx;
+    /// Inbound: the client's certificate must also name one of these (IP addresses or host
+    /// names); empty: any certificate the CA signed will do.
+    std::vector<std::string> peer_names;
     /// A connection given to add() that will never be delivered (failed, timed out, closed).
     std::function<void(const std::string& peer_ip)> dropped;
     std::string what;  ///< names the listener in logs ("workers", "HTTP API", "admin")

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,10 +16,8 @@
 
 namespace fusee::tls {
 
-namespace {
-
-/// A TCP connection to host:port within `timeout_ms`, or -1 (and why).
-int dial(const std::string& host, uint16_t port, uint32_t timeout_ms, std::string* why) {
+int dial_tcp(const std::string& host, uint16_t port, uint32_t timeout_ms, std::string* why,
+             int stop_fd) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -38,10 +37,11 @@ int dial(const std::string& host, uint16_t port, uint32_t timeout_ms, std::strin
       fd = -1;
       continue;
     }
-    pollfd p{fd, POLLOUT, 0};
+    pollfd p[2] = {{fd, POLLOUT, 0}, {stop_fd, POLLIN, 0}};
     int err = 0;
     socklen_t len = sizeof(err);
-    if (::poll(&p, 1, static_cast<int>(timeout_ms)) != 1 ||
+    if (::poll(p, stop_fd >= 0 ? 2 : 1, static_cast<int>(timeout_ms)) < 1 ||
+        (p[0].revents & (POLLOUT | POLLERR | POLLHUP)) == 0 ||
         ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
       *why = err != 0 ? std::strerror(err) : "timed out";
       ::close(fd);
@@ -55,8 +55,6 @@ int dial(const std::string& host, uint16_t port, uint32_t timeout_ms, std::strin
   }
   return fd;
 }
-
-}  // namespace
 
 proto::result<std::unique_ptr<tunnel>> tunnel::start(terminator& via, std::string host,
                                                      uint16_t port, std::string server_name,
@@ -81,15 +79,19 @@ proto::result<std::unique_ptr<tunnel>> tunnel::start(terminator& via, std::strin
   socklen_t len = sizeof(addr);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   t->listen_fd_ = fd;
+  t->stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   t->port_ = ntohs(addr.sin_port);
   t->thread_ = std::thread([raw = t.get()] { raw->run(); });
   return t;
 }
 
 tunnel::~tunnel() {
+  uint64_t one = 1;
+  (void)!::write(stop_fd_, &one, sizeof(one));  // a dial in progress gives up
   ::shutdown(listen_fd_, SHUT_RDWR);
   if (thread_.joinable()) thread_.join();
   ::close(listen_fd_);
+  ::close(stop_fd_);
 }
 
 void tunnel::run() {
@@ -100,7 +102,7 @@ void tunnel::run() {
       return;  // shut down
     }
     std::string why;
-    int remote = dial(host_, remote_port_, timeout_ms_, &why);
+    int remote = dial_tcp(host_, remote_port_, timeout_ms_, &why, stop_fd_);
     auto peer = host_ + ":" + std::to_string(remote_port_);
     if (remote < 0) {
       spdlog::debug("TLS tunnel: cannot connect to {}: {}", peer, why);

@@ -14,6 +14,11 @@
 
 namespace fusee::tls {
 
+/// A TCP connection to host:port within `timeout_ms` (nonblocking, TCP_NODELAY), or -1 and
+/// `*why`. A write to `stop_fd` (an eventfd; -1: none) ends the wait early.
+int dial_tcp(const std::string& host, uint16_t port, uint32_t timeout_ms, std::string* why,
+             int stop_fd = -1);
+
 class tunnel {
 public:
   /// Listens on 127.0.0.1 (any free port) for connections to host:port, whose certificate must
@@ -34,6 +39,7 @@ private:
   uint16_t remote_port_ = 0, port_ = 0;
   uint32_t timeout_ms_ = 5000;
   int listen_fd_ = -1;
+  int stop_fd_ = -1;  ///< written by the destructor: a dial in progress ends at once
   std::thread thread_;
 };
 
