@@ -1,9 +1,12 @@
 #include "client/connection.hpp"
 
+#include "tls/tunnel.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -93,30 +96,12 @@ proto::result<connection> connection::open(const std::string& host, uint16_t por
 
 proto::result<connection> connection::open(const std::string& host, uint16_t port,
                                            int receive_buffer) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  auto port_text = std::to_string(port);
-  if (int rc = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &res); rc != 0)
-    return error{err_code::io, "cannot resolve " + host + ": " + gai_strerror(rc)};
-  int fd = -1;
   std::string why;
-  for (auto* ai = res; ai != nullptr; ai = ai->ai_next) {
-    fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) continue;
-    if (receive_buffer > 0)
-      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
-    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
-    why = std::strerror(errno);
-    ::close(fd);
-    fd = -1;
-  }
-  ::freeaddrinfo(res);
+  int fd = tls::dial_tcp(host, port, 10000, &why, -1, receive_buffer);
   if (fd < 0)
-    return error{err_code::io, "cannot connect to " + host + ":" + port_text + ": " + why};
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return error{err_code::io,
+                 "cannot connect to " + host + ":" + std::to_string(port) + ": " + why};
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // this client blocks, with poll()
   connection c;
   c.fd_ = fd;
   return c;

@@ -17,7 +17,7 @@
 namespace fusee::tls {
 
 int dial_tcp(const std::string& host, uint16_t port, uint32_t timeout_ms, std::string* why,
-             int stop_fd) {
+             int stop_fd, int receive_buffer) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -31,6 +31,8 @@ int dial_tcp(const std::string& host, uint16_t port, uint32_t timeout_ms, std::s
   for (auto* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next) {
     fd = ::socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) continue;
+    if (receive_buffer > 0)
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
     if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
       *why = std::strerror(errno);
       ::close(fd);

@@ -15,9 +15,10 @@
 namespace fusee::tls {
 
 /// A TCP connection to host:port within `timeout_ms` (nonblocking, TCP_NODELAY), or -1 and
-/// `*why`. A write to `stop_fd` (an eventfd; -1: none) ends the wait early.
+/// `*why`. A write to `stop_fd` (an eventfd; -1: none) ends the wait early; a nonzero
+/// `receive_buffer` sets SO_RCVBUF before connecting.
 int dial_tcp(const std::string& host, uint16_t port, uint32_t timeout_ms, std::string* why,
-             int stop_fd = -1);
+             int stop_fd = -1, int receive_buffer = 0);
 
 class tunnel {
 public:

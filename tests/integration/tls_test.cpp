@@ -5,8 +5,6 @@
 #include <fstream>
 #include <thread>
 
-#include <curl/curl.h>
-
 #include "pki.hpp"
 #include "server_process.hpp"
 
@@ -39,41 +37,15 @@ struct fixture {
   }
 };
 
-/// GET over HTTPS with libcurl: {status, body}; status 0 and the error in body if it failed.
+/// GET over HTTPS, with the client's certificate when `client_cert`: {status, body}; status 0
+/// and curl's error if it failed.
 std::pair<long, std::string> https_get(uint16_t port, const std::string& path, const test::pki& p,
                                        bool client_cert, const std::string& bearer = "") {
-  CURL* c = curl_easy_init();
-  std::string answer, url = "https://127.0.0.1:" + std::to_string(port) + path;
-  char error[CURL_ERROR_SIZE] = "";
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error);
-  auto ca = p.at("ca.pem").string(), cert = p.at("client.pem").string(),
-       key = p.at("client.key").string();
-  curl_easy_setopt(c, CURLOPT_CAINFO, ca.c_str());
-  if (client_cert) {
-    curl_easy_setopt(c, CURLOPT_SSLCERT, cert.c_str());
-    curl_easy_setopt(c, CURLOPT_SSLKEY, key.c_str());
-  }
-  curl_slist* headers = nullptr;
-  auto auth = "Authorization: Bearer " + bearer;
-  if (!bearer.empty()) headers = curl_slist_append(headers, auth.c_str());
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(
-      c, CURLOPT_WRITEFUNCTION, +[](char* d, size_t s, size_t n, void* u) {
-        static_cast<std::string*>(u)->append(d, s * n);
-        return s * n;
-      });
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &answer);
-  long status = 0;
-  if (curl_easy_perform(c) == CURLE_OK)
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  else
-    answer = error;
-  curl_slist_free_all(headers);
-  curl_easy_cleanup(c);
-  return {status, answer};
+  test::https_files files{p.at("ca.pem").string(), client_cert ? p.at("client.pem").string() : "",
+                          client_cert ? p.at("client.key").string() : ""};
+  std::vector<std::string> headers;
+  if (!bearer.empty()) headers.push_back("Authorization: Bearer " + bearer);
+  return test::http_request("GET", port, path, "", 10000, headers, &files);
 }
 
 }  // namespace
