@@ -45,6 +45,8 @@ const char* connection_limits::name(limit l) {
     return "frame_timeout";
   case limit::appends_in_flight:
     return "appends_in_flight";
+  case limit::frame_size:
+    return "frame_size";
   }
   return "unknown";
 }

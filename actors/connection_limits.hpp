@@ -34,10 +34,11 @@ public:
     hello_timeout,
     frame_timeout,
     appends_in_flight,
+    frame_size,
   };
-  static constexpr limit all[] = {limit::connections, limit::connections_per_peer,
-                                  limit::hello_timeout, limit::frame_timeout,
-                                  limit::appends_in_flight};
+  static constexpr limit all[] = {limit::connections,       limit::connections_per_peer,
+                                  limit::hello_timeout,     limit::frame_timeout,
+                                  limit::appends_in_flight, limit::frame_size};
   void count(limit l) { refused_[static_cast<size_t>(l)].fetch_add(1, std::memory_order_relaxed); }
   uint64_t refused(limit l) const {
     return refused_[static_cast<size_t>(l)].load(std::memory_order_relaxed);

@@ -499,7 +499,10 @@ session_broker_actor::behavior_type session_fn(session_ptr self, caf::io::connec
           auto f = st.decoder.next();
           if (!f) {
             auto e = f.err();
-            if (e.code == proto::err_code::too_large) e.message += " (limits.max_frame_mb)";
+            if (e.code == proto::err_code::too_large) {
+              e.message += " (limits.max_frame_mb)";
+              if (st.limits) st.limits->count(connection_limits::limit::frame_size);
+            }
             refuse_and_close(self, 0, e);
             return;
           }

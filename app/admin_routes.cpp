@@ -128,6 +128,8 @@ public:
       for (auto l : server::connection_limits::all)
         guards.limit_refused.emplace_back(server::connection_limits::name(l),
                                           ctx.limits->refused(l));
+      if (ctx.api_bodies_refused)
+        guards.limit_refused.emplace_back("http_body", ctx.api_bodies_refused());
     }
     auto terminators = ctx.terminators;
     if (auto* own = ctx.own_tls->load()) terminators.emplace_back("admin", own);

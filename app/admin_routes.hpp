@@ -11,6 +11,7 @@
 
 #include "app/http_server.hpp"
 #include <atomic>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -31,6 +32,8 @@ struct admin_context {
   std::vector<std::pair<std::string, const tls::terminator*>> terminators;
   std::shared_ptr<std::atomic<const tls::terminator*>> own_tls =
       std::make_shared<std::atomic<const tls::terminator*>>(nullptr);
+  /// Requests the HTTP API refused for their body size (limits.http_body_kb); null: no API.
+  std::function<uint64_t()> api_bodies_refused;
 };
 
 /// The handler for the admin server. It runs on microhttpd's threads and asks the actors with a

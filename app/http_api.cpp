@@ -182,6 +182,10 @@ http_api::~http_api() {
   self->wait_for(impl_->gateway);
 }
 
+uint64_t http_api::bodies_refused() const {
+  return impl_->server->bodies_refused();
+}
+
 const tls::terminator* http_api::tls() const {
   return impl_->server->tls();
 }

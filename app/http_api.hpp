@@ -32,6 +32,8 @@ public:
   uint16_t port() const;
   /// Its TLS terminator (counters for /metrics); null without TLS.
   const tls::terminator* tls() const;
+  /// Requests refused for a body over limits.http_body_kb.
+  uint64_t bodies_refused() const;
   /// The call gateway actor (for the inspector).
   server::call_gateway_actor gateway() const;
 

@@ -1,6 +1,7 @@
 #include "app/http_server.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
@@ -39,6 +40,7 @@ struct http_server::impl {
   handler h;
   async_handler ah;
   size_t max_body = 0;
+  std::atomic<uint64_t> bodies_refused{0};  ///< answered 413
   uint16_t port_out = 0;
   std::mutex mu;
   std::set<std::shared_ptr<pending_reply>> open;  // async requests not completed yet
@@ -143,10 +145,12 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
     *upload_size = 0;
     return MHD_YES;
   }
-  if (st->too_large)
+  if (st->too_large) {
+    self->bodies_refused.fetch_add(1, std::memory_order_relaxed);
     return respond(
         conn, http_reply{413, "application/json",
                          "{\"error\":\"body over " + std::to_string(self->max_body) + " bytes\"}"});
+  }
   if (!self->ah) return respond(conn, self->h(st->ex));
   if (st->pending) {  // resumed: the reply is there
     std::lock_guard lock(st->pending->mu);
@@ -309,6 +313,10 @@ std::unique_ptr<http_server> http_server::start_async(const std::string& host, u
   auto* im = s->impl_.get();
   return start_daemon(std::move(s), im, host, port, MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, err,
                       std::move(tls));
+}
+
+uint64_t http_server::bodies_refused() const {
+  return impl_->bodies_refused.load(std::memory_order_relaxed);
 }
 
 const tls::terminator* http_server::tls() const {

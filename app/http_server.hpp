@@ -69,6 +69,8 @@ public:
   uint16_t port() const;
   /// Its TLS terminator (counters for /metrics); null without TLS.
   const tls::terminator* tls() const;
+  /// Requests answered 413 (a body over max_body).
+  uint64_t bodies_refused() const;
 
   struct impl;
 

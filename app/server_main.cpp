@@ -279,6 +279,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       actx.limits = limits;
       if (acceptor->tls()) actx.terminators.emplace_back("workers", acceptor->tls());
       if (api && api->tls()) actx.terminators.emplace_back("http", api->tls());
+      if (api) actx.api_bodies_refused = [a = api.get()] { return a->bodies_refused(); };
       if (cluster_tls) actx.terminators.emplace_back("cluster", cluster_tls.get());
       auto own_tls = actx.own_tls;
       admin = http_server::start(admin_at->host, admin_at->port, admin_routes(sys, std::move(actx)),

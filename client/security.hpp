@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "protocol/auth.hpp"
 #include "protocol/result.hpp"
 #include "tls/context.hpp"
 
@@ -12,6 +13,7 @@ namespace fusee::client {
 struct security {
   tls::client_files tls;  ///< none enabled(): plain TCP
   std::string token;      ///< proven with AUTH after TLS; empty: none. Never logged.
+  ~security() { proto::wipe(token); }
 };
 
 /// What a command line gave: file names, each defaulting to an environment variable

@@ -67,6 +67,10 @@ sha256_digest auth_proof(std::string_view secret, auth_side side, byte_view clie
   return hmac_sha256(as_bytes(secret), {as_bytes(label), client_nonce, server_nonce, binding});
 }
 
+void wipe(std::string& s) {
+  if (!s.empty()) OPENSSL_cleanse(s.data(), s.size());
+}
+
 bool same_bytes(byte_view a, byte_view b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }

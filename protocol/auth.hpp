@@ -44,6 +44,9 @@ enum class auth_side : uint8_t { client, server };
 sha256_digest auth_proof(std::string_view secret, auth_side side, byte_view client_nonce,
                          byte_view server_nonce, byte_view binding);
 
+/// Overwrites `s`'s bytes (a secret no longer needed) in a way the compiler keeps.
+void wipe(std::string& s);
+
 /// Equal lengths and bytes, in time independent of where they differ.
 bool same_bytes(byte_view a, byte_view b);
 
@@ -53,6 +56,7 @@ struct token {
   std::string name;
   proto::scope scope = scope::read;
   std::string secret;
+  ~token() { wipe(secret); }
 };
 
 /// The token whose client proof is `proof`, if any. Every token is tried (no early exit).

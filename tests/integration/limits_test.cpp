@@ -136,6 +136,9 @@ TEST_CASE(
   auto [status, body] = test::http_request("POST", f.server.http_port(), "/v1/workflows/steps/w1",
                                            "\"" + std::string(2000, 'y') + "\"", 5000);
   CHECK(status == 413);
+  auto metrics = f.metrics();
+  CHECK(counted(metrics, "fusee_limit_refused_total{limit=\"frame_size\"} "));
+  CHECK(counted(metrics, "fusee_limit_refused_total{limit=\"http_body\"} "));
   auto other = f.client();
   CHECK(answers_ping(other));
 }

@@ -26,9 +26,10 @@ struct fixture {
     return "[[token]]\nname = \"workers\"\nscope = \"worker\"\nfile = \"" +
            (dir / "worker.token").string() + "\"\n";
   }
-  explicit fixture(bool mutual = true, bool tokens = false, const std::string& cert = "node")
+  explicit fixture(bool mutual = true, bool tokens = false, const std::string& cert = "node",
+                   const std::string& extra = "")
       : server(dir.path() / "data", "[server]\nshards = 2\n" + certs.tls_toml(cert, mutual) +
-                                        (tokens ? token_toml(dir.path()) : "")) {
+                                        (tokens ? token_toml(dir.path()) : "") + extra) {
     auto err = server.start();
     REQUIRE_MESSAGE(err.empty(), err);
   }
@@ -149,4 +150,22 @@ TEST_CASE("the HTTP API and the admin server speak TLS 1.3 with the node's certi
   CHECK(no_cert == 0);
   auto [api, abody] = https_get(f.server.http_port(), "/v1/workflows/w1", f.certs, true);
   CHECK(api == 401);  // TLS passed; the token is still asked for
+}
+
+TEST_CASE("a TLS handshake that never comes is cut after limits.hello_timeout_ms") {
+  fixture f(true, false, "node", "[limits]\nhello_timeout_ms = 300\n");
+  auto silent = f.server.connect();  // TCP only: no ClientHello
+  auto started = std::chrono::steady_clock::now();
+  auto r = silent.receive(5s);
+  CHECK(!r);
+  CHECK(silent.closed());
+  CHECK(std::chrono::steady_clock::now() - started < 3s);
+  auto good = f.open(f.certs.client());  // the listener keeps serving
+  REQUIRE(good);
+  CHECK(client::client_hello(*good, "good", 5s));
+  auto [status, metrics] = https_get(f.server.admin_port(), "/metrics", f.certs, true);
+  CHECK(status == 200);
+  CHECK(
+      metrics.find("fusee_tls_handshakes_total{listener=\"workers\",outcome=\"timed_out\"} 1\n") !=
+      std::string::npos);
 }
