@@ -176,8 +176,11 @@ std::optional<std::string> apply(const setting<C>& s, const toml::node& node, C&
           }
           cfg.*member = std::move(out);
         } else {
+          // is_integer() first: value<int64_t>() of a float converts it (undefined behaviour
+          // when it does not fit; found by config_fuzz with `= 1e42`).
+          if (!node.is_integer()) return wrong("an integer");
           auto v = node.template value<int64_t>();
-          if (!v || !node.is_integer()) return wrong("an integer");
+          if (!v) return wrong("an integer");
           if (*v < 0 || static_cast<uint64_t>(*v) < s.min || static_cast<uint64_t>(*v) > s.max)
             return where(file, node) + ": `" + name + "` = " + std::to_string(*v) + " is outside " +
                    std::to_string(s.min) + ".." + std::to_string(s.max);
@@ -252,8 +255,8 @@ std::optional<std::string> read_cluster(const std::string& file, const toml::nod
     } else if (key == "cluster_listen") {
       if (auto err = string_of(node, "cluster.cluster_listen", cfg.cluster_listen)) return err;
     } else if (key == "peer_timeout_ms") {
-      auto v = node.value<int64_t>();
-      if (!v || !node.is_integer() || *v < 100 || *v > 600000)
+      auto v = node.is_integer() ? node.value<int64_t>() : std::nullopt;
+      if (!v || *v < 100 || *v > 600000)
         return where(file, node) + ": `cluster.peer_timeout_ms` must be an integer in 100..600000";
       cfg.cluster_peer_timeout_ms = static_cast<uint32_t>(*v);
     } else if (key == "nodes") {

@@ -198,6 +198,9 @@ TEST_CASE("bad settings are refused at start with the key named") {
            {"[server]\nshard = 4\n", "unknown key `server.shard`"},
            {"[server]\nshards = 0\n", "`server.shards` = 0 is outside"},
            {"[server]\nshards = \"4\"\n", "`server.shards` has the wrong type"},
+           // a float where an integer belongs (converting 1e42 was undefined behaviour)
+           {"[limits]\nmax_connections = 1e42\n",
+            "`limits.max_connections` has the wrong type (expected an integer)"},
            {"[liveness]\nping_interval_ms = 500\ntimeout_ms = 400\n", "liveness.timeout_ms"},
            {"[server\n", "fusee.toml:1"},
            {"[[endpoint]]\nsecret_file = \"" + secret + "\"\n", "`endpoint.url` is required"},
