@@ -306,6 +306,36 @@ std::optional<std::string> read_cluster(const std::string& file, const toml::nod
 
 namespace {
 
+/// An array of tables ([[endpoint]], [[token]]) into `out`, one C per table, each key through
+/// `table`; an unknown key is named with the keys there are.
+template <class C, size_t N>
+std::optional<std::string> read_tables(const toml::node& array_node, const setting<C> (&table)[N],
+                                       std::vector<C>& out, const std::string& file,
+                                       const fs::path& base) {
+  std::string tname = table[0].table;
+  auto* arr = array_node.as_array();
+  if (arr == nullptr || !arr->is_array_of_tables())
+    return where(file, array_node) + ": `" + tname + "` must be written as [[" + tname +
+           "]] tables";
+  for (auto& entry : *arr) {
+    C c;
+    for (auto&& [key_name, node] : *entry.as_table()) {
+      std::string key{key_name.str()};
+      auto* s = find(table, tname, key);
+      if (s == nullptr) {
+        std::string keys;
+        for (auto& known : table)
+          keys += (keys.empty() ? "" : ", ") + std::string{known.key};
+        return where(file, node) + ": unknown key `" + tname + "." + key + "` in [[" + tname +
+               "]] (expected " + keys + ")";
+      }
+      if (auto err = apply(*s, node, c, file, base, tname + "." + key)) return err;
+    }
+    out.push_back(std::move(c));
+  }
+  return std::nullopt;
+}
+
 /// Every table of a parsed file into `cfg`; `file` names it in errors, relative paths resolve
 /// against `base`.
 std::optional<std::string> apply_root(const toml::table& root, const std::string& file,
@@ -313,38 +343,12 @@ std::optional<std::string> apply_root(const toml::table& root, const std::string
   for (auto&& [table_name, table_node] : root) {
     std::string tname{table_name.str()};
     if (tname == "endpoint") {
-      auto* arr = table_node.as_array();
-      if (arr == nullptr || !arr->is_array_of_tables())
-        return where(file, table_node) + ": `endpoint` must be written as [[endpoint]] tables";
-      for (auto& ep_node : *arr) {
-        endpoint_config ep;
-        for (auto&& [key_name, node] : *ep_node.as_table()) {
-          std::string key{key_name.str()};
-          auto* s = find(endpoint_settings, tname, key);
-          if (s == nullptr)
-            return where(file, node) + ": unknown key `endpoint." + key + "` in [[endpoint]]";
-          if (auto err = apply(*s, node, ep, file, base, "endpoint." + key)) return err;
-        }
-        cfg.endpoints.push_back(std::move(ep));
-      }
+      if (auto err = read_tables(table_node, endpoint_settings, cfg.endpoints, file, base))
+        return err;
       continue;
     }
     if (tname == "token") {
-      auto* arr = table_node.as_array();
-      if (arr == nullptr || !arr->is_array_of_tables())
-        return where(file, table_node) + ": `token` must be written as [[token]] tables";
-      for (auto& t_node : *arr) {
-        token_config t;
-        for (auto&& [key_name, node] : *t_node.as_table()) {
-          std::string key{key_name.str()};
-          auto* s = find(token_settings, tname, key);
-          if (s == nullptr)
-            return where(file, node) + ": unknown key `token." + key +
-                   "` in [[token]] (expected name, scope, file)";
-          if (auto err = apply(*s, node, t, file, base, "token." + key)) return err;
-        }
-        cfg.tokens.push_back(std::move(t));
-      }
+      if (auto err = read_tables(table_node, token_settings, cfg.tokens, file, base)) return err;
       continue;
     }
     if (tname == "cluster") {

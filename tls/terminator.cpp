@@ -85,14 +85,7 @@ terminator::~terminator() {
   ::close(epoll_);
 }
 
-void terminator::add_outbound(int tcp, int plain, std::string peer, std::string server_name) {
-  auto c = std::make_unique<conn>();
-  c->tcp = tcp;
-  c->plain = plain;
-  c->outbound = true;
-  c->checked = true;
-  c->peer = std::move(peer);
-  c->server_name = std::move(server_name);
+void terminator::enqueue(std::unique_ptr<conn> c) {
   c->started = clock_type::now();
   {
     std::lock_guard lk{mu_};
@@ -102,18 +95,23 @@ void terminator::add_outbound(int tcp, int plain, std::string peer, std::string 
   (void)!::write(wake_, &one, sizeof(one));
 }
 
+void terminator::add_outbound(int tcp, int plain, std::string peer, std::string server_name) {
+  auto c = std::make_unique<conn>();
+  c->tcp = tcp;
+  c->plain = plain;
+  c->outbound = true;
+  c->checked = true;
+  c->peer = std::move(peer);
+  c->server_name = std::move(server_name);
+  enqueue(std::move(c));
+}
+
 void terminator::add(int fd, std::string peer, std::string peer_ip) {
   auto c = std::make_unique<conn>();
   c->tcp = fd;
   c->peer = std::move(peer);
   c->peer_ip = std::move(peer_ip);
-  c->started = clock_type::now();
-  {
-    std::lock_guard lk{mu_};
-    incoming_.push_back(std::move(c));
-  }
-  uint64_t one = 1;
-  (void)!::write(wake_, &one, sizeof(one));
+  enqueue(std::move(c));
 }
 
 void terminator::drop(conn& c, bool delivered) {

@@ -72,6 +72,8 @@ private:
   terminator() = default;
   void run();
   void pump(conn& c);
+  /// Hands `c` to the thread (stamped with the time it arrived).
+  void enqueue(std::unique_ptr<conn> c);
   void drop(conn& c, bool delivered);
   /// Logs `line` as a warning unless the same `key` was logged in the last minute.
   void say(const std::string& key, const std::string& line);
