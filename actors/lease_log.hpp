@@ -1,8 +1,9 @@
 // How the directory reaches the log: a lease grant and a revocation are log entries, made durable
-// (grants) or ordered behind every record queued before them (revocations) before anyone hears of
-// them. The log answers by message (grants_made, revocation_done in directory_interface.hpp).
-// The wal_writer implements it; directory tests use a fake. No CAF here (grant_done's inspect()
-// is a template CAF instantiates; its name is given where it is registered).
+// (grants: the shard's durable LSN, and an epoch within the reservation on disk) or ordered behind
+// every record queued before them (revocations) before anyone hears of them. The log answers by
+// message (grants_made, revocation_done in directory_interface.hpp). The wal_writer implements it;
+// directory tests use a fake. No CAF here (grant_done's inspect() is a template CAF instantiates;
+// its name is given where it is registered).
 #pragma once
 
 #include <cstdint>
@@ -39,7 +40,8 @@ public:
   /// refused.
   virtual void revoke(uint64_t token, proto::shard_id shard, proto::epoch_t epoch,
                       session_id holder) = 0;
-  /// The epoch last granted for `shard` before this start (recovered from disk).
+  /// The last epoch that may have been granted for `shard` before this start (recovered from
+  /// disk: any epoch up to it is stale now).
   virtual proto::epoch_t recovered_epoch(proto::shard_id shard) const = 0;
 };
 

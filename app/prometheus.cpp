@@ -43,6 +43,9 @@ const row_metric log_metrics[] = {
     {"log_refused_total", "counter", "Requests the log refused (fencing, LSN gaps, a failed disk).",
      "refused"},
     {"log_checkpoints_total", "counter", "Checkpoints stored.", "checkpoints"},
+    {"log_grants_without_fsync_total", "counter",
+     "Lease grants reported without an fdatasync of their own (within the epoch reservation).",
+     "grantsWithoutFsync"},
     {"log_queued_entries", "gauge", "Entries waiting for the log's writer thread.", "queued"},
     {"log_segments", "gauge", "Segment files of the log.", "segments"},
 };

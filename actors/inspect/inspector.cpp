@@ -550,6 +550,7 @@ actor_stats log_stats(const wal_writer& wal) {
   a.num("bytesWritten", s.bytes_written);
   a.num("refused", s.refused);
   a.num("checkpoints", s.checkpoints);
+  a.num("grantsWithoutFsync", s.grants_without_fsync);
   a.num("segments", s.segments);
   a.num("retiredSegments", s.retired_segments);
   a.text("failure", s.failure);

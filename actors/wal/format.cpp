@@ -60,6 +60,11 @@ bool describe(F& f, snapshot_section& x) {
 }
 
 template <class F>
+bool describe(F& f, reserve_section& x) {
+  return f("epoch", x.epoch);
+}
+
+template <class F>
 bool describe(F& f, checkpoint_file& x) {
   return f.magic(checkpoint_magic) && f("lsn", x.lsn) && f.checksummed("data", x.data);
 }
@@ -292,6 +297,10 @@ size_t append_section(bytes& body, const snapshot_section& s) {
   return append_tagged(body, s);
 }
 
+size_t append_section(bytes& body, const reserve_section& s) {
+  return append_tagged(body, s);
+}
+
 size_t append_section(bytes& body, const section& s) {
   return std::visit([&](const auto& x) { return append_tagged(body, x); }, s);
 }
@@ -342,6 +351,11 @@ proto::result<std::vector<section>> decode_sections(byte_view body) {
       snapshot_section x;
       ok = describe(d, x);
       out.emplace_back(std::move(x));
+    } else if (tag == tag_of<reserve_section>()) {
+      r.set_context("reserve section");
+      reserve_section x;
+      ok = describe(d, x);
+      out.emplace_back(x);
     } else {
       r.fail(err_code::io, "unknown section tag " + std::to_string(tag) + " at body offset " +
                                std::to_string(r.offset() - 1));

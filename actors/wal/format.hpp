@@ -13,6 +13,10 @@
 //       2 grant    = shard:u32 epoch:u64
 //       3 snapshot = count:u32 (shard:u32 epoch:u64 last_lsn:u64)*   every shard with state; the
 //                    first batch of every segment, so a segment never depends on older ones
+//       4 reserve  = epoch:u64   no shard has an epoch above this granted until a higher reserve
+//                    is durable; after a restart every shard's grants start above the highest
+//                    one (so a grant within it needs no fdatasync of its own). Also in the first
+//                    batch of every segment, after the snapshot
 //   <data_dir>/checkpoints/shard-N.ckpt "FCK1" lsn:u64 len:u32 crc:u32 data[len], crc =
 //   CRC32C(data)
 #pragma once
@@ -77,8 +81,12 @@ struct snapshot_section {
   std::vector<snapshot_entry> shards;
 };
 
+struct reserve_section {
+  uint64_t epoch = 0;
+};
+
 /// A batch body's sections; the tag on disk is the index + 1.
-using section = std::variant<records_section, grant_section, snapshot_section>;
+using section = std::variant<records_section, grant_section, snapshot_section, reserve_section>;
 
 struct checkpoint_file {
   uint64_t lsn = 0;
@@ -100,6 +108,7 @@ bytes encode_batch(uint64_t seq, uint32_t prev_crc, byte_view body);
 size_t append_section(bytes& body, const records_section& s);
 size_t append_section(bytes& body, const grant_section& s);
 size_t append_section(bytes& body, const snapshot_section& s);
+size_t append_section(bytes& body, const reserve_section& s);
 size_t append_section(bytes& body, const section& s);
 bytes encode(const checkpoint_file& c);
 std::string encode(const meta_file& m);

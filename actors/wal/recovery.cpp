@@ -115,6 +115,8 @@ struct scanner {
         st.epoch = std::max(st.epoch, proto::epoch_t{e.epoch});
         st.last_lsn = std::max(st.last_lsn, e.last_lsn);
       }
+    } else if (auto* res = std::get_if<reserve_section>(&s)) {
+      log.epoch_reserved = std::max(log.epoch_reserved, res->epoch);
     }
     return {};
   }
@@ -241,7 +243,7 @@ proto::result<recovered_log> recover(const wal_options& opts) {
   if (auto r = check_meta(opts, segs->size()); !r) return r.err();
 
   recovered_log log{
-      std::vector<shard_log>(opts.shards), segment_set{wal_dir, opts.segment_bytes}, {}};
+      std::vector<shard_log>(opts.shards), 0, segment_set{wal_dir, opts.segment_bytes}, {}};
   scanner scan{opts, log};
   for (size_t i = 0; i < segs->size(); ++i) {
     auto [seq, path] = (*segs)[i];
@@ -264,7 +266,10 @@ proto::result<recovered_log> recover(const wal_options& opts) {
   } else if (log.segments.active().size == segment_header_size) {
     // A crash between creating a segment and writing its snapshot: write it now, so the segment
     // stands alone once the ones before it are retired.
-    if (auto r = log.segments.append_snapshot(snapshot_of(log.shards)); !r) return r.err();
+    if (auto r = log.segments.append_snapshot(snapshot_of(log.shards),
+                                              reserve_section{log.epoch_reserved});
+        !r)
+      return r.err();
     log.report.batches++;
   }
   return log;

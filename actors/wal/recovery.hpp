@@ -28,6 +28,9 @@ namespace fusee::server::wal {
 
 struct recovered_log {
   std::vector<shard_log> shards;
+  /// The highest epoch reservation found (reserve sections): every grant before this start was
+  /// at most this, so every grant now starts above it. 0 in logs without one.
+  uint64_t epoch_reserved = 0;
   segment_set segments;  ///< at least one: a new data dir gets its first segment
   wal_recovery_report report;
 };

@@ -63,7 +63,7 @@ proto::result<uint64_t> segment_set::append(byte_view body) {
   return body_at;
 }
 
-proto::result<void> segment_set::roll(const snapshot_section& snapshot) {
+proto::result<void> segment_set::roll(const snapshot_section& snapshot, reserve_section reserve) {
   uint64_t seq = segments_.empty() ? 1 : segments_.rbegin()->first + 1;
   auto path = dir_ / segment_name(seq);
   auto prep = spare_path(dir_);
@@ -76,13 +76,16 @@ proto::result<void> segment_set::roll(const snapshot_section& snapshot) {
   if (auto r = sync_entries(); !r) return r;
   spare_ = std::async(std::launch::async, create_zero_file, prep, segment_bytes_);
   add(seq, std::move(*f), segment_header_size);
-  // The snapshot makes the segment self-sufficient for epochs and LSN numbering.
-  return append_snapshot(snapshot);
+  // The snapshot (and the epoch reservation) make the segment self-sufficient for epochs and LSN
+  // numbering.
+  return append_snapshot(snapshot, reserve);
 }
 
-proto::result<void> segment_set::append_snapshot(const snapshot_section& snapshot) {
+proto::result<void> segment_set::append_snapshot(const snapshot_section& snapshot,
+                                                 reserve_section reserve) {
   bytes body;
   append_section(body, snapshot);
+  if (reserve.epoch > 0) append_section(body, reserve);
   auto r = append(body);
   if (!r) return r.err();
   return {};

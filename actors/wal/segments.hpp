@@ -48,11 +48,13 @@ public:
 
   /// Appends one batch to the active segment and makes it durable; the body's file offset.
   proto::result<uint64_t> append(byte_view body);
-  /// Appends a batch holding only `snapshot` (the first batch of every segment).
-  proto::result<void> append_snapshot(const snapshot_section& snapshot);
-  /// A new active segment: the spare zero-filled file gets a header and `snapshot` as its first
-  /// batch; the next spare is prepared in the background.
-  proto::result<void> roll(const snapshot_section& snapshot);
+  /// Appends a batch holding only `snapshot` and, if its epoch is not 0, `reserve` (the first
+  /// batch of every segment).
+  proto::result<void> append_snapshot(const snapshot_section& snapshot,
+                                      reserve_section reserve = {});
+  /// A new active segment: the spare zero-filled file gets a header and the snapshot batch as its
+  /// first; the next spare is prepared in the background.
+  proto::result<void> roll(const snapshot_section& snapshot, reserve_section reserve = {});
   /// `size` bytes at `offset` of segment `seq`.
   proto::result<bytes> read(uint64_t seq, uint64_t offset, uint64_t size) const;
   /// Deletes the oldest segments while `covered` holds for them, never the active one; returns

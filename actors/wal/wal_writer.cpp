@@ -33,6 +33,13 @@ struct wal_writer::impl {
   wal_options opts;
   wal_sink* sink = nullptr;
   std::vector<shard_log> shards;
+  // Epoch reservation (format.hpp, `reserve`): a grant whose epoch is within the reservation
+  // already on disk needs no fdatasync of its own. A new reservation of reserve_block epochs is
+  // written ahead, with a batch that is written anyway or one of its own, once half of it is used.
+  static constexpr uint64_t reserve_block = uint64_t{1} << 20;
+  uint64_t epoch_floor = 0;  ///< every grant of this run is above it (the recovered reservation)
+  uint64_t reserved = 0;     ///< the highest reservation written and synced
+  uint64_t max_granted = 0;  ///< the highest epoch granted in this run, any shard
   segment_set segments;
   checkpoint_store checkpoints;
   bool broken = false;  ///< a write failed: every later append is refused until restart
@@ -64,6 +71,7 @@ struct wal_writer::impl {
 #endif
   std::atomic<uint64_t> n_batches{0}, n_records{0}, n_fsyncs{0}, n_retired{0}, n_segments{0};
   std::atomic<uint64_t> n_appends{0}, n_refused{0}, n_bytes{0}, n_checkpoints{0};
+  std::atomic<uint64_t> n_early_grants{0};
   std::atomic<bool> failed{false};
   mutable std::mutex failure_mtx;  ///< guards failure_text (read by get_stats)
   std::string failure_text;
@@ -73,7 +81,8 @@ struct wal_writer::impl {
   std::unique_ptr<std::atomic<uint64_t>[]> durable;
 
   impl(const wal_options& o, wal_sink* s, recovered_log&& log)
-      : opts(o), sink(s), shards(std::move(log.shards)), segments(std::move(log.segments)),
+      : opts(o), sink(s), shards(std::move(log.shards)), epoch_floor(log.epoch_reserved),
+        reserved(log.epoch_reserved), segments(std::move(log.segments)),
         checkpoints(o.dir / "checkpoints"), durable(new std::atomic<uint64_t>[shards.size()]) {
     n_segments = segments.count();
     for (size_t i = 0; i < shards.size(); ++i)
@@ -125,6 +134,11 @@ struct wal_writer::impl {
 
   // -- admission ------------------------------------------------------------------------------
 
+  /// The shard's last epoch that may have been granted: after a restart, any up to the floor.
+  epoch_t current_epoch(const shard_log& st) const {
+    return epoch_t{std::max(st.epoch.value(), epoch_floor)};
+  }
+
   std::optional<proto::error> check_shard(uint32_t shard) const {
     if (shard >= shards.size())
       return proto::error{err_code::bad_body, "no shard " + std::to_string(shard) + " (there are " +
@@ -145,7 +159,7 @@ struct wal_writer::impl {
     if (s >= shards.size() || to_write) err = check_shard(s);
     if (!err) {
       auto& st = shards[s];
-      err = refuse_shard_request(s, epoch, st.epoch, st.holder != 0,
+      err = refuse_shard_request(s, epoch, current_epoch(st), st.holder != 0,
                                  st.holder == session && session != 0);
     }
     if (err) {
@@ -173,7 +187,8 @@ struct wal_writer::impl {
     bytes body;
     std::vector<pending_index> new_sections;
     std::map<session_id, std::map<uint32_t, proto::position>> acks;
-    std::vector<grant_done> grants;
+    std::vector<grant_done> grants;        // reported once the batch is durable
+    std::vector<grant_done> early_grants;  // reported before the batch is written
     std::vector<wal_revoke> revokes;
     std::vector<wal_entry*> after_commit;                  // checkpoints, loads, reads
     std::vector<std::pair<session_id, uint32_t>> touched;  // for IO_FAILED
@@ -225,10 +240,23 @@ struct wal_writer::impl {
           continue;
         }
         auto& st = shards[s];
-        st.epoch = epoch_t{st.epoch.value() + 1};
+        uint64_t epoch = current_epoch(st).value() + 1;
+        st.epoch = epoch_t{epoch};
         st.holder = g->session;
-        append_section(body, grant_section{s, st.epoch.value()});
-        grants.push_back({g->token, g->session, s, st.epoch.value(), st.last_lsn});
+        max_granted = std::max(max_granted, epoch);
+        grant_done done{g->token, g->session, s, epoch, st.last_lsn};
+        // Within the reservation on disk and with nothing of the shard waiting to be durable (the
+        // LEASE names a durable LSN; a revocation in this batch waits for it), the grant has
+        // nothing to wait for: it is reported now and no record of it is written (after a
+        // restart every grant is above the reservation anyway).
+        bool revoked_here = std::any_of(revokes.begin(), revokes.end(),
+                                        [&](const wal_revoke& r) { return r.shard.value() == s; });
+        if (epoch <= reserved && st.last_lsn == st.durable_lsn && !revoked_here) {
+          early_grants.push_back(done);
+        } else {
+          append_section(body, grant_section{s, epoch});
+          grants.push_back(done);
+        }
       } else if (auto* r = std::get_if<wal_revoke>(&e)) {
         uint32_t s = r->shard.value();
         if (s < shards.size()) {
@@ -241,6 +269,16 @@ struct wal_writer::impl {
       }
     }
 
+    uint64_t reserving = 0;
+    if (max_granted > 0 && max_granted + reserve_block / 2 > reserved) {  // the next block
+      reserving = max_granted + reserve_block;
+      append_section(body, reserve_section{reserving});
+    }
+    if (!early_grants.empty()) {
+      n_early_grants.fetch_add(early_grants.size(), std::memory_order_relaxed);
+      sink->on_granted(std::move(early_grants));
+    }
+
     if (!body.empty()) {
       if (inject_failure.exchange(false)) segments.fail_next_append();
       auto t0 = std::chrono::steady_clock::now();
@@ -249,6 +287,7 @@ struct wal_writer::impl {
         fail(written.err().message, touched, std::move(grants));
         return;
       }
+      if (reserving > 0) reserved = reserving;
       fsync_seconds.observe(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       records_per_fsync.observe(static_cast<double>(records));
@@ -284,7 +323,7 @@ struct wal_writer::impl {
 
   /// A new segment, starting with a snapshot of every shard that has state.
   void roll() {
-    if (auto r = segments.roll(snapshot_of(shards)); !r) {
+    if (auto r = segments.roll(snapshot_of(shards), reserve_section{reserved}); !r) {
       fail(r.err().message, {}, {});
       return;
     }
@@ -501,7 +540,7 @@ void wal_writer::revoke(uint64_t token, shard_id shard, epoch_t epoch, session_i
 }
 
 epoch_t wal_writer::recovered_epoch(shard_id s) const {
-  return impl_->shards.at(s.value()).epoch;
+  return impl_->current_epoch(impl_->shards.at(s.value()));
 }
 
 lsn_t wal_writer::recovered_durable_lsn(shard_id s) const {
@@ -521,6 +560,7 @@ wal_writer::stats wal_writer::get_stats() const {
   s.bytes_written = i.n_bytes;
   s.queued = i.queued.load(std::memory_order_relaxed);
   s.checkpoints = i.n_checkpoints;
+  s.grants_without_fsync = i.n_early_grants;
   s.failed = i.failed;
   if (s.failed) {
     std::lock_guard<std::mutex> lk{i.failure_mtx};

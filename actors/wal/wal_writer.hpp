@@ -3,9 +3,13 @@
 //
 // Durability contract: a completion (on_durable, on_granted, the OK that answers a checkpoint)
 // is reported only after the bytes it covers were written and fdatasync'ed. Nothing refused, failed
-// or unwritten is ever reported durable. Appends are checked at commit: the section's epoch must be
-// the shard's live lease held by the submitting session, and its first LSN must follow the shard's
-// last queued LSN; otherwise nothing is written and on_refused names the reason.
+// or unwritten is ever reported durable. A grant covers the shard's durable LSN and its epoch: it
+// is reported at once when that LSN is already durable and the epoch lies within the epoch
+// reservation on disk (format.hpp, `reserve`: after a restart every grant is above it), so epochs
+// only grow across crashes although such a grant writes nothing of its own. Appends are checked at
+// commit: the section's epoch must be the shard's live lease held by the submitting session, and
+// its first LSN must follow the shard's last queued LSN; otherwise nothing is written and
+// on_refused names the reason.
 //
 // Threading: submit() may be called from any thread; every sink callback runs on the writer
 // thread, in submission order per session. No CAF here: the glue lives in log_sink.
@@ -132,7 +136,8 @@ public:
   // lease_log: grants and revocations are entries of the same queue as the appends.
   void grant(uint64_t token, session_id session, shard_id shard) override;
   void revoke(uint64_t token, shard_id shard, epoch_t epoch, session_id holder) override;
-  /// The epoch last granted for each shard (as recovered; for start-up decisions only).
+  /// The last epoch that may have been granted for each shard before this start: the epoch
+  /// reservation recovered, or the shard's last granted epoch if higher (for start-up decisions).
   epoch_t recovered_epoch(shard_id s) const override;
   lsn_t recovered_durable_lsn(shard_id s) const;
 
@@ -147,7 +152,10 @@ public:
     uint64_t bytes_written = 0;  ///< batch bytes written and fsync'ed
     uint64_t queued = 0;         ///< entries waiting for the writer thread now
     uint64_t checkpoints = 0;    ///< checkpoints stored
-    bool failed = false;         ///< a write failed; appends are refused until restart
+    /// Grants reported without waiting for an fdatasync (within the epoch reservation, nothing
+    /// of the shard waiting to be durable).
+    uint64_t grants_without_fsync = 0;
+    bool failed = false;  ///< a write failed; appends are refused until restart
     std::string failure;
     histogram fsync_seconds;      ///< write + fdatasync of one batch
     histogram records_per_fsync;  ///< records in one batch

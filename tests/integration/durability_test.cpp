@@ -117,6 +117,49 @@ TEST_CASE("kill -9 under load, 20 times: every record reported durable is recove
   CHECK(total_durable > 0);
 }
 
+TEST_CASE("grants made without an fdatasync of their own are below every epoch granted after "
+          "kill -9") {
+  temp_dir tmp;
+  server_process server(tmp.path() / "data", "[server]\nshards = 4\n");
+  std::map<uint32_t, uint64_t> last_epoch;
+  for (int round = 0; round < 5; ++round) {
+    CAPTURE(round);
+    auto err = server.start();
+    REQUIRE_MESSAGE(err.empty(), err);
+    std::map<uint32_t, uint64_t> granted;
+    {
+      peer first{server.connect()};
+      auto l = first.hello();  // the run's first grants write the epoch reservation
+      REQUIRE(l.grants.size() == 4);
+      for (auto& g : l.grants) {
+        CHECK(g.epoch.value() > last_epoch[g.shard.value()]);
+        last_epoch[g.shard.value()] = g.epoch.value();
+      }
+      peer standby{server.connect()};
+      REQUIRE(standby.hello().grants.empty());
+      first.conn.close();  // its leases end and go to the standby: grants within the reservation
+      while (granted.size() < 4)
+        for (auto& g : standby.expect<proto::grant>().grants)
+          granted[g.shard.value()] = g.epoch.value();
+      auto metrics = http_get(server.admin_port(), "/metrics");
+      REQUIRE(metrics.first == 200);
+      const std::string name = "\nfusee_log_grants_without_fsync_total ";
+      auto at = metrics.second.find(name);
+      REQUIRE(at != std::string::npos);
+      CHECK(std::stoull(metrics.second.substr(at + name.size())) >= 4);
+      server.kill9();  // nothing of those four grants was ever written
+    }
+    for (auto& [s, e] : granted) {
+      CHECK(e > last_epoch[s]);
+      last_epoch[s] = e;
+    }
+  }
+  REQUIRE(server.start().empty());
+  peer after{server.connect()};
+  for (auto& g : after.hello().grants)
+    CHECK(g.epoch.value() > last_epoch[g.shard.value()]);
+}
+
 TEST_CASE("a torn last batch is dropped on recovery and nothing before it is lost") {
   temp_dir tmp;
   auto data = tmp.path() / "data";

@@ -124,6 +124,22 @@ TEST_CASE("recovery rebuilds epochs, LSNs and the index, and zeros after the las
   CHECK(log->segments.active().size == seg.data.size() - 4096);  // appends go after the batches
 }
 
+TEST_CASE("recovery keeps the highest epoch reservation, from any batch or a segment's first") {
+  data_dir d;
+  segment_file one{1};
+  one.batch({snapshot_section{}}).batch({grant_section{0, 1}, reserve_section{1000}});
+  one.write(d);
+  segment_file two{2, one.next_batch, one.prev_crc};
+  two.batch({snapshot_section{{snapshot_entry{0, 1, 0}}}, reserve_section{1000}})
+      .batch({reserve_section{5000}})
+      .batch({reserve_section{3000}});  // never lower than before
+  two.write(d);
+  auto log = d.recover();
+  REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
+  CHECK(log->epoch_reserved == 5000);
+  CHECK(log->shards[0].epoch.value() == 1);  // the shard's own, as written
+}
+
 TEST_CASE("a torn tail of the last segment is cut off and reported with the file and offset") {
   data_dir d;
   segment_file seg{1};

@@ -1,6 +1,7 @@
 // The write-ahead log on its own (no actors): commit-time checks, group commit, I/O failures.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
@@ -25,9 +26,13 @@ struct recording_sink : wal_sink {
   std::vector<grant_done> granted;
   std::vector<std::string> io_failed;
   std::vector<proto::any_message> answers;
+  std::vector<std::string> events;  ///< "durable S L" and "granted S E" in the order reported
 
   void on_durable(session_id, std::vector<proto::position> p) override {
     std::lock_guard<std::mutex> lk{mtx};
+    for (auto& x : p)
+      events.push_back("durable " + std::to_string(x.shard.value()) + " " +
+                       std::to_string(x.lsn.value()));
     durable.insert(durable.end(), p.begin(), p.end());
     cv.notify_all();
   }
@@ -38,10 +43,17 @@ struct recording_sink : wal_sink {
   }
   void on_granted(std::vector<grant_done> g) override {
     std::lock_guard<std::mutex> lk{mtx};
+    for (auto& x : g)
+      events.push_back("granted " + std::to_string(x.shard) + " " + std::to_string(x.epoch));
     granted.insert(granted.end(), g.begin(), g.end());
     cv.notify_all();
   }
-  void on_revoked(uint64_t, shard_id, epoch_t) override {}
+  size_t revoked = 0;
+  void on_revoked(uint64_t, shard_id, epoch_t) override {
+    std::lock_guard<std::mutex> lk{mtx};
+    revoked++;
+    cv.notify_all();
+  }
   void on_answer(session_id, proto::any_message m) override {
     std::lock_guard<std::mutex> lk{mtx};
     answers.push_back(std::move(m));
@@ -127,7 +139,115 @@ TEST_CASE("a failed write is reported, never acknowledged, and the shard refuses
   recording_sink sink;
   auto wal = open_log(tmp.path, 1, &sink);
   CHECK(wal->recovered_durable_lsn(shard_id{0}) == lsn_t{1});
-  CHECK(wal->recovered_epoch(shard_id{0}) == epoch_t{1});
+  CHECK(wal->recovered_epoch(shard_id{0}) >= epoch_t{1});  // epochs up to it are stale now
+}
+
+TEST_CASE("a grant within the epoch reservation on disk is reported without an fdatasync of its "
+          "own, and after a restart every grant is above it") {
+  temp_dir tmp;
+  std::vector<uint64_t> before_restart;
+  {
+    recording_sink sink;
+    auto wal = open_log(tmp.path, 4, &sink);
+    // The first grant of a run writes the reservation and waits for it.
+    wal->submit(wal_grant{1, 7, shard_id{0}});
+    REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
+    auto after_first = wal->get_stats();
+    CHECK(after_first.grants_without_fsync == 0);
+    // The next ones are within it and the shards have nothing waiting: no fdatasync at all.
+    for (uint32_t s = 1; s < 4; ++s)
+      wal->submit(wal_grant{1 + s, 7, shard_id{s}});
+    REQUIRE(sink.await([&] { return sink.granted.size() == 4; }));
+    auto after = wal->get_stats();
+    CHECK(after.fsyncs == after_first.fsyncs);
+    CHECK(after.grants_without_fsync == 3);
+    for (auto& g : sink.granted)
+      before_restart.push_back(g.epoch);
+    // Revoked and granted again (after the revocation is through, as the directory does), still
+    // without writing: epochs grow within the run.
+    wal->submit(wal_revoke{9, shard_id{3}, epoch_t{sink.granted[3].epoch}, 7});
+    REQUIRE(sink.await([&] { return sink.revoked == 1; }));
+    wal->submit(wal_grant{10, 8, shard_id{3}});
+    REQUIRE(sink.await([&] { return sink.granted.size() == 5; }));
+    CHECK(sink.granted[4].epoch > sink.granted[3].epoch);
+    before_restart.push_back(sink.granted[4].epoch);
+    CHECK(wal->get_stats().fsyncs == after_first.fsyncs);
+  }  // nothing of the last four grants was written
+  recording_sink sink;
+  auto wal = open_log(tmp.path, 4, &sink);
+  uint64_t highest = *std::max_element(before_restart.begin(), before_restart.end());
+  for (uint32_t s = 0; s < 4; ++s) {
+    CHECK(wal->recovered_epoch(shard_id{s}).value() >= highest);
+    wal->submit(wal_grant{20 + s, 9, shard_id{s}});
+  }
+  REQUIRE(sink.await([&] { return sink.granted.size() == 4; }));
+  for (auto& g : sink.granted)
+    CHECK(g.epoch > highest);
+  // An epoch of the run before is stale, not unknown.
+  wal->submit(app(7, 1, 1, before_restart[1], 1, "from before the restart"));
+  REQUIRE(sink.await([&] { return sink.refused.size() == 1; }));
+  CHECK(sink.refused[0].second.code == proto::err_code::stale_epoch);
+}
+
+TEST_CASE("the epoch reservation survives the retirement of the segment that first held it") {
+  temp_dir tmp;
+  wal_options opts{tmp.path, 2};
+  opts.segment_bytes = 4096;  // a roll every few appends
+  uint64_t early_epoch = 0;
+  {
+    recording_sink sink;
+    auto opened = wal_writer::open(opts, &sink);
+    REQUIRE(opened);
+    auto& wal = *opened;
+    wal->submit(wal_grant{1, 7, shard_id{0}});  // writes the reservation in segment 1
+    wal->submit(wal_grant{2, 8, shard_id{1}});
+    REQUIRE(sink.await([&] { return sink.granted.size() == 2; }));
+    uint64_t epoch = sink.granted[0].epoch;
+    for (uint64_t lsn = 1; lsn <= 12; ++lsn) {
+      wal->submit(app(7, lsn, 0, epoch, lsn, std::string(1500, 'x')));
+      REQUIRE(sink.await([&] { return sink.durable.size() == lsn; }));
+    }
+    wal->submit(wal_checkpoint{7, 100, shard_id{0}, epoch_t{epoch}, lsn_t{12}, {1, 2, 3}});
+    REQUIRE(sink.await([&] { return sink.answers.size() == 1; }));
+    REQUIRE(wal->get_stats().retired_segments > 0);
+    // Revoked and granted again within the reservation: nothing of it is written.
+    wal->submit(wal_revoke{3, shard_id{1}, epoch_t{sink.granted[1].epoch}, 8});
+    REQUIRE(sink.await([&] { return sink.revoked == 1; }));
+    wal->submit(wal_grant{4, 9, shard_id{1}});
+    REQUIRE(sink.await([&] { return sink.granted.size() == 3; }));
+    early_epoch = sink.granted[2].epoch;
+    CHECK(wal->get_stats().grants_without_fsync >= 1);
+  }
+  recording_sink sink;
+  auto opened = wal_writer::open(opts, &sink);
+  REQUIRE(opened);
+  (*opened)->submit(wal_grant{5, 10, shard_id{1}});
+  REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
+  CHECK(sink.granted[0].epoch > early_epoch);
+}
+
+TEST_CASE("a grant of a shard whose records are not durable yet waits for them") {
+  temp_dir tmp;
+  recording_sink sink;
+  auto wal = open_log(tmp.path, 1, &sink);
+  wal->submit(wal_grant{1, 7, shard_id{0}});
+  REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
+  // The holder's last records, its revocation and the next grant, in one batch: the grant names
+  // LSN 2 and may only be reported once LSN 2 is durable.
+  std::vector<wal_entry> batch;
+  batch.push_back(app(7, 1, 0, sink.granted[0].epoch, 1, "a"));
+  batch.push_back(app(7, 2, 0, sink.granted[0].epoch, 2, "b"));
+  batch.push_back(wal_revoke{2, shard_id{0}, epoch_t{sink.granted[0].epoch}, 7});
+  batch.push_back(wal_grant{3, 8, shard_id{0}});
+  wal->submit(std::move(batch));
+  REQUIRE(sink.await([&] { return sink.granted.size() == 2; }));
+  CHECK(sink.granted[1].durable_lsn == 2);
+  std::lock_guard<std::mutex> lk{sink.mtx};
+  auto durable = std::find(sink.events.begin(), sink.events.end(), "durable 0 2");
+  auto granted = std::find(sink.events.begin(), sink.events.end(),
+                           "granted 0 " + std::to_string(sink.granted[1].epoch));
+  REQUIRE(durable != sink.events.end());
+  CHECK(durable < granted);
 }
 
 TEST_CASE("group commit: everything queued while a batch is written shares the next fsync") {
