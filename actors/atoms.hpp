@@ -11,8 +11,9 @@ namespace fusee::server {
 // sessions
 using frame_atom = caf::atom_constant<caf::atom("frame")>;  ///< send this frame
 using close_atom = caf::atom_constant<caf::atom("close")>;  ///< send this last frame and close
-using flush_atom = caf::atom_constant<caf::atom("flush")>;  ///< bytes wait in the out_lane
-using tick_atom = caf::atom_constant<caf::atom("tick")>;    ///< an actor's own timer
+/// The connection's out_lane went over its limit (the peer stopped reading): end it.
+using overflow_atom = caf::atom_constant<caf::atom("overflow")>;
+using tick_atom = caf::atom_constant<caf::atom("tick")>;  ///< an actor's own timer
 /// A session checks its handshake and partial-frame deadlines (limits.hello_timeout_ms, ...).
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 // directory

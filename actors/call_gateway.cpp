@@ -37,7 +37,7 @@ call_gateway_actor::behavior_type gateway(gateway_self self, directory_actor dir
   return {
       [=](frame_atom, proto::bytes& frame) { take_frame(self, frame); },
       [=](close_atom, proto::bytes& frame) { take_frame(self, frame); },
-      [=](flush_atom) {},
+      [=](overflow_atom) {},
       [=](gateway_call& c) {
         auto& st = self->state;
         st.waiting.insert(c.ticket);

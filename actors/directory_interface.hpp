@@ -8,15 +8,41 @@
 #include <vector>
 
 #include "actors/invoker_interface.hpp"
+#include "protocol/frame.hpp"
 #include "protocol/wire.hpp"
+
+namespace fusee::server {}  // namespace fusee::server
+
+namespace fusee::proto {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, frame& x) {
+  return f(caf::meta::type_name("fusee.frame"), x.kind, x.body);
+}
+
+}  // namespace fusee::proto
 
 namespace fusee::server {
 
-/// A worker or client connection (a session broker), as the directory and the log's sink see it.
+/// What an I/O thread hands a session actor: the frames of one read that it does not handle
+/// itself, in stream order, then perhaps the end of the stream.
+struct inbound {
+  std::vector<proto::frame> frames;
+  uint16_t bad = 0;  ///< an ERR code: the stream broke after `frames`, `why` says how
+  std::string why;
+  bool closed = false;  ///< the peer closed (or the socket failed) after `frames`
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, inbound& x) {
+  return f(caf::meta::type_name("fusee.inbound"), x.frames, x.bad, x.why, x.closed);
+}
+
+/// A worker or client connection (a session actor), as the directory and the log's sink see it.
 using session_actor = caf::typed_actor<
     caf::reacts_to<frame_atom, proto::bytes>,  ///< send this frame, in the connection's order
     caf::reacts_to<close_atom, proto::bytes>,  ///< send this last frame, then close
-    caf::reacts_to<flush_atom>,                ///< the log's writer thread left bytes in the lane
+    caf::reacts_to<overflow_atom>,             ///< its lane went over the limit: end it
     caf::replies_to<stats_atom>::with<actor_stats>>;  ///< introspection
 
 /// Where a request comes from: the connection, its request id, and the shard and epoch its head

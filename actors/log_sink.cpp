@@ -1,6 +1,6 @@
 #include "actors/log_sink.hpp"
 
-#include "actors/out_lane.hpp"
+#include "actors/net/out_lane.hpp"
 
 namespace fusee::server {
 
@@ -41,10 +41,10 @@ void log_sink::send_frame(session_id s, const proto::any_message& m) {
     if (i == sessions_.end()) return;  // the connection is gone; its lease ended with it
     t = i->second;
   }
-  // Straight to the socket from this (the writer) thread when nothing waits; otherwise the
-  // session drains the lane in order.
-  if (t.lane->send(proto::encode(m)) == out_lane::outcome::wake_owner)
-    caf::anon_send(t.actor, flush_atom::value);
+  // Straight to the socket from this (the committing) thread when nothing waits; otherwise behind
+  // what waits, in order. A peer that stopped reading is ended by its session.
+  if (t.lane->send(proto::encode(m)) == out_lane::outcome::over_limit)
+    caf::anon_send(t.actor, overflow_atom::value);
 }
 
 void log_sink::on_durable(session_id s, std::vector<proto::position> positions) {

@@ -1,5 +1,6 @@
-// Connects the log's writer thread to the actors: it turns the writer's reports into frames for
-// sessions and messages for the directory. Every method runs on the writer thread and only sends.
+// Connects the log to the actors: it turns the log's reports into frames for sessions and
+// messages for the directory. Every method runs on the committing thread (the log's writer thread
+// or an I/O thread) and only sends.
 #pragma once
 
 #include <memory>

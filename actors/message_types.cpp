@@ -24,6 +24,8 @@ void add_server_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<revocation_done>("fusee.revocation_done");
   cfg.add_message_type<invoker_ready>("fusee.invoker_ready");
   cfg.add_message_type<call_expired>("fusee.call_expired");
+  cfg.add_message_type<proto::frame>("fusee.frame");
+  cfg.add_message_type<inbound>("fusee.inbound");
   // between the nodes of a cluster
   cfg.add_message_type<proto::bytes>("fusee.bytes");  // frames (CALL_RESULT) cross nodes
   cfg.add_message_type<remote_message>("fusee.remote_message");

@@ -9,13 +9,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <caf/io/all.hpp>
-
-#include "actors/connection_limits.hpp"
 #include "actors/directory_interface.hpp"
 #include "actors/log_sink.hpp"
 #include "actors/logging.hpp"
-#include "actors/out_lane.hpp"
+#include "actors/net/connection.hpp"
+#include "actors/net/connection_limits.hpp"
+#include "actors/net/io_loop.hpp"
+#include "actors/net/out_lane.hpp"
 #include "actors/token_store.hpp"
 #include "actors/wal/wal_writer.hpp"
 #include "protocol/auth.hpp"
@@ -26,6 +26,7 @@ namespace fusee::server {
 namespace {
 
 using proto::bytes;
+using ms = std::chrono::milliseconds;
 
 std::string peer_name(int fd) {
   sockaddr_storage addr{};
@@ -48,125 +49,225 @@ enum class auth_phase {
   proven,      ///< `scope` says what it may do
 };
 
+/// The session actor's whole interface: what the directory and the log's sink may send it
+/// (session_actor), what the I/O threads hand it, its liveness tick and its deadline check.
+using session_conn_actor = session_actor::extend<caf::reacts_to<inbound>, caf::reacts_to<tick_atom>,
+                                                 caf::reacts_to<deadline_atom>>;
+static_assert(std::is_convertible_v<session_conn_actor, session_actor>,
+              "the session implements what the directory and the log's sink send it");
+
+/// The requests the log answers (APPEND, RECOVER_LOG, CHECKPOINT, LOAD_CHECKPOINT).
+bool is_log_request(uint8_t kind) {
+  using k = proto::kind;
+  return kind == static_cast<uint8_t>(k::append) || kind == static_cast<uint8_t>(k::recover_log) ||
+         kind == static_cast<uint8_t>(k::checkpoint) ||
+         kind == static_cast<uint8_t>(k::load_checkpoint);
+}
+
+/// The socket as its I/O thread and its session actor share it. What the actor decides (HELLO
+/// said, requests the I/O threads may serve) is published in atomics the I/O threads read.
+class session_conn final : public connection {
+public:
+  session_conn(int fd, const session_context& ctx, std::string ip, int spare)
+      : connection(fd, ctx.settings->write_buffer_mb << 20,
+                   // the frame limit in bytes, never above the protocol's (max_frame_mb <= 96)
+                   std::min<uint32_t>(ctx.settings->max_frame_mb << 20, proto::max_body_size),
+                   spare),
+        id(new_session_id()), cfg(ctx.settings), wal(ctx.wal), owners(ctx.owners),
+        limits(ctx.limits), peer_ip(std::move(ip)), started_ns(now_ns()) {}
+
+  const session_id id;
+  const std::shared_ptr<const node_settings> cfg;
+  wal_writer* const wal;
+  const std::shared_ptr<const shard_owners> owners;
+  const std::shared_ptr<connection_limits> limits;
+  const std::string peer_ip;  ///< what `limits` counts this connection under
+  const int64_t started_ns;
+  /// APPENDs submitted to the log's queue and not taken by its writer yet (the writer decrements
+  /// it): with the batch being written, at most twice limits.max_appends_in_flight are pending.
+  const std::shared_ptr<std::atomic<uint32_t>> appends_in_flight =
+      std::make_shared<std::atomic<uint32_t>>(0);
+  session_conn_actor actor;  ///< set before the loop serves the connection
+
+  /// Set by the actor: HELLO or CLIENT_HELLO handled (the handshake deadline is over).
+  std::atomic<bool> greeted{false};
+  /// Set by the actor: the I/O threads hand this connection's log requests to the log and answer
+  /// its PINGs themselves (it said HELLO and may send them); cleared when it closes.
+  std::atomic<bool> direct{false};
+  /// Log requests handed to the actor and not yet to the log: while any are, the I/O threads
+  /// hand the next ones to the actor too, so the log sees them in stream order.
+  std::atomic<uint32_t> log_requests_at_actor{0};
+  /// A deadline_atom is on its way (the I/O thread's sweep sent it).
+  std::atomic<bool> deadline_told{false};
+
+  /// Sends `m` in the connection's order; a lane over its limit ends the session.
+  void send(const proto::any_message& m) {
+    if (lane()->send(proto::encode(m)) == out_lane::outcome::over_limit)
+      caf::anon_send(actor, overflow_atom::value);
+  }
+
+  void on_frames(std::vector<proto::frame>& frames) override;
+  void on_bad_stream(proto::error e) override {
+    caf::anon_send(actor, inbound{{}, static_cast<uint16_t>(e.code), std::move(e.message), false});
+  }
+  void on_closed() override { caf::anon_send(actor, inbound{{}, 0, {}, true}); }
+  void on_sweep(std::chrono::steady_clock::time_point now) override;
+
+private:
+  bool slow_only_ = false;  ///< a request the I/O thread took did not decode: the actor closes
+};
+
+/// The log's requests: the one place they are checked and handed to the log, from an I/O thread
+/// (`from_io`: queued for the commit that ends its turn) or from the actor (the writer thread is
+/// woken). Refusals go straight to the lane.
+void to_log(session_conn& c, proto::any_message&& msg, bool from_io) {
+  auto submit = [&](wal_entry e) {
+    if (from_io)
+      c.wal->enqueue(std::move(e));
+    else
+      c.wal->submit(std::move(e));
+  };
+  std::visit(
+      [&](auto&& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, proto::append> || std::is_same_v<T, proto::recover_log> ||
+                      std::is_same_v<T, proto::checkpoint> ||
+                      std::is_same_v<T, proto::load_checkpoint>) {
+          auto& h = m.head;
+          // Another node's shard: its holder can only be there.
+          if (h.shard != proto::no_shard)
+            if (auto foreign = c.owners->refuse_foreign(h.shard.value())) {
+              c.send(proto::make_err(h.id, *foreign));
+              return;
+            }
+          if constexpr (std::is_same_v<T, proto::append>) {
+            auto waiting = c.appends_in_flight->load(std::memory_order_acquire);
+            if (waiting >= c.cfg->max_appends_in_flight) {  // refused, not closed: wait, resend
+              if (c.limits) c.limits->count(connection_limits::limit::appends_in_flight);
+              c.send(proto::make_err(
+                  h.id, proto::error{proto::err_code::too_large,
+                                     std::to_string(waiting) +
+                                         " APPENDs on this connection wait for the log "
+                                         "(limits.max_appends_in_flight): wait for DURABLE before "
+                                         "sending more"}));
+              return;
+            }
+            c.appends_in_flight->fetch_add(1, std::memory_order_relaxed);
+            submit(wal_append{c.id, h.id, h.shard, h.epoch, m.first_lsn, std::move(m.records),
+                              c.appends_in_flight});
+          } else if constexpr (std::is_same_v<T, proto::recover_log>) {
+            submit(wal_read{c.id, h.id, h.shard, h.epoch, m.after_lsn, m.max_bytes});
+          } else if constexpr (std::is_same_v<T, proto::checkpoint>) {
+            submit(wal_checkpoint{c.id, h.id, h.shard, h.epoch, m.lsn, std::move(m.data)});
+          } else {
+            submit(wal_load_checkpoint{c.id, h.id, h.shard, h.epoch});
+          }
+        }
+      },
+      std::move(msg));
+}
+
+void session_conn::on_frames(std::vector<proto::frame>& frames) {
+  inbound in;
+  bool served_here = direct.load(std::memory_order_acquire) && !slow_only_;
+  for (auto& f : frames) {
+    bool log_request = is_log_request(f.kind);
+    if (served_here && (f.kind == static_cast<uint8_t>(proto::kind::ping) ||
+                        (log_request && log_requests_at_actor.load() == 0))) {
+      auto m = proto::decode_request(f.kind, f.body);
+      if (m) {
+        if (auto* p = std::get_if<proto::ping>(&*m))
+          send(proto::ok{p->head.id, {}});
+        else
+          to_log(*this, std::move(*m), true);
+        continue;
+      }
+      slow_only_ = served_here = false;  // the actor answers it (ERR) and closes
+    }
+    if (log_request) log_requests_at_actor.fetch_add(1);
+    in.frames.push_back(std::move(f));
+  }
+  if (!in.frames.empty()) caf::anon_send(actor, std::move(in));
+}
+
+void session_conn::on_sweep(std::chrono::steady_clock::time_point now) {
+  if (deadline_told.load()) return;
+  auto now_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+  auto partial = partial_since_ns.load(std::memory_order_relaxed);
+  bool due = (!greeted.load() && now_ns - started_ns >= int64_t{cfg->hello_timeout_ms} * 1000000) ||
+             (partial != 0 && now_ns - partial >= int64_t{cfg->frame_timeout_ms} * 1000000);
+  if (due && !deadline_told.exchange(true)) caf::anon_send(actor, deadline_atom::value);
+}
+
 struct session_state {
-  std::shared_ptr<const node_settings> cfg;
-  caf::io::connection_handle hdl;
-  std::shared_ptr<out_lane> lane;
+  std::shared_ptr<session_conn> conn;
   session_id id = 0;
   directory_actor directory;
-  wal_writer* wal = nullptr;
   log_sink* sink = nullptr;
-  std::shared_ptr<const shard_owners> owners;
   std::shared_ptr<token_store> tokens;
   auth_phase auth = auth_phase::open;
   proto::scope scope = proto::scope::worker;
   std::string token_name;  ///< the proven token's name (never its secret)
   proto::bytes client_nonce, server_nonce;
   proto::bytes binding;  ///< what proofs are bound to: empty without TLS
-  std::shared_ptr<connection_limits> limits;
-  std::string peer_ip;  ///< what `limits` counts this connection under
-  /// APPENDs submitted to the log's queue and not taken by its writer yet (the writer decrements
-  /// it): with the batch being written, at most twice limits.max_appends_in_flight are pending.
-  std::shared_ptr<std::atomic<uint32_t>> appends_in_flight =
-      std::make_shared<std::atomic<uint32_t>>(0);
-  bool deadline_pending = false;  ///< a deadline_atom is on its way
-  bool partial = false;           ///< the decoder holds part of a frame
-  caf::actor_clock::time_point partial_since{};
-  proto::frame_decoder decoder;
+  std::string peer_ip;
   role who = role::none;
-  caf::actor_clock::time_point last_rx{};
   bool closing = false;
   std::string peer;       ///< host:port of the other side
   std::string peer_name;  ///< the name its HELLO gave
   bool invoked = false;
-  uint64_t frames_in = 0, bytes_in = 0;
-  caf::actor_clock::time_point started{};
   static inline const char* name = "session";
 };
 
-/// The session broker's whole interface: what the directory and the log's sink may send it
-/// (session_actor), the network events it handles, and its liveness tick.
-using session_broker_actor =
-    session_actor::extend<caf::reacts_to<caf::io::new_data_msg>,
-                          caf::reacts_to<caf::io::connection_closed_msg>,
-                          caf::reacts_to<caf::io::data_transferred_msg>, caf::reacts_to<tick_atom>,
-                          caf::reacts_to<deadline_atom>>;
+using session_ptr = session_conn_actor::stateful_pointer<session_state>;
 
-template <class T>
-struct broker_of;
-template <class... Sigs>
-struct broker_of<caf::typed_actor<Sigs...>> {
-  using type = caf::io::typed_broker<Sigs...>;
-};
+/// Ends the session once. The lane is closed (the peer sees the end, the I/O thread's read ends
+/// and the connection leaves its loop).
+void end_session(session_ptr self);
 
-using session_ptr = caf::stateful_actor<session_state, broker_of<session_broker_actor>::type>*;
-static_assert(std::is_convertible_v<session_broker_actor, session_actor>,
-              "the session broker implements what the directory and the log's sink send it");
-
-/// Ends the session once. The lane is closed before the socket is, so the log's writer thread
-/// can never send on a descriptor number the kernel has handed to a new connection.
-void end_session(session_ptr self, bool close_socket);
-
-/// Hands the bytes waiting in the lane to CAF's buffer (they leave in order, behind what CAF
-/// holds already); ends the connection if its peer stopped reading.
-void drain_lane(session_ptr self) {
+/// The peer stopped reading: the lane is over limits.write_buffer_mb.
+void overflow(session_ptr self) {
   auto& st = self->state;
   if (st.closing) return;
-  bytes out;
-  switch (st.lane->drain(out)) {
-  case out_lane::drained::ok:
-    if (!out.empty()) {
-      self->write(st.hdl, out.size(), out.data());
-      self->flush(st.hdl);
-    }
-    return;
-  case out_lane::drained::over_limit:
-    spdlog::warn("a connection stopped reading: more than {} bytes wait to be written to it "
-                 "(limits.write_buffer_mb); closing it{} session={} peer={} name={}",
-                 st.lane->limit(), st.who == role::worker ? ", its leases go to standbys" : "",
-                 st.id, st.peer, logging::quoted(st.peer_name));
-    st.lane->abort();  // drop what waits in CAF's buffer too: the peer does not read it
-    end_session(self, true);
-    return;
-  case out_lane::drained::closed:
-    return;
-  }
+  spdlog::warn("a connection stopped reading: more than {} bytes wait to be written to it "
+               "(limits.write_buffer_mb); closing it{} session={} peer={} name={}",
+               st.conn->lane()->limit(),
+               st.who == role::worker ? ", its leases go to standbys" : "", st.id, st.peer,
+               logging::quoted(st.peer_name));
+  st.conn->lane()->abort();  // drop what waits: the peer does not read it
+  end_session(self);
 }
 
 /// Sends a frame in the connection's one order (see out_lane.hpp).
 void write_bytes(session_ptr self, const bytes& frame) {
   auto& st = self->state;
   if (st.closing) return;
-  auto r = st.lane->send(frame);
-  if (r == out_lane::outcome::queued || r == out_lane::outcome::wake_owner) drain_lane(self);
+  if (st.conn->lane()->send(frame) == out_lane::outcome::over_limit) overflow(self);
 }
 
 void write(session_ptr self, const proto::any_message& m) {
   write_bytes(self, proto::encode(m));
 }
 
-void end_session(session_ptr self, bool close_socket) {
+void end_session(session_ptr self) {
   auto& st = self->state;
   if (st.closing) return;
   st.closing = true;
-  st.lane->close();
+  st.conn->direct.store(false);
+  st.conn->lane()->close();
   st.sink->remove_session(st.id);
-  if (st.limits) st.limits->release(st.peer_ip);
+  if (st.conn->limits) st.conn->limits->release(st.peer_ip);
   spdlog::debug("connection closed session={} peer={} name={}", st.id, st.peer,
                 logging::quoted(st.peer_name));
   if (st.who == role::worker) self->send(st.directory, session_ended{st.id, false});
-  if (close_socket) self->close(st.hdl);
   self->quit();
-}
-
-void shutdown(session_ptr self) {
-  end_session(self, true);
 }
 
 /// Answers a broken request with ERR and closes the connection (PROTOCOL.md §2).
 void refuse_and_close(session_ptr self, uint64_t id, const proto::error& e) {
   write(self, proto::make_err(id, e));
-  shutdown(self);
+  end_session(self);
 }
 
 /// Refuses a connection that has not proven a token: counted, logged without any secret, closed.
@@ -265,13 +366,6 @@ bool allowed(session_ptr self, const proto::any_message& msg) {
   return false;
 }
 
-/// Where a request came from, for the directory.
-origin origin_of(session_ptr self, const proto::request_head& h) {
-  auto& st = self->state;
-  return origin{st.id, caf::actor_cast<session_actor>(self), h.id, h.shard.value(),
-                h.epoch.value()};
-}
-
 /// An IDLE frame's entries as the directory keeps them.
 std::vector<shard_report> reports_of(std::vector<proto::idle_entry>&& entries) {
   std::vector<shard_report> out;
@@ -288,6 +382,13 @@ std::vector<shard_report> reports_of(std::vector<proto::idle_entry>&& entries) {
     out.push_back(std::move(r));
   }
   return out;
+}
+
+/// Where a request came from, for the directory.
+origin origin_of(session_ptr self, const proto::request_head& h) {
+  auto& st = self->state;
+  return origin{st.id, caf::actor_cast<session_actor>(self), h.id, h.shard.value(),
+                h.epoch.value()};
 }
 
 void handle(session_ptr self, proto::any_message&& msg) {
@@ -313,20 +414,23 @@ void handle(session_ptr self, proto::any_message&& msg) {
           if constexpr (std::is_same_v<T, proto::client_hello>) {
             st.who = role::client;
             st.peer_name = m.name;
-            write(self, proto::make_client_hello_ok(m.head.id, st.cfg->shards));
+            write(self, proto::make_client_hello_ok(m.head.id, st.conn->cfg->shards));
           } else {
             st.who = role::worker;
             st.peer_name = m.name;
             bool invoked = (m.offers & proto::offer_invoked) != 0;
             st.invoked = invoked;
             if (m.offers & proto::offer_cluster_map)  // extension: the map, before the LEASE
-              write(self, st.owners->map_frame(m.head.id));
+              write(self, st.conn->owners->map_frame(m.head.id));
             self->send(st.directory, hello_request{origin_of(self, m.head), m.max_shards,
                                                    (m.offers & proto::offer_serve_calls) != 0,
                                                    invoked ? m.invocation.value() : uint64_t{0}});
-            self->delayed_send(self, std::chrono::milliseconds(st.cfg->ping_interval_ms),
-                               tick_atom::value);
+            self->delayed_send(self, ms(st.conn->cfg->ping_interval_ms), tick_atom::value);
           }
+          // From now on the I/O threads serve its log requests and PINGs, if it may send them.
+          st.conn->greeted.store(true);
+          st.conn->direct.store(st.auth == auth_phase::open || (st.auth == auth_phase::proven &&
+                                                                st.scope >= proto::scope::worker));
           return;
         } else {
           if (st.who == role::none) {
@@ -337,36 +441,21 @@ void handle(session_ptr self, proto::any_message&& msg) {
             return;
           }
           auto& h = m.head;
+          if constexpr (std::is_same_v<T, proto::append> || std::is_same_v<T, proto::recover_log> ||
+                        std::is_same_v<T, proto::checkpoint> ||
+                        std::is_same_v<T, proto::load_checkpoint>) {
+            to_log(*st.conn, std::move(m), false);
+            return;
+          }
           // Another node's shard: its holder can only be there (a CALL is forwarded instead).
           if constexpr (!std::is_same_v<T, proto::call>) {
             if (h.shard != proto::no_shard)
-              if (auto foreign = st.owners->refuse_foreign(h.shard.value())) {
+              if (auto foreign = st.conn->owners->refuse_foreign(h.shard.value())) {
                 write(self, proto::make_err(h.id, *foreign));
                 return;
               }
           }
-          if constexpr (std::is_same_v<T, proto::append>) {
-            auto waiting = st.appends_in_flight->load(std::memory_order_acquire);
-            if (waiting >= st.cfg->max_appends_in_flight) {  // refused, not closed: wait, resend
-              if (st.limits) st.limits->count(connection_limits::limit::appends_in_flight);
-              write(self, proto::make_err(
-                              h.id, proto::error{proto::err_code::too_large,
-                                                 std::to_string(waiting) +
-                                                     " APPENDs on this connection wait for the "
-                                                     "log (limits.max_appends_in_flight): wait "
-                                                     "for DURABLE before sending more"}));
-              return;
-            }
-            st.appends_in_flight->fetch_add(1, std::memory_order_relaxed);
-            st.wal->submit(wal_append{st.id, h.id, h.shard, h.epoch, m.first_lsn,
-                                      std::move(m.records), st.appends_in_flight});
-          } else if constexpr (std::is_same_v<T, proto::recover_log>) {
-            st.wal->submit(wal_read{st.id, h.id, h.shard, h.epoch, m.after_lsn, m.max_bytes});
-          } else if constexpr (std::is_same_v<T, proto::checkpoint>) {
-            st.wal->submit(wal_checkpoint{st.id, h.id, h.shard, h.epoch, m.lsn, std::move(m.data)});
-          } else if constexpr (std::is_same_v<T, proto::load_checkpoint>) {
-            st.wal->submit(wal_load_checkpoint{st.id, h.id, h.shard, h.epoch});
-          } else if constexpr (std::is_same_v<T, proto::ping>) {
+          if constexpr (std::is_same_v<T, proto::ping>) {
             write(self, proto::ok{h.id, {}});
           } else if constexpr (std::is_same_v<T, proto::drain>) {
             std::vector<uint32_t> shards;
@@ -396,45 +485,64 @@ void handle(session_ptr self, proto::any_message&& msg) {
       std::move(msg));
 }
 
-/// Ticks while the connection owes its HELLO or holds part of a frame, at most a second apart:
-/// a pending delayed_send keeps its actor past shutdown, so none may wait longer than that.
-void arm_deadline(session_ptr self) {
+/// What the I/O thread handed on: each frame in order, then the end of the stream if it came.
+void on_inbound(session_ptr self, inbound& in) {
   auto& st = self->state;
-  if (st.deadline_pending || st.closing || (st.who != role::none && !st.partial)) return;
-  auto step = std::min<uint32_t>({1000, st.cfg->hello_timeout_ms, st.cfg->frame_timeout_ms});
-  st.deadline_pending = true;
-  self->delayed_send(self, std::chrono::milliseconds(step), deadline_atom::value);
+  for (auto& f : in.frames) {
+    bool log_request = is_log_request(f.kind);
+    if (!st.closing) {
+      auto m = proto::decode_request(f.kind, f.body);
+      if (!m)
+        refuse_and_close(self, proto::peek_id(f.body).value_or(0), m.err());
+      else
+        handle(self, std::move(*m));
+    }
+    if (log_request) st.conn->log_requests_at_actor.fetch_sub(1);  // it is in the log's queue now
+  }
+  if (st.closing) return;
+  if (in.bad != 0) {
+    proto::error e{static_cast<proto::err_code>(in.bad), std::move(in.why)};
+    if (e.code == proto::err_code::too_large) {
+      e.message += " (limits.max_frame_mb)";
+      if (st.conn->limits) st.conn->limits->count(connection_limits::limit::frame_size);
+    }
+    refuse_and_close(self, 0, e);
+  } else if (in.closed) {
+    end_session(self);
+  }
 }
 
-/// Closes a connection that is too slow to say HELLO or to finish a frame.
+/// Closes a connection that is too slow to say HELLO or to finish a frame (the I/O threads' sweep
+/// says when one may be).
 void check_deadline(session_ptr self) {
   auto& st = self->state;
-  st.deadline_pending = false;
+  auto& c = *st.conn;
   if (st.closing) return;
-  auto now = self->clock().now();
+  auto now = connection::now_ns();
   auto cut = [&](connection_limits::limit l, proto::err_code code, std::string why) {
-    if (st.limits) st.limits->count(l);
+    if (c.limits) c.limits->count(l);
     logging::warn_limited(
         "slow " + st.peer_ip + why,
         fmt::format("closing a slow connection: {} session={} peer={}", why, st.id, st.peer));
     refuse_and_close(self, 0, proto::error{code, std::move(why)});
   };
-  if (st.who == role::none &&
-      now - st.started >= std::chrono::milliseconds(st.cfg->hello_timeout_ms))
+  if (st.who == role::none && now - c.started_ns >= int64_t{c.cfg->hello_timeout_ms} * 1000000)
     return cut(connection_limits::limit::hello_timeout, proto::err_code::bad_body,
-               "no HELLO or CLIENT_HELLO within " + std::to_string(st.cfg->hello_timeout_ms) +
+               "no HELLO or CLIENT_HELLO within " + std::to_string(c.cfg->hello_timeout_ms) +
                    " ms of connecting (limits.hello_timeout_ms)");
-  if (st.partial && now - st.partial_since >= std::chrono::milliseconds(st.cfg->frame_timeout_ms))
+  auto partial = c.partial_since_ns.load(std::memory_order_relaxed);
+  if (partial != 0 && now - partial >= int64_t{c.cfg->frame_timeout_ms} * 1000000)
     return cut(connection_limits::limit::frame_timeout, proto::err_code::bad_frame,
-               "a frame begun " + std::to_string(st.cfg->frame_timeout_ms) +
+               "a frame begun " + std::to_string(c.cfg->frame_timeout_ms) +
                    " ms ago is still not complete (limits.frame_timeout_ms)");
-  arm_deadline(self);
+  c.deadline_told.store(false);  // not due after all (the frame was finished meanwhile)
 }
 
 /// The session's stats (docs/operations.md, "session"); the inspector adds the shards it holds.
 actor_stats stats_of(session_ptr self) {
   auto& st = self->state;
-  auto now = self->clock().now();
+  auto& c = *st.conn;
+  auto now = connection::now_ns();
   actor_stats a{"session", st.id};
   a.state = st.who == role::none     ? "handshake"
             : st.who == role::client ? "client"
@@ -447,101 +555,50 @@ actor_stats stats_of(session_ptr self) {
     a.text("token", st.token_name);
     a.text("scope", std::string{proto::scope_name(st.scope)});
   }
-  auto out = st.lane->accepted();
-  a.num("framesIn", st.frames_in);
-  a.num("bytesIn", st.bytes_in);
+  auto out = c.lane()->accepted();
+  a.num("framesIn", c.frames_in.load(std::memory_order_relaxed));
+  a.num("bytesIn", c.bytes_in.load(std::memory_order_relaxed));
   a.num("framesOut", out.frames);
   a.num("bytesOut", out.bytes);
-  a.num("bytesWaiting", st.lane->waiting());
-  a.num("silentMs",
-        std::chrono::duration_cast<std::chrono::milliseconds>(now - st.last_rx).count());
-  a.num("ageMs", std::chrono::duration_cast<std::chrono::milliseconds>(now - st.started).count());
+  a.num("bytesWaiting", c.lane()->waiting());
+  a.num("silentMs", (now - c.last_rx_ns.load(std::memory_order_relaxed)) / 1000000);
+  a.num("ageMs", (now - c.started_ns) / 1000000);
   return a;
 }
 
-session_broker_actor::behavior_type session_fn(session_ptr self, caf::io::connection_handle hdl,
-                                               int fd, peer_info peer, session_context ctx) {
+session_conn_actor::behavior_type session_fn(session_ptr self, std::shared_ptr<session_conn> conn,
+                                             std::string peer, proto::bytes binding,
+                                             session_context ctx) {
   auto& st = self->state;
-  st.cfg = ctx.settings;
-  st.limits = ctx.limits;
-  // The frame limit in bytes, never above the protocol's (max_frame_mb is at most 96).
-  st.decoder =
-      proto::frame_decoder{std::min<uint32_t>(st.cfg->max_frame_mb << 20, proto::max_body_size)};
-  st.peer_ip = std::move(peer.ip);
-  st.binding = std::move(peer.binding);
-  st.hdl = hdl;
-  st.lane = std::make_shared<out_lane>(fd, st.cfg->write_buffer_mb << 20);
-  st.peer = peer.address.empty() ? peer_name(fd) : std::move(peer.address);
-  st.id = new_session_id();
+  st.conn = std::move(conn);
+  st.id = st.conn->id;
+  st.peer_ip = st.conn->peer_ip;
+  st.binding = std::move(binding);
+  st.peer = std::move(peer);
   st.directory = std::move(ctx.directory);
-  st.wal = ctx.wal;
   st.sink = ctx.sink;
-  st.owners = ctx.owners ? ctx.owners : std::make_shared<const shard_owners>();
   st.tokens = ctx.tokens;
   if (st.tokens && st.tokens->required()) st.auth = auth_phase::needed;
-  auto* sink = ctx.sink;
-  st.last_rx = self->clock().now();
-  st.started = st.last_rx;
   spdlog::debug("connection opened session={} peer={}", st.id, st.peer);
-  sink->add_session(st.id, caf::actor_cast<session_actor>(self), st.lane);
-  self->configure_read(hdl, caf::io::receive_policy::at_most(64 * 1024));
-  self->ack_writes(hdl, true);
-  arm_deadline(self);  // the HELLO is owed from now on
   return {
-      [=](const caf::io::new_data_msg& msg) {
-        auto& st = self->state;
-        if (st.closing) return;
-        st.last_rx = self->clock().now();
-        st.bytes_in += msg.buf.size();
-        st.decoder.feed(reinterpret_cast<const uint8_t*>(msg.buf.data()), msg.buf.size());
-        bool decoded = false;  // a frame ended in this read: a partial one began after it
-        while (!st.closing) {
-          auto f = st.decoder.next();
-          if (!f) {
-            auto e = f.err();
-            if (e.code == proto::err_code::too_large) {
-              e.message += " (limits.max_frame_mb)";
-              if (st.limits) st.limits->count(connection_limits::limit::frame_size);
-            }
-            refuse_and_close(self, 0, e);
-            return;
-          }
-          if (!*f) break;
-          st.frames_in++;
-          decoded = true;
-          auto m = proto::decode_request((*f)->kind, (*f)->body);
-          if (!m) {
-            refuse_and_close(self, proto::peek_id((*f)->body).value_or(0), m.err());
-            return;
-          }
-          handle(self, std::move(*m));
-        }
-        if (st.closing) return;
-        bool partial = st.decoder.buffered() > 0;
-        if (partial && (!st.partial || decoded)) st.partial_since = st.last_rx;
-        st.partial = partial;
-        arm_deadline(self);
-      },
+      [=](inbound& in) { on_inbound(self, in); },
       [=](deadline_atom) { check_deadline(self); },
       [=](frame_atom, const bytes& frame) { write_bytes(self, frame); },
-      [=](flush_atom) { drain_lane(self); },  // the writer thread left bytes in the lane
-      [=](const caf::io::data_transferred_msg& msg) { self->state.lane->transferred(msg.written); },
+      [=](overflow_atom) { overflow(self); },
       [=](close_atom, const bytes& frame) {
         write_bytes(self, frame);
-        shutdown(self);
+        end_session(self);
       },
       [=](tick_atom) {
         auto& st = self->state;
         if (st.closing) return;
-        auto silent = self->clock().now() - st.last_rx;
-        if (silent >= std::chrono::milliseconds(st.cfg->timeout_ms)) {
+        auto silent = connection::now_ns() - st.conn->last_rx_ns.load(std::memory_order_relaxed);
+        if (silent >= int64_t{st.conn->cfg->timeout_ms} * 1000000) {
           self->send(st.directory, session_ended{st.id, true});
           return;  // the directory answers with close_atom and the REVOKED frame
         }
-        self->delayed_send(self, std::chrono::milliseconds(st.cfg->ping_interval_ms),
-                           tick_atom::value);
+        self->delayed_send(self, ms(st.conn->cfg->ping_interval_ms), tick_atom::value);
       },
-      [=](const caf::io::connection_closed_msg&) { end_session(self, false); },
       [=](stats_atom) { return stats_of(self); },
   };
 }
@@ -553,9 +610,25 @@ session_id new_session_id() {
   return next++;
 }
 
-void fork_session(caf::io::broker* acceptor, caf::io::connection_handle hdl, int fd, peer_info peer,
-                  const session_context& ctx) {
-  acceptor->fork(session_fn, hdl, fd, std::move(peer), ctx);
+bool start_session(caf::actor_system& sys, int fd, peer_info peer, const session_context& ctx,
+                   int spare) {
+  auto conn = std::make_shared<session_conn>(fd, ctx, peer.ip, spare);
+  if (!conn->lane()->usable()) {  // out of descriptors: the connection cannot be served
+    logging::warn_limited("no descriptor for a connection",
+                          fmt::format("closing a new connection: no file descriptor is free for "
+                                      "it ({}) peer={}",
+                                      std::strerror(errno), peer.ip));
+    if (ctx.limits) ctx.limits->release(peer.ip);
+    return false;  // conn closes the socket
+  }
+  auto address = peer.address.empty() ? peer_name(fd) : std::move(peer.address);
+  conn->actor = sys.spawn(session_fn, conn, std::move(address), std::move(peer.binding), ctx);
+  ctx.sink->add_session(conn->id, caf::actor_cast<session_actor>(conn->actor), conn->lane());
+  if (!ctx.loop->add(conn)) {
+    spdlog::error("cannot watch a new connection: {}", std::strerror(errno));
+    conn->on_closed();
+  }
+  return true;
 }
 
 }  // namespace fusee::server

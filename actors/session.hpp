@@ -1,12 +1,12 @@
-// One worker or client TCP connection (a CAF broker): frame decoding, the HELLO handshake,
-// liveness, and the hand-off of each request to the log (appends, reads, checkpoints: straight to
-// the writer thread, no actor hop) or to the directory (leases, calls, messages). Every frame it
-// sends goes through the connection's out_lane, which owns the write order.
+// One worker or client TCP connection: the I/O threads read it (io_loop) and hand the log's
+// requests (APPEND, RECOVER_LOG, CHECKPOINT, LOAD_CHECKPOINT) straight to the log and answer PING
+// themselves once the connection has said HELLO; every other frame, and everything before HELLO,
+// goes to the connection's session actor: the HELLO handshake, AUTH, liveness, and the hand-off of
+// leases, calls and messages to the directory. Every frame it sends goes through the connection's
+// out_lane, which owns the write order.
 #pragma once
 
 #include <memory>
-
-#include <caf/io/fwd.hpp>
 
 #include "actors/cluster/shard_owners.hpp"
 #include "actors/directory_interface.hpp"
@@ -19,6 +19,7 @@ class wal_writer;
 class log_sink;
 class token_store;
 class connection_limits;
+class io_loop;
 
 /// What every session of a node shares.
 struct session_context {
@@ -31,6 +32,7 @@ struct session_context {
   std::shared_ptr<token_store> tokens;
   /// Counts connections per peer; a session releases its own. Null: no counting.
   std::shared_ptr<connection_limits> limits;
+  io_loop* loop = nullptr;  ///< reads the connections
 };
 
 /// A fresh id for a session (or a socket-less stand-in such as the HTTP API's call gateway).
@@ -43,8 +45,10 @@ struct peer_info {
   proto::bytes binding;  ///< the TLS exporter value token proofs are bound to; empty: no TLS
 };
 
-/// Starts the session broker for the accepted socket `fd`, which `acceptor` added as `hdl`.
-void fork_session(caf::io::broker* acceptor, caf::io::connection_handle hdl, int fd, peer_info peer,
-                  const session_context& ctx);
+/// Starts the session of the accepted socket `fd` (which it takes; `spare`, if not -1, is a
+/// descriptor its writes may use): its actor, and its reading by ctx.loop. Any thread. False (the
+/// socket closed) if it cannot be served: out of descriptors.
+bool start_session(caf::actor_system& sys, int fd, peer_info peer, const session_context& ctx,
+                   int spare = -1);
 
 }  // namespace fusee::server

@@ -3,9 +3,9 @@
 // /v1/log, /v1/invoker, /v1/overview and /v1/problems (docs/operations.md).
 #pragma once
 
-#include "actors/connection_limits.hpp"
 #include "actors/directory_interface.hpp"
 #include "actors/inspect/inspector.hpp"
+#include "actors/net/connection_limits.hpp"
 #include "actors/token_store.hpp"
 #include "tls/terminator.hpp"
 

@@ -38,6 +38,8 @@ const row_metric log_metrics[] = {
     {"log_appends_total", "counter", "APPEND requests written to the log.", "appends"},
     {"log_records_total", "counter", "Records written and fsync'ed.", "records"},
     {"log_fsyncs_total", "counter", "fdatasync calls of the log.", "fsyncs"},
+    {"log_batches_inline_total", "counter",
+     "Batches written by the I/O thread that read their requests (no hand-off).", "batchesInline"},
     {"log_written_bytes_total", "counter", "Bytes of batches written and fsync'ed.",
      "bytesWritten"},
     {"log_refused_total", "counter", "Requests the log refused (fencing, LSN gaps, a failed disk).",

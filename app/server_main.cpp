@@ -8,15 +8,16 @@
 #include <caf/io/all.hpp>
 
 #include "actors/cluster/cluster.hpp"
-#include "actors/connection_limits.hpp"
 #include "actors/directory.hpp"
 #include "actors/http_client.hpp"
 #include "actors/inspect/inspector.hpp"
 #include "actors/invoker.hpp"
-#include "actors/listener.hpp"
 #include "actors/log_sink.hpp"
 #include "actors/logging.hpp"
 #include "actors/message_types.hpp"
+#include "actors/net/connection_limits.hpp"
+#include "actors/net/io_loop.hpp"
+#include "actors/net/listener.hpp"
 #include "actors/token_store.hpp"
 #include "actors/wal/wal_writer.hpp"
 #include "app/admin_routes.hpp"
@@ -154,11 +155,28 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     std::string lerr;
     auto limits = std::make_shared<server::connection_limits>(cfg.max_connections,
                                                               cfg.max_connections_per_peer);
-    auto acceptor = server::listener::start(
-        sys, listen->host, listen->port,
-        server::session_context{std::make_shared<const server::node_settings>(cfg), directory,
-                                wal.get(), &sink, owners, *tokens, limits},
-        &lerr, tls_ctx);
+    // The threads that read the connections; with two or more, the one that read an APPEND
+    // commits the log itself when nobody else does (no hand-off), the others go on reading.
+    server::io_loop::options io;
+    io.threads = cfg.io_threads;
+    io.sweep_every = std::chrono::milliseconds(
+        std::min<uint32_t>({1000, cfg.hello_timeout_ms, cfg.frame_timeout_ms}));
+    auto* log = wal.get();
+    if (cfg.io_threads >= 2 && !std::getenv("FUSEE_EXP_NOINLINE"))
+      io.after_turn = [log] { log->commit(); };
+    else
+      io.after_turn = [log] { log->wake(); };
+    auto loop = server::io_loop::start(std::move(io));
+    std::unique_ptr<server::listener> acceptor;
+    if (!loop) {
+      lerr = loop.err().message;
+    } else {
+      acceptor = server::listener::start(
+          sys, listen->host, listen->port,
+          server::session_context{std::make_shared<const server::node_settings>(cfg), directory,
+                                  wal.get(), &sink, owners, *tokens, limits, loop->get()},
+          &lerr, tls_ctx);
+    }
     if (!acceptor) {
       spdlog::error("{}", lerr);
       caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
@@ -335,6 +353,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
         caf::anon_send(session, server::close_atom::value, last);
       caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
     }
+    if (loop) (*loop)->stop();  // no thread reads or commits after this
     admin.reset();
     api.reset();
     if (inspector) caf::anon_send_exit(inspector, caf::exit_reason::user_shutdown);
@@ -344,9 +363,9 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     wal->stop();
     sink.set_directory(server::directory_actor{});
     auto st = wal->get_stats();
-    spdlog::info("log stats records={} batches={} fsyncs={} records_per_batch={:.1f} "
-                 "segments_retired={}",
-                 st.records, st.batches, st.fsyncs,
+    spdlog::info("log stats records={} batches={} batches_inline={} fsyncs={} "
+                 "records_per_batch={:.1f} segments_retired={}",
+                 st.records, st.batches, st.batches_inline, st.fsyncs,
                  st.batches ? double(st.records) / double(st.batches) : 0.0, st.retired_segments);
   }
   return rc;

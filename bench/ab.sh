@@ -2,6 +2,7 @@
 # Two builds of fusee side by side on the server-core benchmarks, rounds alternating so the drift
 # of this noisy machine hits both alike: the disk floor, step latency, throughput at 64 and 256
 # records in flight. For "no worse than before" checks of a change against the commit before it.
+# B's bench programs drive both servers, so only the servers differ.
 # Usage: bench/ab.sh BUILD_A BUILD_B   (e.g. a worktree of the previous commit built in its build/)
 set -euo pipefail
 ulimit -n 65536 2>/dev/null || true
@@ -32,7 +33,7 @@ for r in $(seq 1 "$ROUNDS"); do
   row="| $r | $floor"
   for build in "$A" "$B"; do
     start_fusee "$build"
-    step=$("$build/bench/step_latency" "$fusee_addr" "$STEPS" 100)
+    step=$("$B/bench/step_latency" "$fusee_addr" "$STEPS" 100)
     stop_fusee
     row="$row | $(json "$step" p50_us) / $(json "$step" p99_us)"
   done
@@ -47,7 +48,7 @@ for r in $(seq 1 "$ROUNDS"); do
     rates=()
     for build in "$A" "$B"; do
       start_fusee "$build"
-      tp=$("$build/bench/throughput" "$fusee_addr" 4 "$SECONDS_TP" "$per_shard" 100 64)
+      tp=$("$B/bench/throughput" "$fusee_addr" 4 "$SECONDS_TP" "$per_shard" 100 64)
       stop_fusee
       rates+=("$(json "$tp" records_per_s)")
     done

@@ -1,7 +1,9 @@
 // Throughput: W workers, each holding S/W shards, append 100-byte records with a bounded
 // number of records in flight per shard, for D seconds. Reports durable records per second.
-//   throughput HOST:PORT workers seconds [in_flight_per_shard] [record_bytes] [shards]
-// Each worker connection takes shards/workers shards (max_shards), so all of them work.
+//   throughput HOST:PORT workers seconds [in_flight_per_shard] [record_bytes] [shards] [writes]
+// Each worker connection takes shards/workers shards (max_shards), so all of them work. `writes`:
+// `turn` (the default) writes the APPENDs of one turn of a worker's loop with one send, as the
+// workflow runtime does; `frame` sends each APPEND on its own (what this bench did before).
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -26,6 +28,12 @@ int main(int argc, char** argv) {
   uint64_t in_flight = argc > 4 ? std::stoull(argv[4]) : 8;
   size_t size = argc > 5 ? std::stoul(argv[5]) : 100;
   uint32_t shards = argc > 6 ? static_cast<uint32_t>(std::stoul(argv[6])) : 64;
+  std::string writes = argc > 7 ? argv[7] : "turn";
+  if (writes != "turn" && writes != "frame") {
+    std::fprintf(stderr, "throughput: writes must be turn or frame, not %s\n", writes.c_str());
+    return 2;
+  }
+  bool per_turn = writes == "turn";
   auto at = bench::address_arg(addr.c_str());
   std::string host = at.host;
   auto port = at.port;
@@ -58,23 +66,37 @@ int main(int argc, char** argv) {
       }
       proto::bytes rec(size, 'y');
       uint64_t mine = 0;
+      proto::bytes out;
       while (!stop) {
         for (auto& [s, n] : next) {
           uint64_t free = in_flight - (n - 1 - durable[s]);
           if (free == 0) continue;
           std::vector<proto::bytes> recs(free, rec);
-          c.send(proto::append{proto::request_head{0, proto::shard_id{s}, proto::epoch_t{epoch[s]}},
-                               proto::lsn_t{n}, std::move(recs)});
+          auto frame = proto::encode(
+              proto::append{proto::request_head{0, proto::shard_id{s}, proto::epoch_t{epoch[s]}},
+                            proto::lsn_t{n}, std::move(recs)});
+          if (per_turn)
+            out.insert(out.end(), frame.begin(), frame.end());
+          else
+            c.send_raw(frame);
           n += free;
         }
-        auto r = c.receive(std::chrono::milliseconds(100));
-        if (!r) continue;
-        if (auto* d = std::get_if<proto::durable>(&*r))
-          for (auto& p : d->positions) {
-            auto& cur = durable[p.shard.value()];
-            mine += p.lsn.value() - cur;
-            cur = p.lsn.value();
-          }
+        if (!out.empty()) {
+          c.send_raw(out);
+          out.clear();
+        }
+        // The first answer waits; the ones that came with it are taken at once.
+        for (auto wait = std::chrono::milliseconds(100);; wait = std::chrono::milliseconds(0)) {
+          auto r = c.receive(wait);
+          if (!r) break;
+          if (auto* d = std::get_if<proto::durable>(&*r))
+            for (auto& p : d->positions) {
+              auto& cur = durable[p.shard.value()];
+              mine += p.lsn.value() - cur;
+              cur = p.lsn.value();
+            }
+          if (!per_turn || c.buffered() == 0) break;
+        }
       }
       durable_total += mine;
     });

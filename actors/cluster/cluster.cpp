@@ -376,8 +376,7 @@ actor_stats stats_of(self_ptr self) {
   return a;
 }
 
-cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg,
-                                        directory_actor directory,
+cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg, directory_actor directory,
                                         std::map<std::string, std::string> dial_via) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
@@ -412,7 +411,7 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg,
   return {
       [=](frame_atom, proto::bytes& frame) { take_frame(self, frame); },
       [=](close_atom, proto::bytes& frame) { take_frame(self, frame); },
-      [=](flush_atom) {},
+      [=](overflow_atom) {},
       [=](call_request& c) {
         auto& st = self->state;
         auto owner = st.owners.owner_index(c.from.shard);

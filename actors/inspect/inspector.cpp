@@ -546,6 +546,7 @@ actor_stats log_stats(const wal_writer& wal) {
   a.num("appends", s.appends);
   a.num("records", s.records);
   a.num("batches", s.batches);
+  a.num("batchesInline", s.batches_inline);
   a.num("fsyncs", s.fsyncs);
   a.num("bytesWritten", s.bytes_written);
   a.num("refused", s.refused);

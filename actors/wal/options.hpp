@@ -17,7 +17,6 @@ struct wal_options {
   uint32_t shards = 0;
   uint64_t segment_bytes = 16ull << 20;  ///< preallocated size; a new segment starts past it
   uint32_t max_read_bytes = 16u << 20;   ///< cap on one RECOVER_LOG page (the first record always)
-  uint32_t spin_us = 100;  ///< longest the writer spins for more work before it sleeps (0: never)
 
   /// The node's data dir, shard count and segment size.
   static wal_options of(const node_settings& settings);

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <tuple>
 
 #include "actors/lease_rules.hpp"
 #include "actors/node_settings.hpp"
@@ -49,8 +50,9 @@ struct wal_writer::impl {
   std::condition_variable cv;
   std::vector<wal_entry> queue;
   std::atomic<size_t> queued{0};  ///< entries in `queue`, readable without the lock
-  bool sleeping = false;          ///< the writer waits on `cv` (guarded by mtx)
-  std::chrono::nanoseconds spin_budget{0};
+  bool sleeping = false;          ///< the writer thread waits on `cv` (guarded by mtx)
+  bool committing = false;        ///< a thread is committing batches (guarded by mtx)
+
   bool stopping = false;
   std::thread thread;
 
@@ -71,7 +73,7 @@ struct wal_writer::impl {
 #endif
   std::atomic<uint64_t> n_batches{0}, n_records{0}, n_fsyncs{0}, n_retired{0}, n_segments{0};
   std::atomic<uint64_t> n_appends{0}, n_refused{0}, n_bytes{0}, n_checkpoints{0};
-  std::atomic<uint64_t> n_early_grants{0};
+  std::atomic<uint64_t> n_early_grants{0}, n_batches_inline{0};
   std::atomic<bool> failed{false};
   mutable std::mutex failure_mtx;  ///< guards failure_text (read by get_stats)
   std::string failure_text;
@@ -89,47 +91,89 @@ struct wal_writer::impl {
       durable[i].store(shards[i].durable_lsn, std::memory_order_relaxed);
   }
 
+  /// What one batch reports, in this order, once it is durable (or failed): DURABLE per
+  /// session, grants, revocations, IO_FAILED; then its checkpoints, loads and reads are served.
+  /// (Refusals go out at once, during admission.)
+  struct batch_report {
+    std::map<session_id, std::map<uint32_t, proto::position>> acks;
+    std::vector<grant_done> grants;
+    std::vector<wal_revoke> revokes;
+    std::vector<std::tuple<session_id, uint32_t, epoch_t>> io_failed;  ///< session, shard, epoch
+    std::string failure;
+    std::vector<wal_entry*> after_commit;  ///< checkpoints, loads, reads: served after it
+  };
   void refuse(session_id session, uint64_t request_id, proto::error e) {
     n_refused.fetch_add(1, std::memory_order_relaxed);
     sink->on_refused(session, request_id, std::move(e));
   }
 
+  /// Sends what a batch reports, once it is durable (or failed).
+  void report(batch_report& r) {
+    for (auto& [session, per_shard] : r.acks) {
+      std::vector<proto::position> pos;
+      pos.reserve(per_shard.size());
+      for (auto& [sh, p] : per_shard)
+        pos.push_back(p);
+      sink->on_durable(session, std::move(pos));
+    }
+    if (!r.grants.empty()) sink->on_granted(std::move(r.grants));
+    for (auto& rv : r.revokes)
+      sink->on_revoked(rv.token, rv.shard, rv.epoch);
+    for (auto& [session, sh, epoch] : r.io_failed)
+      sink->on_io_failed(session, shard_id{sh}, epoch, r.failure);
+  }
+
   // -- the writer loop ------------------------------------------------------------------------
 
-  // Waking a sleeping thread costs tens of microseconds, a good part of an fsync. After a
-  // batch the writer therefore spins for the next entry a little while (at most spin_us, and
-  // about twice the time the last flush took, so a fast disk spins less) before it sleeps.
+  // Who commits: whichever thread finds work queued and nobody committing takes the role
+  // (`committing`) and keeps it until the queue is empty: the writer thread, woken by submit(),
+  // or an I/O thread through commit() after it enqueued what it read (no hand-off at all: the
+  // thread that read an APPEND writes it, syncs it and sends its DURABLE). One committer at a
+  // time, so the sink's callbacks keep their order.
   void run() {
     std::vector<wal_entry> work;
     for (;;) {
-      auto spin_until = std::chrono::steady_clock::now() + spin_budget;
-      while (queued.load(std::memory_order_acquire) == 0 &&
-             std::chrono::steady_clock::now() < spin_until)
-        cpu_relax();
       {
         std::unique_lock<std::mutex> lk{mtx};
-        if (queue.empty() && !stopping) {
+        if ((queue.empty() || committing) && !stopping) {
           sleeping = true;
-          cv.wait(lk, [&] { return !queue.empty() || stopping; });
+          cv.wait(lk, [&] { return (!queue.empty() && !committing) || stopping; });
           sleeping = false;
         }
+        if (stopping) cv.wait(lk, [&] { return !committing; });  // an I/O thread finishes
         if (queue.empty() && stopping) return;
-        work.swap(queue);
-        queued.store(0, std::memory_order_release);
+        if (queue.empty() || committing) continue;
+        committing = true;
       }
-      auto t0 = std::chrono::steady_clock::now();
-      process(work);
-      auto took = std::chrono::steady_clock::now() - t0;
-      spin_budget =
-          std::min<std::chrono::nanoseconds>(std::chrono::microseconds(opts.spin_us), 2 * took);
-      work.clear();
+      commit_loop(work, true);
     }
   }
 
-  static void cpu_relax() {
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#endif
+  /// Commits batch after batch while entries are queued; the caller holds the committer role,
+  /// which ends here.
+  void commit_loop(std::vector<wal_entry>& work, bool writer_thread) {
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lk{mtx};
+        if (queue.empty()) {
+          committing = false;
+          if (stopping) cv.notify_all();
+          return;
+        }
+        work.swap(queue);
+        queued.store(0, std::memory_order_release);
+      }
+      auto batches = n_batches.load(std::memory_order_relaxed);
+      batch_report r;
+      process(work, r);
+      if (!writer_thread)
+        n_batches_inline.fetch_add(n_batches.load(std::memory_order_relaxed) - batches,
+                                   std::memory_order_relaxed);
+      report(r);
+      for (auto* e : r.after_commit)
+        serve_after_commit(*e);
+      work.clear();
+    }
   }
 
   // -- admission ------------------------------------------------------------------------------
@@ -176,9 +220,10 @@ struct wal_writer::impl {
     section_ref ref;  ///< offset relative to the batch body until it is written
   };
 
-  /// Writes everything queued as one batch (group commit), then acknowledges it; checkpoints,
-  /// loads and reads are served after it, so they see every record queued before them.
-  void process(std::vector<wal_entry>& work) {
+  /// Writes everything queued as one batch (group commit) and fills in what it reports;
+  /// checkpoints, loads and reads are left in `r.after_commit`, to be served after the report, so
+  /// they see every record queued before them.
+  void process(std::vector<wal_entry>& work, batch_report& r) {
     // The writer has taken these appends: they no longer wait in its queue (before any answer
     // goes out, so a connection told DURABLE never finds its count stale).
     for (auto& e : work)
@@ -186,11 +231,11 @@ struct wal_writer::impl {
         a->in_flight->fetch_sub(1, std::memory_order_release);
     bytes body;
     std::vector<pending_index> new_sections;
-    std::map<session_id, std::map<uint32_t, proto::position>> acks;
-    std::vector<grant_done> grants;        // reported once the batch is durable
+    auto& acks = r.acks;
+    auto& grants = r.grants;               // reported once the batch is durable
     std::vector<grant_done> early_grants;  // reported before the batch is written
-    std::vector<wal_revoke> revokes;
-    std::vector<wal_entry*> after_commit;                  // checkpoints, loads, reads
+    auto& revokes = r.revokes;
+    auto& after_commit = r.after_commit;
     std::vector<std::pair<session_id, uint32_t>> touched;  // for IO_FAILED
     uint64_t records = 0;
 
@@ -257,13 +302,14 @@ struct wal_writer::impl {
           append_section(body, grant_section{s, epoch});
           grants.push_back(done);
         }
-      } else if (auto* r = std::get_if<wal_revoke>(&e)) {
-        uint32_t s = r->shard.value();
+      } else if (auto* rv = std::get_if<wal_revoke>(&e)) {
+        uint32_t s = rv->shard.value();
         if (s < shards.size()) {
           auto& st = shards[s];
-          if (st.epoch == r->epoch && (r->session == 0 || st.holder == r->session)) st.holder = 0;
+          if (st.epoch == rv->epoch && (rv->session == 0 || st.holder == rv->session))
+            st.holder = 0;
         }
-        revokes.push_back(*r);
+        revokes.push_back(*rv);
       } else {
         after_commit.push_back(&e);
       }
@@ -284,7 +330,17 @@ struct wal_writer::impl {
       auto t0 = std::chrono::steady_clock::now();
       auto written = segments.append(body);
       if (!written) {
-        fail(written.err().message, touched, std::move(grants));
+        // Nothing of this batch is acknowledged: its appends hear IO_FAILED, its grants were not
+        // made (epoch 0), its revocations and reads get no answer.
+        fail(written.err().message);
+        r.failure = written.err().message;
+        for (auto& [session, sh] : touched)
+          r.io_failed.emplace_back(session, sh, shards[sh].epoch);
+        r.acks.clear();
+        r.revokes.clear();
+        r.after_commit.clear();
+        for (auto& g : grants)
+          g.epoch = 0;
         return;
       }
       if (reserving > 0) reserved = reserving;
@@ -306,25 +362,13 @@ struct wal_writer::impl {
         m = std::max(m, st.durable_lsn);
       }
     }
-    for (auto& [session, per_shard] : acks) {
-      std::vector<proto::position> pos;
-      pos.reserve(per_shard.size());
-      for (auto& [s, p] : per_shard)
-        pos.push_back(p);
-      sink->on_durable(session, std::move(pos));
-    }
-    if (!grants.empty()) sink->on_granted(std::move(grants));
-    for (auto& r : revokes)
-      sink->on_revoked(r.token, r.shard, r.epoch);
-    for (auto* e : after_commit)
-      serve_after_commit(*e);
     if (segments.full()) roll();
   }
 
   /// A new segment, starting with a snapshot of every shard that has state.
   void roll() {
     if (auto r = segments.roll(snapshot_of(shards), reserve_section{reserved}); !r) {
-      fail(r.err().message, {}, {});
+      fail(r.err().message);
       return;
     }
     n_batches++;  // the snapshot batch
@@ -332,10 +376,9 @@ struct wal_writer::impl {
     n_segments = segments.count();
   }
 
-  /// A write or fsync failed: nothing of this batch is acknowledged, every later append is
-  /// refused, and the sessions whose records were in it hear IO_FAILED.
-  void fail(const std::string& err, const std::vector<std::pair<session_id, uint32_t>>& touched,
-            std::vector<grant_done> grants) {
+  /// A write or fsync failed: every later append is refused (what the failed batch reports is
+  /// its caller's business).
+  void fail(const std::string& err) {
     broken = true;
     broken_reason = err;
     {
@@ -345,11 +388,6 @@ struct wal_writer::impl {
     failed = true;
     for (auto& st : shards)
       st.last_lsn = st.durable_lsn;
-    for (auto& [session, s] : touched)
-      sink->on_io_failed(session, shard_id{s}, shards[s].epoch, err);
-    for (auto& g : grants)
-      g.epoch = 0;  // not granted
-    if (!grants.empty()) sink->on_granted(std::move(grants));
   }
 
   // -- after the batch: checkpoints, loads, reads ---------------------------------------------
@@ -495,7 +533,32 @@ void wal_writer::submit(wal_entry e) {
     std::lock_guard<std::mutex> lk{impl_->mtx};
     impl_->queue.push_back(std::move(e));
     impl_->queued.store(impl_->queue.size(), std::memory_order_release);
-    wake = impl_->sleeping;
+    wake = impl_->sleeping && !impl_->committing;
+  }
+  if (wake) impl_->cv.notify_one();
+}
+
+void wal_writer::enqueue(wal_entry e) {
+  std::lock_guard<std::mutex> lk{impl_->mtx};
+  impl_->queue.push_back(std::move(e));
+  impl_->queued.store(impl_->queue.size(), std::memory_order_release);
+}
+
+void wal_writer::commit() {
+  {
+    std::lock_guard<std::mutex> lk{impl_->mtx};
+    if (impl_->committing || impl_->queue.empty()) return;
+    impl_->committing = true;
+  }
+  thread_local std::vector<wal_entry> work;
+  impl_->commit_loop(work, false);
+}
+
+void wal_writer::wake() {
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lk{impl_->mtx};
+    wake = impl_->sleeping && !impl_->committing && !impl_->queue.empty();
   }
   if (wake) impl_->cv.notify_one();
 }
@@ -507,7 +570,7 @@ void wal_writer::submit(std::vector<wal_entry> es) {
     for (auto& e : es)
       impl_->queue.push_back(std::move(e));
     impl_->queued.store(impl_->queue.size(), std::memory_order_release);
-    wake = impl_->sleeping;
+    wake = impl_->sleeping && !impl_->committing;
   }
   if (wake) impl_->cv.notify_one();
 }
@@ -519,7 +582,7 @@ void wal_writer::stop() {
     impl_->stopping = true;
     impl_->queued.store(1, std::memory_order_release);  // ends a spin at once
   }
-  impl_->cv.notify_one();
+  impl_->cv.notify_all();
   impl_->thread.join();
 }
 
@@ -561,6 +624,7 @@ wal_writer::stats wal_writer::get_stats() const {
   s.queued = i.queued.load(std::memory_order_relaxed);
   s.checkpoints = i.n_checkpoints;
   s.grants_without_fsync = i.n_early_grants;
+  s.batches_inline = i.n_batches_inline;
   s.failed = i.failed;
   if (s.failed) {
     std::lock_guard<std::mutex> lk{i.failure_mtx};

@@ -11,8 +11,12 @@
 // its first LSN must follow the shard's last queued LSN; otherwise nothing is written and
 // on_refused names the reason.
 //
-// Threading: submit() may be called from any thread; every sink callback runs on the writer
-// thread, in submission order per session. No CAF here: the glue lives in log_sink.
+// Threading: submit() may be called from any thread and wakes the writer thread. An I/O thread
+// (one that may block) instead enqueue()s what it read and then commit()s: if nobody is committing
+// it writes the batch itself, with no hand-off to another thread. Whoever commits keeps doing so
+// while entries are queued, so there is one committer at a time: every sink callback runs on the
+// committing thread (the writer thread or an I/O thread), in submission order per session. No CAF
+// here: the glue lives in log_sink.
 //
 // The pieces live in actors/wal/: the on-disk format (format.hpp), file I/O (file_io.hpp),
 // recovery (recovery.hpp), the segment files (segments.hpp), checkpoints (checkpoints.hpp); this
@@ -130,6 +134,14 @@ public:
   void submit(wal_entry e);
   void submit(std::vector<wal_entry> es);
 
+  /// Queues one entry without waking anyone: commit() (or wake()) must follow.
+  void enqueue(wal_entry e);
+  /// Writes what is queued on this thread if no other thread commits (and then until nothing is
+  /// queued); otherwise the committing thread takes it. Blocks: never call it on a CAF thread.
+  void commit();
+  /// Wakes the writer thread for what enqueue() queued (instead of commit()).
+  void wake();
+
   /// Stops the thread after writing what is queued.
   void stop();
 
@@ -155,6 +167,9 @@ public:
     /// Grants reported without waiting for an fdatasync (within the epoch reservation, nothing
     /// of the shard waiting to be durable).
     uint64_t grants_without_fsync = 0;
+    /// Batches written by the thread that read their requests (an I/O thread's commit()), not
+    /// handed to the writer thread.
+    uint64_t batches_inline = 0;
     bool failed = false;  ///< a write failed; appends are refused until restart
     std::string failure;
     histogram fsync_seconds;      ///< write + fdatasync of one batch

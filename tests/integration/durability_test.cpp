@@ -117,6 +117,30 @@ TEST_CASE("kill -9 under load, 20 times: every record reported durable is recove
   CHECK(total_durable > 0);
 }
 
+namespace {
+
+/// A counter of the log's, as /v1/log shows it now (/metrics is cached for a second).
+uint64_t log_stat(const server_process& server, const std::string& key) {
+  auto m = http_get(server.admin_port(), "/v1/log");
+  REQUIRE(m.first == 200);
+  auto at = m.second.find("\"" + key + "\":");
+  REQUIRE_MESSAGE(at != std::string::npos, key);
+  return std::stoull(m.second.substr(at + key.size() + 3));
+}
+
+/// Appends `n` records to shard 0 one at a time, each waiting for its DURABLE.
+void sequential_appends(server_process& server, int n) {
+  peer w{server.connect()};
+  auto l = w.hello();
+  auto e = epoch_of(l.grants, 0);
+  for (int i = 1; i <= n; ++i) {
+    w.append(0, e, static_cast<uint64_t>(i), {record("step-" + std::to_string(i))});
+    REQUIRE(w.wait_durable(0, static_cast<uint64_t>(i)));
+  }
+}
+
+}  // namespace
+
 TEST_CASE("grants made without an fdatasync of their own are below every epoch granted after "
           "kill -9") {
   temp_dir tmp;
@@ -141,12 +165,7 @@ TEST_CASE("grants made without an fdatasync of their own are below every epoch g
       while (granted.size() < 4)
         for (auto& g : standby.expect<proto::grant>().grants)
           granted[g.shard.value()] = g.epoch.value();
-      auto metrics = http_get(server.admin_port(), "/metrics");
-      REQUIRE(metrics.first == 200);
-      const std::string name = "\nfusee_log_grants_without_fsync_total ";
-      auto at = metrics.second.find(name);
-      REQUIRE(at != std::string::npos);
-      CHECK(std::stoull(metrics.second.substr(at + name.size())) >= 4);
+      CHECK(log_stat(server, "grantsWithoutFsync") >= 4);
       server.kill9();  // nothing of those four grants was ever written
     }
     for (auto& [s, e] : granted) {
@@ -158,6 +177,25 @@ TEST_CASE("grants made without an fdatasync of their own are below every epoch g
   peer after{server.connect()};
   for (auto& g : after.hello().grants)
     CHECK(g.epoch.value() > last_epoch[g.shard.value()]);
+}
+
+TEST_CASE("with two I/O threads, the one that read an APPEND writes and syncs it itself when the "
+          "log is idle, and with one a writer thread does") {
+  {
+    temp_dir tmp;
+    server_process server(tmp.path() / "data", "[server]\nshards = 2\n");
+    REQUIRE(server.start().empty());
+    auto before = log_stat(server, "batchesInline");
+    sequential_appends(server, 50);
+    // Each step's batch is written by the thread that read it (a grant or two may not be).
+    CHECK(log_stat(server, "batchesInline") - before >= 45);
+  }
+  temp_dir tmp;
+  server_process server(tmp.path() / "data", "[server]\nshards = 2\nio_threads = 1\n");
+  REQUIRE(server.start().empty());
+  sequential_appends(server, 50);
+  CHECK(log_stat(server, "batchesInline") == 0);  // no thread would read meanwhile
+  CHECK(log_stat(server, "records") >= 50);
 }
 
 TEST_CASE("a torn last batch is dropped on recovery and nothing before it is lost") {

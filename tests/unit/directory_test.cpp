@@ -105,7 +105,7 @@ session_actor::behavior_type session_stub(session_actor::pointer, connection* c)
         record(frame);
         c->closed = true;
       },
-      [=](flush_atom) {},
+      [=](overflow_atom) {},
       [=](stats_atom) {
         return actor_stats{"session", c->id};
       },

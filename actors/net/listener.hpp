@@ -1,6 +1,6 @@
-// Accepts worker and client connections on the listen address with its own thread (so each
-// session knows its socket and can share it with the log's writer thread, see out_lane.hpp) and
-// hands each to a broker that forks a session. Out of descriptors, it backs off and says so once.
+// Accepts worker and client connections on the listen address with its own thread and starts a
+// session for each (its actor, and its reading by the context's io_loop). Out of descriptors, it
+// backs off and says so once.
 #pragma once
 
 #include <atomic>
@@ -28,12 +28,12 @@ public:
   uint16_t port() const { return port_; }
   /// Its TLS terminator (counters for /metrics); null without TLS.
   const tls::terminator* tls() const { return tls_.get(); }
-  /// Stops accepting and ends the broker; open sessions end when the actor system does.
+  /// Stops accepting; open sessions go on until they are closed.
   void stop();
 
 private:
   listener() = default;
-  void accept_loop(caf::actor broker);
+  void accept_loop();
   /// Sleeps up to `d` (an out-of-descriptors backoff); false once stop() was called.
   bool pause(std::chrono::milliseconds d);
   /// Answers a connection over a limit with ERR TOO_LARGE naming it, and closes it.
@@ -41,7 +41,8 @@ private:
 
   int fd_ = -1;
   uint16_t port_ = 0;
-  caf::actor* broker_ = nullptr;
+  caf::actor_system* sys_ = nullptr;
+  session_context ctx_;
   std::thread thread_;
   std::mutex mtx_;
   std::condition_variable cv_;

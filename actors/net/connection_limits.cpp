@@ -1,4 +1,4 @@
-#include "actors/connection_limits.hpp"
+#include "actors/net/connection_limits.hpp"
 
 namespace fusee::server {
 

@@ -1,38 +1,21 @@
-#include "actors/listener.hpp"
+#include "actors/net/listener.hpp"
 
-#include "actors/connection_limits.hpp"
 #include "actors/logging.hpp"
+#include "actors/net/connection_limits.hpp"
 #include "protocol/messages.hpp"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <caf/io/all.hpp>
-
 namespace fusee::server {
-
-namespace {
-
-using accept_atom = caf::atom_constant<caf::atom("accept")>;
-
-caf::behavior acceptor_fn(caf::io::broker* self, session_context ctx) {
-  return {
-      [=](accept_atom, int fd, std::string peer_ip, std::string peer, proto::bytes binding) {
-        auto hdl = self->add_scribe(fd);
-        fork_session(self, hdl, fd,
-                     peer_info{std::move(peer_ip), std::move(peer), std::move(binding)}, ctx);
-      },
-  };
-}
-
-}  // namespace
 
 std::unique_ptr<listener> listener::start(caf::actor_system& sys, const std::string& host,
                                           uint16_t port, session_context ctx, std::string* err,
@@ -65,8 +48,9 @@ std::unique_ptr<listener> listener::start(caf::actor_system& sys, const std::str
   l->port_ = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
                                               : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
   l->limits_ = ctx.limits;
+  l->sys_ = &sys;
+  l->ctx_ = ctx;
   auto handshake_timeout = ctx.settings->hello_timeout_ms;
-  auto broker = sys.middleman().spawn_broker(acceptor_fn, std::move(ctx));
   if (tls) {
     tls::terminator::options o;
     o.ctx = std::move(tls);
@@ -79,18 +63,20 @@ std::unique_ptr<listener> listener::start(caf::actor_system& sys, const std::str
       return std::string(f.begin(), f.end());
     }();
     auto limits = l->limits_;
-    // After stop() the broker is gone: a handshake that ends then is closed and released. The
+    // After stop() no session starts: a handshake that ends then is closed and released. The
     // terminator itself lives on until the listener does, so the sessions' last frames (ERR
     // SHUTTING_DOWN) still reach their TLS peers.
     auto stopped = l->tls_stopped_;
-    o.deliver = [broker, stopped, limits](tls::handed_over h) {
+    auto* raw = l.get();
+    o.deliver = [raw, stopped, limits](tls::handed_over h) {
       if (stopped->load()) {
         ::close(h.fd);
         if (limits) limits->release(h.peer_ip);
         return;
       }
-      caf::anon_send(broker, accept_atom::value, h.fd, std::move(h.peer_ip), std::move(h.peer),
-                     std::move(h.binding));
+      start_session(*raw->sys_, h.fd,
+                    peer_info{std::move(h.peer_ip), std::move(h.peer), std::move(h.binding)},
+                    raw->ctx_);
     };
     o.dropped = [limits](const std::string& ip) {
       if (limits) limits->release(ip);
@@ -98,23 +84,34 @@ std::unique_ptr<listener> listener::start(caf::actor_system& sys, const std::str
     o.what = "workers";
     l->tls_ = tls::terminator::start(std::move(o));
   }
-  l->broker_ = new caf::actor(broker);
   auto* raw = l.get();
-  l->thread_ = std::thread([raw, broker] { raw->accept_loop(broker); });
+  l->thread_ = std::thread([raw] { raw->accept_loop(); });
   return l;
 }
 
-void listener::accept_loop(caf::actor broker) {
+void listener::accept_loop() {
   // Out of descriptors (EMFILE/ENFILE), the pending connection stays in the backlog and accept
   // fails again at once: back off (10 ms doubling to 1 s) instead of spinning, say so once, and
   // keep serving the connections that are open.
+  // A session needs two descriptors (the socket and its lane's duplicate, out_lane.hpp): the
+  // second is reserved before a connection is accepted, so one is never accepted that could not
+  // be answered.
   std::chrono::milliseconds backoff{0};
   int failed_in_a_row = 0;  // connections lost to their own errors, one after the other
+  int spare = -1;
+  struct closer {
+    int& fd;
+    ~closer() {
+      if (fd >= 0) ::close(fd);
+    }
+  } spare_closer{spare};
   for (;;) {
     sockaddr_storage from{};
     socklen_t from_len = sizeof(from);
-    int c =
-        ::accept4(fd_, reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (spare < 0 && !tls_) spare = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int c = spare < 0 && !tls_ ? -1
+                               : ::accept4(fd_, reinterpret_cast<sockaddr*>(&from), &from_len,
+                                           SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (c < 0) {
       // Errors of the connection being accepted (accept(2): Linux passes pending network errors
       // on): that connection is lost, the next one is not. Should they persist (a firewall
@@ -142,7 +139,9 @@ void listener::accept_loop(caf::actor broker) {
       backoff = std::min<std::chrono::milliseconds>(
           std::max<std::chrono::milliseconds>(2 * backoff, std::chrono::milliseconds(10)),
           std::chrono::seconds(1));
-      if (!pause(backoff)) return;
+      if (!pause(backoff)) {
+        return;
+      }
       continue;
     }
     if (backoff.count() != 0) {
@@ -167,7 +166,9 @@ void listener::accept_loop(caf::actor broker) {
       tls_->add(c, std::string{host} + ":" + port, host);
       continue;
     }
-    caf::anon_send(broker, accept_atom::value, c, std::string{host}, std::string{}, proto::bytes{});
+    start_session(*sys_, c, peer_info{std::string{host}, std::string{}, proto::bytes{}}, ctx_,
+                  spare);
+    spare = -1;  // taken by the session's lane
   }
 }
 
@@ -200,11 +201,6 @@ void listener::stop() {
     if (thread_.joinable()) thread_.join();
     ::close(fd_);
     fd_ = -1;
-  }
-  if (broker_) {
-    caf::anon_send_exit(*broker_, caf::exit_reason::user_shutdown);
-    delete broker_;
-    broker_ = nullptr;
   }
 }
 

@@ -1,0 +1,234 @@
+#include "actors/net/io_loop.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "actors/logging.hpp"
+#include "actors/net/connection.hpp"
+
+namespace fusee::server {
+
+namespace {
+
+constexpr int max_events = 64;
+/// Reads of one connection per turn before the others get theirs (64 KiB each).
+constexpr int reads_per_turn = 16;
+constexpr size_t read_size = 64 * 1024;
+
+}  // namespace
+
+proto::result<std::unique_ptr<io_loop>> io_loop::start(options o) {
+  std::unique_ptr<io_loop> l{new io_loop(std::move(o))};
+  l->ep_ = ::epoll_create1(EPOLL_CLOEXEC);
+  l->wake_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (l->ep_ < 0 || l->wake_ < 0)
+    return proto::error{proto::err_code::io,
+                        std::string{"cannot create the I/O threads' epoll set: "} +
+                            std::strerror(errno)};
+  epoll_event ev{};
+  ev.events = EPOLLIN;  // level-triggered: once stop() writes it, every thread sees it
+  ev.data.fd = l->wake_;
+  ::epoll_ctl(l->ep_, EPOLL_CTL_ADD, l->wake_, &ev);
+  l->next_sweep_ns_ =
+      connection::now_ns() +
+      std::chrono::duration_cast<std::chrono::nanoseconds>(l->opts_.sweep_every).count();
+  for (unsigned i = 0; i < std::max(1u, l->opts_.threads); ++i)
+    l->threads_.emplace_back([raw = l.get()] { raw->run(); });
+  return l;
+}
+
+io_loop::~io_loop() {
+  stop();
+  if (ep_ >= 0) ::close(ep_);
+  if (wake_ >= 0) ::close(wake_);
+}
+
+void io_loop::stop() {
+  if (stopping_.exchange(true)) return;
+  uint64_t one = 1;
+  (void)!::write(wake_, &one, sizeof(one));
+  for (auto& t : threads_)
+    t.join();
+  std::lock_guard<std::mutex> lk{mtx_};
+  conns_.clear();
+}
+
+size_t io_loop::size() const {
+  std::lock_guard<std::mutex> lk{mtx_};
+  return conns_.size();
+}
+
+bool io_loop::add(std::shared_ptr<connection> c) {
+  int fd = c->fd_;
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return false;
+  {
+    std::lock_guard<std::mutex> lk{mtx_};
+    conns_[fd] = c;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+  ev.data.fd = fd;
+  if (::epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    std::lock_guard<std::mutex> lk{mtx_};
+    conns_.erase(fd);
+    return false;
+  }
+  return true;
+}
+
+std::shared_ptr<connection> io_loop::find(int fd) const {
+  std::lock_guard<std::mutex> lk{mtx_};
+  auto i = conns_.find(fd);
+  return i == conns_.end() ? nullptr : i->second;
+}
+
+void io_loop::remove(connection& c) {
+  ::epoll_ctl(ep_, EPOLL_CTL_DEL, c.fd_, nullptr);
+  {
+    std::lock_guard<std::mutex> lk{mtx_};
+    auto i = conns_.find(c.fd_);
+    if (i != conns_.end() && i->second.get() == &c) conns_.erase(i);
+  }
+  c.removed_ = true;
+  ::close(c.fd_);  // the lane's duplicate keeps the socket until the session lets it go
+}
+
+bool io_loop::read(connection& c, bool& more, bool hung_up) {
+  thread_local std::vector<uint8_t> buf(read_size);
+  bool eof = false, got = false;
+  more = false;
+  int reads = 0;
+  for (;;) {
+    ssize_t n = ::recv(c.fd_, buf.data(), buf.size(), 0);
+    if (n > 0) {
+      got = true;
+      c.bytes_in.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+      if (!c.failed_) c.decoder_.feed(buf.data(), static_cast<size_t>(n));
+      // A short read took everything there was: new bytes bring a new edge. Not so the end of
+      // the stream, if it came with this event: it is only seen by reading on.
+      if (static_cast<size_t>(n) < buf.size() && !hung_up) break;
+      if (++reads == reads_per_turn) {
+        more = true;  // served again after the other connections of this turn
+        break;
+      }
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    eof = true;  // closed by the peer, or failed
+    break;
+  }
+  if (got) {
+    auto now = connection::now_ns();
+    c.last_rx_ns.store(now, std::memory_order_relaxed);
+    if (!c.failed_) {
+      std::vector<proto::frame> frames;
+      std::optional<proto::error> bad;
+      for (;;) {
+        auto f = c.decoder_.next();
+        if (!f) {
+          bad = f.err();
+          break;
+        }
+        if (!*f) break;
+        frames.push_back(std::move(**f));
+      }
+      if (!frames.empty()) {
+        c.frames_in.fetch_add(frames.size(), std::memory_order_relaxed);
+        c.on_frames(frames);
+      }
+      if (bad) {
+        c.failed_ = true;
+        c.partial_since_ns.store(0, std::memory_order_relaxed);
+        c.on_bad_stream(std::move(*bad));
+      } else if (c.decoder_.buffered() == 0) {
+        c.partial_since_ns.store(0, std::memory_order_relaxed);
+      } else if (!frames.empty() || c.partial_since_ns.load(std::memory_order_relaxed) == 0) {
+        c.partial_since_ns.store(now, std::memory_order_relaxed);  // a frame began in this read
+      }
+    }
+  }
+  if (eof) {
+    c.on_closed();
+    remove(c);
+    return false;
+  }
+  return true;
+}
+
+void io_loop::serve(const std::shared_ptr<connection>& c,
+                    std::vector<std::shared_ptr<connection>>& again) {
+  for (;;) {
+    uint32_t ev = c->events_.exchange(0);
+    if (!c->removed_) {
+      bool more = false;
+      bool alive = true;
+      if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+        alive = read(*c, more, (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0);
+      if (alive && (ev & EPOLLOUT)) c->lane_->flush();
+      if (more) again.push_back(c);
+    }
+    c->owned_.store(false);
+    // Events that came in while this thread served it: serve them too, unless another thread
+    // has taken them meanwhile.
+    if (c->events_.load() == 0 || c->owned_.exchange(true)) return;
+  }
+}
+
+void io_loop::sweep() {
+  std::vector<std::shared_ptr<connection>> all;
+  {
+    std::lock_guard<std::mutex> lk{mtx_};
+    all.reserve(conns_.size());
+    for (auto& [fd, c] : conns_)
+      all.push_back(c);
+  }
+  auto now = std::chrono::steady_clock::now();
+  for (auto& c : all)
+    c->on_sweep(now);
+}
+
+void io_loop::run() {
+  epoll_event evs[max_events];
+  std::vector<std::shared_ptr<connection>> again, next_again;
+  auto sweep_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.sweep_every).count();
+  while (!stopping_.load(std::memory_order_relaxed)) {
+    auto until_sweep = next_sweep_ns_.load() - connection::now_ns();
+    int timeout = !again.empty()
+                      ? 0
+                      : static_cast<int>(std::clamp<int64_t>(until_sweep / 1000000 + 1, 0, 1000));
+    int n = ::epoll_wait(ep_, evs, max_events, timeout);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      spdlog::error("the I/O threads' epoll_wait failed: {}", std::strerror(errno));
+      return;
+    }
+    next_again.clear();
+    for (int i = 0; i < n; ++i) {
+      if (evs[i].data.fd == wake_) continue;  // stop()
+      auto c = find(evs[i].data.fd);
+      if (!c) continue;
+      c->events_.fetch_or(evs[i].events);
+      if (!c->owned_.exchange(true)) serve(c, next_again);
+    }
+    for (auto& c : again) {
+      c->events_.fetch_or(EPOLLIN | EPOLLRDHUP);  // read on until EAGAIN: no edge is owed to it
+      if (!c->owned_.exchange(true)) serve(c, next_again);
+    }
+    bool worked = n > 0 || !again.empty();
+    again.swap(next_again);
+    if (worked && opts_.after_turn) opts_.after_turn();
+    auto now = connection::now_ns();
+    auto due = next_sweep_ns_.load();
+    if (now >= due && next_sweep_ns_.compare_exchange_strong(due, now + sweep_ns)) sweep();
+  }
+}
+
+}  // namespace fusee::server

@@ -1,0 +1,66 @@
+// The threads that read the worker and client sockets: one edge-triggered epoll set shared by
+// every thread (leader/follower: whichever thread waits takes the next events), so a thread that
+// blocks after its turn (to commit the log: options::after_turn) leaves the others reading. A
+// connection is served by one thread at a time; its lane is flushed here when the socket becomes
+// writable. No CAF here: connections hand what is not theirs to their actors by message.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "protocol/result.hpp"
+
+namespace fusee::server {
+
+class connection;
+
+class io_loop {
+public:
+  struct options {
+    unsigned threads = 2;
+    /// Called by a thread after each turn (the events one epoll_wait returned), outside every
+    /// connection: the log commits what the turn queued, on this thread.
+    std::function<void()> after_turn;
+    /// How often each connection's on_sweep runs.
+    std::chrono::milliseconds sweep_every{1000};
+  };
+  static proto::result<std::unique_ptr<io_loop>> start(options o);
+  ~io_loop();
+  io_loop(const io_loop&) = delete;
+  io_loop& operator=(const io_loop&) = delete;
+
+  /// Serves `c` from now on: reads until its peer closes, flushes its lane when writable. Any
+  /// thread. False (and nothing served) if the descriptor cannot be watched.
+  bool add(std::shared_ptr<connection> c);
+  /// Stops and joins the threads; connections still open are let go without on_closed().
+  void stop();
+  size_t size() const;
+
+private:
+  explicit io_loop(options o) : opts_(std::move(o)) {}
+  void run();
+  /// Serves `c` until no events are left for it (or another thread takes them).
+  void serve(const std::shared_ptr<connection>& c, std::vector<std::shared_ptr<connection>>& again);
+  /// Reads what the socket has (a bounded amount; `hung_up`: on to the end of the stream); false
+  /// once the connection is gone.
+  bool read(connection& c, bool& more, bool hung_up);
+  void remove(connection& c);
+  std::shared_ptr<connection> find(int fd) const;
+  void sweep();
+
+  options opts_;
+  int ep_ = -1;
+  int wake_ = -1;  ///< an eventfd: readable once stop() is called
+  std::vector<std::thread> threads_;
+  mutable std::mutex mtx_;
+  std::unordered_map<int, std::shared_ptr<connection>> conns_;
+  std::atomic<int64_t> next_sweep_ns_{0};
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace fusee::server

@@ -1,0 +1,216 @@
+// The I/O threads on real socket pairs: frames reach their connection whole, in order and from
+// one thread at a time although several threads share the epoll set; the end of a stream (a
+// peer's close, a bad frame) is said once; a lane's waiting bytes leave when the socket becomes
+// writable, with nobody but the loop flushing; the turn hook and the sweep run.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "actors/net/connection.hpp"
+#include "actors/net/io_loop.hpp"
+#include "protocol/messages.hpp"
+
+using namespace fusee;
+using namespace fusee::server;
+
+namespace {
+
+/// Records what the loop tells it; fails the test on overlapping calls or frames out of order.
+struct recording_connection : connection {
+  explicit recording_connection(int fd, uint64_t write_limit = 1 << 20)
+      : connection(fd, write_limit, 1 << 20) {}
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::atomic<int> inside{0};
+  bool overlapped = false;
+  uint64_t next = 1;  ///< the PING id expected next
+  bool out_of_order = false;
+  int closed = 0, bad = 0, sweeps = 0;
+  std::string bad_why;
+
+  void enter() {
+    if (inside.fetch_add(1) != 0) overlapped = true;
+  }
+  void leave() { inside.fetch_sub(1); }
+
+  void on_frames(std::vector<proto::frame>& frames) override {
+    enter();
+    {
+      std::lock_guard<std::mutex> lk{mtx};
+      for (auto& f : frames) {
+        auto m = proto::decode_request(f.kind, f.body);
+        if (!m || std::get<proto::ping>(*m).head.id != next) out_of_order = true;
+        ++next;
+      }
+    }
+    cv.notify_all();
+    leave();
+  }
+  void on_bad_stream(proto::error e) override {
+    enter();
+    {
+      std::lock_guard<std::mutex> lk{mtx};
+      bad++;
+      bad_why = e.message;
+    }
+    cv.notify_all();
+    leave();
+  }
+  void on_closed() override {
+    enter();
+    {
+      std::lock_guard<std::mutex> lk{mtx};
+      closed++;
+    }
+    cv.notify_all();
+    leave();
+  }
+  void on_sweep(std::chrono::steady_clock::time_point) override {
+    {
+      std::lock_guard<std::mutex> lk{mtx};
+      sweeps++;
+    }
+    cv.notify_all();
+  }
+  template <class Pred>
+  bool await(Pred p) {
+    std::unique_lock<std::mutex> lk{mtx};
+    return cv.wait_for(lk, std::chrono::seconds(10), p);
+  }
+};
+
+std::pair<int, int> socket_pair(int buffer = 0) {
+  int fds[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+  if (buffer > 0) {
+    ::setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &buffer, sizeof(buffer));
+    ::setsockopt(fds[1], SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(buffer));
+  }
+  return {fds[0], fds[1]};
+}
+
+std::unique_ptr<io_loop> start_loop(unsigned threads, std::function<void()> after = {},
+                                    std::chrono::milliseconds sweep = std::chrono::seconds(1)) {
+  io_loop::options o;
+  o.threads = threads;
+  o.after_turn = std::move(after);
+  o.sweep_every = sweep;
+  auto l = io_loop::start(std::move(o));
+  REQUIRE(l);
+  return std::move(*l);
+}
+
+}  // namespace
+
+TEST_CASE("each connection's frames reach it whole and in order, one thread at a time, although "
+          "three threads share the loop") {
+  std::atomic<int> turns{0};
+  auto loop = start_loop(3, [&] { turns++; });
+  constexpr int conns = 8;
+  constexpr uint64_t frames = 2000;
+  std::vector<std::shared_ptr<recording_connection>> cs;
+  std::vector<int> peers;
+  for (int i = 0; i < conns; ++i) {
+    auto [ours, theirs] = socket_pair();
+    cs.push_back(std::make_shared<recording_connection>(ours));
+    peers.push_back(theirs);
+    REQUIRE(loop->add(cs.back()));
+  }
+  // Each peer writes its frames in random pieces, all peers at once.
+  std::vector<std::thread> writers;
+  for (int i = 0; i < conns; ++i)
+    writers.emplace_back([fd = peers[i], seed = i] {
+      std::mt19937 rng(seed);
+      proto::bytes all;
+      for (uint64_t id = 1; id <= frames; ++id) {
+        auto f = proto::encode(proto::ping{proto::request_head{id}});
+        all.insert(all.end(), f.begin(), f.end());
+      }
+      for (size_t at = 0; at < all.size();) {
+        size_t n = std::min<size_t>(all.size() - at, 1 + rng() % 700);
+        ssize_t w = ::send(fd, all.data() + at, n, MSG_NOSIGNAL);
+        if (w <= 0) return;
+        at += static_cast<size_t>(w);
+      }
+    });
+  for (auto& w : writers)
+    w.join();
+  for (auto& c : cs) {
+    REQUIRE(c->await([&] { return c->next == frames + 1; }));
+    CHECK_FALSE(c->out_of_order);
+    CHECK_FALSE(c->overlapped);
+    CHECK(c->frames_in.load() == frames);
+  }
+  CHECK(turns.load() > 0);
+  // A peer that closes is said once, and its connection leaves the loop.
+  for (int p : peers)
+    ::close(p);
+  for (auto& c : cs)
+    REQUIRE(c->await([&] { return c->closed == 1; }));
+  for (int i = 0; i < 100 && loop->size() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // removal follows on_closed
+  CHECK(loop->size() == 0);
+  for (auto& c : cs)
+    CHECK(c->closed == 1);
+}
+
+TEST_CASE("a bad frame ends the stream: said once, and nothing after it is read") {
+  auto loop = start_loop(2);
+  auto [ours, theirs] = socket_pair();
+  auto c = std::make_shared<recording_connection>(ours);
+  REQUIRE(loop->add(c));
+  auto good = proto::encode(proto::ping{proto::request_head{1}});
+  auto after = proto::encode(proto::ping{proto::request_head{2}});
+  proto::bytes all = good;
+  all.insert(all.end(), {'N', 'O', 'P', 'E', 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  all.insert(all.end(), after.begin(), after.end());
+  REQUIRE(::send(theirs, all.data(), all.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(all.size()));
+  REQUIRE(c->await([&] { return c->bad == 1; }));
+  CHECK(c->next == 2);  // the frame before it, not the one after
+  CHECK(c->bad_why.find("magic") != std::string::npos);
+  REQUIRE(::send(theirs, after.data(), after.size(), MSG_NOSIGNAL) > 0);  // dropped, not read
+  ::close(theirs);
+  REQUIRE(c->await([&] { return c->closed == 1; }));
+  CHECK(c->bad == 1);
+  CHECK(c->next == 2);
+}
+
+TEST_CASE("bytes waiting in a lane leave when the socket takes more, flushed by the loop alone") {
+  auto loop = start_loop(2);
+  auto [ours, theirs] = socket_pair(4096);
+  auto c = std::make_shared<recording_connection>(ours, 64u << 20);
+  REQUIRE(loop->add(c));
+  proto::bytes args(1 << 20);
+  for (size_t i = 0; i < args.size(); ++i)
+    args[i] = static_cast<uint8_t>(i * 7);
+  auto big = proto::encode(proto::relayed_call{0, 1, proto::shard_id{0}, "m", "", args});
+  REQUIRE(c->lane()->send(big) == out_lane::outcome::queued);  // far more than the socket holds
+  proto::bytes got;
+  uint8_t buf[4096];
+  while (got.size() < big.size()) {
+    ssize_t n = ::recv(theirs, buf, sizeof(buf), 0);  // blocks: only the loop can send more
+    REQUIRE(n > 0);
+    got.insert(got.end(), buf, buf + n);
+  }
+  CHECK(got == big);
+  CHECK(c->lane()->waiting() == 0);
+  ::close(theirs);
+}
+
+TEST_CASE("every connection is swept about once per sweep_every") {
+  auto loop = start_loop(2, {}, std::chrono::milliseconds(20));
+  auto [ours, theirs] = socket_pair();
+  auto c = std::make_shared<recording_connection>(ours);
+  REQUIRE(loop->add(c));
+  auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(c->await([&] { return c->sweeps >= 3; }));  // with nothing to read, the wait times out
+  CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(40));
+  ::close(theirs);
+}
