@@ -1,5 +1,7 @@
 #include "actors/directory.hpp"
 
+#include "actors/wake_records.hpp"
+
 #include <algorithm>
 #include <deque>
 #include <map>
@@ -105,9 +107,9 @@ struct directory_state {
   uint64_t next_relay = 1;
   uint64_t next_call_seq = 1;
   shard_owners owners;
-  forwarder_actor forwarder;      ///< the other nodes (cluster_ready); null outside a cluster
-  binder_actor scheduler;         ///< the invoker; null when no endpoint is configured
-  std::vector<shard_actor> wake;  ///< the shards' wake records (the invoker's), by shard
+  forwarder_actor forwarder;           ///< the other nodes (cluster_ready); null outside a cluster
+  binder_actor scheduler;              ///< the invoker; null when no endpoint is configured
+  std::shared_ptr<wake_records> wake;  ///< the shards' wake records (the invoker's); null: none
   std::unordered_map<uint32_t, idle_report> reports;
   // counters for introspection and /metrics
   uint64_t leases_granted = 0, leases_revoked = 0, calls = 0, calls_parked = 0, calls_expired = 0,
@@ -149,9 +151,10 @@ bool admit(self_ptr self, const origin& from) {
   return !err;
 }
 
-/// The wake record of `shard`, if the invoker runs.
-const shard_actor* wake_record(const directory_state& st, uint32_t shard) {
-  return shard < st.wake.size() ? &st.wake[shard] : nullptr;
+/// The wake record of `shard` (spawned now if it never was: it is told something), if the
+/// invoker runs.
+shard_actor wake_record(const directory_state& st, uint32_t shard) {
+  return st.wake ? st.wake->get(shard) : shard_actor{};
 }
 
 void dispatch_call(self_ptr self, uint32_t shard, parked_call&& c) {
@@ -253,7 +256,7 @@ void report_end(self_ptr self, uint32_t shard, const worker* holder, session_id 
   bool reported =
       r != st.reports.end() && r->second.session == holder_id && r->second.epoch == epoch;
   bool invoked = holder != nullptr && holder->invocation != 0;
-  if (auto* rec = wake_record(st, shard)) {
+  if (auto rec = wake_record(st, shard)) {
     lease_end end;
     if (reported)
       end = r->second.end;
@@ -262,12 +265,12 @@ void report_end(self_ptr self, uint32_t shard, const worker* holder, session_id 
     end.invoked = invoked;
     if (reported && invoked && holder->endpoint)
       self->send(holder->endpoint, shard_reported{end.steps, end.open_us});
-    self->send(*rec, std::move(end));
+    self->send(rec, std::move(end));
     // Work that arrived while the holder drained is still waiting for the next holder.
     if (auto c = st.parked_calls.find(shard); c != st.parked_calls.end() && !c->second.empty())
-      self->send(*rec, due_atom::value, uint8_t{proto::reason_call}, c->second.front().type);
+      self->send(rec, due_atom::value, uint8_t{proto::reason_call}, c->second.front().type);
     if (st.parked_messages.count(shard))
-      self->send(*rec, due_atom::value, uint8_t{proto::reason_message}, std::string{});
+      self->send(rec, due_atom::value, uint8_t{proto::reason_message}, std::string{});
   }
   if (r != st.reports.end()) st.reports.erase(r);
 }
@@ -457,8 +460,9 @@ void deliver(self_ptr self, remote_message&& m) {
   }
   st.parked_messages[target].push_back(std::move(m));
   st.parked_total++;
-  if (auto* rec = wake_record(st, target); rec && t.holder == 0)
-    self->send(*rec, due_atom::value, uint8_t{proto::reason_message}, std::string{});
+  if (t.holder == 0)
+    if (auto rec = wake_record(st, target))
+      self->send(rec, due_atom::value, uint8_t{proto::reason_message}, std::string{});
 }
 
 /// ACK to the sender's lease, if the lease that sent the message still holds the shard.
@@ -606,8 +610,9 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           dispatch_call(self, shard, std::move(p));
           return;
         }
-        if (auto* rec = wake_record(st, shard); rec && slot.holder == 0)  // due: reason `call`
-          self->send(*rec, due_atom::value, uint8_t{proto::reason_call}, p.type);
+        if (slot.holder == 0)  // due: reason `call`
+          if (auto rec = wake_record(st, shard))
+            self->send(rec, due_atom::value, uint8_t{proto::reason_call}, p.type);
         if (auto why = parking_refused(st, shard)) {
           st.parked_refused++;
           answer_error(self, p.client, p.request_id, proto::call_status::parked_too_long,
@@ -768,9 +773,9 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           wk.initial.clear();
         }
         for (auto& g : made.grants)  // a leased shard is never due
-          if (auto* rec = wake_record(st, g.shard);
-              rec && g.epoch != 0 && st.slots[g.shard].holder == g.session)
-            self->send(*rec, leased_atom::value, st.workers[g.session].endpoint_index);
+          if (g.epoch != 0 && st.slots[g.shard].holder == g.session)
+            if (auto rec = wake_record(st, g.shard))
+              self->send(rec, leased_atom::value, st.workers[g.session].endpoint_index);
         for (auto& [s, grants] : pushes)
           send_frame(self, st.workers[s].actor, proto::grant{0, std::move(grants)});
         for (auto shard : serving)
@@ -796,12 +801,12 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         auto& st = self->state;
         st.scheduler = std::move(inv.scheduler);
         st.wake = std::move(inv.records);
-        self->send(st.scheduler, caf::put_atom::value, st.wake);  // dispatching may start
+        self->send(st.scheduler, caf::put_atom::value);  // dispatching may start
         // Records start due; those of shards held already hear so (and then report idle).
-        for (uint32_t shard = 0; shard < st.slots.size() && shard < st.wake.size(); ++shard)
+        for (uint32_t shard = 0; shard < st.slots.size() && shard < st.wake->size(); ++shard)
           if (auto h = st.slots[shard].holder; h != 0) {
             auto w = st.workers.find(h);
-            self->send(st.wake[shard], leased_atom::value,
+            self->send(wake_record(st, shard), leased_atom::value,
                        w == st.workers.end() ? int32_t{-1} : w->second.endpoint_index);
           }
       },

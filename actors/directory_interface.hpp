@@ -11,8 +11,6 @@
 #include "protocol/frame.hpp"
 #include "protocol/wire.hpp"
 
-namespace fusee::server {}  // namespace fusee::server
-
 namespace fusee::proto {
 
 template <class Inspector>
@@ -208,16 +206,12 @@ typename Inspector::result_type inspect(Inspector& f, revocation_done& x) {
 }
 
 /// The invoker is up (from the server's start): the scheduler to bind invocations with, and the
-/// wake records the directory tells of leases, work and reports.
+/// wake records the directory tells of leases, work and reports. Local only (it holds the records'
+/// registry).
 struct invoker_ready {
   binder_actor scheduler;
-  std::vector<shard_actor> records;
+  std::shared_ptr<wake_records> records;
 };
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, invoker_ready& x) {
-  return f(caf::meta::type_name("fusee.invoker_ready"), x.scheduler, x.records);
-}
 
 /// The directory's own timer: a parked call's wait is over.
 struct call_expired {
@@ -301,3 +295,5 @@ using directory_actor = fence_actor::extend<
     caf::replies_to<view_atom, uint32_t, uint32_t>::with<std::vector<shard_lease_view>>>;
 
 }  // namespace fusee::server
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(fusee::server::invoker_ready)

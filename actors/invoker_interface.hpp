@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,10 @@ typename Inspector::result_type inspect(Inspector& f, lease_end& x) {
 }
 
 /// A wake record's state as the scheduler needs it. `state`: idle (nothing due, or leased),
-/// waiting (due later), backoff (due, but backing off), ready (due now, for `endpoint`).
+/// waiting (due at `ready_at`), backoff (due, but backing off until `ready_at`), ready (due now).
+/// `endpoint` is the one its invocation goes to when ready. The scheduler keeps the timers: at
+/// `ready_at` it counts a waiting or backing-off shard ready itself (no message per shard when a
+/// million timers fire at once).
 struct shard_status {
   enum : uint8_t { idle = 0, waiting = 1, backoff = 2, ready = 3 };
   enum : uint8_t { no_event = 0, handback = 1, crash = 2, no_progress = 3 };
@@ -42,13 +46,14 @@ struct shard_status {
   uint8_t reasons = 0;
   int16_t endpoint = -1;
   uint8_t event = no_event;  ///< counted in the metrics
+  int64_t ready_at = 0;      ///< waiting, backoff: the actor clock's nanoseconds since its epoch
   bool operator==(const shard_status&) const = default;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_status& x) {
   return f(caf::meta::type_name("fusee.shard_status"), x.shard, x.state, x.reasons, x.endpoint,
-           x.event);
+           x.event, x.ready_at);
 }
 
 /// An INVOKED HELLO: bind the worker on `session` to `invocation`.
@@ -137,17 +142,16 @@ typename Inspector::result_type inspect(Inspector& f, fence_request& x) {
 using fence_actor = caf::typed_actor<caf::reacts_to<fence_request>>;
 
 /// A shard's wake record: what it waits for and when it is next due. It tells the scheduler
-/// whenever its state changes (shard_status) and arms its own timers for due times and backoff.
-/// A record starts due for `recovery` (every shard is due once at start); the scheduler's view
-/// starts the same way, so start-up costs no message per shard.
+/// whenever its state changes (shard_status, with the time it becomes ready; the scheduler keeps
+/// the timers). A record starts due for `recovery` (every shard is due once at start); the
+/// scheduler's view starts the same way, so start-up costs no message per shard.
 using shard_actor =
     caf::typed_actor<caf::reacts_to<due_atom, uint8_t, std::string>,  ///< work arrived: reasons, a
                                                                       ///< start's type
                      /// A worker holds the shard (never due while it does): the endpoint index of
                      /// its invocation, or -1 for a worker that was not invoked.
                      caf::reacts_to<leased_atom, int32_t>,
-                     caf::reacts_to<lease_end>,            ///< the lease ended, with what IDLE said
-                     caf::reacts_to<tick_atom, uint64_t>,  ///< own timer (generation)
+                     caf::reacts_to<lease_end>,  ///< the lease ended, with what IDLE said
                      caf::replies_to<stats_atom>::with<actor_stats>>;  ///< introspection
 
 /// One configured endpoint: signs and sends the POSTs, binds the invoked worker to its
@@ -160,10 +164,10 @@ using endpoint_actor = invocation_actor::extend<
     caf::replies_to<metrics_atom>::with<std::string>,  ///< its part of /v1/invoker
     caf::replies_to<stats_atom>::with<actor_stats>>;   ///< introspection
 
-/// What the directory needs of the scheduler: to hand it the wake records (dispatching starts
+/// What the directory needs of the scheduler: to say it knows the invoker (dispatching starts
 /// then, so the directory knows the invoker before any POST names an invocation) and to bind
 /// invoked workers (the scheduler knows which endpoint owns an invocation and delegates).
-using binder_actor = caf::typed_actor<caf::reacts_to<caf::put_atom, std::vector<shard_actor>>,
+using binder_actor = caf::typed_actor<caf::reacts_to<caf::put_atom>,
                                       caf::replies_to<bind_request>::with<bind_result>>;
 
 /// Knows which shards are ready (an index per endpoint, O(due) per dispatch) and groups them into
@@ -171,7 +175,8 @@ using binder_actor = caf::typed_actor<caf::reacts_to<caf::put_atom, std::vector<
 using scheduler_actor = binder_actor::extend<
     caf::reacts_to<shard_status>,         ///< from a wake record
     caf::reacts_to<invocation_ended>,     ///< from an endpoint: a slot is free
-    caf::reacts_to<tick_atom, uint64_t>,  ///< own timer; 0 = coalesced dispatch
+    caf::reacts_to<tick_atom, uint64_t>,  ///< own timer (shards' due times, endpoint backoff);
+                                          ///< 0 = coalesced dispatch
     caf::reacts_to<gather_atom>,          ///< own timer: the gather window is over
     caf::replies_to<metrics_atom, uint64_t>::with<std::string>,          ///< parked calls -> JSON
     caf::replies_to<stats_atom>::with<actor_stats>,                      ///< introspection
@@ -179,10 +184,13 @@ using scheduler_actor = binder_actor::extend<
     /// Its view of shards [from, to] (clamped), for the inspector: no message per shard.
     caf::replies_to<view_atom, uint32_t, uint32_t>::with<std::vector<shard_invoker_view>>>;
 
-/// What spawn_invoker() starts; the directory sends shard events to `shards[i]` directly.
+class wake_records;
+
+/// What spawn_invoker() starts; the directory sends shard events to the wake records directly
+/// (wake_records.hpp: each is spawned at its first message).
 struct invoker_handles {
   scheduler_actor scheduler;
-  std::vector<shard_actor> shards;
+  std::shared_ptr<wake_records> records;
 };
 
 }  // namespace fusee::server

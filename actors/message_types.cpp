@@ -22,7 +22,6 @@ void add_server_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<grant_done>("fusee.grant_done");
   cfg.add_message_type<grants_made>("fusee.grants_made");
   cfg.add_message_type<revocation_done>("fusee.revocation_done");
-  cfg.add_message_type<invoker_ready>("fusee.invoker_ready");
   cfg.add_message_type<call_expired>("fusee.call_expired");
   cfg.add_message_type<proto::frame>("fusee.frame");
   cfg.add_message_type<inbound>("fusee.inbound");
@@ -51,7 +50,6 @@ void add_server_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<invocation_ended>("fusee.invocation_ended");
   cfg.add_message_type<fence_request>("fusee.fence_request");
   cfg.add_message_type<http_result>("fusee.http_result");
-  cfg.add_message_type<std::vector<shard_actor>>("fusee.shard_actor_list");
   cfg.add_message_type<std::vector<endpoint_actor>>("fusee.endpoint_actor_list");
   // introspection (these cross the middleman: `fusee inspect`)
   cfg.add_message_type<stat_value>("fusee.stat_value");

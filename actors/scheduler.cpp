@@ -4,6 +4,7 @@
 #include <chrono>
 #include <deque>
 #include <optional>
+#include <queue>
 #include <random>
 #include <sstream>
 #include <unordered_map>
@@ -14,6 +15,7 @@
 #include "actors/invoker.hpp"
 #include "actors/invoker_rules.hpp"
 #include "actors/shard.hpp"
+#include "actors/wake_records.hpp"
 #include "protocol/ids.hpp"
 #include "protocol/invocation_request.hpp"
 
@@ -24,15 +26,25 @@ namespace {
 using time_point = caf::actor_clock::time_point;
 using ms = std::chrono::milliseconds;
 
-/// The scheduler's view of one shard: 16 bytes, as its wake record last reported it, plus what
-/// only the scheduler knows (the invocation it is in, which ready queue holds it).
+/// The scheduler's view of one shard: 32 bytes, as its wake record last reported it, plus what
+/// only the scheduler knows (the invocation it is in, which ready queue holds it, its timer).
 struct shard_entry {
+  uint64_t invocation = 0;  ///< while invoking (introspection)
+  int64_t ready_at = 0;     ///< waiting, backoff: when it becomes ready (clock ns)
+  uint32_t timer = 0;       ///< generation of its live entry in the timer heap
+  int16_t endpoint = -1;    ///< chosen endpoint (when ready)
+  int16_t queued_in = -1;   ///< the ready queue with a live entry for it, -1 = none
   uint8_t state = shard_status::idle;
   uint8_t reasons = 0;
   bool invoking = false;
-  int16_t endpoint = -1;    ///< chosen endpoint while ready
-  int16_t queued_in = -1;   ///< the ready queue with a live entry for it, -1 = none
-  uint64_t invocation = 0;  ///< while invoking (introspection)
+};
+
+/// A shard's due time in the timer heap; stale once the shard's `timer` generation moved on.
+struct due_entry {
+  int64_t at;
+  uint32_t shard;
+  uint32_t timer;
+  bool operator>(const due_entry& o) const { return at > o.at; }
 };
 
 struct endpoint_slot {
@@ -45,13 +57,15 @@ struct endpoint_slot {
 
 struct scheduler_state {
   std::vector<shard_entry> shards;
-  std::vector<shard_actor> records;
+  bool started = false;  ///< the directory knows the invoker: dispatching may begin
   std::vector<endpoint_slot> endpoints;
   std::unordered_map<uint64_t, uint32_t> owner;  ///< invocation -> endpoint index
   uint64_t handbacks = 0, crashes = 0, no_progress = 0;
   bool dispatch_queued = false;  ///< a coalesced dispatch is in the mailbox
   bool gathering = false;        ///< a gather window is open (its timer is pending)
-  rules::earliest_timer timer;   ///< the end of the first endpoint backoff (ticks >= 1)
+  rules::earliest_timer timer;   ///< the next due time or end of an endpoint backoff (ticks >= 1)
+  /// Waiting and backing-off shards by due time (the wake records arm no timers of their own).
+  std::priority_queue<due_entry, std::vector<due_entry>, std::greater<>> due;
   static inline const char* name = "scheduler";
 };
 
@@ -61,6 +75,41 @@ void arm(scheduler_ptr self, time_point at) {
   if (auto g = self->state.timer.arm(at))
     self->delayed_send(self, std::max<caf::timespan>(at - self->clock().now(), caf::timespan{0}),
                        tick_atom::value, g);
+}
+
+using ns = std::chrono::nanoseconds;
+
+void enqueue(scheduler_ptr self, uint32_t shard);
+
+/// Arms the timer for the earliest due time in the heap.
+void arm_due(scheduler_ptr self) {
+  auto& st = self->state;
+  if (!st.due.empty()) arm(self, time_point{ns{st.due.top().at}});
+}
+
+/// Counts the shards whose due time has come ready (their records would say so now).
+void wake_due(scheduler_ptr self) {
+  auto& st = self->state;
+  auto now = std::chrono::duration_cast<ns>(self->clock().now().time_since_epoch()).count();
+  while (!st.due.empty() && st.due.top().at <= now) {
+    auto e = st.due.top();
+    st.due.pop();
+    auto& x = st.shards[e.shard];
+    if (e.timer != x.timer ||
+        (x.state != shard_status::waiting && x.state != shard_status::backoff))
+      continue;  // stale: the record has said something since
+    x.state = shard_status::ready;
+    enqueue(self, e.shard);
+  }
+  // Stale entries pile up only if shards change their due time often: rebuild then.
+  if (st.due.size() > 2 * st.shards.size() + 1024) {
+    decltype(st.due) fresh;
+    for (uint32_t s = 0; s < st.shards.size(); ++s)
+      if (auto& x = st.shards[s];
+          x.state == shard_status::waiting || x.state == shard_status::backoff)
+        fresh.push(due_entry{x.ready_at, s, x.timer});
+    st.due.swap(fresh);
+  }
 }
 
 /// Dispatches once the messages already in the mailbox are in: a burst of ready shards or ended
@@ -173,7 +222,7 @@ actor_stats stats_of(scheduler_ptr self) {
   }
   for (auto& ep : st.endpoints)
     queued += ep.ready.size();
-  a.state = st.records.empty() ? "starting" : "running";
+  a.state = st.started ? "running" : "starting";
   a.mailbox = self->mailbox().size();
   a.num("dueShards", ready);
   a.num("waitingShards", waiting);
@@ -190,7 +239,8 @@ actor_stats stats_of(scheduler_ptr self) {
 scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cfg,
                                             std::string server_address,
                                             std::shared_ptr<const endpoint_types> types,
-                                            http_sender* http, fence_actor directory) {
+                                            http_sender* http, fence_actor directory,
+                                            std::shared_ptr<wake_records> records) {
   auto& st = self->state;
   for (uint32_t i = 0; i < cfg.endpoints.size(); ++i) {
     auto a = spawn_endpoint(self->system(), i, cfg.endpoints[i], server_address, cfg.close_grace_ms,
@@ -199,10 +249,13 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
     st.endpoints.push_back(endpoint_slot{a, cfg.endpoints[i], 0, {}, {}});
   }
   // Every shard is due once at start (`recovery`), as its wake record is at spawn; nothing is
-  // dispatched before the records arrive (put_atom, from the directory: so the directory knows
-  // the invoker before any invoked worker says HELLO). The directory tells the records of shards
-  // already held, which then report idle.
+  // dispatched before the directory says it knows the invoker (put_atom: so it does before any
+  // invoked worker says HELLO). The directory tells the records of shards already held, which
+  // then report idle.
   st.shards.resize(cfg.shards);
+  // The wake records are not linked (100,000 links would cost more than the records); they end
+  // with the scheduler.
+  self->attach_functor([records](const caf::error&) { records->shut_down(); });
   shard_owners owners(cfg);  // another node's shards never become due here
   for (uint32_t s = 0; s < cfg.shards; ++s) {
     auto init = initial_status(s, *types, owners.mine(s));
@@ -212,17 +265,11 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
     x.endpoint = init.endpoint;
   }
   return {
-      [=](caf::put_atom, std::vector<shard_actor>& records) {
-        if (!self->state.records.empty()) return;  // once
-        self->state.records = std::move(records);
+      [=](caf::put_atom) {
+        if (self->state.started) return;  // once
+        self->state.started = true;
         for (uint32_t s = 0; s < self->state.shards.size(); ++s)
           enqueue(self, s);
-        // The wake records are not linked (100,000 links would cost more than the records);
-        // they end with the scheduler.
-        self->attach_functor([records = self->state.records](const caf::error&) {
-          for (auto& r : records)
-            caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
-        });
       },
       [=](const shard_status& s) {
         auto& st = self->state;
@@ -242,9 +289,19 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
           break;
         }
         auto& x = st.shards[s.shard];
+        bool timed = s.state == shard_status::waiting || s.state == shard_status::backoff;
+        bool same_timer = timed && x.state == s.state && x.ready_at == s.ready_at;
         x.state = s.state;
         x.reasons = s.reasons;
         x.endpoint = s.endpoint;
+        if (!same_timer) {
+          x.timer++;  // any entry it had in the heap is stale now
+          if (timed) {
+            x.ready_at = s.ready_at;
+            st.due.push(due_entry{s.ready_at, s.shard, x.timer});
+            arm(self, time_point{ns{s.ready_at}});
+          }
+        }
         enqueue(self, s.shard);
       },
       [=](bind_request& b) -> caf::result<bind_result> {
@@ -270,11 +327,20 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
       },
       [=](tick_atom, uint64_t generation) {
         auto& st = self->state;
-        if (generation == 0)
+        if (generation == 0) {
           st.dispatch_queued = false;
-        else if (!st.timer.fire(generation))
-          return;  // a stale backoff tick
+        } else {
+          if (!st.timer.fire(generation)) return;  // a stale tick
+          wake_due(self);
+          // Shards woken by their due time wait for the gather window, as any due for a timer
+          // does (a spread of timers shares invocations); its end dispatches everything.
+          if (st.gathering) {
+            arm_due(self);
+            return;
+          }
+        }
         dispatch(self);
+        arm_due(self);
       },
       [=](gather_atom) {
         self->state.gathering = false;
@@ -333,13 +399,22 @@ invoker_handles spawn_invoker(caf::actor_system& sys, const node_settings& setti
   for (auto& e : settings.endpoints)
     types->push_back(e.types);
   invoker_handles h;
-  h.scheduler = sys.spawn(scheduler_fn, settings, std::move(server_address), types, http,
-                          std::move(directory));
+  // The records are spawned at their first message (wake_records.hpp); the spawner needs the
+  // scheduler, which needs the registry: the registry gets the scheduler's handle once it runs.
+  auto scheduler = std::make_shared<scheduler_actor>();
+  auto owners = std::make_shared<const shard_owners>(settings);
   uint64_t seed = std::random_device{}();
-  h.shards.reserve(settings.shards);
-  shard_owners owners(settings);
-  for (uint32_t i = 0; i < settings.shards; ++i)
-    h.shards.push_back(spawn_shard(sys, i, h.scheduler, types, seed, owners.mine(i)));
+  h.records = std::make_shared<wake_records>(
+      settings.shards,
+      [&sys, scheduler, types, seed, owners](uint32_t shard) {
+        return spawn_shard(sys, shard, *scheduler, types, seed, owners->mine(shard));
+      },
+      [types, owners](uint32_t shard) {
+        return initial_shard_stats(shard, *types, owners->mine(shard));
+      });
+  h.scheduler = sys.spawn(scheduler_fn, settings, std::move(server_address), types, http,
+                          std::move(directory), h.records);
+  *scheduler = h.scheduler;
   return h;
 }
 

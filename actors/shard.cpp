@@ -28,7 +28,6 @@ struct shard_state {
   uint32_t failures = 0;       ///< crashes or no-progress handbacks in a row
   time_point due_at{};
   time_point not_before{};            ///< backoff
-  rules::earliest_timer timer;        ///< due time or end of backoff
   std::vector<std::string> starts;    ///< types of waiting starts
   std::vector<std::string> awaiting;  ///< types the last holder had no code for
   rules::splitmix64 rng{0};
@@ -40,12 +39,6 @@ struct shard_state {
 
 using shard_ptr = shard_actor::stateful_pointer<shard_state>;
 
-void arm(shard_ptr self, time_point at) {
-  if (auto g = self->state.timer.arm(at))
-    self->delayed_send(self, std::max<caf::timespan>(at - self->clock().now(), caf::timespan{0}),
-                       tick_atom::value, g);
-}
-
 /// Works out the record's state and tells the scheduler when it changed (or an event happened).
 void update(shard_ptr self, uint8_t event = shard_status::no_event) {
   auto& st = self->state;
@@ -56,13 +49,14 @@ void update(shard_ptr self, uint8_t event = shard_status::no_event) {
   if (st.due && !st.leased) {
     auto ready_at = std::max(st.due_at, st.not_before);
     s.reasons = st.reasons;
-    if (ready_at > now) {
+    s.endpoint = static_cast<int16_t>(
+        rules::choose_endpoint(*st.types, st.starts, st.awaiting, st.last_endpoint));
+    if (ready_at > now) {  // the scheduler counts it ready then
       s.state = st.not_before > now ? shard_status::backoff : shard_status::waiting;
-      arm(self, ready_at);
+      s.ready_at =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(ready_at.time_since_epoch()).count();
     } else {
       s.state = shard_status::ready;
-      s.endpoint = static_cast<int16_t>(
-          rules::choose_endpoint(*st.types, st.starts, st.awaiting, st.last_endpoint));
     }
   }
   if (s == st.told && event == shard_status::no_event) return;
@@ -122,20 +116,17 @@ uint8_t on_lease_end(shard_ptr self, const lease_end& e) {
 }
 
 actor_stats stats_of(shard_ptr self);
+void init_state(shard_state& st, uint32_t shard, const endpoint_types& types, bool owned);
 
 shard_actor::behavior_type shard_fn(shard_ptr self, uint32_t shard, scheduler_actor scheduler,
                                     std::shared_ptr<const endpoint_types> types, uint64_t seed,
                                     bool owned) {
   auto& st = self->state;
-  st.shard = shard;
-  st.told.shard = shard;
   st.scheduler = std::move(scheduler);
   st.types = std::move(types);
   st.rng.state = seed ^ (uint64_t{shard} * 0x9E3779B97F4A7C15ull);
   // Due once at start, for `recovery`; the scheduler assumes the same status (initial_status).
-  st.due = owned;
-  st.reasons = owned ? proto::reason_recovery : 0;
-  st.told = initial_status(shard, *st.types, owned);
+  init_state(st, shard, *st.types, owned);
   return {
       [=](due_atom, uint8_t reasons, const std::string& start_type) {
         auto& st = self->state;
@@ -156,17 +147,12 @@ shard_actor::behavior_type shard_fn(shard_ptr self, uint32_t shard, scheduler_ac
         update(self);
       },
       [=](const lease_end& e) { update(self, on_lease_end(self, e)); },
-      [=](tick_atom, uint64_t generation) {
-        if (self->state.timer.fire(generation)) update(self);
-      },
       [=](stats_atom) { return stats_of(self); },
   };
 }
 
-/// The record's stats (docs/operations.md, "shard").
-actor_stats stats_of(shard_ptr self) {
-  auto& st = self->state;
-  auto now = self->clock().now();
+/// A record's stats (docs/operations.md, "shard").
+actor_stats stats_of(const shard_state& st, time_point now, size_t mailbox) {
   auto left = [&](time_point t) {
     return t > now ? std::chrono::duration_cast<ms>(t - now).count() : int64_t{0};
   };
@@ -176,7 +162,7 @@ actor_stats stats_of(shard_ptr self) {
             : st.not_before > now ? "backoff"
             : st.due_at > now     ? "waiting"
                                   : "due";
-  a.mailbox = self->mailbox().size();
+  a.mailbox = mailbox;
   a.num("dueInMs", st.due && !st.leased ? left(std::max(st.due_at, st.not_before)) : -1);
   a.text("reasons", proto::reasons_text(st.reasons));
   a.num("failuresInARow", st.failures);
@@ -192,6 +178,18 @@ actor_stats stats_of(shard_ptr self) {
   return a;
 }
 
+actor_stats stats_of(shard_ptr self) {
+  return stats_of(self->state, self->clock().now(), self->mailbox().size());
+}
+
+/// A record's state at spawn: due once, for `recovery`, if this node serves the shard.
+void init_state(shard_state& st, uint32_t shard, const endpoint_types& types, bool owned) {
+  st.shard = shard;
+  st.due = owned;
+  st.reasons = owned ? proto::reason_recovery : 0;
+  st.told = initial_status(shard, types, owned);
+}
+
 }  // namespace
 
 shard_status initial_status(uint32_t shard, const endpoint_types& types, bool owned) {
@@ -202,6 +200,12 @@ shard_status initial_status(uint32_t shard, const endpoint_types& types, bool ow
   s.reasons = proto::reason_recovery;
   s.endpoint = static_cast<int16_t>(rules::choose_endpoint(types, {}, {}, -1));
   return s;
+}
+
+actor_stats initial_shard_stats(uint32_t shard, const endpoint_types& types, bool owned) {
+  shard_state st;
+  init_state(st, shard, types, owned);
+  return stats_of(st, time_point{}, 0);
 }
 
 shard_actor spawn_shard(caf::actor_system& sys, uint32_t shard, scheduler_actor scheduler,

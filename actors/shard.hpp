@@ -1,5 +1,6 @@
-// A shard's wake record as its own actor: the reasons it is due, its timers and backoff, and the
-// endpoint its next invocation should go to. Interface: shard_actor in invoker_interface.hpp.
+// A shard's wake record as its own actor: the reasons it is due, when (its due time and backoff:
+// the scheduler keeps the timers), and the endpoint its next invocation should go to. Interface:
+// shard_actor in invoker_interface.hpp.
 #pragma once
 
 #include <memory>
@@ -17,6 +18,10 @@ using endpoint_types = std::vector<std::vector<std::string>>;
 /// for `recovery`, ready for the endpoint the choice rules give a shard never invoked; idle for
 /// a shard another node of the cluster serves (`owned` false: it never becomes due here).
 shard_status initial_status(uint32_t shard, const endpoint_types& types, bool owned = true);
+
+/// What the record of `shard` answers to stats_atom in its initial state (a record the directory
+/// never told anything: wake_records.hpp spawns none for it).
+actor_stats initial_shard_stats(uint32_t shard, const endpoint_types& types, bool owned = true);
 
 /// Spawns the wake record of `shard` (lazily: it costs no scheduling until its first message).
 /// `seed` seeds its jitter; it reports to `scheduler`.

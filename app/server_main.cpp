@@ -19,6 +19,7 @@
 #include "actors/net/io_loop.hpp"
 #include "actors/net/listener.hpp"
 #include "actors/token_store.hpp"
+#include "actors/wake_records.hpp"
 #include "actors/wal/wal_writer.hpp"
 #include "app/admin_routes.hpp"
 #include "app/http_api.hpp"
@@ -191,7 +192,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     }
     // The invoker, when endpoints are configured: a curl thread plus scheduler and endpoints.
     server::scheduler_actor scheduler;
-    std::vector<server::shard_actor> records;
+    std::shared_ptr<server::wake_records> records;
     if (acceptor && !cfg.endpoints.empty()) {
       http = std::make_unique<server::http_client>();
       // An invoked worker connects back to this node: its own address in the cluster's map.
@@ -200,8 +201,8 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
                                             : listen->host + ":" + std::to_string(acceptor->port());
       auto invoker = server::spawn_invoker(sys, cfg, address, http.get(), directory);
       scheduler = invoker.scheduler;
-      records = invoker.shards;
-      caf::anon_send(directory, server::invoker_ready{scheduler, std::move(invoker.shards)});
+      records = invoker.records;
+      caf::anon_send(directory, server::invoker_ready{scheduler, invoker.records});
       spdlog::info("invoker started endpoints={} server_address={}", cfg.endpoints.size(), address);
     }
     // A listener that cannot start stops the start: the worker listener closes, the node stops.

@@ -127,8 +127,10 @@ try:
             break
         time.sleep(0.002)
     took = time.time() - due_at
+    status = {l.split(":")[0]: l.split()[1] for l in open(f"/proc/{p.pid}/status") if l.startswith("Vm")}
     print(f"timer storm: {shards} timers due {due_ms} ms after the worker left; all {sent} "
-          f"invocations sent {took * 1000:.0f} ms after they were due")
+          f"invocations sent {took * 1000:.0f} ms after they were due; RSS {status['VmRSS']} KiB, "
+          f"peak {status['VmHWM']} KiB")
 finally:
     p.terminate()
     p.wait()

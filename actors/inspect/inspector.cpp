@@ -1,5 +1,7 @@
 #include "actors/inspect/inspector.hpp"
 
+#include "actors/wake_records.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <unordered_map>
@@ -37,6 +39,7 @@ struct candidate {
   bool asked = false;
   bool pending = false;  ///< asked, no answer yet
   bool answered = false;
+  bool initial = false;  ///< a wake record never spawned: it answers as in its initial state
   uint64_t mailbox = 0;
   int32_t answer = -1;  ///< index in run::answers
   stats_actor target;
@@ -198,7 +201,12 @@ void build_rows(inspector_ptr self, run& r) {
       c.kind = shard_kind;
       c.id = s;
       c.state = static_cast<char>(state);
-      if (s < st.t.records.size()) c.target = caf::actor_cast<stats_actor>(st.t.records[s]);
+      if (st.t.records && s < st.t.records->size()) {
+        if (auto rec = st.t.records->find(s))
+          c.target = caf::actor_cast<stats_actor>(rec);
+        else
+          c.initial = c.answered = true;  // nothing to ask: it was never told anything
+      }
       r.rows.push_back(std::move(c));
     }
   }
@@ -227,7 +235,9 @@ std::vector<size_t> matched_rows(const run& r) {
 /// views add.
 actor_stats materialize(inspector_ptr self, run& r, const candidate& c) {
   auto& kinds = actor_kinds();
-  actor_stats a = c.answer >= 0 ? r.answers[c.answer] : actor_stats{kinds[c.kind], c.id};
+  actor_stats a = c.answer >= 0 ? r.answers[c.answer]
+                  : c.initial   ? self->state.t.records->initial_stats(static_cast<uint32_t>(c.id))
+                                : actor_stats{kinds[c.kind], c.id};
   a.kind = kinds[c.kind];
   a.id = c.id;
   a.answered = c.answered;

@@ -29,14 +29,14 @@ using inspector_actor = caf::typed_actor<
     caf::replies_to<members_atom, inspect_query>::with<cluster_reply>,
     caf::reacts_to<tick_atom, uint64_t>>;  ///< own timer: a query's deadline
 
-/// What the inspector asks. `scheduler` is null and `records` empty without an invoker; `wal`
+/// What the inspector asks. `scheduler` and `records` are null without an invoker; `wal`
 /// and `sessions` (the log's sink knows the open sessions) must outlive the actor.
 struct inspector_targets {
   std::string node;
   uint32_t shards = 0;
   directory_actor directory;
   scheduler_actor scheduler;
-  std::vector<shard_actor> records;
+  std::shared_ptr<wake_records> records;  ///< null without an invoker
   stats_actor gateway;    ///< the HTTP API's call gateway; null when the API is off
   cluster_actor cluster;  ///< the links to the other nodes; null outside a cluster
   wal_writer* wal = nullptr;

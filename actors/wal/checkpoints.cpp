@@ -1,5 +1,8 @@
 #include "actors/wal/checkpoints.hpp"
 
+#include <algorithm>
+#include <charconv>
+
 namespace fusee::server::wal {
 
 fs::path checkpoint_store::path(uint32_t shard) const {
@@ -20,6 +23,28 @@ proto::result<std::optional<checkpoint_file>> checkpoint_store::read(uint32_t sh
   auto c = decode_checkpoint(*all);
   if (!c) return proto::error{proto::err_code::io, p.string() + ": " + c.err().message};
   return std::optional<checkpoint_file>{std::move(*c)};
+}
+
+proto::result<std::vector<uint32_t>> checkpoint_store::stored(uint32_t shards) const {
+  std::vector<uint32_t> out;
+  std::error_code ec;
+  if (!fs::exists(dir_, ec)) return out;
+  for (auto it = fs::directory_iterator(dir_, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    auto name = it->path().filename().string();  // shard-N.ckpt
+    if (name.size() <= 11 || name.rfind("shard-", 0) != 0 || !name.ends_with(".ckpt")) continue;
+    uint32_t shard = 0;
+    auto digits = std::string_view(name).substr(6, name.size() - 11);
+    auto [end, err] = std::from_chars(digits.data(), digits.data() + digits.size(), shard);
+    if (err != std::errc{} || end != digits.data() + digits.size() || shard >= shards ||
+        name != path(shard).filename().string())
+      continue;
+    out.push_back(shard);
+  }
+  if (ec)
+    return proto::error{proto::err_code::io, "cannot list " + dir_.string() + ": " + ec.message()};
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace fusee::server::wal

@@ -255,12 +255,15 @@ proto::result<recovered_log> recover(const wal_options& opts) {
   }
   if (auto r = log.segments.start(); !r) return r.err();
   log.segments.continue_chain(scan.next_batch_seq == 0 ? 1 : scan.next_batch_seq, scan.prev_crc);
-  for (uint32_t s = 0; s < opts.shards; ++s) {
+  auto stored = checkpoints.stored(opts.shards);
+  if (!stored) return stored.err();
+  for (auto s : *stored) {
     auto c = checkpoints.read(s);
     if (!c) return c.err();
     if (*c) log.shards[s].ckpt_lsn = (*c)->lsn;
-    log.shards[s].durable_lsn = log.shards[s].last_lsn;
   }
+  for (auto& st : log.shards)
+    st.durable_lsn = st.last_lsn;
   if (log.segments.empty()) {
     if (auto r = log.segments.roll(snapshot_section{}); !r) return r.err();
   } else if (log.segments.active().size == segment_header_size) {

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "actors/directory.hpp"
+#include "actors/wake_records.hpp"
 #include "deterministic_config.hpp"
 #include "protocol/invocation_request.hpp"
 #include "protocol/messages.hpp"
@@ -117,14 +118,14 @@ using binder_stub_actor = binder_actor::extend<caf::reacts_to<caf::ok_atom, bind
 
 struct binder_state {
   std::deque<caf::typed_response_promise<bind_result>> waiting;
-  std::vector<shard_actor>* records = nullptr;
+  bool* started = nullptr;
 };
 
 binder_stub_actor::behavior_type binder_stub(binder_stub_actor::stateful_pointer<binder_state> self,
-                                             std::vector<shard_actor>* records) {
-  self->state.records = records;
+                                             bool* started) {
+  self->state.started = started;
   return {
-      [=](caf::put_atom, const std::vector<shard_actor>& r) { *self->state.records = r; },
+      [=](caf::put_atom) { *self->state.started = true; },
       [=](const bind_request&) -> caf::typed_response_promise<bind_result> {
         auto rp = self->make_response_promise<bind_result>();
         self->state.waiting.push_back(rp);
@@ -150,7 +151,6 @@ shard_actor::behavior_type wake_stub(shard_actor::pointer, wake_log* log) {
       [=](due_atom, uint8_t reasons, const std::string&) { log->due.push_back(reasons); },
       [=](leased_atom, int32_t endpoint) { log->leased.push_back(endpoint); },
       [=](const lease_end& e) { log->ended.push_back(e); },
-      [=](tick_atom, uint64_t) {},
       [=](stats_atom) {
         return actor_stats{"shard", 0};
       },
@@ -494,19 +494,21 @@ namespace {
 struct invoked_fixture : fixture {
   std::vector<shard_actor> records;
   std::vector<wake_log> wake;
+  bool scheduler_started = false;
   endpoint_log ep;
   binder_stub_actor binder;
   invocation_actor endpoint;
 
   explicit invoked_fixture(uint32_t shards = 4) : fixture(shards), wake(shards) {
-    binder = sys.spawn(binder_stub, &records);
+    binder = sys.spawn(binder_stub, &scheduler_started);
     endpoint = sys.spawn(endpoint_stub, &ep);
-    std::vector<shard_actor> recs;
     for (auto& w : wake)
-      recs.push_back(sys.spawn(wake_stub, &w));
-    caf::anon_send(dir, invoker_ready{binder, recs});
+      records.push_back(sys.spawn(wake_stub, &w));
+    auto registry =
+        std::make_shared<wake_records>(shards, [this](uint32_t s) { return records.at(s); });
+    caf::anon_send(dir, invoker_ready{binder, registry});
     run();
-    REQUIRE(records.size() == shards);  // handed on to the scheduler
+    REQUIRE(scheduler_started);  // told it may dispatch
   }
   ~invoked_fixture() {
     caf::anon_send_exit(binder, caf::exit_reason::user_shutdown);

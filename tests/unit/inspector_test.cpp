@@ -16,6 +16,7 @@
 #include "actors/invoker.hpp"
 #include "actors/logging.hpp"
 #include "actors/message_types.hpp"
+#include "actors/wake_records.hpp"
 #include "app/inspect_json.hpp"
 #include "app/prometheus.hpp"
 
@@ -57,7 +58,6 @@ shard_actor::behavior_type stuck_shard(shard_actor::pointer self, uint32_t) {
       [=](due_atom, uint8_t, const std::string&) {},
       [=](leased_atom, int32_t) {},
       [=](const lease_end&) {},
-      [=](tick_atom, uint64_t) {},
       [=](stats_atom) { return self->make_response_promise<actor_stats>(); },
   };
 }
@@ -74,7 +74,10 @@ struct node {
   invoker_handles invoker;
   inspector_actor inspector;
 
-  explicit node(uint32_t shards, std::function<void(std::vector<shard_actor>&)> patch = {}) {
+  /// With `spawn_all`, every wake record is an actor from the start (as before they were spawned
+  /// at their first message), so the queries below ask 100,000 actors.
+  explicit node(uint32_t shards, std::function<void(wake_records&)> patch = {},
+                bool spawn_all = true) {
     settings.shards = shards;
     endpoint_settings ep;
     ep.url = "http://127.0.0.1:1/invoke";
@@ -82,15 +85,17 @@ struct node {
     settings.endpoints.push_back(ep);
     directory = spawn_directory(sys, settings, &log);
     invoker = spawn_invoker(sys, settings, "127.0.0.1:7400", &http, directory);
-    auto records = invoker.shards;
-    if (patch) patch(records);
-    caf::anon_send(directory, invoker_ready{invoker.scheduler, invoker.shards});
+    if (spawn_all)
+      for (uint32_t s = 0; s < shards; ++s)
+        invoker.records->get(s);
+    if (patch) patch(*invoker.records);
+    caf::anon_send(directory, invoker_ready{invoker.scheduler, invoker.records});
     inspector_targets t;
     t.node = "test";
     t.shards = shards;
     t.directory = directory;
     t.scheduler = invoker.scheduler;
-    t.records = records;
+    t.records = invoker.records;
     inspector = spawn_inspector(sys, t);
   }
   ~node() {
@@ -215,9 +220,7 @@ TEST_CASE("the inspector answers for 100,000 shards within a bound: grid, counts
 }
 
 TEST_CASE("a stuck actor shows as no answer and does not hold the inspector up") {
-  node n(10, [&](std::vector<shard_actor>& records) {
-    records[5] = n.sys.spawn(stuck_shard, uint32_t{5});
-  });
+  node n(10, [&](wake_records& records) { records.set(5, n.sys.spawn(stuck_shard, uint32_t{5})); });
   auto [r, took] = n.ask(parsed({{"kind", "shard"}, {"deadline_ms", "300"}}));
   CHECK(took >= 300ms);
   CHECK(took < 3s);
@@ -300,4 +303,21 @@ TEST_CASE("log levels: warn and warning are the same, unknown words are refused"
   CHECK(logging::parse_level("error") == spdlog::level::err);
   CHECK(logging::parse_level("debug") == spdlog::level::debug);
   CHECK_FALSE(logging::parse_level("loud").has_value());
+}
+
+TEST_CASE("a wake record never told anything answers as in its initial state, and is not spawned "
+          "for it") {
+  node n(10, {}, false);
+  auto [r, took] = n.ask(parsed({{"kind", "shard"}}));
+  REQUIRE(r.rows.size() == 10);
+  for (auto& row : r.rows) {
+    CHECK(row.answered);
+    CHECK(row.state == "due");  // due once at start, for recovery
+    REQUIRE(row.find("reasons") != nullptr);
+    CHECK(row.find("reasons")->text == "recovery");
+    REQUIRE(row.find("lastEndpoint") != nullptr);
+    CHECK(row.find("lastEndpoint")->number == -1);
+  }
+  CHECK(r.no_answer.empty());
+  CHECK(n.invoker.records->spawned() == 0);
 }

@@ -11,6 +11,7 @@
 #include "actors/http_client.hpp"
 #include "actors/invoker.hpp"
 #include "actors/invoker_rules.hpp"
+#include "actors/wake_records.hpp"
 #include "deterministic_config.hpp"
 #include "protocol/invocation_request.hpp"
 #include "protocol/messages.hpp"
@@ -95,7 +96,7 @@ struct fixture {
       urls.push_back(e.url);
     inv = spawn_invoker(sys, settings, "127.0.0.1:7400", &http, directory);
     scheduler = inv.scheduler;
-    caf::anon_send(scheduler, caf::put_atom::value, inv.shards);  // as the directory does
+    caf::anon_send(scheduler, caf::put_atom::value);  // as the directory does
     sched.run();
     advance(rules::gather_window);  // every shard is due at start, for recovery
   }
@@ -105,15 +106,15 @@ struct fixture {
     sched.run();
   }
   void due(uint32_t shard, uint8_t reasons, std::string start_type = {}) {
-    caf::anon_send(inv.shards.at(shard), due_atom::value, reasons, std::move(start_type));
+    caf::anon_send(inv.records->get(shard), due_atom::value, reasons, std::move(start_type));
     sched.run();
   }
   void leased(uint32_t shard, int32_t endpoint = -1) {
-    caf::anon_send(inv.shards.at(shard), leased_atom::value, endpoint);
+    caf::anon_send(inv.records->get(shard), leased_atom::value, endpoint);
     sched.run();
   }
   void lease_ended(uint32_t shard, lease_end e) {
-    caf::anon_send(inv.shards.at(shard), std::move(e));
+    caf::anon_send(inv.records->get(shard), std::move(e));
     sched.run();
   }
   proto::invocation_request body(size_t i) {
@@ -151,7 +152,7 @@ struct fixture {
     for (size_t i = 0; i < http.requests.size(); ++i)
       if (body(i).invocation.value() == id)
         for (auto s : body(i).shards)
-          caf::anon_send(inv.shards.at(s.value()), leased_atom::value,
+          caf::anon_send(inv.records->get(s.value()), leased_atom::value,
                          endpoint_index(http.requests[i].url));
     sched.run();
     answer(id, 200);
@@ -167,7 +168,7 @@ struct fixture {
     for (size_t i = 0; i < http.requests.size(); ++i)
       served(body(i).invocation.value(), 100 + i);
     advance(1s);  // close grace: the workers are fenced
-    for (uint32_t s = 0; s < inv.shards.size(); ++s) {
+    for (uint32_t s = 0; s < inv.records->size(); ++s) {
       lease_end idle;
       idle.invoked = true;
       lease_ended(s, idle);
@@ -205,7 +206,7 @@ TEST_CASE("due shards become one signed POST with budget + grace as its deadline
   CHECK(signed_ok);
 }
 
-TEST_CASE("nothing is dispatched before the directory hands the wake records to the scheduler") {
+TEST_CASE("nothing is dispatched before the directory tells the scheduler it knows the invoker") {
   // So no POST can name an invocation before the directory knows the invoker and can bind it.
   test_config cfg;
   caf::actor_system sys{cfg};
@@ -219,7 +220,7 @@ TEST_CASE("nothing is dispatched before the directory hands the wake records to 
   sched.advance_time(1s);
   sched.run();
   CHECK(http.requests.empty());
-  caf::anon_send(inv.scheduler, caf::put_atom::value, inv.shards);
+  caf::anon_send(inv.scheduler, caf::put_atom::value);
   sched.run();
   sched.advance_time(rules::gather_window);
   sched.run();
