@@ -24,7 +24,10 @@ using leased_atom = caf::atom_constant<caf::atom("leased")>;  ///< a worker hold
 using invoke_atom = caf::atom_constant<caf::atom("invoke")>;  ///< send this invocation's POST
 using fencelater_atom = caf::atom_constant<caf::atom("fencelater")>;  ///< close grace is over
 using gather_atom = caf::atom_constant<caf::atom("gather")>;          ///< the gather window is over
-using metrics_atom = caf::atom_constant<caf::atom("metrics")>;        ///< your part of /v1/invoker
+/// A wake record: hand over your state and end (if you can rest); the directory: retire the
+/// records nobody told anything for a while (its own timer).
+using retire_atom = caf::atom_constant<caf::atom("retire")>;
+using metrics_atom = caf::atom_constant<caf::atom("metrics")>;  ///< your part of /v1/invoker
 // introspection (actors/inspect/)
 using stats_atom = caf::atom_constant<caf::atom("stats")>;  ///< answer with your actor_stats
 using view_atom = caf::atom_constant<caf::atom("view")>;    ///< your view of a range of shards

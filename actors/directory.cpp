@@ -2,11 +2,14 @@
 
 #include "actors/wake_records.hpp"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <deque>
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <variant>
 
 #include "actors/cluster/shard_owners.hpp"
 #include "actors/lease_rules.hpp"
@@ -50,6 +53,16 @@ struct worker {
   invocation_actor endpoint;
   std::vector<std::pair<uint64_t, std::vector<uint32_t>>> drains;  ///< DRAIN ids waiting
 };
+
+/// What the directory tells a wake record, held while the record is asked to rest.
+struct record_due {
+  uint8_t reasons = 0;
+  std::string start_type;
+};
+struct record_leased {
+  int32_t endpoint = -1;
+};
+using record_message = std::variant<record_due, record_leased, lease_end>;
 
 /// What a holder's IDLE said about one shard, kept until its lease ends.
 struct idle_report {
@@ -96,6 +109,9 @@ struct directory_state {
   /// offering free shards costs shards/64 words, not one look per shard.
   std::vector<uint64_t> free_bits;
   std::unordered_map<session_id, worker> workers;
+  /// The long-lived workers (only they take shards later), in connection order: offer_free looks
+  /// at these, not at every invoked worker (a timer storm connects thousands).
+  std::set<std::pair<uint64_t, session_id>> long_lived;
   uint64_t next_order = 1;
   uint64_t next_token = 1;
   std::unordered_map<uint64_t, pending_revoke> pending_revokes;
@@ -110,6 +126,11 @@ struct directory_state {
   forwarder_actor forwarder;           ///< the other nodes (cluster_ready); null outside a cluster
   binder_actor scheduler;              ///< the invoker; null when no endpoint is configured
   std::shared_ptr<wake_records> wake;  ///< the shards' wake records (the invoker's); null: none
+  /// Records asked to rest (wake_records.hpp): what they are told meanwhile waits here and goes to
+  /// their next actor (or this one, if it declined) with the answer.
+  std::unordered_map<uint32_t, std::vector<record_message>> retiring;
+  caf::actor_clock::time_point period_started{};
+  uint64_t records_retired = 0, retired_since_trim = 0;
   std::unordered_map<uint32_t, idle_report> reports;
   // counters for introspection and /metrics
   uint64_t leases_granted = 0, leases_revoked = 0, calls = 0, calls_parked = 0, calls_expired = 0,
@@ -119,6 +140,69 @@ struct directory_state {
 };
 
 using self_ptr = directory_actor::stateful_pointer<directory_state>;
+
+/// Tells `shard`'s wake record `m` (if the invoker runs), spawning its actor if it has none.
+void tell(self_ptr self, uint32_t shard, record_message m) {
+  auto& st = self->state;
+  if (!st.wake) return;
+  if (auto r = st.retiring.find(shard); r != st.retiring.end()) {
+    r->second.push_back(std::move(m));
+    return;
+  }
+  auto rec = st.wake->get(shard);
+  if (!rec) return;
+  std::visit(
+      [&](auto&& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, record_due>)
+          self->send(rec, due_atom::value, x.reasons, std::move(x.start_type));
+        else if constexpr (std::is_same_v<T, record_leased>)
+          self->send(rec, leased_atom::value, x.endpoint);
+        else
+          self->send(rec, std::move(x));
+      },
+      std::move(m));
+}
+
+/// Asks the records nothing was sent to for two periods (invoker.retire_idle_ms) to rest: at
+/// most 50,000 a second, so a million quiet records leave over 20 s, not in one burst.
+void retire_quiet(self_ptr self) {
+  auto& st = self->state;
+  if (!st.wake || st.cfg.retire_idle_ms == 0) return;
+  auto now = self->clock().now();
+  if (now - st.period_started >= std::chrono::milliseconds(st.cfg.retire_idle_ms / 2)) {
+    st.period_started = now;
+    st.wake->advance_period();
+  }
+  for (auto shard : st.wake->quiet(50000)) {
+    if (st.retiring.count(shard)) continue;
+    auto rec = st.wake->find(shard);
+    if (!rec) continue;
+    st.retiring[shard];
+    auto done = [=](resting_record r) {
+      auto& st = self->state;
+      auto held = std::move(st.retiring[shard]);
+      st.retiring.erase(shard);
+      if (r.stored) {
+        st.wake->rest(shard, r);
+        st.records_retired++;
+        st.retired_since_trim++;
+      }
+      for (auto& m : held)
+        tell(self, shard, std::move(m));
+    };
+    self->request(rec, std::chrono::seconds(30), retire_atom::value)
+        .then([=](resting_record& r) { done(r); }, [=](caf::error&) { done({}); });
+  }
+  // Freed actors go back to the system, not only to malloc's free lists.
+  if (st.retired_since_trim >= 10000 && st.retiring.empty()) {
+    auto retired = st.retired_since_trim;
+    st.retired_since_trim = 0;
+    ::malloc_trim(0);
+    spdlog::debug("wake records retired={} actors={}; memory returned to the system", retired,
+                  st.wake->actors());
+  }
+}
 
 void send_frame(self_ptr self, const session_actor& to, const proto::any_message& m) {
   self->send(to, frame_atom::value, proto::encode(m));
@@ -149,12 +233,6 @@ bool admit(self_ptr self, const origin& from) {
   }
   if (err) send_frame(self, from.reply_to, proto::make_err(from.request, *err));
   return !err;
-}
-
-/// The wake record of `shard` (spawned now if it never was: it is told something), if the
-/// invoker runs.
-shard_actor wake_record(const directory_state& st, uint32_t shard) {
-  return st.wake ? st.wake->get(shard) : shard_actor{};
 }
 
 void dispatch_call(self_ptr self, uint32_t shard, parked_call&& c) {
@@ -227,10 +305,9 @@ void grant(directory_state& st, session_id s, worker& w, uint32_t shard) {
 /// Gives free shards to waiting long-lived workers in connection order.
 void offer_free(directory_state& st) {
   std::vector<std::pair<uint64_t, session_id>> order;
-  for (auto& [s, w] : st.workers)  // invoked workers never get shards later
-    if (w.answered && w.invocation == 0 && capacity(w) > 0) order.emplace_back(w.order, s);
+  for (auto& [o, s] : st.long_lived)  // invoked workers never get shards later
+    if (auto& w = st.workers[s]; w.answered && capacity(w) > 0) order.emplace_back(o, s);
   if (order.empty()) return;  // nobody could take a shard: no scan (invoked-only deployments)
-  std::sort(order.begin(), order.end());
   for_each_free(st, [&](uint32_t shard) {
     bool room = false;
     for (auto& [o, s] : order) {
@@ -256,7 +333,7 @@ void report_end(self_ptr self, uint32_t shard, const worker* holder, session_id 
   bool reported =
       r != st.reports.end() && r->second.session == holder_id && r->second.epoch == epoch;
   bool invoked = holder != nullptr && holder->invocation != 0;
-  if (auto rec = wake_record(st, shard)) {
+  if (st.wake) {
     lease_end end;
     if (reported)
       end = r->second.end;
@@ -265,12 +342,11 @@ void report_end(self_ptr self, uint32_t shard, const worker* holder, session_id 
     end.invoked = invoked;
     if (reported && invoked && holder->endpoint)
       self->send(holder->endpoint, shard_reported{end.steps, end.open_us});
-    self->send(rec, std::move(end));
+    tell(self, shard, std::move(end));
     // Work that arrived while the holder drained is still waiting for the next holder.
     if (auto c = st.parked_calls.find(shard); c != st.parked_calls.end() && !c->second.empty())
-      self->send(rec, due_atom::value, uint8_t{proto::reason_call}, c->second.front().type);
-    if (st.parked_messages.count(shard))
-      self->send(rec, due_atom::value, uint8_t{proto::reason_message}, std::string{});
+      tell(self, shard, record_due{proto::reason_call, c->second.front().type});
+    if (st.parked_messages.count(shard)) tell(self, shard, record_due{proto::reason_message, {}});
   }
   if (r != st.reports.end()) st.reports.erase(r);
 }
@@ -320,6 +396,7 @@ void drop_worker(self_ptr self, session_id s) {
   if (it == st.workers.end()) return;
   auto gone = std::move(it->second);
   st.workers.erase(it);
+  st.long_lived.erase({gone.order, s});
   for (auto shard : gone.held)
     revoke(self, shard, &gone);
 }
@@ -460,9 +537,7 @@ void deliver(self_ptr self, remote_message&& m) {
   }
   st.parked_messages[target].push_back(std::move(m));
   st.parked_total++;
-  if (t.holder == 0)
-    if (auto rec = wake_record(st, target))
-      self->send(rec, due_atom::value, uint8_t{proto::reason_message}, std::string{});
+  if (t.holder == 0) tell(self, target, record_due{proto::reason_message, {}});
 }
 
 /// ACK to the sender's lease, if the lease that sent the message still holds the shard.
@@ -493,6 +568,10 @@ actor_stats stats_of(self_ptr self) {
   a.state = st.scheduler ? "invoker" : "no-invoker";
   a.mailbox = self->mailbox().size();
   a.num("shards", st.slots.size());
+  if (st.wake) {
+    a.num("recordActors", st.wake->actors());
+    a.num("recordsRetired", st.records_retired);
+  }
   a.num("heldShards", held);
   a.num("workers", workers);
   a.num("invokedWorkers", invoked);
@@ -560,10 +639,12 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         w.serve_calls = h.serve_calls;
         w.hello_id = h.from.request;
         w.invocation = h.invocation;
-        if (h.invocation == 0)
+        if (h.invocation == 0) {
+          st.long_lived.emplace(w.order, s);
           start_worker(self, s, {});
-        else
+        } else {
           bind_invoked(self, s, h.invocation);
+        }
       },
       [=](drain_request& d) {
         auto& st = self->state;
@@ -610,9 +691,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           dispatch_call(self, shard, std::move(p));
           return;
         }
-        if (slot.holder == 0)  // due: reason `call`
-          if (auto rec = wake_record(st, shard))
-            self->send(rec, due_atom::value, uint8_t{proto::reason_call}, p.type);
+        if (slot.holder == 0) tell(self, shard, record_due{proto::reason_call, p.type});  // due
         if (auto why = parking_refused(st, shard)) {
           st.parked_refused++;
           answer_error(self, p.client, p.request_id, proto::call_status::parked_too_long,
@@ -774,8 +853,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         }
         for (auto& g : made.grants)  // a leased shard is never due
           if (g.epoch != 0 && st.slots[g.shard].holder == g.session)
-            if (auto rec = wake_record(st, g.shard))
-              self->send(rec, leased_atom::value, st.workers[g.session].endpoint_index);
+            tell(self, g.shard, record_leased{st.workers[g.session].endpoint_index});
         for (auto& [s, grants] : pushes)
           send_frame(self, st.workers[s].actor, proto::grant{0, std::move(grants)});
         for (auto shard : serving)
@@ -806,9 +884,17 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         for (uint32_t shard = 0; shard < st.slots.size() && shard < st.wake->size(); ++shard)
           if (auto h = st.slots[shard].holder; h != 0) {
             auto w = st.workers.find(h);
-            self->send(wake_record(st, shard), leased_atom::value,
-                       w == st.workers.end() ? int32_t{-1} : w->second.endpoint_index);
+            tell(self, shard,
+                 record_leased{w == st.workers.end() ? int32_t{-1} : w->second.endpoint_index});
           }
+        st.period_started = self->clock().now();
+        if (st.cfg.retire_idle_ms > 0)
+          self->delayed_send(self, std::chrono::seconds(1), retire_atom::value);
+      },
+      [=](retire_atom) {
+        retire_quiet(self);
+        self->delayed_send(self, std::chrono::seconds(1), retire_atom::value);  // short: a
+        // pending timer holds the actor past its exit
       },
       [=](parked_atom) -> uint64_t { return parked_count(self->state.parked_calls); },
       [=](stats_atom) { return stats_of(self); },

@@ -286,6 +286,7 @@ using directory_actor = fence_actor::extend<
     caf::reacts_to<revocation_done>,     ///< from the log
     caf::reacts_to<invoker_ready>,       ///< once, at start, when endpoints are configured
     caf::reacts_to<call_expired>,        ///< own timer
+    caf::reacts_to<retire_atom>,         ///< own timer: wake records that were quiet rest
     caf::reacts_to<cluster_ready>,       ///< once, at start, in a cluster
     caf::reacts_to<remote_message>,      ///< a message from another node's shard
     caf::reacts_to<remote_ack>,          ///< an ack for a sender on this node

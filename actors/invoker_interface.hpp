@@ -141,6 +141,26 @@ typename Inspector::result_type inspect(Inspector& f, fence_request& x) {
 /// The part of the directory the endpoints talk to.
 using fence_actor = caf::typed_actor<caf::reacts_to<fence_request>>;
 
+/// A wake record at rest, without its actor (wake_records.hpp keeps these 32 bytes): all a record
+/// knows but the types of waiting starts and of runs its last holder had no code for (a record
+/// holding any of those does not rest). Times are the actor clock's nanoseconds since its epoch.
+struct resting_record {
+  int64_t due_at = 0;
+  int64_t not_before = 0;
+  uint32_t failures = 0;
+  int16_t last_endpoint = -1;
+  uint8_t reasons = 0;
+  bool due = false;
+  bool leased = false;
+  bool stored = false;  ///< false: nothing stored (the record declined, or was never retired)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, resting_record& x) {
+  return f(caf::meta::type_name("fusee.resting_record"), x.due_at, x.not_before, x.failures,
+           x.last_endpoint, x.reasons, x.due, x.leased, x.stored);
+}
+
 /// A shard's wake record: what it waits for and when it is next due. It tells the scheduler
 /// whenever its state changes (shard_status, with the time it becomes ready; the scheduler keeps
 /// the timers). A record starts due for `recovery` (every shard is due once at start); the
@@ -152,6 +172,8 @@ using shard_actor =
                      /// its invocation, or -1 for a worker that was not invoked.
                      caf::reacts_to<leased_atom, int32_t>,
                      caf::reacts_to<lease_end>,  ///< the lease ended, with what IDLE said
+                     /// From the directory: rest (stored: it ended) or not (it goes on).
+                     caf::replies_to<retire_atom>::with<resting_record>,
                      caf::replies_to<stats_atom>::with<actor_stats>>;  ///< introspection
 
 /// One configured endpoint: signs and sends the POSTs, binds the invoked worker to its

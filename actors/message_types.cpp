@@ -42,6 +42,7 @@ void add_server_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<gateway_deadline>("fusee.gateway_deadline");
   // invoker
   cfg.add_message_type<lease_end>("fusee.lease_end");
+  cfg.add_message_type<resting_record>("fusee.resting_record");
   cfg.add_message_type<shard_status>("fusee.shard_status");
   cfg.add_message_type<bind_request>("fusee.bind_request");
   cfg.add_message_type<bind_result>("fusee.bind_result");

@@ -54,6 +54,9 @@ struct node_settings {
   // [invoker]
   uint32_t park_ms = 30000;
   uint32_t close_grace_ms = 2000;
+  /// A wake record nothing was sent to for this long (at least; at most half again) rests as 32
+  /// bytes instead of an actor until its next message; 0 = never.
+  uint32_t retire_idle_ms = 60000;
   // [log]
   std::string log_level = "info";  ///< trace, debug, info, warn, error, off
   // [limits]

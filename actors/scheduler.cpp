@@ -1,6 +1,7 @@
 // The scheduler: an index of ready shards per endpoint, fed by the wake records' status messages,
 // drained into invocations within each endpoint's free slots. A dispatch costs O(ready shards).
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <deque>
 #include <optional>
@@ -55,8 +56,23 @@ struct endpoint_slot {
   std::deque<uint32_t> ready;  ///< shard ids; entries whose queued_in differs are stale
 };
 
+/// What the stats count a shard as: its state, or invoking (which overrides it).
+enum shard_count : uint8_t {
+  count_idle,
+  count_waiting,
+  count_backoff,
+  count_ready,
+  count_invoking
+};
+shard_count counted_as(const shard_entry& x) {
+  return x.invoking ? count_invoking : static_cast<shard_count>(x.state);
+}
+
 struct scheduler_state {
   std::vector<shard_entry> shards;
+  /// Shards per shard_count, kept as they change (change()): a stats request at a million shards
+  /// reads five numbers, not every shard.
+  std::array<uint64_t, 5> counts{};
   bool started = false;  ///< the directory knows the invoker: dispatching may begin
   std::vector<endpoint_slot> endpoints;
   std::unordered_map<uint64_t, uint32_t> owner;  ///< invocation -> endpoint index
@@ -70,6 +86,14 @@ struct scheduler_state {
 };
 
 using scheduler_ptr = scheduler_actor::stateful_pointer<scheduler_state>;
+
+/// Every change of a shard's state or `invoking` goes through here, so `counts` stays true.
+template <class F>
+void change(scheduler_state& st, shard_entry& x, F&& f) {
+  st.counts[counted_as(x)]--;
+  f();
+  st.counts[counted_as(x)]++;
+}
 
 void arm(scheduler_ptr self, time_point at) {
   if (auto g = self->state.timer.arm(at))
@@ -98,7 +122,7 @@ void wake_due(scheduler_ptr self) {
     if (e.timer != x.timer ||
         (x.state != shard_status::waiting && x.state != shard_status::backoff))
       continue;  // stale: the record has said something since
-    x.state = shard_status::ready;
+    change(st, x, [&] { x.state = shard_status::ready; });
     enqueue(self, e.shard);
   }
   // Stale entries pile up only if shards change their due time often: rebuild then.
@@ -173,7 +197,7 @@ void dispatch(scheduler_ptr self) {
       for (auto s : group) {
         auto& x = st.shards[s];
         reasons |= x.reasons;
-        x.invoking = true;
+        change(st, x, [&] { x.invoking = true; });
         x.invocation = id;
       }
       st.owner[id] = static_cast<uint32_t>(e);
@@ -185,15 +209,8 @@ void dispatch(scheduler_ptr self) {
 
 std::string metrics_json(const scheduler_state& st, const std::vector<std::string>& endpoints,
                          uint64_t parked_calls) {
-  uint64_t due = 0, invoking = 0, backing = 0;
-  for (auto& x : st.shards) {
-    if (x.invoking)
-      invoking++;
-    else if (x.state == shard_status::backoff)
-      backing++;
-    else if (x.state == shard_status::ready)
-      due++;
-  }
+  auto due = st.counts[count_ready], invoking = st.counts[count_invoking],
+       backing = st.counts[count_backoff];
   std::ostringstream o;
   o << "{\"endpoints\":[";
   for (size_t i = 0; i < endpoints.size(); ++i)
@@ -209,17 +226,9 @@ std::string metrics_json(const scheduler_state& st, const std::vector<std::strin
 actor_stats stats_of(scheduler_ptr self) {
   auto& st = self->state;
   actor_stats a{"scheduler", 0};
-  uint64_t ready = 0, waiting = 0, backoff = 0, invoking = 0, queued = 0;
-  for (auto& x : st.shards) {
-    if (x.invoking)
-      invoking++;
-    else if (x.state == shard_status::ready)
-      ready++;
-    else if (x.state == shard_status::waiting)
-      waiting++;
-    else if (x.state == shard_status::backoff)
-      backoff++;
-  }
+  auto ready = st.counts[count_ready], waiting = st.counts[count_waiting],
+       backoff = st.counts[count_backoff], invoking = st.counts[count_invoking];
+  uint64_t queued = 0;
   for (auto& ep : st.endpoints)
     queued += ep.ready.size();
   a.state = st.started ? "running" : "starting";
@@ -253,6 +262,7 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
   // invoked worker says HELLO). The directory tells the records of shards already held, which
   // then report idle.
   st.shards.resize(cfg.shards);
+  st.counts[count_idle] = cfg.shards;
   // The wake records are not linked (100,000 links would cost more than the records); they end
   // with the scheduler.
   self->attach_functor([records](const caf::error&) { records->shut_down(); });
@@ -260,7 +270,7 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
   for (uint32_t s = 0; s < cfg.shards; ++s) {
     auto init = initial_status(s, *types, owners.mine(s));
     auto& x = st.shards[s];
-    x.state = init.state;
+    change(st, x, [&] { x.state = init.state; });
     x.reasons = init.reasons;
     x.endpoint = init.endpoint;
   }
@@ -291,7 +301,7 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
         auto& x = st.shards[s.shard];
         bool timed = s.state == shard_status::waiting || s.state == shard_status::backoff;
         bool same_timer = timed && x.state == s.state && x.ready_at == s.ready_at;
-        x.state = s.state;
+        change(st, x, [&] { x.state = s.state; });
         x.reasons = s.reasons;
         x.endpoint = s.endpoint;
         if (!same_timer) {
@@ -319,8 +329,9 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
         ep.in_flight--;
         ep.not_before = self->clock().now() + ms{static_cast<int64_t>(end.backoff_ms)};
         for (auto s : end.shards) {
-          st.shards[s].invoking = false;
-          st.shards[s].invocation = 0;
+          auto& x = st.shards[s];
+          change(st, x, [&] { x.invoking = false; });
+          x.invocation = 0;
           enqueue(self, s);  // still ready: its shards were never leased
         }
         request_dispatch(self);  // a slot came free
@@ -406,11 +417,12 @@ invoker_handles spawn_invoker(caf::actor_system& sys, const node_settings& setti
   uint64_t seed = std::random_device{}();
   h.records = std::make_shared<wake_records>(
       settings.shards,
-      [&sys, scheduler, types, seed, owners](uint32_t shard) {
-        return spawn_shard(sys, shard, *scheduler, types, seed, owners->mine(shard));
+      [&sys, scheduler, types, seed, owners](uint32_t shard, const resting_record& rest) {
+        return spawn_shard(sys, shard, *scheduler, types, seed, owners->mine(shard), rest);
       },
-      [types, owners](uint32_t shard) {
-        return initial_shard_stats(shard, *types, owners->mine(shard));
+      [types, owners](uint32_t shard, const resting_record& rest,
+                      caf::actor_clock::time_point now) {
+        return resting_shard_stats(shard, *types, owners->mine(shard), rest, now);
       });
   h.scheduler = sys.spawn(scheduler_fn, settings, std::move(server_address), types, http,
                           std::move(directory), h.records);

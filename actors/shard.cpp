@@ -39,13 +39,10 @@ struct shard_state {
 
 using shard_ptr = shard_actor::stateful_pointer<shard_state>;
 
-/// Works out the record's state and tells the scheduler when it changed (or an event happened).
-void update(shard_ptr self, uint8_t event = shard_status::no_event) {
-  auto& st = self->state;
-  auto now = self->clock().now();
+/// The record's state as the scheduler needs it, now.
+shard_status status_of(const shard_state& st, time_point now) {
   shard_status s;
   s.shard = st.shard;
-  s.event = event;
   if (st.due && !st.leased) {
     auto ready_at = std::max(st.due_at, st.not_before);
     s.reasons = st.reasons;
@@ -59,10 +56,42 @@ void update(shard_ptr self, uint8_t event = shard_status::no_event) {
       s.state = shard_status::ready;
     }
   }
+  return s;
+}
+
+/// Works out the record's state and tells the scheduler when it changed (or an event happened).
+void update(shard_ptr self, uint8_t event = shard_status::no_event) {
+  auto& st = self->state;
+  auto s = status_of(st, self->clock().now());
+  s.event = event;
   if (s == st.told && event == shard_status::no_event) return;
   st.told = s;
   st.told.event = shard_status::no_event;
   self->send(st.scheduler, s);
+}
+
+time_point at_ns(int64_t ns) {
+  return time_point{std::chrono::duration_cast<time_point::duration>(std::chrono::nanoseconds{ns})};
+}
+int64_t ns_of(time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+/// The record as it rests (wake_records.hpp), and back.
+resting_record rest_of(const shard_state& st) {
+  return resting_record{ns_of(st.due_at), ns_of(st.not_before),
+                        st.failures,      st.last_endpoint,
+                        st.reasons,       st.due,
+                        st.leased,        true};
+}
+void restore(shard_state& st, const resting_record& r) {
+  st.due_at = at_ns(r.due_at);
+  st.not_before = at_ns(r.not_before);
+  st.failures = r.failures;
+  st.last_endpoint = r.last_endpoint;
+  st.reasons = r.reasons;
+  st.due = r.due;
+  st.leased = r.leased;
 }
 
 void become_due(shard_state& st, time_point now, uint8_t reasons) {
@@ -117,16 +146,22 @@ uint8_t on_lease_end(shard_ptr self, const lease_end& e) {
 
 actor_stats stats_of(shard_ptr self);
 void init_state(shard_state& st, uint32_t shard, const endpoint_types& types, bool owned);
+resting_record rest_of(const shard_state& st);
+void restore(shard_state& st, const resting_record& r);
 
 shard_actor::behavior_type shard_fn(shard_ptr self, uint32_t shard, scheduler_actor scheduler,
                                     std::shared_ptr<const endpoint_types> types, uint64_t seed,
-                                    bool owned) {
+                                    bool owned, resting_record rest) {
   auto& st = self->state;
   st.scheduler = std::move(scheduler);
   st.types = std::move(types);
-  st.rng.state = seed ^ (uint64_t{shard} * 0x9E3779B97F4A7C15ull);
+  st.rng.state = seed ^ (uint64_t{shard} * 0x9E3779B97F4A7C15ull) ^ uint64_t(rest.due_at);
   // Due once at start, for `recovery`; the scheduler assumes the same status (initial_status).
   init_state(st, shard, *st.types, owned);
+  if (rest.stored) {  // back from rest: what the scheduler last heard is its state now
+    restore(st, rest);
+    st.told = status_of(st, self->clock().now());
+  }
   return {
       [=](due_atom, uint8_t reasons, const std::string& start_type) {
         auto& st = self->state;
@@ -147,6 +182,14 @@ shard_actor::behavior_type shard_fn(shard_ptr self, uint32_t shard, scheduler_ac
         update(self);
       },
       [=](const lease_end& e) { update(self, on_lease_end(self, e)); },
+      [=](retire_atom) -> caf::result<resting_record> {
+        auto& st = self->state;
+        if (!st.starts.empty() || !st.awaiting.empty()) return resting_record{};  // not now
+        auto rp = self->make_response_promise<resting_record>();
+        rp.deliver(rest_of(st));
+        self->quit();
+        return rp;
+      },
       [=](stats_atom) { return stats_of(self); },
   };
 }
@@ -202,16 +245,21 @@ shard_status initial_status(uint32_t shard, const endpoint_types& types, bool ow
   return s;
 }
 
-actor_stats initial_shard_stats(uint32_t shard, const endpoint_types& types, bool owned) {
+actor_stats resting_shard_stats(uint32_t shard, const endpoint_types& types, bool owned,
+                                const resting_record& rest, caf::actor_clock::time_point now) {
   shard_state st;
   init_state(st, shard, types, owned);
-  return stats_of(st, time_point{}, 0);
+  if (rest.stored) restore(st, rest);
+  auto a = stats_of(st, rest.stored ? now : time_point{}, 0);
+  a.text("actor", rest.stored ? "resting" : "never spawned");
+  return a;
 }
 
 shard_actor spawn_shard(caf::actor_system& sys, uint32_t shard, scheduler_actor scheduler,
-                        std::shared_ptr<const endpoint_types> types, uint64_t seed, bool owned) {
+                        std::shared_ptr<const endpoint_types> types, uint64_t seed, bool owned,
+                        resting_record rest) {
   return sys.spawn<caf::lazy_init>(shard_fn, shard, std::move(scheduler), std::move(types), seed,
-                                   owned);
+                                   owned, rest);
 }
 
 }  // namespace fusee::server

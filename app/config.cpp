@@ -74,6 +74,9 @@ const setting<server_config> server_settings[] = {
      "the longest a call or message waits for a holder"},
     {"invoker", "close_grace_ms", &server_config::close_grace_ms, 0, u32_max,
      "after a 2xx, how long before an invocation's leases are revoked"},
+    {"invoker", "retire_idle_ms", &server_config::retire_idle_ms, 0, u32_max,
+     "a shard's wake record nothing was sent to this long rests in 32 bytes, not an actor; 0 = "
+     "never"},
     {"tls", "cert_file", &server_config::tls_cert_file, 0, 0,
      "this node's certificate chain (PEM): TLS 1.3 on listen, http_listen and admin_listen", true},
     {"tls", "key_file", &server_config::tls_key_file, 0, 0, "the certificate's key (PEM)", true},

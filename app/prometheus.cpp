@@ -66,6 +66,10 @@ const row_metric directory_metrics[] = {
      "callsInFlight"},
     {"workers", "gauge", "Long-lived worker connections.", "workers"},
     {"invoked_workers", "gauge", "Invoked worker connections.", "invokedWorkers"},
+    {"wake_record_actors", "gauge",
+     "Shards whose wake record is an actor now (the others rest in 32 bytes).", "recordActors"},
+    {"wake_records_retired_total", "counter", "Wake records retired to their resting state.",
+     "recordsRetired"},
 };
 const row_metric cluster_metrics[] = {
     {"cluster_nodes", "gauge", "Nodes in the cluster map (this one included).", "nodes"},

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Timer storm: SHARDS shards all due at once (every shard is due at start), ENDPOINTS endpoints
 # (fusee handler answering 200 at once), max_shards 100. Reports, per run:
-#   start-up (launch -> ready file), the time from ready until every invocation is sent (counted
+#   start-up (launch -> ready file), the time from ready until every shard was sent in an invocation (counted
 #   by /v1/invoker), and the server's RSS. A second server with BASE shards runs right after, so
 #   RSS per shard = (RSS(SHARDS) - RSS(BASE)) / (SHARDS - BASE): what one more idle shard costs,
 #   its wake-record actor included.
@@ -49,11 +49,10 @@ while not os.path.exists(f"{d}/s.ready"):
     time.sleep(0.001)
 ready = time.time()
 ap = [l.split("=", 1)[1].strip() for l in open(f"{d}/s.ready") if l.startswith("admin=")][0]
-want = (shards + 99) // 100
-while True:
+while True:  # every shard is due once at start: sent when every shard was in an invocation
     m = json.load(urllib.request.urlopen(f"http://{ap}/v1/invoker"))
     sent = sum(e["invocations"] for e in m["endpoints"])
-    if sent >= want:
+    if sum(e["shards"] for e in m["endpoints"]) >= shards:
         break
     time.sleep(0.002)
 took = time.time() - ready
@@ -87,7 +86,12 @@ done
 dir="$work/storm"
 mkdir -p "$dir"
 cp "$work/secret" "$dir/secret"
-printf '[server]\nshards = %d\n%s' "$SHARDS" "$serving" > "$dir/fusee.toml"
+retire=${RETIRE_MS-10000}  # empty: no [invoker] table (for builds before invoker.retire_idle_ms)
+if [ -n "$retire" ]; then
+  printf '[server]\nshards = %d\n[invoker]\nretire_idle_ms = %d\n%s' "$SHARDS" "$retire" "$serving" > "$dir/fusee.toml"
+else
+  printf '[server]\nshards = %d\n%s' "$SHARDS" "$serving" > "$dir/fusee.toml"
+fi
 python3 - "$BUILD" "$dir" "$SHARDS" "$DUE_MS" <<'PY'
 import json, os, subprocess, sys, time, urllib.request
 build, d, shards, due_ms = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
@@ -106,24 +110,23 @@ try:
             except OSError as e:
                 print(f"(metrics: {e}; retrying)", file=sys.stderr)
                 time.sleep(0.5)
-    want = (shards + 99) // 100
+    invoked = lambda m: sum(e["shards"] for e in m["endpoints"])  # shards sent in invocations
     t0 = time.time()
     while True:  # the start-up wave: every shard invoked once and back to idle
         m = metrics()
-        if (sum(e["invocations"] for e in m["endpoints"]) >= want and m["dueShards"] == 0
-                and m["invokingShards"] == 0):
+        if invoked(m) >= shards and m["dueShards"] == 0 and m["invokingShards"] == 0:
             break
         if time.time() - t0 > 120:
             sys.exit("the start-up wave did not settle in 120 s: " + json.dumps(m))
         time.sleep(0.05)
-    before = sum(e["invocations"] for e in m["endpoints"])
+    before, before_shards = sum(e["invocations"] for e in m["endpoints"]), invoked(m)
     closed_ms = int(subprocess.check_output([f"{build}/bench/storm_worker", conf["listen"],
                                              str(shards), str(due_ms)]).decode().strip())
     due_at = (closed_ms + due_ms) / 1000.0
     while True:
         m = metrics()
         sent = sum(e["invocations"] for e in m["endpoints"]) - before
-        if sent >= want:
+        if invoked(m) - before_shards >= shards:
             break
         time.sleep(0.002)
     took = time.time() - due_at
@@ -131,6 +134,24 @@ try:
     print(f"timer storm: {shards} timers due {due_ms} ms after the worker left; all {sent} "
           f"invocations sent {took * 1000:.0f} ms after they were due; RSS {status['VmRSS']} KiB, "
           f"peak {status['VmHWM']} KiB")
+    # Then the records rest again (invoker.retire_idle_ms, RETIRE_MS here): RSS once they do.
+    if os.environ.get("RETIRE_MS", "10000") in ("0", ""):
+        sys.exit(0)
+    t1 = time.time()
+    actors = None
+    while True:
+        try:
+            d_row = json.load(urllib.request.urlopen(
+                f"http://{conf['admin']}/v1/actors?kind=directory", timeout=10))
+            actors = d_row["rows"][0].get("recordActors")  # absent: it did not answer in time
+        except OSError:
+            pass
+        if actors == 0 or time.time() - t1 > 300:
+            break
+        time.sleep(0.5)
+    rss = [l.split()[1] for l in open(f"/proc/{p.pid}/status") if l.startswith("VmRSS")][0]
+    print(f"after the storm: wake records with an actor {actors} ({time.time() - t1:.0f} s later), "
+          f"RSS {rss} KiB = {int(rss) * 1024 // shards} bytes per shard")
 finally:
     p.terminate()
     p.wait()

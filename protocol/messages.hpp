@@ -51,7 +51,7 @@ enum class kind : uint8_t {
   ack = 74,
   revoked = 75,
   io_failed = 76,
-  cluster_map = 77,     ///< extension (docs/protocol.md): answers a HELLO offering CLUSTER_MAP
+  cluster_map = 77,      ///< extension (docs/protocol.md): answers a HELLO offering CLUSTER_MAP
   auth_challenge = 112,  ///< extension: the server's nonce, answering AUTH
   auth_ok = 113,         ///< extension: the token is proven; the server's proof
 };

@@ -37,8 +37,8 @@ struct inspector_targets {
   directory_actor directory;
   scheduler_actor scheduler;
   std::shared_ptr<wake_records> records;  ///< null without an invoker
-  stats_actor gateway;    ///< the HTTP API's call gateway; null when the API is off
-  cluster_actor cluster;  ///< the links to the other nodes; null outside a cluster
+  stats_actor gateway;                    ///< the HTTP API's call gateway; null when the API is off
+  cluster_actor cluster;                  ///< the links to the other nodes; null outside a cluster
   wal_writer* wal = nullptr;
   log_sink* sessions = nullptr;
 };

@@ -151,6 +151,7 @@ shard_actor::behavior_type wake_stub(shard_actor::pointer, wake_log* log) {
       [=](due_atom, uint8_t reasons, const std::string&) { log->due.push_back(reasons); },
       [=](leased_atom, int32_t endpoint) { log->leased.push_back(endpoint); },
       [=](const lease_end& e) { log->ended.push_back(e); },
+      [=](retire_atom) { return resting_record{}; },  // never rests
       [=](stats_atom) {
         return actor_stats{"shard", 0};
       },
@@ -181,11 +182,12 @@ struct fixture {
   std::deque<connection> conns;  // stable addresses: the stubs hold pointers
   session_id next_id = 1;
 
-  explicit fixture(uint32_t shards = 4, uint32_t park_ms = 30000) {
+  explicit fixture(uint32_t shards = 4, uint32_t park_ms = 30000, uint32_t retire_idle_ms = 60000) {
     log.events = &events;
     node_settings s;
     s.shards = shards;
     s.park_ms = park_ms;
+    s.retire_idle_ms = retire_idle_ms;
     dir = spawn_directory(sys, s, &log);
     sched.run();
   }
@@ -504,8 +506,8 @@ struct invoked_fixture : fixture {
     endpoint = sys.spawn(endpoint_stub, &ep);
     for (auto& w : wake)
       records.push_back(sys.spawn(wake_stub, &w));
-    auto registry =
-        std::make_shared<wake_records>(shards, [this](uint32_t s) { return records.at(s); });
+    auto registry = std::make_shared<wake_records>(
+        shards, [this](uint32_t s, const resting_record&) { return records.at(s); });
     caf::anon_send(dir, invoker_ready{binder, registry});
     run();
     REQUIRE(scheduler_started);  // told it may dispatch
@@ -637,4 +639,129 @@ TEST_CASE("a call parked for a shard nobody holds makes its wake record due, wit
   caf::anon_send(f.dir, call_request{f.from(client, 1, 3), "start", "billing", {}, 0});
   f.run();
   CHECK(f.wake[3].due == std::vector<uint8_t>{proto::reason_call});
+}
+
+namespace {
+
+/// A wake record that rests when the test says: it keeps the directory's retire request until it
+/// gets a lease_end whose `steps` are `answer_now` (a promise is delivered on its actor's thread).
+constexpr uint64_t answer_now = 0xFEED;
+
+struct resting_log {
+  wake_log got;
+  int asked = 0;
+  resting_record rest;  ///< the answer
+  caf::typed_response_promise<resting_record> pending;
+};
+
+shard_actor::behavior_type resting_stub(shard_actor::pointer self, resting_log* log) {
+  return {
+      [=](due_atom, uint8_t reasons, const std::string&) { log->got.due.push_back(reasons); },
+      [=](leased_atom, int32_t endpoint) { log->got.leased.push_back(endpoint); },
+      [=](const lease_end& e) {
+        if (e.steps == answer_now) {
+          log->pending.deliver(log->rest);
+          if (log->rest.stored) self->quit();  // else it declined and goes on
+          return;
+        }
+        log->got.ended.push_back(e);
+      },
+      [=](retire_atom) {
+        log->asked++;
+        log->pending = self->make_response_promise<resting_record>();
+        return log->pending;
+      },
+      [=](stats_atom) {
+        return actor_stats{"shard", 0};
+      },
+  };
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a quiet wake record is asked to rest, and what it is told meanwhile goes to its next actor, "
+    "spawned from its rest") {
+  fixture f{4, 30000, 2000};  // quiet after two periods of 1 s
+  resting_log first, second;
+  std::vector<resting_record> spawned_from;
+  bool started = false;
+  auto binder = f.sys.spawn(binder_stub, &started);
+  auto registry = std::make_shared<wake_records>(4, [&](uint32_t, const resting_record& rest) {
+    spawned_from.push_back(rest);
+    return f.sys.spawn(resting_stub, spawned_from.size() == 1 ? &first : &second);
+  });
+  caf::anon_send(f.dir, invoker_ready{binder, registry});
+  f.run();
+  auto& client = f.connect();
+  auto call = [&](uint64_t id) {
+    caf::anon_send(f.dir, call_request{f.from(client, id, 3), "start", "", {}, 0});
+    f.run();
+  };
+  call(1);  // nobody holds shard 3: its record is told, and spawned for it
+  REQUIRE(spawned_from.size() == 1);
+  CHECK_FALSE(spawned_from[0].stored);  // from its initial state
+  CHECK(first.got.due.size() == 1);
+  for (int i = 0; i < 3 && first.asked == 0; ++i) {
+    f.sched.advance_time(1s);
+    f.run();
+  }
+  REQUIRE(first.asked == 1);  // quiet for two periods
+  call(2);                    // told while it is asked: held
+  CHECK(first.got.due.size() == 1);
+  first.rest.stored = true;
+  first.rest.failures = 7;
+  first.rest.last_endpoint = 0;
+  lease_end answer;
+  answer.steps = answer_now;
+  caf::anon_send(registry->find(3), answer);  // the stub answers the directory now
+  f.run();
+  REQUIRE(spawned_from.size() == 2);  // the held message spawned its next actor, from the rest
+  CHECK(spawned_from[1].stored);
+  CHECK(spawned_from[1].failures == 7);
+  CHECK(second.got.due.size() == 1);
+  CHECK(first.got.due.size() == 1);
+  CHECK(registry->actors() == 1);
+  caf::anon_send_exit(binder, caf::exit_reason::user_shutdown);
+  registry->shut_down();
+  f.run();
+}
+
+TEST_CASE(
+    "a wake record that declines to rest keeps its actor and gets what it was told meanwhile") {
+  fixture f{4, 30000, 2000};
+  resting_log first;
+  int spawns = 0;
+  bool started = false;
+  auto binder = f.sys.spawn(binder_stub, &started);
+  auto registry = std::make_shared<wake_records>(4, [&](uint32_t, const resting_record&) {
+    spawns++;
+    return f.sys.spawn(resting_stub, &first);
+  });
+  caf::anon_send(f.dir, invoker_ready{binder, registry});
+  f.run();
+  auto& client = f.connect();
+  auto call = [&](uint64_t id) {
+    caf::anon_send(f.dir, call_request{f.from(client, id, 3), "start", "", {}, 0});
+    f.run();
+  };
+  call(1);
+  for (int i = 0; i < 3 && first.asked == 0; ++i) {
+    f.sched.advance_time(1s);
+    f.run();
+  }
+  REQUIRE(first.asked == 1);
+  auto actor = registry->find(3);
+  call(2);  // held while it is asked
+  CHECK(first.got.due.size() == 1);
+  lease_end answer;
+  answer.steps = answer_now;
+  caf::anon_send(actor, answer);  // it declines (nothing stored)
+  f.run();
+  CHECK(spawns == 1);
+  CHECK(registry->find(3) == actor);  // the same actor
+  CHECK(first.got.due.size() == 2);   // and the held call reached it
+  caf::anon_send_exit(binder, caf::exit_reason::user_shutdown);
+  registry->shut_down();
+  f.run();
 }

@@ -6,6 +6,7 @@
 #include <caf/scheduler/test_coordinator.hpp>
 
 #include <filesystem>
+#include <map>
 #include <random>
 
 #include "actors/http_client.hpp"
@@ -48,6 +49,16 @@ caf::behavior binder(caf::event_based_actor* self, scheduler_actor scheduler, ui
   self->request(scheduler, caf::infinite, bind_request{id, session}).then([=](bind_result& r) {
     if (lease && r.code == bind_code::bound) self->send(r.endpoint, invocation_leased{id, 1});
     if (out) *out = r;
+    self->quit();
+  });
+  return {[](caf::ok_atom) {}};
+}
+
+/// Asks the scheduler for its stats; the answer lands in `*out`.
+caf::behavior stats_asker(caf::event_based_actor* self, scheduler_actor scheduler,
+                          actor_stats* out) {
+  self->request(scheduler, caf::infinite, stats_atom::value).then([=](actor_stats& a) {
+    *out = std::move(a);
     self->quit();
   });
   return {[](caf::ok_atom) {}};
@@ -156,6 +167,16 @@ struct fixture {
                          endpoint_index(http.requests[i].url));
     sched.run();
     answer(id, 200);
+  }
+  /// The scheduler's counts of shards by state, as its stats say: idle is what is left.
+  std::map<std::string, double> counts() {
+    actor_stats a;
+    sys.spawn(stats_asker, scheduler, &a);
+    sched.run();
+    std::map<std::string, double> out;
+    for (auto k : {"dueShards", "waitingShards", "backoffShards", "invokingShards"})
+      out[k] = a.find(k) ? a.find(k)->number : -1;
+    return out;
   }
   void advance(caf::timespan d) {
     sched.advance_time(d);
@@ -460,6 +481,40 @@ TEST_CASE("due shards are grouped into at most the free slots, at most max_shard
   f.served(first, 1);
   REQUIRE(f.http.requests.size() == 3);  // a slot came free
   CHECK(f.shards_of(2) == std::vector<uint32_t>{6, 7});
+}
+
+TEST_CASE("the scheduler's counts of due, waiting, backing-off and invoking shards follow each "
+          "change") {
+  using counts = std::map<std::string, double>;
+  auto of = [](double due, double waiting, double backoff, double invoking) {
+    return counts{{"dueShards", due},
+                  {"waitingShards", waiting},
+                  {"backoffShards", backoff},
+                  {"invokingShards", invoking}};
+  };
+  fixture f{settings(4, {endpoint("http://a/invoke", {}, 1, 3)})};
+  CHECK(f.counts() == of(1, 0, 0, 3));  // one slot of 3 shards: shard 3 waits for it, due
+  f.served(f.last_id(), 1);
+  CHECK(f.counts() == of(0, 0, 0, 1));  // 0-2 leased (idle), 3 in the next invocation
+  f.served(f.last_id(), 2);
+  f.advance(1s);  // fenced
+  CHECK(f.counts() == of(0, 0, 0, 0));
+  lease_end timer;
+  timer.invoked = true;
+  timer.due_in_ms = 5000;  // due again in 5 s
+  f.lease_ended(0, timer);
+  lease_end crash;
+  crash.crashed = true;
+  crash.invoked = true;
+  f.lease_ended(1, crash);
+  f.lease_ended(2, lease_end{});
+  CHECK(f.counts() == of(0, 1, 1, 0));
+  f.advance(200ms);  // the crash's backoff (100 ms ± 20 %) is over
+  CHECK(f.counts() == of(1, 1, 0, 0));
+  f.advance(rules::gather_window);
+  CHECK(f.counts() == of(0, 1, 0, 1));
+  f.answer(f.last_id(), 500);  // failed: due again, the endpoint backs off
+  CHECK(f.counts() == of(1, 1, 0, 0));
 }
 
 TEST_CASE("an invoked worker's crash backs its shard off, doubling with jitter") {
