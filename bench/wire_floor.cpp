@@ -135,7 +135,7 @@ void serve_handoff(int fd, disk& d) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: wire_floor DIR [steps] [inline|handoff]\n");
+    std::fprintf(stderr, "usage: wire_floor DIR [steps] [inline|inline-spin|handoff]\n");
     return 2;
   }
   std::string dir = argv[1];

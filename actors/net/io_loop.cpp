@@ -17,8 +17,6 @@ namespace fusee::server {
 namespace {
 
 constexpr int max_events = 64;
-/// Reads of one connection per turn before the others get theirs (64 KiB each).
-constexpr int reads_per_turn = 16;
 constexpr size_t read_size = 64 * 1024;
 
 }  // namespace
@@ -114,8 +112,8 @@ bool io_loop::read(connection& c, bool& more, bool hung_up) {
       // A short read took everything there was: new bytes bring a new edge. Not so the end of
       // the stream, if it came with this event: it is only seen by reading on.
       if (static_cast<size_t>(n) < buf.size() && !hung_up) break;
-      if (++reads == reads_per_turn) {
-        more = true;  // served again after the other connections of this turn
+      if (++reads == opts_.reads_per_turn) {
+        more = true;  // served again after the others (rearm)
         break;
       }
       continue;
@@ -163,8 +161,14 @@ bool io_loop::read(connection& c, bool& more, bool hung_up) {
   return true;
 }
 
-void io_loop::serve(const std::shared_ptr<connection>& c,
-                    std::vector<std::shared_ptr<connection>>& again) {
+void io_loop::rearm(connection& c) {
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+  ev.data.fd = c.fd_;
+  ::epoll_ctl(ep_, EPOLL_CTL_MOD, c.fd_, &ev);  // readable still: a new event for the set
+}
+
+void io_loop::serve(const std::shared_ptr<connection>& c) {
   for (;;) {
     uint32_t ev = c->events_.exchange(0);
     if (!c->removed_) {
@@ -173,7 +177,7 @@ void io_loop::serve(const std::shared_ptr<connection>& c,
       if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
         alive = read(*c, more, (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0);
       if (alive && (ev & EPOLLOUT)) c->lane_->flush();
-      if (more) again.push_back(c);
+      if (more) rearm(*c);
     }
     c->owned_.store(false);
     // Events that came in while this thread served it: serve them too, unless another thread
@@ -197,34 +201,24 @@ void io_loop::sweep() {
 
 void io_loop::run() {
   epoll_event evs[max_events];
-  std::vector<std::shared_ptr<connection>> again, next_again;
   auto sweep_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.sweep_every).count();
   while (!stopping_.load(std::memory_order_relaxed)) {
     auto until_sweep = next_sweep_ns_.load() - connection::now_ns();
-    int timeout = !again.empty()
-                      ? 0
-                      : static_cast<int>(std::clamp<int64_t>(until_sweep / 1000000 + 1, 0, 1000));
+    int timeout = static_cast<int>(std::clamp<int64_t>(until_sweep / 1000000 + 1, 0, 1000));
     int n = ::epoll_wait(ep_, evs, max_events, timeout);
     if (n < 0) {
       if (errno == EINTR) continue;
       spdlog::error("the I/O threads' epoll_wait failed: {}", std::strerror(errno));
       return;
     }
-    next_again.clear();
     for (int i = 0; i < n; ++i) {
       if (evs[i].data.fd == wake_) continue;  // stop()
       auto c = find(evs[i].data.fd);
       if (!c) continue;
       c->events_.fetch_or(evs[i].events);
-      if (!c->owned_.exchange(true)) serve(c, next_again);
+      if (!c->owned_.exchange(true)) serve(c);
     }
-    for (auto& c : again) {
-      c->events_.fetch_or(EPOLLIN | EPOLLRDHUP);  // read on until EAGAIN: no edge is owed to it
-      if (!c->owned_.exchange(true)) serve(c, next_again);
-    }
-    bool worked = n > 0 || !again.empty();
-    again.swap(next_again);
-    if (worked && opts_.after_turn) opts_.after_turn();
+    if (n > 0 && opts_.after_turn) opts_.after_turn();
     auto now = connection::now_ns();
     auto due = next_sweep_ns_.load();
     if (now >= due && next_sweep_ns_.compare_exchange_strong(due, now + sweep_ns)) sweep();

@@ -28,6 +28,8 @@ public:
     std::function<void()> after_turn;
     /// How often each connection's on_sweep runs.
     std::chrono::milliseconds sweep_every{1000};
+    /// Reads (of up to 64 KiB) of one connection before the others get theirs.
+    int reads_per_turn = 16;
   };
   static proto::result<std::unique_ptr<io_loop>> start(options o);
   ~io_loop();
@@ -45,7 +47,10 @@ private:
   explicit io_loop(options o) : opts_(std::move(o)) {}
   void run();
   /// Serves `c` until no events are left for it (or another thread takes them).
-  void serve(const std::shared_ptr<connection>& c, std::vector<std::shared_ptr<connection>>& again);
+  void serve(const std::shared_ptr<connection>& c);
+  /// `c` still has bytes after its share of a turn: a fresh edge, taken by whichever thread
+  /// waits next, serves it again after the others (so a thread busy committing holds none back).
+  void rearm(connection& c);
   /// Reads what the socket has (a bounded amount; `hung_up`: on to the end of the stream); false
   /// once the connection is gone.
   bool read(connection& c, bool& more, bool hung_up);

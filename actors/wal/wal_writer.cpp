@@ -580,7 +580,6 @@ void wal_writer::stop() {
   {
     std::lock_guard<std::mutex> lk{impl_->mtx};
     impl_->stopping = true;
-    impl_->queued.store(1, std::memory_order_release);  // ends a spin at once
   }
   impl_->cv.notify_all();
   impl_->thread.join();

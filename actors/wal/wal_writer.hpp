@@ -162,13 +162,13 @@ public:
     uint64_t appends = 0;        ///< APPEND requests taken (admitted)
     uint64_t refused = 0;        ///< requests refused (fencing, LSN gaps, a failed log)
     uint64_t bytes_written = 0;  ///< batch bytes written and fsync'ed
-    uint64_t queued = 0;         ///< entries waiting for the writer thread now
+    uint64_t queued = 0;         ///< entries waiting for a committer now
     uint64_t checkpoints = 0;    ///< checkpoints stored
     /// Grants reported without waiting for an fdatasync (within the epoch reservation, nothing
     /// of the shard waiting to be durable).
     uint64_t grants_without_fsync = 0;
     /// Batches written by the thread that read their requests (an I/O thread's commit()), not
-    /// handed to the writer thread.
+    /// handed to the writer thread; a segment roll's first batch written there counts too.
     uint64_t batches_inline = 0;
     bool failed = false;  ///< a write failed; appends are refused until restart
     std::string failure;

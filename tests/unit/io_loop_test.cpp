@@ -97,9 +97,11 @@ std::pair<int, int> socket_pair(int buffer = 0) {
 }
 
 std::unique_ptr<io_loop> start_loop(unsigned threads, std::function<void()> after = {},
-                                    std::chrono::milliseconds sweep = std::chrono::seconds(1)) {
+                                    std::chrono::milliseconds sweep = std::chrono::seconds(1),
+                                    int reads_per_turn = 16) {
   io_loop::options o;
   o.threads = threads;
+  o.reads_per_turn = reads_per_turn;
   o.after_turn = std::move(after);
   o.sweep_every = sweep;
   auto l = io_loop::start(std::move(o));
@@ -159,6 +161,45 @@ TEST_CASE("each connection's frames reach it whole and in order, one thread at a
   CHECK(loop->size() == 0);
   for (auto& c : cs)
     CHECK(c->closed == 1);
+}
+
+TEST_CASE("a connection with more than its share of a turn is read on by the other thread while "
+          "the first one blocks after its turn (as when it commits the log)") {
+  std::mutex m;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<bool> blocked{false};
+  auto loop = start_loop(
+      2,
+      [&] {
+        if (blocked.exchange(true)) return;  // the first turn's thread blocks, once
+        std::unique_lock<std::mutex> lk{m};
+        cv.wait(lk, [&] { return release; });
+      },
+      std::chrono::seconds(1), 1);  // one read of 64 KiB a turn
+  auto [ours, theirs] = socket_pair();
+  constexpr uint64_t frames = 6000;  // ~100 KiB: more than one read
+  proto::bytes all;
+  for (uint64_t id = 1; id <= frames; ++id) {
+    auto f = proto::encode(proto::ping{proto::request_head{id}});
+    all.insert(all.end(), f.begin(), f.end());
+  }
+  REQUIRE(all.size() > 64 * 1024);
+  REQUIRE(::send(theirs, all.data(), all.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(all.size()));
+  auto c = std::make_shared<recording_connection>(ours);
+  REQUIRE(loop->add(c));
+  // Everything arrives while the first thread still blocks: the rest was not kept for its next
+  // turn.
+  CHECK(c->await([&] { return c->next == frames + 1; }));
+  CHECK(blocked.load());
+  CHECK_FALSE(c->out_of_order);
+  {
+    std::lock_guard<std::mutex> lk{m};
+    release = true;
+  }
+  cv.notify_all();
+  ::close(theirs);
+  REQUIRE(c->await([&] { return c->closed == 1; }));
 }
 
 TEST_CASE("a bad frame ends the stream: said once, and nothing after it is read") {
