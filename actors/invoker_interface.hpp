@@ -33,6 +33,17 @@ typename Inspector::result_type inspect(Inspector& f, lease_end& x) {
            x.types, x.crashed, x.invoked);
 }
 
+/// The times the invoker's messages carry (shard_status::ready_at, resting_record): the actor
+/// clock's nanoseconds since its epoch, and back.
+inline int64_t clock_ns(caf::actor_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+inline caf::actor_clock::time_point clock_at(int64_t ns) {
+  return caf::actor_clock::time_point{
+      std::chrono::duration_cast<caf::actor_clock::time_point::duration>(
+          std::chrono::nanoseconds{ns})};
+}
+
 /// A wake record's state as the scheduler needs it. `state`: idle (nothing due, or leased),
 /// waiting (due at `ready_at`), backoff (due, but backing off until `ready_at`), ready (due now).
 /// `endpoint` is the one its invocation goes to when ready. The scheduler keeps the timers: at

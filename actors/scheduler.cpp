@@ -101,20 +101,18 @@ void arm(scheduler_ptr self, time_point at) {
                        tick_atom::value, g);
 }
 
-using ns = std::chrono::nanoseconds;
-
 void enqueue(scheduler_ptr self, uint32_t shard);
 
 /// Arms the timer for the earliest due time in the heap.
 void arm_due(scheduler_ptr self) {
   auto& st = self->state;
-  if (!st.due.empty()) arm(self, time_point{ns{st.due.top().at}});
+  if (!st.due.empty()) arm(self, clock_at(st.due.top().at));
 }
 
 /// Counts the shards whose due time has come ready (their records would say so now).
 void wake_due(scheduler_ptr self) {
   auto& st = self->state;
-  auto now = std::chrono::duration_cast<ns>(self->clock().now().time_since_epoch()).count();
+  auto now = clock_ns(self->clock().now());
   while (!st.due.empty() && st.due.top().at <= now) {
     auto e = st.due.top();
     st.due.pop();
@@ -309,7 +307,7 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
           if (timed) {
             x.ready_at = s.ready_at;
             st.due.push(due_entry{s.ready_at, s.shard, x.timer});
-            arm(self, time_point{ns{s.ready_at}});
+            arm(self, clock_at(s.ready_at));
           }
         }
         enqueue(self, s.shard);

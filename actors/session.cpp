@@ -56,13 +56,16 @@ using session_conn_actor = session_actor::extend<caf::reacts_to<inbound>, caf::r
 static_assert(std::is_convertible_v<session_conn_actor, session_actor>,
               "the session implements what the directory and the log's sink send it");
 
-/// The requests the log answers (APPEND, RECOVER_LOG, CHECKPOINT, LOAD_CHECKPOINT).
-bool is_log_request(uint8_t kind) {
-  using k = proto::kind;
-  return kind == static_cast<uint8_t>(k::append) || kind == static_cast<uint8_t>(k::recover_log) ||
-         kind == static_cast<uint8_t>(k::checkpoint) ||
-         kind == static_cast<uint8_t>(k::load_checkpoint);
-}
+/// A set of request types, asked by type (decoded) or by frame kind (not yet decoded).
+template <class... Ts>
+struct request_set {
+  template <class T>
+  static constexpr bool has = (std::is_same_v<T, Ts> || ...);
+  static bool has_kind(uint8_t kind) { return ((kind == static_cast<uint8_t>(Ts::tag)) || ...); }
+};
+/// The requests the log answers.
+using log_requests =
+    request_set<proto::append, proto::recover_log, proto::checkpoint, proto::load_checkpoint>;
 
 /// The socket as its I/O thread and its session actor share it. What the actor decides (HELLO
 /// said, requests the I/O threads may serve) is published in atomics the I/O threads read.
@@ -130,9 +133,7 @@ void to_log(session_conn& c, proto::any_message&& msg, bool from_io) {
   std::visit(
       [&](auto&& m) {
         using T = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<T, proto::append> || std::is_same_v<T, proto::recover_log> ||
-                      std::is_same_v<T, proto::checkpoint> ||
-                      std::is_same_v<T, proto::load_checkpoint>) {
+        if constexpr (log_requests::has<T>) {
           auto& h = m.head;
           // Another node's shard: its holder can only be there.
           if (h.shard != proto::no_shard)
@@ -171,7 +172,7 @@ void session_conn::on_frames(std::vector<proto::frame>& frames) {
   inbound in;
   bool served_here = direct.load(std::memory_order_acquire) && !slow_only_;
   for (auto& f : frames) {
-    bool log_request = is_log_request(f.kind);
+    bool log_request = log_requests::has_kind(f.kind);
     if (served_here && (f.kind == static_cast<uint8_t>(proto::kind::ping) ||
                         (log_request && log_requests_at_actor.load() == 0))) {
       auto m = proto::decode_request(f.kind, f.body);
@@ -441,9 +442,7 @@ void handle(session_ptr self, proto::any_message&& msg) {
             return;
           }
           auto& h = m.head;
-          if constexpr (std::is_same_v<T, proto::append> || std::is_same_v<T, proto::recover_log> ||
-                        std::is_same_v<T, proto::checkpoint> ||
-                        std::is_same_v<T, proto::load_checkpoint>) {
+          if constexpr (log_requests::has<T>) {
             to_log(*st.conn, std::move(m), false);
             return;
           }
@@ -489,7 +488,7 @@ void handle(session_ptr self, proto::any_message&& msg) {
 void on_inbound(session_ptr self, inbound& in) {
   auto& st = self->state;
   for (auto& f : in.frames) {
-    bool log_request = is_log_request(f.kind);
+    bool log_request = log_requests::has_kind(f.kind);
     if (!st.closing) {
       auto m = proto::decode_request(f.kind, f.body);
       if (!m)

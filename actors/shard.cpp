@@ -50,8 +50,7 @@ shard_status status_of(const shard_state& st, time_point now) {
         rules::choose_endpoint(*st.types, st.starts, st.awaiting, st.last_endpoint));
     if (ready_at > now) {  // the scheduler counts it ready then
       s.state = st.not_before > now ? shard_status::backoff : shard_status::waiting;
-      s.ready_at =
-          std::chrono::duration_cast<std::chrono::nanoseconds>(ready_at.time_since_epoch()).count();
+      s.ready_at = clock_ns(ready_at);
     } else {
       s.state = shard_status::ready;
     }
@@ -70,23 +69,16 @@ void update(shard_ptr self, uint8_t event = shard_status::no_event) {
   self->send(st.scheduler, s);
 }
 
-time_point at_ns(int64_t ns) {
-  return time_point{std::chrono::duration_cast<time_point::duration>(std::chrono::nanoseconds{ns})};
-}
-int64_t ns_of(time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
-
 /// The record as it rests (wake_records.hpp), and back.
 resting_record rest_of(const shard_state& st) {
-  return resting_record{ns_of(st.due_at), ns_of(st.not_before),
-                        st.failures,      st.last_endpoint,
-                        st.reasons,       st.due,
-                        st.leased,        true};
+  return resting_record{clock_ns(st.due_at), clock_ns(st.not_before),
+                        st.failures,         st.last_endpoint,
+                        st.reasons,          st.due,
+                        st.leased,           true};
 }
 void restore(shard_state& st, const resting_record& r) {
-  st.due_at = at_ns(r.due_at);
-  st.not_before = at_ns(r.not_before);
+  st.due_at = clock_at(r.due_at);
+  st.not_before = clock_at(r.not_before);
   st.failures = r.failures;
   st.last_endpoint = r.last_endpoint;
   st.reasons = r.reasons;

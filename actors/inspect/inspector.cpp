@@ -39,7 +39,7 @@ struct candidate {
   bool asked = false;
   bool pending = false;  ///< asked, no answer yet
   bool answered = false;
-  bool initial = false;  ///< a wake record without an actor: answered from its resting state
+  bool no_actor = false;  ///< a wake record without an actor: answered from its resting state
   uint64_t mailbox = 0;
   int32_t answer = -1;  ///< index in run::answers
   stats_actor target;
@@ -205,7 +205,7 @@ void build_rows(inspector_ptr self, run& r) {
         if (auto rec = st.t.records->find(s))
           c.target = caf::actor_cast<stats_actor>(rec);
         else
-          c.initial = c.answered = true;  // nothing to ask: it has no actor now
+          c.no_actor = c.answered = true;  // nothing to ask: it has no actor now
       }
       r.rows.push_back(std::move(c));
     }
@@ -236,7 +236,7 @@ std::vector<size_t> matched_rows(const run& r) {
 actor_stats materialize(inspector_ptr self, run& r, const candidate& c) {
   auto& kinds = actor_kinds();
   actor_stats a = c.answer >= 0 ? r.answers[c.answer]
-                  : c.initial   ? self->state.t.records->resting_stats(static_cast<uint32_t>(c.id),
+                  : c.no_actor  ? self->state.t.records->resting_stats(static_cast<uint32_t>(c.id),
                                                                        self->clock().now())
                                 : actor_stats{kinds[c.kind], c.id};
   a.kind = kinds[c.kind];

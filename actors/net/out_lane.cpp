@@ -20,13 +20,11 @@ out_lane::~out_lane() {
   abort();
 }
 
-bool out_lane::write_pending() {
-  while (sent_ < pending_.size() && fd_ >= 0) {
-    ssize_t n =
-        ::send(fd_, pending_.data() + sent_, pending_.size() - sent_, MSG_NOSIGNAL | MSG_DONTWAIT);
+bool out_lane::write_from(const uint8_t* data, size_t size, size_t& sent) {
+  while (sent < size && fd_ >= 0) {
+    ssize_t n = ::send(fd_, data + sent, size - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
-      sent_ += static_cast<size_t>(n);
-      written_total_ += static_cast<uint64_t>(n);
+      sent += static_cast<size_t>(n);
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -35,6 +33,32 @@ bool out_lane::write_pending() {
       return false;
     }
   }
+  return true;
+}
+
+void out_lane::broke() {
+  // Perhaps mid-frame: end the connection, so the read side sees it close and the session ends;
+  // nothing more may be written.
+  ::shutdown(fd_, SHUT_RDWR);
+  open_ = false;
+  pending_ = {};
+}
+
+void out_lane::end() {
+  open_ = false;
+  pending_ = {};
+  if (fd_ >= 0) {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+  }
+  fd_ = -1;
+}
+
+bool out_lane::write_pending() {
+  size_t before = sent_;
+  bool ok = write_from(pending_.data(), pending_.size(), sent_);
+  written_total_ += sent_ - before;
+  if (!ok) return false;
   while (!frame_ends_.empty() && frame_ends_.front() <= written_total_)
     frame_ends_.pop_front();
   if (sent_ == pending_.size()) {
@@ -50,31 +74,17 @@ bool out_lane::write_pending() {
 out_lane::outcome out_lane::send(const std::vector<uint8_t>& frame) {
   std::lock_guard<std::mutex> lk{mtx_};
   if (!open_ || over_) return outcome::closed;
-  auto broken = [&] {
-    // The connection broke (perhaps mid-frame): end it, so the read side sees it close and the
-    // session ends; nothing more may be written.
-    ::shutdown(fd_, SHUT_RDWR);
-    open_ = false;
-    pending_ = {};
+  if (queued_total_ != written_total_ && !write_pending()) {
+    broke();
     return outcome::closed;
-  };
-  if (queued_total_ != written_total_ && !write_pending()) return broken();
+  }
   if (queued_total_ == written_total_) {
     // Nothing waits: the kernel takes what fits now; the rest waits, and so does every later
     // frame, so nothing can land inside it.
     size_t sent = 0;
-    while (sent < frame.size() && fd_ >= 0) {
-      ssize_t n =
-          ::send(fd_, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n > 0) {
-        sent += static_cast<size_t>(n);
-      } else if (n < 0 && errno == EINTR) {
-        continue;
-      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        break;
-      } else {
-        return broken();
-      }
+    if (!write_from(frame.data(), frame.size(), sent)) {
+      broke();
+      return outcome::closed;
     }
     frames_accepted_++;
     bytes_accepted_ += frame.size();
@@ -102,9 +112,7 @@ bool out_lane::flush() {
   std::lock_guard<std::mutex> lk{mtx_};
   if (!open_ || over_ || queued_total_ == written_total_) return false;
   if (!write_pending()) {
-    ::shutdown(fd_, SHUT_RDWR);
-    open_ = false;
-    pending_ = {};
+    broke();
     return false;
   }
   return queued_total_ != written_total_;
@@ -127,25 +135,13 @@ uint64_t out_lane::waiting_behind_head() const {
 
 void out_lane::abort() {
   std::lock_guard<std::mutex> lk{mtx_};
-  open_ = false;
-  pending_ = {};
-  if (fd_ >= 0) {
-    ::shutdown(fd_, SHUT_RDWR);
-    ::close(fd_);
-  }
-  fd_ = -1;
+  end();
 }
 
 void out_lane::close() {
   std::lock_guard<std::mutex> lk{mtx_};
   if (open_ && !over_ && queued_total_ != written_total_) write_pending();
-  open_ = false;
-  pending_ = {};
-  if (fd_ >= 0) {
-    ::shutdown(fd_, SHUT_RDWR);
-    ::close(fd_);
-  }
-  fd_ = -1;
+  end();
 }
 
 }  // namespace fusee::server

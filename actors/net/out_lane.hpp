@@ -74,6 +74,13 @@ public:
 private:
   /// Writes pending_ from its front; false if the connection broke. Under mtx_.
   bool write_pending();
+  /// Writes data[sent...size) until the kernel takes no more, advancing `sent`; false if the
+  /// connection broke. Under mtx_.
+  bool write_from(const uint8_t* data, size_t size, size_t& sent);
+  /// A write failed: shut the socket down, drop what waits. Under mtx_.
+  void broke();
+  /// Ends the lane: drops what waits, shuts down and closes the duplicate. Under mtx_.
+  void end();
 
   mutable std::mutex mtx_;
   int fd_;

@@ -2,11 +2,17 @@
 
 #include <algorithm>
 #include <charconv>
+#include <string_view>
 
 namespace fusee::server::wal {
 
+namespace {
+// A checkpoint's file name: prefix, the shard in decimal, suffix.
+constexpr std::string_view prefix = "shard-", suffix = ".ckpt";
+}  // namespace
+
 fs::path checkpoint_store::path(uint32_t shard) const {
-  return dir_ / ("shard-" + std::to_string(shard) + ".ckpt");
+  return dir_ / (std::string{prefix} + std::to_string(shard) + std::string{suffix});
 }
 
 proto::result<void> checkpoint_store::write(uint32_t shard, uint64_t lsn, byte_view data) const {
@@ -31,10 +37,13 @@ proto::result<std::vector<uint32_t>> checkpoint_store::stored(uint32_t shards) c
   if (!fs::exists(dir_, ec)) return out;
   for (auto it = fs::directory_iterator(dir_, ec); !ec && it != fs::directory_iterator();
        it.increment(ec)) {
-    auto name = it->path().filename().string();  // shard-N.ckpt
-    if (name.size() <= 11 || name.rfind("shard-", 0) != 0 || !name.ends_with(".ckpt")) continue;
+    auto name = it->path().filename().string();
+    if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) ||
+        !name.ends_with(suffix))
+      continue;
     uint32_t shard = 0;
-    auto digits = std::string_view(name).substr(6, name.size() - 11);
+    auto digits =
+        std::string_view(name).substr(prefix.size(), name.size() - prefix.size() - suffix.size());
     auto [end, err] = std::from_chars(digits.data(), digits.data() + digits.size(), shard);
     if (err != std::errc{} || end != digits.data() + digits.size() || shard >= shards ||
         name != path(shard).filename().string())

@@ -107,6 +107,14 @@ struct wal_writer::impl {
     sink->on_refused(session, request_id, std::move(e));
   }
 
+  /// Queues `e` (under mtx); true if the writer thread sleeps with nobody committing, so it must
+  /// be woken for it.
+  bool push(wal_entry&& e) {
+    queue.push_back(std::move(e));
+    queued.store(queue.size(), std::memory_order_release);
+    return sleeping && !committing;
+  }
+
   /// Sends what a batch reports, once it is durable (or failed).
   void report(batch_report& r) {
     for (auto& [session, per_shard] : r.acks) {
@@ -531,17 +539,14 @@ void wal_writer::submit(wal_entry e) {
   bool wake;
   {
     std::lock_guard<std::mutex> lk{impl_->mtx};
-    impl_->queue.push_back(std::move(e));
-    impl_->queued.store(impl_->queue.size(), std::memory_order_release);
-    wake = impl_->sleeping && !impl_->committing;
+    wake = impl_->push(std::move(e));
   }
   if (wake) impl_->cv.notify_one();
 }
 
 void wal_writer::enqueue(wal_entry e) {
   std::lock_guard<std::mutex> lk{impl_->mtx};
-  impl_->queue.push_back(std::move(e));
-  impl_->queued.store(impl_->queue.size(), std::memory_order_release);
+  impl_->push(std::move(e));
 }
 
 void wal_writer::commit() {
@@ -564,13 +569,11 @@ void wal_writer::wake() {
 }
 
 void wal_writer::submit(std::vector<wal_entry> es) {
-  bool wake;
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lk{impl_->mtx};
     for (auto& e : es)
-      impl_->queue.push_back(std::move(e));
-    impl_->queued.store(impl_->queue.size(), std::memory_order_release);
-    wake = impl_->sleeping && !impl_->committing;
+      wake = impl_->push(std::move(e));
   }
   if (wake) impl_->cv.notify_one();
 }

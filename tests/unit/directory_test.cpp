@@ -679,89 +679,95 @@ shard_actor::behavior_type resting_stub(shard_actor::pointer self, resting_log* 
 
 }  // namespace
 
+/// A directory whose wake records are made by `spawn` (the test sets it: it sees what each one
+/// spawns from), quiet after two periods of 1 s, and a client that calls shard 3.
+struct resting_node {
+  fixture f{4, 30000, 2000};
+  bool started = false;
+  binder_stub_actor binder = f.sys.spawn(binder_stub, &started);
+  std::function<shard_actor(const resting_record&)> spawn;
+  std::shared_ptr<wake_records> registry = std::make_shared<wake_records>(
+      4, [this](uint32_t, const resting_record& rest) { return spawn(rest); });
+  connection* client = nullptr;
+
+  resting_node() {
+    caf::anon_send(f.dir, invoker_ready{binder, registry});
+    f.run();
+    client = &f.connect();
+  }
+  ~resting_node() {
+    caf::anon_send_exit(binder, caf::exit_reason::user_shutdown);
+    registry->shut_down();
+    f.run();
+  }
+  /// A CALL for shard 3, which nobody holds: its record is told it is due.
+  void call(uint64_t id) {
+    caf::anon_send(f.dir, call_request{f.from(*client, id, 3), "start", "", {}, 0});
+    f.run();
+  }
+  /// Lets up to three periods pass until `log`'s record is asked to rest.
+  void until_asked(const resting_log& log) {
+    for (int i = 0; i < 3 && log.asked == 0; ++i) {
+      f.sched.advance_time(1s);
+      f.run();
+    }
+  }
+  /// `record` (a resting_stub) answers the directory's retire request now, with its log's rest.
+  void answer(shard_actor record) {
+    lease_end now;
+    now.steps = answer_now;
+    caf::anon_send(record, now);
+    f.run();
+  }
+};
+
 TEST_CASE(
     "a quiet wake record is asked to rest, and what it is told meanwhile goes to its next actor, "
     "spawned from its rest") {
-  fixture f{4, 30000, 2000};  // quiet after two periods of 1 s
   resting_log first, second;
   std::vector<resting_record> spawned_from;
-  bool started = false;
-  auto binder = f.sys.spawn(binder_stub, &started);
-  auto registry = std::make_shared<wake_records>(4, [&](uint32_t, const resting_record& rest) {
+  resting_node n;
+  n.spawn = [&](const resting_record& rest) {
     spawned_from.push_back(rest);
-    return f.sys.spawn(resting_stub, spawned_from.size() == 1 ? &first : &second);
-  });
-  caf::anon_send(f.dir, invoker_ready{binder, registry});
-  f.run();
-  auto& client = f.connect();
-  auto call = [&](uint64_t id) {
-    caf::anon_send(f.dir, call_request{f.from(client, id, 3), "start", "", {}, 0});
-    f.run();
+    return n.f.sys.spawn(resting_stub, spawned_from.size() == 1 ? &first : &second);
   };
-  call(1);  // nobody holds shard 3: its record is told, and spawned for it
+  n.call(1);  // nobody holds shard 3: its record is told, and spawned for it
   REQUIRE(spawned_from.size() == 1);
   CHECK_FALSE(spawned_from[0].stored);  // from its initial state
   CHECK(first.got.due.size() == 1);
-  for (int i = 0; i < 3 && first.asked == 0; ++i) {
-    f.sched.advance_time(1s);
-    f.run();
-  }
+  n.until_asked(first);
   REQUIRE(first.asked == 1);  // quiet for two periods
-  call(2);                    // told while it is asked: held
+  n.call(2);                  // told while it is asked: held
   CHECK(first.got.due.size() == 1);
   first.rest.stored = true;
   first.rest.failures = 7;
   first.rest.last_endpoint = 0;
-  lease_end answer;
-  answer.steps = answer_now;
-  caf::anon_send(registry->find(3), answer);  // the stub answers the directory now
-  f.run();
+  n.answer(n.registry->find(3));
   REQUIRE(spawned_from.size() == 2);  // the held message spawned its next actor, from the rest
   CHECK(spawned_from[1].stored);
   CHECK(spawned_from[1].failures == 7);
   CHECK(second.got.due.size() == 1);
   CHECK(first.got.due.size() == 1);
-  CHECK(registry->actors() == 1);
-  caf::anon_send_exit(binder, caf::exit_reason::user_shutdown);
-  registry->shut_down();
-  f.run();
+  CHECK(n.registry->actors() == 1);
 }
 
 TEST_CASE(
     "a wake record that declines to rest keeps its actor and gets what it was told meanwhile") {
-  fixture f{4, 30000, 2000};
   resting_log first;
   int spawns = 0;
-  bool started = false;
-  auto binder = f.sys.spawn(binder_stub, &started);
-  auto registry = std::make_shared<wake_records>(4, [&](uint32_t, const resting_record&) {
+  resting_node n;
+  n.spawn = [&](const resting_record&) {
     spawns++;
-    return f.sys.spawn(resting_stub, &first);
-  });
-  caf::anon_send(f.dir, invoker_ready{binder, registry});
-  f.run();
-  auto& client = f.connect();
-  auto call = [&](uint64_t id) {
-    caf::anon_send(f.dir, call_request{f.from(client, id, 3), "start", "", {}, 0});
-    f.run();
+    return n.f.sys.spawn(resting_stub, &first);
   };
-  call(1);
-  for (int i = 0; i < 3 && first.asked == 0; ++i) {
-    f.sched.advance_time(1s);
-    f.run();
-  }
+  n.call(1);
+  n.until_asked(first);
   REQUIRE(first.asked == 1);
-  auto actor = registry->find(3);
-  call(2);  // held while it is asked
+  auto actor = n.registry->find(3);
+  n.call(2);  // held while it is asked
   CHECK(first.got.due.size() == 1);
-  lease_end answer;
-  answer.steps = answer_now;
-  caf::anon_send(actor, answer);  // it declines (nothing stored)
-  f.run();
+  n.answer(actor);  // it declines (nothing stored)
   CHECK(spawns == 1);
-  CHECK(registry->find(3) == actor);  // the same actor
-  CHECK(first.got.due.size() == 2);   // and the held call reached it
-  caf::anon_send_exit(binder, caf::exit_reason::user_shutdown);
-  registry->shut_down();
-  f.run();
+  CHECK(n.registry->find(3) == actor);  // the same actor
+  CHECK(first.got.due.size() == 2);     // and the held call reached it
 }
