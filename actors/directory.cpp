@@ -678,10 +678,13 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
       [=](idle_request& idle) {
         auto& st = self->state;
         auto s = idle.from.session;
+        auto now = clock_ns(self->clock().now());
         for (auto& r : idle.reports)
           if (r.shard < st.slots.size() && st.slots[r.shard].holder == s &&
-              st.slots[r.shard].epoch == epoch_t{r.epoch})
+              st.slots[r.shard].epoch == epoch_t{r.epoch}) {
+            r.end.reported_at = now;  // a timer counts from the report, not from its record
             st.reports[r.shard] = idle_report{s, epoch_t{r.epoch}, std::move(r.end)};
+          }
         send_frame(self, idle.from.reply_to, proto::ok{idle.from.request, {}});
       },
       [=](call_request& c) {

@@ -20,6 +20,9 @@ namespace fusee::server {
 struct lease_end {
   uint8_t flags = 0;
   uint64_t due_in_ms = UINT64_MAX;  ///< protocol's nothing_due
+  /// When the IDLE report arrived (actor clock ns; 0: when the record hears of it): due_in_ms
+  /// counts from then, so a record that hears late (a million leases ending at once) is not late.
+  int64_t reported_at = 0;
   uint64_t steps = 0;
   uint64_t open_us = 0;
   std::vector<std::string> types;  ///< types the holder had no code for
@@ -29,8 +32,8 @@ struct lease_end {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, lease_end& x) {
-  return f(caf::meta::type_name("fusee.lease_end"), x.flags, x.due_in_ms, x.steps, x.open_us,
-           x.types, x.crashed, x.invoked);
+  return f(caf::meta::type_name("fusee.lease_end"), x.flags, x.due_in_ms, x.reported_at, x.steps,
+           x.open_us, x.types, x.crashed, x.invoked);
 }
 
 /// The times the invoker's messages carry (shard_status::ready_at, resting_record): the actor

@@ -125,8 +125,9 @@ uint8_t on_lease_end(shard_ptr self, const lease_end& e) {
   st.failures = 0;
   st.awaiting = e.types;
   st.due = e.due_in_ms != proto::nothing_due;
+  auto from = e.reported_at != 0 ? std::min(clock_at(e.reported_at), now) : now;
   st.due_at =
-      st.due ? now + ms{static_cast<int64_t>(std::min<uint64_t>(e.due_in_ms, 1ull << 40))} : now;
+      st.due ? from + ms{static_cast<int64_t>(std::min<uint64_t>(e.due_in_ms, 1ull << 40))} : now;
   st.reasons = st.due ? proto::reason_timer : 0;
   for (auto& t : e.types)
     for (size_t i = 0; i < st.types->size(); ++i)

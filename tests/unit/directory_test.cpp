@@ -607,9 +607,11 @@ TEST_CASE("an invoked worker's IDLE report reaches its wake record and its endpo
   r.end.due_in_ms = 100;
   r.end.steps = 5;
   r.end.open_us = 1234;
+  auto reported = clock_ns(f.sched.clock().now());
   caf::anon_send(f.dir, idle_request{f.from(a, 30), {r}});
   f.run();
   CHECK(a.last<proto::ok>().id == 30);
+  f.sched.advance_time(std::chrono::milliseconds(40));  // the lease ends later than the report
   caf::anon_send(f.dir, fence_request{a.id});
   f.run();
   f.commit();
@@ -618,6 +620,7 @@ TEST_CASE("an invoked worker's IDLE report reaches its wake record and its endpo
   CHECK_FALSE(end.crashed);
   CHECK(end.invoked);
   CHECK(end.due_in_ms == 100);
+  CHECK(end.reported_at == reported);  // the timer counts from the report
   CHECK(end.steps == 5);
   REQUIRE(f.ep.reports.size() == 1);
   CHECK(f.ep.reports[0].steps == 5);

@@ -407,6 +407,25 @@ TEST_CASE("every reason makes a shard due, and its POST names the reason") {
   expect_post(1, proto::reason_code, "http://b/invoke");
 }
 
+TEST_CASE(
+    "a timer counts from its IDLE report, not from when the record hears of the lease's end") {
+  fixture f{settings(2, {endpoint("http://a/invoke", {})})};
+  f.settle();
+  lease_end timer;
+  timer.due_in_ms = 500;
+  timer.reported_at = clock_ns(f.sched.clock().now());
+  f.advance(300ms);  // the record hears of it 300 ms after the report (a busy directory)
+  f.lease_ended(0, timer);
+  f.advance(199ms);
+  CHECK(f.counts()["waitingShards"] == 1);
+  f.advance(1ms);  // due 500 ms after the report, not 800
+  CHECK(f.counts()["dueShards"] == 1);
+  f.advance(rules::gather_window);
+  REQUIRE(f.http.requests.size() == 1);
+  CHECK(f.shards_of(0) == std::vector<uint32_t>{0});
+  CHECK(f.body(0).reasons == proto::reason_timer);
+}
+
 TEST_CASE("a call is dispatched at once and takes along shards waiting in the gather window") {
   fixture f{settings(3, {endpoint("http://a/invoke", {})})};
   f.settle();
