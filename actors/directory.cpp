@@ -679,10 +679,11 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         auto& st = self->state;
         auto s = idle.from.session;
         auto now = clock_ns(self->clock().now());
+        if (idle.read_at != 0) now = std::min(now, idle.read_at);
         for (auto& r : idle.reports)
           if (r.shard < st.slots.size() && st.slots[r.shard].holder == s &&
               st.slots[r.shard].epoch == epoch_t{r.epoch}) {
-            r.end.reported_at = now;  // a timer counts from the report, not from its record
+            r.end.reported_at = now;  // its timer counts from the report, not from its record
             st.reports[r.shard] = idle_report{s, epoch_t{r.epoch}, std::move(r.end)};
           }
         send_frame(self, idle.from.reply_to, proto::ok{idle.from.request, {}});

@@ -26,14 +26,15 @@ namespace fusee::server {
 /// itself, in stream order, then perhaps the end of the stream.
 struct inbound {
   std::vector<proto::frame> frames;
-  uint16_t bad = 0;  ///< an ERR code: the stream broke after `frames`, `why` says how
+  int64_t read_at = 0;  ///< when the I/O thread had read them (actor clock ns)
+  uint16_t bad = 0;     ///< an ERR code: the stream broke after `frames`, `why` says how
   std::string why;
   bool closed = false;  ///< the peer closed (or the socket failed) after `frames`
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, inbound& x) {
-  return f(caf::meta::type_name("fusee.inbound"), x.frames, x.bad, x.why, x.closed);
+  return f(caf::meta::type_name("fusee.inbound"), x.frames, x.read_at, x.bad, x.why, x.closed);
 }
 
 /// A worker or client connection (a session actor), as the directory and the log's sink see it.
@@ -97,15 +98,17 @@ typename Inspector::result_type inspect(Inspector& f, shard_report& x) {
   return f(caf::meta::type_name("fusee.shard_report"), x.shard, x.epoch, x.end);
 }
 
-/// IDLE: answered with OK.
+/// IDLE: answered with OK. Its timers count from `read_at`, when its frame was read (actor clock
+/// ns; 0: when the directory has it), not from when a long report was decoded.
 struct idle_request {
   origin from;
   std::vector<shard_report> reports;
+  int64_t read_at = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, idle_request& x) {
-  return f(caf::meta::type_name("fusee.idle_request"), x.from, x.reports);
+  return f(caf::meta::type_name("fusee.idle_request"), x.from, x.reports, x.read_at);
 }
 
 /// CALL from a client for `from.shard`: answered with CALL_RESULT.

@@ -111,9 +111,10 @@ public:
 
   void on_frames(std::vector<proto::frame>& frames) override;
   void on_bad_stream(proto::error e) override {
-    caf::anon_send(actor, inbound{{}, static_cast<uint16_t>(e.code), std::move(e.message), false});
+    caf::anon_send(actor,
+                   inbound{{}, 0, static_cast<uint16_t>(e.code), std::move(e.message), false});
   }
-  void on_closed() override { caf::anon_send(actor, inbound{{}, 0, {}, true}); }
+  void on_closed() override { caf::anon_send(actor, inbound{{}, 0, 0, {}, true}); }
   void on_sweep(std::chrono::steady_clock::time_point now) override;
 
 private:
@@ -188,7 +189,10 @@ void session_conn::on_frames(std::vector<proto::frame>& frames) {
     if (log_request) log_requests_at_actor.fetch_add(1);
     in.frames.push_back(std::move(f));
   }
-  if (!in.frames.empty()) caf::anon_send(actor, std::move(in));
+  if (!in.frames.empty()) {
+    in.read_at = clock_ns(caf::actor_clock::clock_type::now());
+    caf::anon_send(actor, std::move(in));
+  }
 }
 
 void session_conn::on_sweep(std::chrono::steady_clock::time_point now) {
@@ -203,6 +207,7 @@ void session_conn::on_sweep(std::chrono::steady_clock::time_point now) {
 
 struct session_state {
   std::shared_ptr<session_conn> conn;
+  int64_t read_at = 0;  ///< when the frames being handled were read (inbound::read_at)
   session_id id = 0;
   directory_actor directory;
   log_sink* sink = nullptr;
@@ -463,7 +468,8 @@ void handle(session_ptr self, proto::any_message&& msg) {
             self->send(st.directory, drain_request{origin_of(self, h), std::move(shards)});
           } else if constexpr (std::is_same_v<T, proto::idle>) {
             self->send(st.directory,
-                       idle_request{origin_of(self, h), reports_of(std::move(m.entries))});
+                       idle_request{origin_of(self, h), reports_of(std::move(m.entries)),
+                                    self->state.read_at});
           } else if constexpr (std::is_same_v<T, proto::call>) {
             self->send(st.directory, call_request{origin_of(self, h), std::move(m.method),
                                                   std::move(m.type), std::move(m.args), m.park_ms});
@@ -487,6 +493,7 @@ void handle(session_ptr self, proto::any_message&& msg) {
 /// What the I/O thread handed on: each frame in order, then the end of the stream if it came.
 void on_inbound(session_ptr self, inbound& in) {
   auto& st = self->state;
+  st.read_at = in.read_at;
   for (auto& f : in.frames) {
     bool log_request = log_requests::has_kind(f.kind);
     if (!st.closing) {

@@ -1,6 +1,8 @@
 // The timer storm's worker: takes every shard, reports in one IDLE that each is due again in
 // DUE_MS, and leaves. The server then holds SHARDS timers that fire together. Prints the Unix
-// time in ms at which it closed the connection (the timers run from about then).
+// times in ms at which the IDLE was written (the timers count from its arrival, a moment later:
+// encoding and writing a million entries takes this client about a second) and at which it closed
+// the connection.
 //   storm_worker HOST:PORT SHARDS DUE_MS
 #include <chrono>
 #include <cstdio>
@@ -42,16 +44,19 @@ int main(int argc, char** argv) {
   proto::idle idle{proto::request_head{2}, {}};
   for (auto& g : held)
     idle.entries.push_back(proto::idle_entry{g.shard, g.epoch, 0, due_ms, 0, 0, {}});
+  auto unix_ms = [] {
+    return static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::system_clock::now().time_since_epoch())
+                                      .count());
+  };
   c->send(idle);
+  auto reported = unix_ms();
   for (;;) {
     auto m = c->receive(std::chrono::seconds(30));
     if (!m) return 1;
     if (std::holds_alternative<proto::ok>(*m)) break;
   }
   c->close();
-  auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                 std::chrono::system_clock::now().time_since_epoch())
-                 .count();
-  std::printf("%lld\n", static_cast<long long>(now));
+  std::printf("%lld %lld\n", reported, unix_ms());
   return 0;
 }
