@@ -20,7 +20,7 @@ namespace fusee::server {
 struct lease_end {
   uint8_t flags = 0;
   uint64_t due_in_ms = UINT64_MAX;  ///< protocol's nothing_due
-  /// When the IDLE report arrived (actor clock ns; 0: when the record hears of it): due_in_ms
+  /// When the IDLE frame was read (actor clock ns; 0: when the record hears of it): due_in_ms
   /// counts from then, so a record that hears late (a million leases ending at once) is not late.
   int64_t reported_at = 0;
   uint64_t steps = 0;
