@@ -197,12 +197,10 @@ void retire_quiet(self_ptr self) {
       auto& st = self->state;
       auto held = std::move(st.retiring[shard]);
       st.retiring.erase(shard);
+      if (r.stored || lost) st.wake->rest(shard, r);
       if (r.stored) {
-        st.wake->rest(shard, r);
         st.records_retired++;
         st.retired_since_trim++;
-      } else if (lost) {
-        st.wake->rest(shard, r);
       }
       for (auto& m : held)
         tell(self, shard, std::move(m));
@@ -678,12 +676,12 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
       [=](idle_request& idle) {
         auto& st = self->state;
         auto s = idle.from.session;
-        auto now = clock_ns(self->clock().now());
-        if (idle.read_at != 0) now = std::min(now, idle.read_at);
+        // (a time after the record's now is the record's to clamp: shard.cpp, on_lease_end)
+        auto reported = idle.read_at != 0 ? idle.read_at : clock_ns(self->clock().now());
         for (auto& r : idle.reports)
           if (r.shard < st.slots.size() && st.slots[r.shard].holder == s &&
               st.slots[r.shard].epoch == epoch_t{r.epoch}) {
-            r.end.reported_at = now;  // its timer counts from the report, not from its record
+            r.end.reported_at = reported;  // its timer counts from the report, not its record
             st.reports[r.shard] = idle_report{s, epoch_t{r.epoch}, std::move(r.end)};
           }
         send_frame(self, idle.from.reply_to, proto::ok{idle.from.request, {}});

@@ -467,9 +467,8 @@ void handle(session_ptr self, proto::any_message&& msg) {
               shards.push_back(sh.value());
             self->send(st.directory, drain_request{origin_of(self, h), std::move(shards)});
           } else if constexpr (std::is_same_v<T, proto::idle>) {
-            self->send(st.directory,
-                       idle_request{origin_of(self, h), reports_of(std::move(m.entries)),
-                                    self->state.read_at});
+            self->send(st.directory, idle_request{origin_of(self, h),
+                                                  reports_of(std::move(m.entries)), st.read_at});
           } else if constexpr (std::is_same_v<T, proto::call>) {
             self->send(st.directory, call_request{origin_of(self, h), std::move(m.method),
                                                   std::move(m.type), std::move(m.args), m.park_ms});
