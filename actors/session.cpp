@@ -77,13 +77,15 @@ public:
                    std::min<uint32_t>(ctx.settings->max_frame_mb << 20, proto::max_body_size),
                    spare),
         id(new_session_id()), cfg(ctx.settings), wal(ctx.wal), owners(ctx.owners),
-        limits(ctx.limits), peer_ip(std::move(ip)), started_ns(now_ns()) {}
+        limits(ctx.limits), directory(ctx.directory), peer_ip(std::move(ip)), started_ns(now_ns()) {
+  }
 
   const session_id id;
   const std::shared_ptr<const node_settings> cfg;
   wal_writer* const wal;
   const std::shared_ptr<const shard_owners> owners;
   const std::shared_ptr<connection_limits> limits;
+  const directory_actor directory;
   const std::string peer_ip;  ///< what `limits` counts this connection under
   const int64_t started_ns;
   /// APPENDs submitted to the log's queue and not taken by its writer yet (the writer decrements
@@ -100,6 +102,13 @@ public:
   /// Log requests handed to the actor and not yet to the log: while any are, the I/O threads
   /// hand the next ones to the actor too, so the log sees them in stream order.
   std::atomic<uint32_t> log_requests_at_actor{0};
+  /// Set by the actor once HELLO or CLIENT_HELLO is handled: the I/O threads hand this
+  /// connection's CALLs and CALL_REPLYs to the directory themselves, if their scope is at most this
+  /// (proto::scope as a number; -1: the actor takes them); back to -1 when it closes.
+  std::atomic<int> calls_scope{-1};
+  /// Frames handed to the actor and not handled yet: while any are, the I/O threads hand CALLs
+  /// and CALL_REPLYs to it too, so the directory sees the connection's requests in stream order.
+  std::atomic<uint32_t> frames_at_actor{0};
   /// A deadline_atom is on its way (the I/O thread's sweep sent it).
   std::atomic<bool> deadline_told{false};
 
@@ -118,6 +127,7 @@ public:
   void on_sweep(std::chrono::steady_clock::time_point now) override;
 
 private:
+  bool to_directory(const proto::frame& f);
   bool slow_only_ = false;  ///< a request the I/O thread took did not decode: the actor closes
 };
 
@@ -169,11 +179,52 @@ void to_log(session_conn& c, proto::any_message&& msg, bool from_io) {
       std::move(msg));
 }
 
+/// Where a request came from, for the directory: session `s`, answered through `a`.
+origin origin_at(session_id s, session_actor a, const proto::request_head& h) {
+  return origin{s, std::move(a), h.id, h.shard.value(), h.epoch.value()};
+}
+
+/// What the directory is asked for a CALL and for a CALL_REPLY (by the I/O thread or the actor).
+call_request request_of(origin from, proto::call&& m) {
+  return call_request{std::move(from), std::move(m.method), std::move(m.type), std::move(m.args),
+                      m.park_ms};
+}
+call_reply_request request_of(origin from, proto::call_reply&& m) {
+  return call_reply_request{std::move(from), m.relay, m.ok != 0, std::move(m.body)};
+}
+
+/// A CALL or CALL_REPLY handed from the I/O thread to the directory, as the actor would (one
+/// hop less for a call's way to the workflow and its answer's way back). False: the actor takes
+/// the frame, and with it whatever it must refuse (a frame that does not decode, a scope too
+/// small, another node's shard) with its reasons.
+bool session_conn::to_directory(const proto::frame& f) {
+  int scope = calls_scope.load(std::memory_order_acquire);
+  if (scope < 0 || slow_only_ || frames_at_actor.load(std::memory_order_acquire) != 0) return false;
+  auto m = proto::decode_request(f.kind, f.body);
+  if (!m || static_cast<int>(proto::scope_needed(*m)) > scope) return false;
+  auto from = [&](const proto::request_head& h) {
+    return origin_at(id, caf::actor_cast<session_actor>(actor), h);
+  };
+  if (auto* c = std::get_if<proto::call>(&*m)) {
+    caf::anon_send(directory, request_of(from(c->head), std::move(*c)));
+    return true;
+  }
+  auto* r = std::get_if<proto::call_reply>(&*m);
+  if (!r || (r->head.shard != proto::no_shard && owners->refuse_foreign(r->head.shard.value())))
+    return false;
+  caf::anon_send(directory, request_of(from(r->head), std::move(*r)));
+  return true;
+}
+
 void session_conn::on_frames(std::vector<proto::frame>& frames) {
   inbound in;
   bool served_here = direct.load(std::memory_order_acquire) && !slow_only_;
   for (auto& f : frames) {
     bool log_request = log_requests::has_kind(f.kind);
+    if ((f.kind == static_cast<uint8_t>(proto::kind::call) ||
+         f.kind == static_cast<uint8_t>(proto::kind::call_reply)) &&
+        to_directory(f))
+      continue;
     if (served_here && (f.kind == static_cast<uint8_t>(proto::kind::ping) ||
                         (log_request && log_requests_at_actor.load() == 0))) {
       auto m = proto::decode_request(f.kind, f.body);
@@ -187,6 +238,7 @@ void session_conn::on_frames(std::vector<proto::frame>& frames) {
       slow_only_ = served_here = false;  // the actor answers it (ERR) and closes
     }
     if (log_request) log_requests_at_actor.fetch_add(1);
+    frames_at_actor.fetch_add(1);
     in.frames.push_back(std::move(f));
   }
   if (!in.frames.empty()) {
@@ -261,6 +313,7 @@ void end_session(session_ptr self) {
   if (st.closing) return;
   st.closing = true;
   st.conn->direct.store(false);
+  st.conn->calls_scope.store(-1);
   st.conn->lane()->close();
   st.sink->remove_session(st.id);
   if (st.conn->limits) st.conn->limits->release(st.peer_ip);
@@ -392,9 +445,7 @@ std::vector<shard_report> reports_of(std::vector<proto::idle_entry>&& entries) {
 
 /// Where a request came from, for the directory.
 origin origin_of(session_ptr self, const proto::request_head& h) {
-  auto& st = self->state;
-  return origin{st.id, caf::actor_cast<session_actor>(self), h.id, h.shard.value(),
-                h.epoch.value()};
+  return origin_at(self->state.id, caf::actor_cast<session_actor>(self), h);
 }
 
 void handle(session_ptr self, proto::any_message&& msg) {
@@ -437,6 +488,11 @@ void handle(session_ptr self, proto::any_message&& msg) {
           st.conn->greeted.store(true);
           st.conn->direct.store(st.auth == auth_phase::open || (st.auth == auth_phase::proven &&
                                                                 st.scope >= proto::scope::worker));
+          // ... and its CALLs and CALL_REPLYs go to the directory, within what it may send.
+          st.conn->calls_scope.store(st.auth == auth_phase::open
+                                         ? static_cast<int>(proto::scope::worker)
+                                     : st.auth == auth_phase::proven ? static_cast<int>(st.scope)
+                                                                     : -1);
           return;
         } else {
           if (st.who == role::none) {
@@ -470,11 +526,9 @@ void handle(session_ptr self, proto::any_message&& msg) {
             self->send(st.directory, idle_request{origin_of(self, h),
                                                   reports_of(std::move(m.entries)), st.read_at});
           } else if constexpr (std::is_same_v<T, proto::call>) {
-            self->send(st.directory, call_request{origin_of(self, h), std::move(m.method),
-                                                  std::move(m.type), std::move(m.args), m.park_ms});
+            self->send(st.directory, request_of(origin_of(self, h), std::move(m)));
           } else if constexpr (std::is_same_v<T, proto::call_reply>) {
-            self->send(st.directory, call_reply_request{origin_of(self, h), m.relay, m.ok != 0,
-                                                        std::move(m.body)});
+            self->send(st.directory, request_of(origin_of(self, h), std::move(m)));
           } else if constexpr (std::is_same_v<T, proto::relay>) {
             self->send(st.directory, relay_request{origin_of(self, h), m.target.value(),
                                                    m.outbox_id, std::move(m.payload)});
@@ -503,6 +557,7 @@ void on_inbound(session_ptr self, inbound& in) {
         handle(self, std::move(*m));
     }
     if (log_request) st.conn->log_requests_at_actor.fetch_sub(1);  // it is in the log's queue now
+    st.conn->frames_at_actor.fetch_sub(1);  // what it asked of the directory is on its way
   }
   if (st.closing) return;
   if (in.bad != 0) {

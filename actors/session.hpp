@@ -1,8 +1,8 @@
 // One worker or client TCP connection: the I/O threads read it (io_loop) and hand the log's
-// requests (APPEND, RECOVER_LOG, CHECKPOINT, LOAD_CHECKPOINT) straight to the log and answer PING
-// themselves once the connection has said HELLO; every other frame, and everything before HELLO,
-// goes to the connection's session actor: the HELLO handshake, AUTH, liveness, and the hand-off of
-// leases, calls and messages to the directory. Every frame it sends goes through the connection's
+// requests (APPEND, RECOVER_LOG, CHECKPOINT, LOAD_CHECKPOINT) straight to the log, CALL and
+// CALL_REPLY straight to the directory, and answer PING themselves once the connection has said
+// HELLO; every other frame, and everything before HELLO, goes to the connection's session actor:
+// the HELLO handshake, AUTH, liveness, and the hand-off of leases and messages to the directory. Every frame it sends goes through the connection's
 // out_lane, which owns the write order.
 #pragma once
 

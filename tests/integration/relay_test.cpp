@@ -90,6 +90,24 @@ TEST_CASE("a parked call expires with status 2 and a JSON error") {
   CHECK(waited >= std::chrono::milliseconds(150));
 }
 
+TEST_CASE("a call written right after a DRAIN of its shard finds the shard draining: parked, "
+          "not relayed to the holder") {
+  // The DRAIN goes through the session actor, the CALL could go from the I/O thread straight to
+  // the directory: it must not overtake the DRAIN written before it.
+  fixture f;
+  auto w = f.worker();
+  w.hello();
+  auto frames = proto::encode(proto::drain{proto::request_head{7}, {proto::shard_id{1}}});
+  auto c = proto::encode(proto::call{proto::request_head{8, proto::shard_id{1}, proto::epoch_t{0}},
+                                     "start", "order", record("{}"), 100});
+  frames.insert(frames.end(), c.begin(), c.end());
+  REQUIRE(w.conn.send_raw(frames));
+  CHECK(w.expect<proto::ok>().id == 7);  // a RELAYED_CALL first fails here
+  auto res = w.expect<proto::call_result>();
+  CHECK(res.id == 8);
+  CHECK(res.status == uint8_t(proto::call_status::parked_too_long));
+}
+
 TEST_CASE("a call whose holder goes away in flight fails with status 3, bad shards with 4") {
   fixture f;
   auto w = f.worker();
