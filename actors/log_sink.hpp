@@ -1,6 +1,6 @@
 // Connects the log to the actors: it turns the log's reports into frames for sessions and
-// messages for the directory. Every method runs on the committing thread (the log's writer thread
-// or an I/O thread) and only sends.
+// messages for the directory. Every method runs on the committing thread (the log's writer thread,
+// an I/O thread, or the directory's for a grant the log made at once) and only sends.
 #pragma once
 
 #include <memory>

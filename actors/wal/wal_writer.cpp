@@ -184,6 +184,44 @@ struct wal_writer::impl {
     }
   }
 
+  /// A grant that needs nothing written, made on the calling thread when the log is idle: the
+  /// caller takes the committer role for that long (no I/O: it never blocks but on the queue's
+  /// lock), so the grant is ordered with everything else as a batch of its own would be, and
+  /// reported before this returns. False, with nothing done, if another thread commits, anything
+  /// is queued, or the grant must wait or write (process() then makes it).
+  bool grant_at_once(uint64_t token, session_id session, shard_id shard) {
+    {
+      std::lock_guard<std::mutex> lk{mtx};
+      if (committing || !queue.empty() || stopping) return false;
+      committing = true;
+    }
+    bool made = false;
+    uint32_t s = shard.value();
+    if (!check_shard(s)) {
+      auto& st = shards[s];
+      uint64_t epoch = current_epoch(st).value() + 1;
+      // As process() decides a lone grant: within the reservation on disk (and not so far into it
+      // that the next block is due), nothing of the shard waiting to be durable.
+      if (epoch + reserve_block / 2 <= reserved && max_granted + reserve_block / 2 <= reserved &&
+          st.last_lsn == st.durable_lsn) {
+        st.epoch = epoch_t{epoch};
+        st.holder = session;
+        max_granted = std::max(max_granted, epoch);
+        n_early_grants.fetch_add(1, std::memory_order_relaxed);
+        sink->on_granted({grant_done{token, session, s, epoch, st.last_lsn}});
+        made = true;
+      }
+    }
+    bool wake;
+    {
+      std::lock_guard<std::mutex> lk{mtx};
+      committing = false;
+      wake = sleeping && !queue.empty();  // an I/O thread queued meanwhile and left it to us
+    }
+    if (wake) cv.notify_one();
+    return made;
+  }
+
   // -- admission ------------------------------------------------------------------------------
 
   /// The shard's last epoch that may have been granted: after a restart, any up to the floor.
@@ -597,6 +635,7 @@ void wal_writer::inject_write_failure() {
 }
 
 void wal_writer::grant(uint64_t token, session_id session, shard_id shard) {
+  if (impl_->grant_at_once(token, session, shard)) return;
   submit(wal_grant{token, session, shard});
 }
 

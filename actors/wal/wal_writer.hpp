@@ -15,8 +15,8 @@
 // (one that may block) instead enqueue()s what it read and then commit()s: if nobody is committing
 // it writes the batch itself, with no hand-off to another thread. Whoever commits keeps doing so
 // while entries are queued, so there is one committer at a time: every sink callback runs on the
-// committing thread (the writer thread or an I/O thread), in submission order per session. No CAF
-// here: the glue lives in log_sink.
+// committing thread (the writer thread, an I/O thread, or for a grant made at once the thread
+// that asked for it), in submission order per session. No CAF here: the glue lives in log_sink.
 //
 // The pieces live in actors/wal/: the on-disk format (format.hpp), file I/O (file_io.hpp),
 // recovery (recovery.hpp), the segment files (segments.hpp), checkpoints (checkpoints.hpp); this
@@ -145,7 +145,9 @@ public:
   /// Stops the thread after writing what is queued.
   void stop();
 
-  // lease_log: grants and revocations are entries of the same queue as the appends.
+  // lease_log: grants and revocations are entries of the same queue as the appends; but a grant
+  // that writes nothing (within the reservation, nothing of the shard waiting to be durable) is
+  // made at once on the calling thread when the log is idle, reported before grant() returns.
   void grant(uint64_t token, session_id session, shard_id shard) override;
   void revoke(uint64_t token, shard_id shard, epoch_t epoch, session_id holder) override;
   /// The last epoch that may have been granted for each shard before this start: the epoch

@@ -189,6 +189,49 @@ TEST_CASE("a grant within the epoch reservation on disk is reported without an f
   CHECK(sink.refused[0].second.code == proto::err_code::stale_epoch);
 }
 
+TEST_CASE("a grant that writes nothing is made on the asking thread while the log is idle, and "
+          "waits its turn behind anything queued") {
+  temp_dir tmp;
+  recording_sink sink;
+  auto wal = open_log(tmp.path, 4, &sink);
+  lease_log& leases = *wal;
+  // The first grant of a run writes the reservation (queued and committed by this thread, so the
+  // log is idle once commit() returns: the writer thread never wakes).
+  wal->enqueue(wal_grant{1, 7, shard_id{0}});
+  wal->commit();
+  REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
+  // Within it, with the log idle: reported before grant() returns, no fdatasync.
+  auto before = wal->get_stats();
+  leases.grant(2, 7, shard_id{1});
+  {
+    std::lock_guard<std::mutex> lk{sink.mtx};
+    REQUIRE(sink.granted.size() == 2);
+    CHECK(sink.granted[1].token == 2);
+    CHECK(sink.granted[1].shard == 1);
+  }
+  CHECK(wal->get_stats().fsyncs == before.fsyncs);
+  CHECK(wal->get_stats().grants_without_fsync == before.grants_without_fsync + 1);
+  // The new holder's append is taken under that epoch, the old epoch of shard 1 would not be.
+  wal->enqueue(app(7, 1, 1, sink.granted[1].epoch, 1, "a"));
+  wal->commit();
+  REQUIRE(sink.await([&] { return sink.durable.size() == 1; }));
+  // With the holder's append and its revocation queued (nobody committing yet), the next grant
+  // queues behind them: made at once it would fence the queued append and name LSN 1.
+  wal->enqueue(app(7, 2, 1, sink.granted[1].epoch, 2, "b"));
+  wal->enqueue(wal_revoke{3, shard_id{1}, epoch_t{sink.granted[1].epoch}, 7});
+  leases.grant(4, 8, shard_id{1});
+  REQUIRE(sink.await([&] { return sink.granted.size() == 3 && sink.revoked == 1; }));
+  std::lock_guard<std::mutex> lk{sink.mtx};
+  CHECK(sink.refused.empty());
+  CHECK(sink.granted[2].token == 4);
+  CHECK(sink.granted[2].durable_lsn == 2);
+  auto durable_2 = std::find(sink.events.begin(), sink.events.end(), "durable 1 2");
+  auto granted = std::find(sink.events.begin(), sink.events.end(),
+                           "granted 1 " + std::to_string(sink.granted[2].epoch));
+  CHECK(durable_2 < granted);
+  CHECK(granted != sink.events.end());
+}
+
 TEST_CASE("the epoch reservation survives the retirement of the segment that first held it") {
   temp_dir tmp;
   wal_options opts{tmp.path, 2};
