@@ -2,8 +2,8 @@
 // requests (APPEND, RECOVER_LOG, CHECKPOINT, LOAD_CHECKPOINT) straight to the log, CALL and
 // CALL_REPLY straight to the directory, and answer PING themselves once the connection has said
 // HELLO; every other frame, and everything before HELLO, goes to the connection's session actor:
-// the HELLO handshake, AUTH, liveness, and the hand-off of leases and messages to the directory. Every frame it sends goes through the connection's
-// out_lane, which owns the write order.
+// the HELLO handshake, AUTH, liveness, and the hand-off of leases and messages to the directory.
+// Every frame it sends goes through the connection's out_lane, which owns the write order.
 #pragma once
 
 #include <memory>
