@@ -198,8 +198,11 @@ call_reply_request request_of(origin from, proto::call_reply&& m) {
 /// the frame, and with it whatever it must refuse (a frame that does not decode, a scope too
 /// small, another node's shard) with its reasons.
 bool session_conn::to_directory(const proto::frame& f) {
+  // The count first: once the actor has handled every frame before this one, its scope (or the
+  // -1 of a session it ended on one of them) is what the next load sees.
+  if (slow_only_ || frames_at_actor.load(std::memory_order_acquire) != 0) return false;
   int scope = calls_scope.load(std::memory_order_acquire);
-  if (scope < 0 || slow_only_ || frames_at_actor.load(std::memory_order_acquire) != 0) return false;
+  if (scope < 0) return false;
   auto m = proto::decode_request(f.kind, f.body);
   if (!m || static_cast<int>(proto::scope_needed(*m)) > scope) return false;
   auto from = [&](const proto::request_head& h) {

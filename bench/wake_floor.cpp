@@ -1,9 +1,10 @@
 // The machine's floor for a chain of thread hand-offs, without fusee: a token passes along HOPS
 // threads, each asleep on its own eventfd until the one before writes it, and back to the start.
 // One chain per call, CALLS calls GAP_MS apart (bench/cold_wake's spacing, so the threads fall
-// asleep between calls as the server's do). A cold wake's server share is about 16 such hops
-// (docs/benchmarks.md, "Where a cold wake's call → POST goes"): this is the part of it, p99
-// above all, that no server code removes on this machine.
+// asleep between calls as the server's do). A cold wake's server share has about 20 such
+// hand-offs (docs/benchmarks.md, "The machine's wake floor"): this is what that many cost on this
+// machine with no work in them, p99 above all. (Kernel wake-ups only: CAF's scheduler threads
+// may spin a little before they sleep, so it is an approximate floor.)
 //   wake_floor [hops] [calls] [gap_ms]
 // Prints one JSON line: the chain's p50/p99 and the p50 per hop, in microseconds.
 #include <algorithm>

@@ -46,7 +46,7 @@ struct wal_writer::impl {
   bool broken = false;  ///< a write failed: every later append is refused until restart
   std::string broken_reason;
 
-  std::mutex mtx;
+  mutable std::mutex mtx;
   std::condition_variable cv;
   std::vector<wal_entry> queue;
   std::atomic<size_t> queued{0};  ///< entries in `queue`, readable without the lock
@@ -216,9 +216,10 @@ struct wal_writer::impl {
     {
       std::lock_guard<std::mutex> lk{mtx};
       committing = false;
-      wake = sleeping && !queue.empty();  // an I/O thread queued meanwhile and left it to us
+      // An I/O thread queued meanwhile and left it to us, or stop() waits for the role.
+      wake = (sleeping && !queue.empty()) || stopping;
     }
-    if (wake) cv.notify_one();
+    if (wake) cv.notify_all();
     return made;
   }
 
@@ -663,6 +664,10 @@ wal_writer::stats wal_writer::get_stats() const {
   s.refused = i.n_refused;
   s.bytes_written = i.n_bytes;
   s.queued = i.queued.load(std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lk{i.mtx};
+    s.committing = i.committing;
+  }
   s.checkpoints = i.n_checkpoints;
   s.grants_without_fsync = i.n_early_grants;
   s.batches_inline = i.n_batches_inline;

@@ -165,6 +165,7 @@ public:
     uint64_t refused = 0;        ///< requests refused (fencing, LSN gaps, a failed log)
     uint64_t bytes_written = 0;  ///< batch bytes written and fsync'ed
     uint64_t queued = 0;         ///< entries waiting for a committer now
+    bool committing = false;     ///< a thread holds the committer role now
     uint64_t checkpoints = 0;    ///< checkpoints stored
     /// Grants reported without waiting for an fdatasync (within the epoch reservation, nothing
     /// of the shard waiting to be durable).

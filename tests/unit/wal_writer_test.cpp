@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <mutex>
 #include <random>
+#include <thread>
 
 #include "actors/wal/wal_writer.hpp"
 #include "test_util.hpp"
@@ -24,6 +25,7 @@ struct recording_sink : wal_sink {
   std::vector<proto::position> durable;
   std::vector<std::pair<uint64_t, proto::error>> refused;
   std::vector<grant_done> granted;
+  std::vector<std::thread::id> granted_on;  ///< the thread that reported each grant
   std::vector<std::string> io_failed;
   std::vector<proto::any_message> answers;
   std::vector<std::string> events;  ///< "durable S L" and "granted S E" in the order reported
@@ -46,6 +48,7 @@ struct recording_sink : wal_sink {
     for (auto& x : g)
       events.push_back("granted " + std::to_string(x.shard) + " " + std::to_string(x.epoch));
     granted.insert(granted.end(), g.begin(), g.end());
+    granted_on.insert(granted_on.end(), g.size(), std::this_thread::get_id());
     cv.notify_all();
   }
   size_t revoked = 0;
@@ -195,12 +198,21 @@ TEST_CASE("a grant that writes nothing is made on the asking thread while the lo
   recording_sink sink;
   auto wal = open_log(tmp.path, 4, &sink);
   lease_log& leases = *wal;
-  // The first grant of a run writes the reservation (queued and committed by this thread, so the
-  // log is idle once commit() returns: the writer thread never wakes).
-  wal->enqueue(wal_grant{1, 7, shard_id{0}});
-  wal->commit();
+  // Nobody commits and nothing is queued (whoever committed last has let the role go).
+  auto idle = [&] {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (;;) {
+      auto st = wal->get_stats();
+      if (!st.committing && st.queued == 0) return true;
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::yield();
+    }
+  };
+  // The first grant of a run writes the reservation: through the queue.
+  leases.grant(1, 7, shard_id{0});
   REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
-  // Within it, with the log idle: reported before grant() returns, no fdatasync.
+  REQUIRE(idle());
+  // Within it, with the log idle: reported on this thread before grant() returns, no fdatasync.
   auto before = wal->get_stats();
   leases.grant(2, 7, shard_id{1});
   {
@@ -208,13 +220,15 @@ TEST_CASE("a grant that writes nothing is made on the asking thread while the lo
     REQUIRE(sink.granted.size() == 2);
     CHECK(sink.granted[1].token == 2);
     CHECK(sink.granted[1].shard == 1);
+    CHECK(sink.granted_on[1] == std::this_thread::get_id());
+    CHECK(sink.granted_on[0] != std::this_thread::get_id());  // the writer thread's batch
   }
   CHECK(wal->get_stats().fsyncs == before.fsyncs);
   CHECK(wal->get_stats().grants_without_fsync == before.grants_without_fsync + 1);
   // The new holder's append is taken under that epoch, the old epoch of shard 1 would not be.
-  wal->enqueue(app(7, 1, 1, sink.granted[1].epoch, 1, "a"));
-  wal->commit();
+  wal->submit(app(7, 1, 1, sink.granted[1].epoch, 1, "a"));
   REQUIRE(sink.await([&] { return sink.durable.size() == 1; }));
+  REQUIRE(idle());
   // With the holder's append and its revocation queued (nobody committing yet), the next grant
   // queues behind them: made at once it would fence the queued append and name LSN 1.
   wal->enqueue(app(7, 2, 1, sink.granted[1].epoch, 2, "b"));
