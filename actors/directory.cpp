@@ -311,8 +311,12 @@ void grant(directory_state& st, session_id s, worker& w, uint32_t shard) {
   auto& slot = st.slots[shard];
   slot.busy = true;
   refresh_free(st, shard);
-  w.pending++;
-  st.log->grant(st.next_token++, s, shard_id{shard});
+  // The first grant of a burst may be made at once (no hand-off to the log's thread: a cold
+  // wake's LEASE); the rest of the burst goes through the queue, answered in one batch.
+  bool first = w.pending++ == 0;
+  auto token = st.next_token++;
+  if (!first || !st.log->grant_at_once(token, s, shard_id{shard}))
+    st.log->grant(token, s, shard_id{shard});
 }
 
 /// Gives free shards to waiting long-lived workers in connection order.

@@ -35,6 +35,11 @@ public:
   virtual ~lease_log() = default;
   /// Makes `session` the holder of `shard` under the next epoch; answered with `token`.
   virtual void grant(uint64_t token, session_id session, proto::shard_id shard) = 0;
+  /// The same grant made now, on the calling thread, if it needs nothing written and the log is
+  /// idle: answered as grant() is, before this returns. False: nothing was done (call grant()).
+  /// Each such grant is answered on its own, so the directory asks it only of the first grant of
+  /// a burst; the rest go through the queue and are answered together.
+  virtual bool grant_at_once(uint64_t, session_id, proto::shard_id) { return false; }
   /// Ends the live lease of `shard` if it is still (`holder`, `epoch`) (holder 0: whoever holds
   /// it under `epoch`); answered with `token` once every record queued before it is durable or
   /// refused.

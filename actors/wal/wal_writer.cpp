@@ -635,8 +635,11 @@ void wal_writer::inject_write_failure() {
   impl_->inject_failure = true;
 }
 
+bool wal_writer::grant_at_once(uint64_t token, session_id session, shard_id shard) {
+  return impl_->grant_at_once(token, session, shard);
+}
+
 void wal_writer::grant(uint64_t token, session_id session, shard_id shard) {
-  if (impl_->grant_at_once(token, session, shard)) return;
   submit(wal_grant{token, session, shard});
 }
 

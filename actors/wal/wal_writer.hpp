@@ -145,10 +145,12 @@ public:
   /// Stops the thread after writing what is queued.
   void stop();
 
-  // lease_log: grants and revocations are entries of the same queue as the appends; but a grant
-  // that writes nothing (within the reservation, nothing of the shard waiting to be durable) is
-  // made at once on the calling thread when the log is idle, reported before grant() returns.
+  // lease_log: grants and revocations are entries of the same queue as the appends.
   void grant(uint64_t token, session_id session, shard_id shard) override;
+  /// Made on the calling thread (which takes the committer role for the decision: no I/O, never
+  /// blocks but on the queue's lock) when nobody commits, nothing is queued and the grant writes
+  /// nothing: within the reservation on disk, nothing of the shard waiting to be durable.
+  bool grant_at_once(uint64_t token, session_id session, shard_id shard) override;
   void revoke(uint64_t token, shard_id shard, epoch_t epoch, session_id holder) override;
   /// The last epoch that may have been granted for each shard before this start: the epoch
   /// reservation recovered, or the shard's last granted epoch if higher (for start-up decisions).

@@ -45,6 +45,18 @@ struct fake_log : lease_log {
     all.push_back(queued.back());
     events->push_back("grant " + std::to_string(shard.value()));
   }
+  /// The grants the directory asked to be made at once, by shard; made (reported with the next
+  /// commit(), as if answered already) when `make_at_once`, declined otherwise.
+  std::vector<uint32_t> asked_at_once;
+  bool make_at_once = false;
+  bool grant_at_once(uint64_t token, session_id session, proto::shard_id shard) override {
+    asked_at_once.push_back(shard.value());
+    if (!make_at_once) return false;
+    queued.push_back({true, token, session, shard.value()});
+    all.push_back(queued.back());
+    events->push_back("grant at once " + std::to_string(shard.value()));
+    return true;
+  }
   void revoke(uint64_t token, proto::shard_id shard, proto::epoch_t, session_id) override {
     queued.push_back({false, token, 0, shard.value()});
     all.push_back(queued.back());
@@ -286,6 +298,23 @@ TEST_CASE("a worker's LEASE holds every free shard up to max_shards, sent once t
     CHECK(g.epoch.value() == 1);
     CHECK(g.durable_lsn.value() == 7);
   }
+}
+
+TEST_CASE("only the first grant of a burst is asked of the log at once, and one made at once is "
+          "answered like the others") {
+  fixture f;
+  auto& a = f.worker(3);
+  CHECK(f.log.asked_at_once == std::vector<uint32_t>{0});  // declined: all three through the queue
+  CHECK(f.log.grants() == 3);
+  f.commit();
+  CHECK(shards_of(a.last<proto::lease>().grants) == std::vector<uint32_t>{0, 1, 2});
+  f.log.make_at_once = true;
+  auto& b = f.worker();  // the one free shard, made at once: not asked of the queue as well
+  CHECK(f.log.asked_at_once == std::vector<uint32_t>{0, 3});
+  CHECK(f.log.grants() == 4);
+  CHECK(std::count(f.events.begin(), f.events.end(), "grant 3") == 0);
+  f.commit();
+  CHECK(shards_of(b.last<proto::lease>().grants) == std::vector<uint32_t>{3});
 }
 
 TEST_CASE("no call reaches a worker before the LEASE that names its shard, even when the grants "

@@ -208,13 +208,14 @@ TEST_CASE("a grant that writes nothing is made on the asking thread while the lo
       std::this_thread::yield();
     }
   };
-  // The first grant of a run writes the reservation: through the queue.
+  // The first grant of a run writes the reservation: not at once, through the queue.
+  CHECK_FALSE(leases.grant_at_once(1, 7, shard_id{0}));
   leases.grant(1, 7, shard_id{0});
   REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
   REQUIRE(idle());
   // Within it, with the log idle: reported on this thread before grant() returns, no fdatasync.
   auto before = wal->get_stats();
-  leases.grant(2, 7, shard_id{1});
+  REQUIRE(leases.grant_at_once(2, 7, shard_id{1}));
   {
     std::lock_guard<std::mutex> lk{sink.mtx};
     REQUIRE(sink.granted.size() == 2);
@@ -233,6 +234,7 @@ TEST_CASE("a grant that writes nothing is made on the asking thread while the lo
   // queues behind them: made at once it would fence the queued append and name LSN 1.
   wal->enqueue(app(7, 2, 1, sink.granted[1].epoch, 2, "b"));
   wal->enqueue(wal_revoke{3, shard_id{1}, epoch_t{sink.granted[1].epoch}, 7});
+  CHECK_FALSE(leases.grant_at_once(4, 8, shard_id{1}));
   leases.grant(4, 8, shard_id{1});
   REQUIRE(sink.await([&] { return sink.granted.size() == 3 && sink.revoked == 1; }));
   std::lock_guard<std::mutex> lk{sink.mtx};
