@@ -393,6 +393,13 @@ void handle_auth(session_ptr self, proto::any_message& msg) {
                 logging::quoted(t->name), proto::scope_name(t->scope));
 }
 
+/// The highest scope (proto::scope as a number) the connection may use now: all of them on a node
+/// without tokens, the proven token's once proven, none (-1) before.
+int usable_scope(const session_state& st) {
+  if (st.auth == auth_phase::open) return static_cast<int>(proto::scope::worker);
+  return st.auth == auth_phase::proven ? static_cast<int>(st.scope) : -1;
+}
+
 /// False (and the request answered with ERR UNAUTHORIZED) if the connection may not send it.
 bool allowed(session_ptr self, const proto::any_message& msg) {
   auto& st = self->state;
@@ -488,14 +495,11 @@ void handle(session_ptr self, proto::any_message&& msg) {
             self->delayed_send(self, ms(st.conn->cfg->ping_interval_ms), tick_atom::value);
           }
           // From now on the I/O threads serve its log requests and PINGs, if it may send them.
-          st.conn->greeted.store(true);
-          st.conn->direct.store(st.auth == auth_phase::open || (st.auth == auth_phase::proven &&
-                                                                st.scope >= proto::scope::worker));
           // ... and its CALLs and CALL_REPLYs go to the directory, within what it may send.
-          st.conn->calls_scope.store(st.auth == auth_phase::open
-                                         ? static_cast<int>(proto::scope::worker)
-                                     : st.auth == auth_phase::proven ? static_cast<int>(st.scope)
-                                                                     : -1);
+          int scope = usable_scope(st);
+          st.conn->greeted.store(true);
+          st.conn->direct.store(scope >= static_cast<int>(proto::scope::worker));
+          st.conn->calls_scope.store(scope);
           return;
         } else {
           if (st.who == role::none) {

@@ -35,7 +35,7 @@ bool await(int fd) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int hops = argc > 1 ? std::stoi(argv[1]) : 16;
+  int hops = argc > 1 ? std::stoi(argv[1]) : 20;
   int calls = argc > 2 ? std::stoi(argv[2]) : 300;
   int gap_ms = argc > 3 ? std::stoi(argv[3]) : 26;
   if (hops < 2 || calls < 1 || gap_ms < 0) {

@@ -198,17 +198,11 @@ struct wal_writer::impl {
     bool made = false;
     uint32_t s = shard.value();
     if (!check_shard(s)) {
-      auto& st = shards[s];
-      uint64_t epoch = current_epoch(st).value() + 1;
-      // As process() decides a lone grant: within the reservation on disk (and not so far into it
-      // that the next block is due), nothing of the shard waiting to be durable.
-      if (epoch + reserve_block / 2 <= reserved && max_granted + reserve_block / 2 <= reserved &&
-          st.last_lsn == st.durable_lsn) {
-        st.epoch = epoch_t{epoch};
-        st.holder = session;
-        max_granted = std::max(max_granted, epoch);
+      uint64_t epoch = current_epoch(shards[s]).value() + 1;
+      // As process() decides a lone grant, and with no reservation block due (it would be written).
+      if (settled(shards[s], epoch) && !reservation_due(std::max(max_granted, epoch))) {
         n_early_grants.fetch_add(1, std::memory_order_relaxed);
-        sink->on_granted({grant_done{token, session, s, epoch, st.last_lsn}});
+        sink->on_granted({hold(s, token, session, epoch)});
         made = true;
       }
     }
@@ -221,6 +215,28 @@ struct wal_writer::impl {
     }
     if (wake) cv.notify_all();
     return made;
+  }
+
+  // -- grants -----------------------------------------------------------------------------------
+
+  /// A grant of `epoch` for `st` need not wait for anything of its own: the epoch is within the
+  /// reservation on disk and nothing of the shard waits to be durable (the LEASE names a durable
+  /// LSN). After a restart every grant is above the reservation anyway.
+  bool settled(const shard_log& st, uint64_t epoch) const {
+    return epoch <= reserved && st.last_lsn == st.durable_lsn;
+  }
+  /// With epochs up to `granted` given out, the next reservation block is due (written ahead,
+  /// with a batch, once half of the current one is used).
+  bool reservation_due(uint64_t granted) const {
+    return granted > 0 && granted + reserve_block / 2 > reserved;
+  }
+  /// Makes `session` the holder of shard `s` under `epoch` (the shard's next).
+  grant_done hold(uint32_t s, uint64_t token, session_id session, uint64_t epoch) {
+    auto& st = shards[s];
+    st.epoch = epoch_t{epoch};
+    st.holder = session;
+    max_granted = std::max(max_granted, epoch);
+    return grant_done{token, session, s, epoch, st.last_lsn};
   }
 
   // -- admission ------------------------------------------------------------------------------
@@ -331,19 +347,13 @@ struct wal_writer::impl {
           grants.push_back({g->token, g->session, s, 0, 0});
           continue;
         }
-        auto& st = shards[s];
-        uint64_t epoch = current_epoch(st).value() + 1;
-        st.epoch = epoch_t{epoch};
-        st.holder = g->session;
-        max_granted = std::max(max_granted, epoch);
-        grant_done done{g->token, g->session, s, epoch, st.last_lsn};
-        // Within the reservation on disk and with nothing of the shard waiting to be durable (the
-        // LEASE names a durable LSN; a revocation in this batch waits for it), the grant has
-        // nothing to wait for: it is reported now and no record of it is written (after a
-        // restart every grant is above the reservation anyway).
+        uint64_t epoch = current_epoch(shards[s]).value() + 1;
+        auto done = hold(s, g->token, g->session, epoch);
+        // Settled (and no revocation of the shard in this batch, which waits for its records):
+        // reported now, and no record of it is written.
         bool revoked_here = std::any_of(revokes.begin(), revokes.end(),
                                         [&](const wal_revoke& r) { return r.shard.value() == s; });
-        if (epoch <= reserved && st.last_lsn == st.durable_lsn && !revoked_here) {
+        if (settled(shards[s], epoch) && !revoked_here) {
           early_grants.push_back(done);
         } else {
           append_section(body, grant_section{s, epoch});
@@ -363,7 +373,7 @@ struct wal_writer::impl {
     }
 
     uint64_t reserving = 0;
-    if (max_granted > 0 && max_granted + reserve_block / 2 > reserved) {  // the next block
+    if (reservation_due(max_granted)) {
       reserving = max_granted + reserve_block;
       append_section(body, reserve_section{reserving});
     }
