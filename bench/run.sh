@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs the server-core benchmarks side by side with their anchors and prints a Markdown report:
-#   disk floor (fusee disk-check) | step latency (bench/step_latency) | PostgreSQL commit latency
-#   throughput at several concurrencies | PostgreSQL INSERT+COMMIT at the same concurrencies
+#   disk floor (fusee disk-check) | an ideal server's round trip (bench/wire_floor) | step latency
+#   (bench/step_latency) | PostgreSQL commit latency
+#   throughput at 64 and 256 in flight, beside the commit floor (bench/commit_floor: an ideal
+#   group-commit server with the same client pattern) | PostgreSQL INSERT+COMMIT at the same
+#   concurrencies
 # Usage: bench/run.sh [BUILD_DIR]   (as root; installs postgresql if missing)
 # Rounds alternate the subjects so drift of this noisy machine hits all of them alike.
 set -euo pipefail
@@ -71,31 +74,34 @@ echo "command: bench/run.sh $BUILD (ROUNDS=$ROUNDS STEPS=$STEPS SECONDS_TP=$SECO
 echo
 echo "## Step latency (one worker, one shard, sequential append -> DURABLE, 100-byte records)"
 echo
-echo "| round | disk floor (overwrite) p50 / p99 (us) | fusee step p50 / p99 (us) | PostgreSQL commit p50 / p99 (us) |"
-echo "| --- | --- | --- | --- |"
+echo "| round | disk floor (overwrite) p50 / p99 (us) | ideal server (wire_floor) p50 / p99 (us) | fusee step p50 / p99 (us) | PostgreSQL commit p50 / p99 (us) |"
+echo "| --- | --- | --- | --- | --- |"
 for r in $(seq 1 "$ROUNDS"); do
   floor=$("$BUILD/app/fusee" disk-check --data-dir "$work/disk" --runs "$STEPS" | head -1 |
           sed -E 's/.*p50 ([0-9]+) us, p99 ([0-9]+) us.*/\1 \2/')
+  wire=$("$BUILD/bench/wire_floor" "$work" "$STEPS" inline)
   start_fusee "$BUILD"
   step=$("$BUILD/bench/step_latency" "$fusee_addr" "$STEPS" 100)
   stop_fusee
   pg=$(pg_latency)
-  echo "| $r | ${floor% *} / ${floor#* } | $(json "$step" p50_us) / $(json "$step" p99_us) | ${pg% *} / ${pg#* } |"
+  echo "| $r | ${floor% *} / ${floor#* } | $(json "$wire" p50_us) / $(json "$wire" p99_us) | $(json "$step" p50_us) / $(json "$step" p99_us) | ${pg% *} / ${pg#* } |"
 done
 echo
 echo "## Throughput (64 shards, 100-byte records; concurrency = records awaiting durability)"
 echo
-echo "| round | concurrency | fusee records/s | records per fsync | PostgreSQL records/s | ratio |"
-echo "| --- | --- | --- | --- | --- | --- |"
+echo "| round | concurrency | commit floor records/s (per fsync) | fusee records/s | records per fsync | fusee / floor | PostgreSQL records/s | ratio |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
 for r in $(seq 1 "$ROUNDS"); do
   for conc in 64 256; do
     per_shard=$((conc / 64))
+    cf=$("$BUILD/bench/commit_floor" "$work" "$SECONDS_TP" 4 "$conc" 100)
     start_fusee "$BUILD"
     tp=$("$BUILD/bench/throughput" "$fusee_addr" 4 "$SECONDS_TP" "$per_shard" 100 64)
     stop_fusee
     per_fsync=$(records_per_batch)
     pg=$(pg_tps "$conc")
     f=$(json "$tp" records_per_s)
-    echo "| $r | $conc | $f | $per_fsync | $pg | $(python3 -c "print(f'{$f/max($pg,1):.1f}x')") |"
+    c=$(json "$cf" records_per_s)
+    echo "| $r | $conc | $c ($(json "$cf" records_per_fsync)) | $f | $per_fsync | $(python3 -c "print(f'{$f/max($c,1):.2f}')") | $pg | $(python3 -c "print(f'{$f/max($pg,1):.1f}x')") |"
   done
 done

@@ -19,43 +19,17 @@
 #include <thread>
 #include <vector>
 
-#include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "bench/floor_parts.hpp"
+
 namespace {
 
 constexpr size_t request_size = 100;
-constexpr size_t block = 4096;
-
-bool read_full(int fd, char* p, size_t n) {
-  while (n > 0) {
-    ssize_t r = ::recv(fd, p, n, 0);
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
-struct disk {
-  int fd = -1;
-  uint64_t at = 0;
-  uint64_t size = 0;
-  std::vector<char> buf = std::vector<char>(block, 'x');
-  void commit() {
-    if (::pwrite(fd, buf.data(), block, static_cast<off_t>(at)) != static_cast<ssize_t>(block) ||
-        ::fdatasync(fd) != 0) {
-      std::perror("wire_floor: write");
-      std::exit(1);
-    }
-    at = (at + block) % size;
-  }
-};
 
 /// Waits (epoll, as a server's event loop) until `fd` is readable, then reads one request.
 bool next_request(int ep, int fd, char* req) {
@@ -66,11 +40,11 @@ bool next_request(int ep, int fd, char* req) {
     if (n < 0) return false;
     break;
   }
-  return read_full(fd, req, request_size);
+  return bench::read_full(fd, req, request_size);
 }
 
 /// Spins up to `spin` for the next request before sleeping in epoll_wait.
-void serve_inline(int fd, disk& d, std::chrono::microseconds spin) {
+void serve_inline(int fd, bench::floor_disk& d, std::chrono::microseconds spin) {
   int ep = ::epoll_create1(0);
   epoll_event ev{EPOLLIN, {.fd = fd}};
   ::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
@@ -81,7 +55,7 @@ void serve_inline(int fd, disk& d, std::chrono::microseconds spin) {
     while (spin.count() > 0 && std::chrono::steady_clock::now() < until) {
       ssize_t n = ::recv(fd, req, 1, MSG_PEEK | MSG_DONTWAIT);
       if (n > 0) {
-        got = read_full(fd, req, request_size);
+        got = bench::read_full(fd, req, request_size);
         break;
       }
       if (n == 0) return;
@@ -93,7 +67,7 @@ void serve_inline(int fd, disk& d, std::chrono::microseconds spin) {
   ::close(ep);
 }
 
-void serve_handoff(int fd, disk& d) {
+void serve_handoff(int fd, bench::floor_disk& d) {
   std::mutex m;
   std::condition_variable cv;
   int pending = 0;
@@ -146,30 +120,9 @@ int main(int argc, char** argv) {
                  mode.c_str());
     return 2;
   }
-  disk d;
-  std::string path = dir + "/wire-floor.tmp";
-  d.fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  d.size = 64ull << 20;
-  if (d.fd < 0) {
-    std::fprintf(stderr, "wire_floor: cannot create %s: %s\n", path.c_str(), std::strerror(errno));
-    return 1;
-  }
-  {  // preallocated with zeros and synced, as the log's segments are
-    std::vector<char> zeros(1 << 20, 0);
-    for (uint64_t o = 0; o < d.size; o += zeros.size())
-      (void)!::pwrite(d.fd, zeros.data(), zeros.size(), static_cast<off_t>(o));
-    ::fsync(d.fd);
-  }
-  int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (::bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(lfd, 1) != 0 ||
-      ::getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    std::perror("wire_floor: listen");
-    return 1;
-  }
+  bench::floor_disk d{dir, "wire_floor"};
+  sockaddr_in addr;
+  int lfd = bench::listen_loopback(addr, 1);
   std::thread server([&] {
     int c = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
     int one = 1;
@@ -195,7 +148,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < steps + 100; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     if (::send(c, req, sizeof(req), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(req)) ||
-        !read_full(c, ok, sizeof(ok))) {
+        !bench::read_full(c, ok, sizeof(ok))) {
       std::fprintf(stderr, "wire_floor: the server went away\n");
       return 1;
     }
@@ -207,8 +160,6 @@ int main(int argc, char** argv) {
   ::close(c);
   server.join();
   ::close(lfd);
-  ::close(d.fd);
-  ::unlink(path.c_str());
   std::sort(us.begin(), us.end());
   std::printf("{\"mode\":\"%s\",\"steps\":%d,\"p50_us\":%.1f,\"p99_us\":%.1f}\n", mode.c_str(),
               steps, us[us.size() / 2], us[us.size() * 99 / 100]);

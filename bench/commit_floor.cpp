@@ -1,0 +1,176 @@
+// The machine's floor for group-commit throughput, without fusee: CONNS client threads keep
+// IN_FLIGHT records (RECORD bytes each) awaiting durability in all, as bench/throughput does
+// against fusee; one server thread reads whatever arrived on any connection, appends it with one
+// pwrite + fdatasync (laid out as fusee's log lays out one-record appends: a 24-byte batch head,
+// 29 bytes of head per record), answers each connection with the count made durable, and starts
+// again. No framing, no log, no actors: what any group-commit server on this machine
+// could reach with this client pattern (docs/benchmarks.md, "The machine's commit floor").
+//   commit_floor DIR [seconds] [conns] [in_flight] [record_bytes]
+// Prints one JSON line: records/s, records per fsync, and p50s in microseconds of the commit
+// (write + fdatasync) and of the return trip (an answer's send to that connection's next bytes).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "bench/floor_parts.hpp"
+
+namespace {
+
+struct server_stats {
+  uint64_t records = 0;
+  uint64_t commits = 0;
+  std::vector<double> commit_us;
+  std::vector<double> return_us;  ///< an answer's send to that connection's next bytes read
+};
+
+/// Serves `conns` (non-blocking) until all of them closed: each turn reads everything readable,
+/// commits it at once and answers.
+server_stats serve(const std::vector<int>& conns, bench::floor_disk& d, size_t record) {
+  int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  for (size_t i = 0; i < conns.size(); ++i) {
+    epoll_event ev{EPOLLIN, {.u64 = i}};
+    ::epoll_ctl(ep, EPOLL_CTL_ADD, conns[i], &ev);
+  }
+  using clock = std::chrono::steady_clock;
+  std::vector<uint64_t> partial(conns.size(), 0), pending(conns.size(), 0);
+  std::vector<clock::time_point> answered(conns.size());
+  std::vector<char> buf(1 << 16);
+  std::vector<epoll_event> ready(conns.size());
+  size_t open = conns.size();
+  server_stats st;
+  while (open > 0) {
+    int n = ::epoll_wait(ep, ready.data(), static_cast<int>(ready.size()), -1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    uint64_t batch = 0;
+    for (int k = 0; k < n; ++k) {
+      size_t i = ready[k].data.u64;
+      if (answered[i] != clock::time_point{}) {
+        st.return_us.push_back(
+            std::chrono::duration<double, std::micro>(clock::now() - answered[i]).count());
+        answered[i] = {};
+      }
+      for (;;) {
+        ssize_t r = ::recv(conns[i], buf.data(), buf.size(), MSG_DONTWAIT);
+        if (r > 0) {
+          partial[i] += static_cast<uint64_t>(r);
+          continue;
+        }
+        if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+          ::epoll_ctl(ep, EPOLL_CTL_DEL, conns[i], nullptr);
+          --open;
+        }
+        break;
+      }
+      pending[i] += partial[i] / record;
+      partial[i] %= record;
+      batch += pending[i];
+    }
+    if (batch == 0) continue;
+    auto t0 = clock::now();
+    d.commit(24 + batch * (29 + record));
+    auto t1 = clock::now();
+    st.commit_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    st.records += batch;
+    st.commits++;
+    for (size_t i = 0; i < conns.size(); ++i)
+      if (pending[i] > 0) {
+        (void)!::send(conns[i], &pending[i], sizeof(pending[i]), MSG_NOSIGNAL);
+        pending[i] = 0;
+        answered[i] = clock::now();
+      }
+  }
+  ::close(ep);
+  return st;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: commit_floor DIR [seconds] [conns] [in_flight] [record_bytes]\n");
+    return 2;
+  }
+  std::string dir = argv[1];
+  double seconds = argc > 2 ? std::stod(argv[2]) : 5;
+  int conns = argc > 3 ? std::stoi(argv[3]) : 4;
+  uint64_t in_flight = argc > 4 ? std::stoull(argv[4]) : 64;
+  size_t record = argc > 5 ? std::stoul(argv[5]) : 100;
+  if (conns < 1 || in_flight < static_cast<uint64_t>(conns) || record == 0) {
+    std::fprintf(stderr, "commit_floor: need conns >= 1, in_flight >= conns, record_bytes >= 1\n");
+    return 2;
+  }
+  bench::floor_disk d{dir, "commit_floor"};
+  sockaddr_in addr;
+  int lfd = bench::listen_loopback(addr, conns);
+  std::vector<int> client(conns), server(conns);
+  int one = 1;
+  for (int i = 0; i < conns; ++i) {
+    client[i] = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ::setsockopt(client[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (::connect(client[i], reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      std::perror("commit_floor: connect");
+      return 1;
+    }
+    server[i] = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+    ::setsockopt(server[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  ::close(lfd);
+  server_stats st;
+  std::thread srv([&] { st = serve(server, d, record); });
+
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> durable{0};
+  std::vector<std::thread> workers;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < conns; ++i)
+    workers.emplace_back([&, i] {
+      // This connection's share of the records in flight; each turn sends as many as came back
+      // with one send, as bench/throughput's turns do.
+      uint64_t mine = in_flight / conns + (static_cast<uint64_t>(i) < in_flight % conns ? 1 : 0);
+      std::vector<char> out(mine * record, 'y');
+      uint64_t free = mine, done = 0;
+      while (!stop) {
+        if (::send(client[i], out.data(), free * record, MSG_NOSIGNAL) !=
+            static_cast<ssize_t>(free * record))
+          break;
+        uint64_t n = 0;
+        if (!bench::read_full(client[i], reinterpret_cast<char*>(&n), sizeof(n))) break;
+        done += n;
+        free = n;
+      }
+      durable += done;
+      ::shutdown(client[i], SHUT_WR);
+    });
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (auto& w : workers)
+    w.join();
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  srv.join();
+  for (int i = 0; i < conns; ++i) {
+    ::close(client[i]);
+    ::close(server[i]);
+  }
+  auto p50 = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  std::printf("{\"conns\":%d,\"in_flight\":%llu,\"records_per_s\":%.0f,\"records_per_fsync\":%.1f,"
+              "\"commit_p50_us\":%.1f,\"return_p50_us\":%.1f}\n",
+              conns, static_cast<unsigned long long>(in_flight), durable.load() / elapsed,
+              st.commits ? static_cast<double>(st.records) / st.commits : 0.0, p50(st.commit_us),
+              p50(st.return_us));
+  return 0;
+}
