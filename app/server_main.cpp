@@ -163,7 +163,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     io.sweep_every = std::chrono::milliseconds(
         std::min<uint32_t>({1000, cfg.hello_timeout_ms, cfg.frame_timeout_ms}));
     auto* log = wal.get();
-    if (cfg.io_threads >= 2 && !std::getenv("FUSEE_EXP_NOINLINE"))
+    if (cfg.io_threads >= 2)
       io.after_turn = [log] { log->commit(); };
     else
       io.after_turn = [log] { log->wake(); };
