@@ -70,6 +70,11 @@ proto::result<void> file::read_at(proto::bytes& out, uint64_t offset, const fs::
   return {};
 }
 
+void file::start_writeback(uint64_t offset, uint64_t size) const {
+  (void)::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(size),
+                          SYNC_FILE_RANGE_WRITE);
+}
+
 proto::result<void> file::sync(const fs::path& path) const {
   if (::fdatasync(fd_) != 0) return io_error("fdatasync", path);
   return {};

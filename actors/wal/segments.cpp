@@ -1,5 +1,7 @@
 #include "actors/wal/segments.hpp"
 
+#include <utility>
+
 #include <fcntl.h>
 
 namespace fusee::server::wal {
@@ -47,6 +49,13 @@ void segment_set::continue_chain(uint64_t next_seq, uint32_t prev_crc) {
 }
 
 proto::result<uint64_t> segment_set::append(byte_view body) {
+  auto at = write(body);
+  if (!at) return at.err();
+  if (auto r = sync_written(); !r) return r.err();
+  return *at;
+}
+
+proto::result<uint64_t> segment_set::write(byte_view body, bool start) {
   auto& seg = active();
   if (fail_next_) {
     fail_next_ = false;
@@ -55,12 +64,19 @@ proto::result<uint64_t> segment_set::append(byte_view body) {
   }
   auto batch = encode_batch(next_batch_seq_, prev_crc_, body);
   if (auto r = seg.f.write_at(batch, seg.size, seg.path); !r) return r.err();
+  if (start) seg.f.start_writeback(seg.size, batch.size());
+  written_ = {batch.size(), decode_batch_header(batch)->crc};
+  return seg.size + batch_header_size;
+}
+
+proto::result<void> segment_set::sync_written() {
+  auto& seg = active();
+  auto w = std::exchange(written_, {});
   if (auto r = seg.f.sync(seg.path); !r) return r.err();
-  uint64_t body_at = seg.size + batch_header_size;
-  seg.size += batch.size();
+  seg.size += w.size;
   next_batch_seq_++;
-  prev_crc_ = decode_batch_header(batch)->crc;
-  return body_at;
+  prev_crc_ = w.crc;
+  return {};
 }
 
 proto::result<void> segment_set::roll(const snapshot_section& snapshot, reserve_section reserve) {

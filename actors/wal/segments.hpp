@@ -47,7 +47,15 @@ public:
   void continue_chain(uint64_t next_seq, uint32_t prev_crc);
 
   /// Appends one batch to the active segment and makes it durable; the body's file offset.
+  /// (write() and then sync_written().)
   proto::result<uint64_t> append(byte_view body);
+  /// Writes one batch after the last in the active segment, not yet durable; the body's file
+  /// offset. With `start`, the disk write begins now (the caller has other work before it
+  /// syncs). The next batch follows it only once sync_written() made it durable.
+  proto::result<uint64_t> write(byte_view body, bool start = false);
+  /// Makes the batch write() wrote durable (fdatasync); on failure the segment stays as if it
+  /// was never written (the log is broken then: nothing is appended after it).
+  proto::result<void> sync_written();
   /// Appends a batch holding only `snapshot` and, if its epoch is not 0, `reserve` (the first
   /// batch of every segment).
   proto::result<void> append_snapshot(const snapshot_section& snapshot,
@@ -73,6 +81,10 @@ private:
   std::map<uint64_t, segment> segments_;
   uint64_t next_batch_seq_ = 1;
   uint32_t prev_crc_ = 0;
+  struct written {
+    uint64_t size = 0;  ///< the batch's bytes, header included; 0: none waits for its sync
+    uint32_t crc = 0;
+  } written_;
   file dir_file_;                           ///< the directory, for syncing its entries
   std::future<proto::result<file>> spare_;  ///< the next segment's file, being zero-filled
   bool fail_next_ = false;

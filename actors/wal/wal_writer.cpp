@@ -102,9 +102,21 @@ struct wal_writer::impl {
     std::string failure;
     std::vector<wal_entry*> after_commit;  ///< checkpoints, loads, reads: served after it
   };
+  struct refusal {
+    session_id session;
+    uint64_t request_id;
+    proto::error error;
+  };
+  /// While a batch is admitted, its refusals wait here for the batch before it to be reported
+  /// (so each session hears its answers in the order it submitted); null: sent at once.
+  std::vector<refusal>* held_refusals = nullptr;
+
   void refuse(session_id session, uint64_t request_id, proto::error e) {
     n_refused.fetch_add(1, std::memory_order_relaxed);
-    sink->on_refused(session, request_id, std::move(e));
+    if (held_refusals)
+      held_refusals->push_back({session, request_id, std::move(e)});
+    else
+      sink->on_refused(session, request_id, std::move(e));
   }
 
   /// Queues `e` (under mtx); true if the writer thread sleeps with nobody committing, so it must
@@ -139,7 +151,7 @@ struct wal_writer::impl {
   // thread that read an APPEND writes it, syncs it and sends its DURABLE). One committer at a
   // time, so the sink's callbacks keep their order.
   void run() {
-    std::vector<wal_entry> work;
+    std::vector<wal_entry> work, done;
     for (;;) {
       {
         std::unique_lock<std::mutex> lk{mtx};
@@ -153,35 +165,57 @@ struct wal_writer::impl {
         if (queue.empty() || committing) continue;
         committing = true;
       }
-      commit_loop(work, true);
+      commit_loop(work, done, true);
     }
   }
 
   /// Commits batch after batch while entries are queued; the caller holds the committer role,
-  /// which ends here.
-  void commit_loop(std::vector<wal_entry>& work, bool writer_thread) {
+  /// which ends here. A batch's report waits until the next batch's write has begun (the disk
+  /// works on it while the answers go out) or, if nothing more is queued, goes out at once.
+  /// `work` and `done` are the caller's buffers (empty): the batch being made and the one whose
+  /// report is owed.
+  void commit_loop(std::vector<wal_entry>& work, std::vector<wal_entry>& done, bool writer_thread) {
+    batch_report owed;
+    bool owing = false;
     for (;;) {
       {
         std::lock_guard<std::mutex> lk{mtx};
-        if (queue.empty()) {
+        if (!queue.empty()) {
+          work.swap(queue);
+          queued.store(0, std::memory_order_release);
+        } else if (!owing) {
           committing = false;
           if (stopping) cv.notify_all();
           return;
         }
-        work.swap(queue);
-        queued.store(0, std::memory_order_release);
+      }
+      // Nothing more came, or the last batch has checkpoints, loads or reads, which must see the
+      // log as it was when they were queued (not the next batch's admissions): it reports now.
+      if (owing && (work.empty() || !owed.after_commit.empty())) {
+        deliver(owed, done);
+        owing = false;
+        if (work.empty()) continue;
       }
       auto batches = n_batches.load(std::memory_order_relaxed);
       batch_report r;
-      process(work, r);
+      process(work, r, owing ? &owed : nullptr, done);
       if (!writer_thread)
         n_batches_inline.fetch_add(n_batches.load(std::memory_order_relaxed) - batches,
                                    std::memory_order_relaxed);
-      report(r);
-      for (auto* e : r.after_commit)
-        serve_after_commit(*e);
-      work.clear();
+      owed = std::move(r);
+      owing = true;
+      work.swap(done);  // `done` was emptied when its report went out
     }
+  }
+
+  /// Reports batch `r` (durable or failed), then serves its checkpoints, loads and reads, which
+  /// point into `entries`; empties both.
+  void deliver(batch_report& r, std::vector<wal_entry>& entries) {
+    report(r);
+    for (auto* e : r.after_commit)
+      serve_after_commit(*e);
+    r = batch_report{};
+    entries.clear();
   }
 
   /// A grant that needs nothing written, made on the calling thread when the log is idle: the
@@ -285,8 +319,12 @@ struct wal_writer::impl {
 
   /// Writes everything queued as one batch (group commit) and fills in what it reports;
   /// checkpoints, loads and reads are left in `r.after_commit`, to be served after the report, so
-  /// they see every record queued before them.
-  void process(std::vector<wal_entry>& work, batch_report& r) {
+  /// they see every record queued before them. The batch before it, durable, whose report is
+  /// `owed` (entries in `owed_entries`), is delivered once this batch's write has begun and before
+  /// it is synced, and before anything of this batch is reported (its refusals and the grants
+  /// that need nothing written).
+  void process(std::vector<wal_entry>& work, batch_report& r, batch_report* owed,
+               std::vector<wal_entry>& owed_entries) {
     // The writer has taken these appends: they no longer wait in its queue (before any answer
     // goes out, so a connection told DURABLE never finds its count stale).
     for (auto& e : work)
@@ -301,7 +339,22 @@ struct wal_writer::impl {
     auto& after_commit = r.after_commit;
     std::vector<std::pair<session_id, uint32_t>> touched;  // for IO_FAILED
     uint64_t records = 0;
+    std::vector<refusal> refused;
+    // The one point where the batch before is reported, then this batch's first answers.
+    auto hand_over = [&] {
+      if (owed) deliver(*owed, owed_entries);
+      owed = nullptr;
+      for (auto& x : refused)
+        sink->on_refused(x.session, x.request_id, std::move(x.error));
+      refused.clear();
+      if (!early_grants.empty()) {
+        n_early_grants.fetch_add(early_grants.size(), std::memory_order_relaxed);
+        sink->on_granted(std::move(early_grants));
+        early_grants.clear();
+      }
+    };
 
+    held_refusals = &refused;
     for (auto& e : work) {
       if (auto* a = std::get_if<wal_append>(&e)) {
         uint32_t s = a->shard.value();
@@ -372,20 +425,26 @@ struct wal_writer::impl {
       }
     }
 
+    held_refusals = nullptr;
+
     uint64_t reserving = 0;
     if (reservation_due(max_granted)) {
       reserving = max_granted + reserve_block;
       append_section(body, reserve_section{reserving});
     }
-    if (!early_grants.empty()) {
-      n_early_grants.fetch_add(early_grants.size(), std::memory_order_relaxed);
-      sink->on_granted(std::move(early_grants));
-    }
 
-    if (!body.empty()) {
+    if (body.empty()) {
+      hand_over();
+    } else {
       if (inject_failure.exchange(false)) segments.fail_next_append();
       auto t0 = std::chrono::steady_clock::now();
-      auto written = segments.append(body);
+      auto written = segments.write(body, owed != nullptr);
+      auto write_time = std::chrono::steady_clock::now() - t0;
+      hand_over();
+      if (written) {
+        t0 = std::chrono::steady_clock::now();
+        if (auto synced = segments.sync_written(); !synced) written = synced.err();
+      }
       if (!written) {
         // Nothing of this batch is acknowledged: its appends hear IO_FAILED, its grants were not
         // made (epoch 0), its revocations and reads get no answer.
@@ -402,7 +461,8 @@ struct wal_writer::impl {
       }
       if (reserving > 0) reserved = reserving;
       fsync_seconds.observe(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+          std::chrono::duration<double>(write_time + (std::chrono::steady_clock::now() - t0))
+              .count());
       records_per_fsync.observe(static_cast<double>(records));
       n_batches++;
       n_fsyncs++;
@@ -604,8 +664,8 @@ void wal_writer::commit() {
     if (impl_->committing || impl_->queue.empty()) return;
     impl_->committing = true;
   }
-  thread_local std::vector<wal_entry> work;
-  impl_->commit_loop(work, false);
+  thread_local std::vector<wal_entry> work, done;
+  impl_->commit_loop(work, done, false);
 }
 
 void wal_writer::wake() {

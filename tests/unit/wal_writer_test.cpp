@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -28,10 +30,16 @@ struct recording_sink : wal_sink {
   std::vector<std::thread::id> granted_on;  ///< the thread that reported each grant
   std::vector<std::string> io_failed;
   std::vector<proto::any_message> answers;
-  std::vector<std::string> events;  ///< "durable S L" and "granted S E" in the order reported
+  std::vector<std::string> events;  ///< "durable S L", "granted S E", "refused ID" as reported
+  /// Called (on the committing thread, sink locked) with each refused request id / durable
+  /// position, before it is recorded.
+  std::function<void(uint64_t)> when_refused;
+  std::function<void(const proto::position&)> when_durable;
 
   void on_durable(session_id, std::vector<proto::position> p) override {
     std::lock_guard<std::mutex> lk{mtx};
+    for (auto& x : p)
+      if (when_durable) when_durable(x);
     for (auto& x : p)
       events.push_back("durable " + std::to_string(x.shard.value()) + " " +
                        std::to_string(x.lsn.value()));
@@ -40,6 +48,8 @@ struct recording_sink : wal_sink {
   }
   void on_refused(session_id, uint64_t id, proto::error e) override {
     std::lock_guard<std::mutex> lk{mtx};
+    if (when_refused) when_refused(id);
+    events.push_back("refused " + std::to_string(id));
     refused.emplace_back(id, e);
     cv.notify_all();
   }
@@ -83,6 +93,27 @@ wal_append app(session_id s, uint64_t id, uint32_t shard, uint64_t epoch, uint64
                     lsn_t{first},
                     {proto::bytes(rec.begin(), rec.end())},
                     nullptr};
+}
+
+/// True if some segment file under `dir` holds `text` (written, synced or not).
+bool segments_hold(const fs::path& dir, const std::string& text) {
+  for (auto& f : fs::directory_iterator(dir / "wal")) {
+    std::ifstream in(f.path(), std::ios::binary);
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (all.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+/// Waits until nobody commits and nothing is queued (whoever committed last has let the role go).
+bool await_idle(wal_writer& wal) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    auto st = wal.get_stats();
+    if (!st.committing && st.queued == 0) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
 }
 
 /// Opens the log on `dir` (which must succeed).
@@ -198,16 +229,7 @@ TEST_CASE("a grant that writes nothing is made on the asking thread while the lo
   recording_sink sink;
   auto wal = open_log(tmp.path, 4, &sink);
   lease_log& leases = *wal;
-  // Nobody commits and nothing is queued (whoever committed last has let the role go).
-  auto idle = [&] {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    for (;;) {
-      auto st = wal->get_stats();
-      if (!st.committing && st.queued == 0) return true;
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::yield();
-    }
-  };
+  auto idle = [&] { return await_idle(*wal); };
   // The first grant of a run writes the reservation: not at once, through the queue.
   CHECK_FALSE(leases.grant_at_once(1, 7, shard_id{0}));
   leases.grant(1, 7, shard_id{0});
@@ -327,6 +349,65 @@ TEST_CASE("group commit: everything queued while a batch is written shares the n
   auto after = wal->get_stats();
   CHECK(after.fsyncs - before.fsyncs == 1);
   CHECK(after.records - before.records == 64);
+}
+
+TEST_CASE("a batch's DURABLE goes out once the next batch is written, before that one is synced, "
+          "and each session still hears its answers in the order it asked") {
+  temp_dir tmp;
+  recording_sink sink;
+  auto wal = open_log(tmp.path, 2, &sink);
+  wal->submit(std::vector<wal_entry>{wal_grant{1, 7, shard_id{0}}, wal_grant{2, 7, shard_id{1}}});
+  REQUIRE(sink.await([&] { return sink.granted.size() == 2; }));
+  uint64_t e0 = sink.granted[0].epoch, e1 = sink.granted[1].epoch;
+  REQUIRE(await_idle(*wal));
+  sink.events.clear();
+  // The first batch's refusal (sent while it is written) queues a second batch: its record and a
+  // refusal of its own. This thread commits both (as an I/O thread does), one after the other.
+  bool second_written_at_first_durable = false;
+  sink.when_refused = [&](uint64_t id) {
+    if (id != 2) return;
+    wal->enqueue(app(7, 3, 1, e1, 1, "second-batch-record"));
+    wal->enqueue(app(7, 4, 1, e1 + 5, 2, "wrong epoch"));
+  };
+  sink.when_durable = [&](const proto::position& p) {
+    if (p.shard == shard_id{0})
+      second_written_at_first_durable = segments_hold(tmp.path, "second-batch-record");
+  };
+  wal->enqueue(app(7, 1, 0, e0, 1, "first-batch-record"));
+  wal->enqueue(app(7, 2, 0, e0 + 5, 2, "wrong epoch"));
+  auto before = wal->get_stats();
+  wal->commit();
+  std::lock_guard<std::mutex> lk{sink.mtx};
+  CHECK(wal->get_stats().fsyncs - before.fsyncs == 2);
+  CHECK(second_written_at_first_durable);
+  CHECK(sink.events ==
+        std::vector<std::string>{"refused 2", "durable 0 1", "refused 4", "durable 1 1"});
+}
+
+TEST_CASE("a checkpoint answered after its batch sees the lease as it was when it was queued, "
+          "not the next batch's revocation") {
+  temp_dir tmp;
+  recording_sink sink;
+  auto wal = open_log(tmp.path, 1, &sink);
+  wal->submit(wal_grant{1, 7, shard_id{0}});
+  REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
+  uint64_t epoch = sink.granted[0].epoch;
+  REQUIRE(await_idle(*wal));
+  // The revocation is queued while the checkpoint's batch is written (by its refusal).
+  sink.when_refused = [&](uint64_t id) {
+    if (id == 2) wal->enqueue(wal_revoke{5, shard_id{0}, epoch_t{epoch}, 7});
+  };
+  wal->enqueue(app(7, 1, 0, epoch, 1, "a"));
+  wal->enqueue(app(7, 2, 0, epoch + 5, 2, "wrong epoch"));
+  wal->enqueue(wal_checkpoint{7, 100, shard_id{0}, epoch_t{epoch}, lsn_t{1}, {1, 2, 3}});
+  wal->commit();
+  std::lock_guard<std::mutex> lk{sink.mtx};
+  CHECK(sink.revoked == 1);
+  REQUIRE(sink.answers.size() == 1);
+  auto* ok = std::get_if<proto::ok>(&sink.answers[0]);
+  REQUIRE(ok != nullptr);
+  CHECK(ok->id == 100);
+  CHECK(sink.refused.size() == 1);  // the wrong epoch only
 }
 
 TEST_CASE("a data dir refuses a different shard count") {
