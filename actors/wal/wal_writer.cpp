@@ -189,9 +189,11 @@ struct wal_writer::impl {
           return;
         }
       }
-      // Nothing more came, or the last batch has checkpoints, loads or reads, which must see the
-      // log as it was when they were queued (not the next batch's admissions): it reports now.
-      if (owing && (work.empty() || !owed.after_commit.empty())) {
+      // The last batch reports now if nothing more came; if it has checkpoints, loads or reads,
+      // which must see the log as it was when they were queued (not the next batch's
+      // admissions); or if it sends fewer than two frames: one send hidden behind the next write
+      // saves that batch less than its wait for the write costs the one session waiting.
+      if (owing && (work.empty() || !owed.after_commit.empty() || frames_of(owed) < 2)) {
         deliver(owed, done);
         owing = false;
         if (work.empty()) continue;
@@ -206,6 +208,11 @@ struct wal_writer::impl {
       owing = true;
       work.swap(done);  // `done` was emptied when its report went out
     }
+  }
+
+  /// The frames a report sends to sessions (DURABLE, IO_FAILED).
+  static size_t frames_of(const batch_report& r) {
+    return r.acks.size() + r.io_failed.size();
   }
 
   /// Reports batch `r` (durable or failed), then serves its checkpoints, loads and reads, which

@@ -16,12 +16,13 @@
 // it writes the batch itself, with no hand-off to another thread. Whoever commits keeps doing so
 // while entries are queued, so there is one committer at a time: every sink callback runs on the
 // committing thread (the writer thread, an I/O thread, or for a grant made at once the thread
-// that asked for it), in submission order per session. When more is queued once a batch is
-// durable, its report waits until the next batch is written and its disk write begun, and goes
-// out before that one's fdatasync (the disk works while the answers are sent); the next batch's
-// own refusals and grants that write nothing follow it. A batch with checkpoints, loads or reads
-// reports before the next is admitted, so they see the leases as they were when queued. No CAF
-// here: the glue lives in log_sink.
+// that asked for it), in submission order per session. When more is queued once a batch that
+// answers two or more sessions is durable, its report waits until the next batch is written and
+// its disk write begun, and goes out before that one's fdatasync (the disk works while the
+// answers are sent); the next batch's own refusals and grants that write nothing follow it. A
+// batch answering one session, or with checkpoints, loads or reads (which must see the leases as
+// they were when queued), reports before the next is admitted. No CAF here: the glue lives in
+// log_sink.
 //
 // The pieces live in actors/wal/: the on-disk format (format.hpp), file I/O (file_io.hpp),
 // recovery (recovery.hpp), the segment files (segments.hpp), checkpoints (checkpoints.hpp); this

@@ -351,37 +351,63 @@ TEST_CASE("group commit: everything queued while a batch is written shares the n
   CHECK(after.records - before.records == 64);
 }
 
-TEST_CASE("a batch's DURABLE goes out once the next batch is written, before that one is synced, "
-          "and each session still hears its answers in the order it asked") {
+namespace {
+
+/// Batch one is the given appends plus a refused one (request 2, sent while batch one is written);
+/// that refusal queues batch two: a record of session 7 on shard 2 and a refused append (request
+/// 4). This thread commits both, as an I/O thread does. Returns whether batch two's record was
+/// in the log's file when shard 0's DURABLE went out, and the sink's events.
+std::pair<bool, std::vector<std::string>> two_batches(std::vector<session_id> holders,
+                                                      std::vector<wal_entry> first) {
   temp_dir tmp;
   recording_sink sink;
-  auto wal = open_log(tmp.path, 2, &sink);
-  wal->submit(std::vector<wal_entry>{wal_grant{1, 7, shard_id{0}}, wal_grant{2, 7, shard_id{1}}});
-  REQUIRE(sink.await([&] { return sink.granted.size() == 2; }));
-  uint64_t e0 = sink.granted[0].epoch, e1 = sink.granted[1].epoch;
+  auto wal = open_log(tmp.path, 3, &sink);
+  std::vector<wal_entry> grants;
+  for (uint32_t s = 0; s < 3; ++s)
+    grants.push_back(wal_grant{s, holders[s], shard_id{s}});
+  wal->submit(std::move(grants));
+  REQUIRE(sink.await([&] { return sink.granted.size() == 3; }));
   REQUIRE(await_idle(*wal));
   sink.events.clear();
-  // The first batch's refusal (sent while it is written) queues a second batch: its record and a
-  // refusal of its own. This thread commits both (as an I/O thread does), one after the other.
-  bool second_written_at_first_durable = false;
+  bool second_written = false;
   sink.when_refused = [&](uint64_t id) {
     if (id != 2) return;
-    wal->enqueue(app(7, 3, 1, e1, 1, "second-batch-record"));
-    wal->enqueue(app(7, 4, 1, e1 + 5, 2, "wrong epoch"));
+    wal->enqueue(app(7, 3, 2, 1, 1, "second-batch-record"));
+    wal->enqueue(app(7, 4, 2, 6, 2, "wrong epoch"));
   };
   sink.when_durable = [&](const proto::position& p) {
-    if (p.shard == shard_id{0})
-      second_written_at_first_durable = segments_hold(tmp.path, "second-batch-record");
+    if (p.shard == shard_id{0}) second_written = segments_hold(tmp.path, "second-batch-record");
   };
-  wal->enqueue(app(7, 1, 0, e0, 1, "first-batch-record"));
-  wal->enqueue(app(7, 2, 0, e0 + 5, 2, "wrong epoch"));
+  for (auto& e : first)
+    wal->enqueue(std::move(e));
+  wal->enqueue(app(7, 2, 0, 6, 2, "wrong epoch"));
   auto before = wal->get_stats();
   wal->commit();
   std::lock_guard<std::mutex> lk{sink.mtx};
   CHECK(wal->get_stats().fsyncs - before.fsyncs == 2);
-  CHECK(second_written_at_first_durable);
-  CHECK(sink.events ==
-        std::vector<std::string>{"refused 2", "durable 0 1", "refused 4", "durable 1 1"});
+  return {second_written, sink.events};
+}
+
+}  // namespace
+
+TEST_CASE("a batch's DURABLEs to two sessions go out once the next batch is written, before that "
+          "one is synced, and each session still hears its answers in the order it asked") {
+  // Shard 0 held by session 7, shard 1 by session 8: batch one answers two sessions.
+  std::vector<wal_entry> first;
+  first.push_back(app(7, 1, 0, 1, 1, "first-batch-record"));
+  first.push_back(app(8, 1, 1, 1, 1, "first-batch-record"));
+  auto [second_written, events] = two_batches({7, 8, 7}, std::move(first));
+  CHECK(second_written);
+  CHECK(events == std::vector<std::string>{"refused 2", "durable 0 1", "durable 1 1", "refused 4",
+                                           "durable 2 1"});
+}
+
+TEST_CASE("a batch answering one session reports at once, before the next batch is written") {
+  std::vector<wal_entry> first;
+  first.push_back(app(7, 1, 0, 1, 1, "first-batch-record"));
+  auto [second_written, events] = two_batches({7, 8, 7}, std::move(first));
+  CHECK_FALSE(second_written);
+  CHECK(events == std::vector<std::string>{"refused 2", "durable 0 1", "refused 4", "durable 2 1"});
 }
 
 TEST_CASE("a checkpoint answered after its batch sees the lease as it was when it was queued, "
