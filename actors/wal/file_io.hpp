@@ -36,7 +36,8 @@ public:
   /// Exactly `out.size()` bytes at `offset`.
   proto::result<void> read_at(proto::bytes& out, uint64_t offset, const fs::path& path) const;
   /// Asks the kernel to start writing `size` bytes at `offset` to the disk, without waiting (a
-  /// hint: what is durable is still only what sync() covered; a failure shows in sync()).
+  /// hint: what is durable is still only what sync() covered; a failure shows in sync()). Never
+  /// waits for the writeback: a wait could take the error that the following sync() must see.
   void start_writeback(uint64_t offset, uint64_t size) const;
   proto::result<void> sync(const fs::path& path) const;      ///< fdatasync
   proto::result<void> sync_all(const fs::path& path) const;  ///< fsync (a directory's entries)

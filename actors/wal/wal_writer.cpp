@@ -93,7 +93,8 @@ struct wal_writer::impl {
 
   /// What one batch reports, in this order, once it is durable (or failed): DURABLE per
   /// session, grants, revocations, IO_FAILED; then its checkpoints, loads and reads are served.
-  /// (Refusals go out at once, during admission.)
+  /// (Refusals and the grants that write nothing go out before it, once the batch is written:
+  /// process(), hand_over.)
   struct batch_report {
     std::map<session_id, std::map<uint32_t, proto::position>> acks;
     std::vector<grant_done> grants;
@@ -341,7 +342,7 @@ struct wal_writer::impl {
     std::vector<pending_index> new_sections;
     auto& acks = r.acks;
     auto& grants = r.grants;               // reported once the batch is durable
-    std::vector<grant_done> early_grants;  // reported before the batch is written
+    std::vector<grant_done> early_grants;  // reported once it is written, before its sync
     auto& revokes = r.revokes;
     auto& after_commit = r.after_commit;
     std::vector<std::pair<session_id, uint32_t>> touched;  // for IO_FAILED
@@ -362,6 +363,10 @@ struct wal_writer::impl {
     };
 
     held_refusals = &refused;
+    struct stop_holding {
+      std::vector<refusal>*& held;
+      ~stop_holding() { held = nullptr; }
+    } holding{held_refusals};  // never left pointing at `refused`, however process() ends
     for (auto& e : work) {
       if (auto* a = std::get_if<wal_append>(&e)) {
         uint32_t s = a->shard.value();
@@ -450,7 +455,10 @@ struct wal_writer::impl {
       hand_over();
       if (written) {
         t0 = std::chrono::steady_clock::now();
-        if (auto synced = segments.sync_written(); !synced) written = synced.err();
+        if (auto synced = segments.sync_written(); !synced)
+          written = synced.err();
+        else
+          n_fsyncs++;  // counted as it returns (a report sent before it sees the count without it)
       }
       if (!written) {
         // Nothing of this batch is acknowledged: its appends hear IO_FAILED, its grants were not
@@ -472,7 +480,6 @@ struct wal_writer::impl {
               .count());
       records_per_fsync.observe(static_cast<double>(records));
       n_batches++;
-      n_fsyncs++;
       n_records += records;
       n_bytes.fetch_add(body.size(), std::memory_order_relaxed);
       for (auto& p : new_sections) {
@@ -747,6 +754,7 @@ wal_writer::stats wal_writer::get_stats() const {
   {
     std::lock_guard<std::mutex> lk{i.mtx};
     s.committing = i.committing;
+    s.writer_sleeping = i.sleeping;
   }
   s.checkpoints = i.n_checkpoints;
   s.grants_without_fsync = i.n_early_grants;

@@ -18,8 +18,9 @@
 // committing thread (the writer thread, an I/O thread, or for a grant made at once the thread
 // that asked for it), in submission order per session. When more is queued once a batch that
 // answers two or more sessions is durable, its report waits until the next batch is written and
-// its disk write begun, and goes out before that one's fdatasync (the disk works while the
-// answers are sent); the next batch's own refusals and grants that write nothing follow it. A
+// its disk write begun (or, if that batch writes nothing, admitted), and goes out before that
+// one's fdatasync (the disk works while the answers are sent); the next batch's own refusals and
+// grants that write nothing follow it. A
 // batch answering one session, or with checkpoints, loads or reads (which must see the leases as
 // they were when queued), reports before the next is admitted. No CAF here: the glue lives in
 // log_sink.
@@ -110,7 +111,8 @@ using wal_entry =
 
 // -- what the writer reports ------------------------------------------------------------------
 
-/// Receives the writer's reports, on the writer thread. Implementations must not block.
+/// Receives the writer's reports, on the committing thread (see the threading contract at the
+/// top). Implementations must not block.
 class wal_sink {
 public:
   virtual ~wal_sink() = default;
@@ -169,12 +171,13 @@ public:
     uint64_t fsyncs = 0;
     uint64_t segments = 0;
     uint64_t retired_segments = 0;
-    uint64_t appends = 0;        ///< APPEND requests taken (admitted)
-    uint64_t refused = 0;        ///< requests refused (fencing, LSN gaps, a failed log)
-    uint64_t bytes_written = 0;  ///< batch bytes written and fsync'ed
-    uint64_t queued = 0;         ///< entries waiting for a committer now
-    bool committing = false;     ///< a thread holds the committer role now
-    uint64_t checkpoints = 0;    ///< checkpoints stored
+    uint64_t appends = 0;          ///< APPEND requests taken (admitted)
+    uint64_t refused = 0;          ///< requests refused (fencing, LSN gaps, a failed log)
+    uint64_t bytes_written = 0;    ///< batch bytes written and fsync'ed
+    uint64_t queued = 0;           ///< entries waiting for a committer now
+    bool committing = false;       ///< a thread holds the committer role now
+    bool writer_sleeping = false;  ///< the writer thread waits for work (tests await an idle log)
+    uint64_t checkpoints = 0;      ///< checkpoints stored
     /// Grants reported without waiting for an fdatasync (within the epoch reservation, nothing
     /// of the shard waiting to be durable).
     uint64_t grants_without_fsync = 0;

@@ -30,7 +30,9 @@ struct recording_sink : wal_sink {
   std::vector<std::thread::id> granted_on;  ///< the thread that reported each grant
   std::vector<std::string> io_failed;
   std::vector<proto::any_message> answers;
-  std::vector<std::string> events;  ///< "durable S L", "granted S E", "refused ID" as reported
+  /// As reported: "durable S L", "granted S E", "refused ID", "revoked S", "ok ID" (an answer),
+  /// "io_failed S".
+  std::vector<std::string> events;
   /// Called (on the committing thread, sink locked) with each refused request id / durable
   /// position, before it is recorded.
   std::function<void(uint64_t)> when_refused;
@@ -62,18 +64,21 @@ struct recording_sink : wal_sink {
     cv.notify_all();
   }
   size_t revoked = 0;
-  void on_revoked(uint64_t, shard_id, epoch_t) override {
+  void on_revoked(uint64_t, shard_id s, epoch_t) override {
     std::lock_guard<std::mutex> lk{mtx};
+    events.push_back("revoked " + std::to_string(s.value()));
     revoked++;
     cv.notify_all();
   }
   void on_answer(session_id, proto::any_message m) override {
     std::lock_guard<std::mutex> lk{mtx};
+    if (auto* ok = std::get_if<proto::ok>(&m)) events.push_back("ok " + std::to_string(ok->id));
     answers.push_back(std::move(m));
     cv.notify_all();
   }
-  void on_io_failed(session_id, shard_id, epoch_t, std::string m) override {
+  void on_io_failed(session_id, shard_id s, epoch_t, std::string m) override {
     std::lock_guard<std::mutex> lk{mtx};
+    events.push_back("io_failed " + std::to_string(s.value()));
     io_failed.push_back(std::move(m));
     cv.notify_all();
   }
@@ -105,12 +110,13 @@ bool segments_hold(const fs::path& dir, const std::string& text) {
   return false;
 }
 
-/// Waits until nobody commits and nothing is queued (whoever committed last has let the role go).
+/// Waits until nobody commits, nothing is queued and the writer thread sleeps (whoever committed
+/// last has let the role go, and the writer will not take entries enqueued without a wake-up).
 bool await_idle(wal_writer& wal) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (;;) {
     auto st = wal.get_stats();
-    if (!st.committing && st.queued == 0) return true;
+    if (!st.committing && st.queued == 0 && st.writer_sleeping) return true;
     if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::yield();
   }
@@ -353,12 +359,20 @@ TEST_CASE("group commit: everything queued while a batch is written shares the n
 
 namespace {
 
-/// Batch one is the given appends plus a refused one (request 2, sent while batch one is written);
-/// that refusal queues batch two: a record of session 7 on shard 2 and a refused append (request
-/// 4). This thread commits both, as an I/O thread does. Returns whether batch two's record was
-/// in the log's file when shard 0's DURABLE went out, and the sink's events.
-std::pair<bool, std::vector<std::string>> two_batches(std::vector<session_id> holders,
-                                                      std::vector<wal_entry> first) {
+struct two_batches_seen {
+  bool second_in_file = false;  ///< batch two's record was in the file at shard 0's DURABLE
+  uint64_t syncs_then = 0;      ///< fdatasyncs since batch one was queued, at that DURABLE
+  uint64_t syncs = 0;           ///< and at the end
+  std::vector<std::string> events;
+};
+
+/// Shards 0-2 held by `holders`. Batch one is `first` plus a refused append of session 7 on
+/// shard 0 (request 2); that refusal (sent while batch one is written, before its fdatasync)
+/// queues `second` after calling `before_second`. This thread commits (as an I/O thread does);
+/// the sink's events are taken once `events` were reported, whichever thread committed them.
+two_batches_seen two_batches(std::vector<session_id> holders, std::vector<wal_entry> first,
+                             std::vector<wal_entry> second, size_t events,
+                             std::function<void(wal_writer&)> before_second = {}) {
   temp_dir tmp;
   recording_sink sink;
   auto wal = open_log(tmp.path, 3, &sink);
@@ -368,72 +382,107 @@ std::pair<bool, std::vector<std::string>> two_batches(std::vector<session_id> ho
   wal->submit(std::move(grants));
   REQUIRE(sink.await([&] { return sink.granted.size() == 3; }));
   REQUIRE(await_idle(*wal));
-  sink.events.clear();
-  bool second_written = false;
+  {
+    std::lock_guard<std::mutex> lk{sink.mtx};
+    sink.events.clear();
+  }
+  two_batches_seen seen;
+  auto before = wal->get_stats().fsyncs;
   sink.when_refused = [&](uint64_t id) {
     if (id != 2) return;
-    wal->enqueue(app(7, 3, 2, 1, 1, "second-batch-record"));
-    wal->enqueue(app(7, 4, 2, 6, 2, "wrong epoch"));
+    if (before_second) before_second(*wal);
+    for (auto& e : second)
+      wal->enqueue(std::move(e));
   };
   sink.when_durable = [&](const proto::position& p) {
-    if (p.shard == shard_id{0}) second_written = segments_hold(tmp.path, "second-batch-record");
+    if (p.shard != shard_id{0}) return;
+    seen.second_in_file = segments_hold(tmp.path, "second-batch-record");
+    seen.syncs_then = wal->get_stats().fsyncs - before;
   };
   for (auto& e : first)
     wal->enqueue(std::move(e));
   wal->enqueue(app(7, 2, 0, 6, 2, "wrong epoch"));
-  auto before = wal->get_stats();
   wal->commit();
+  REQUIRE(sink.await([&] { return sink.events.size() >= events; }));
+  REQUIRE(await_idle(*wal));
   std::lock_guard<std::mutex> lk{sink.mtx};
-  CHECK(wal->get_stats().fsyncs - before.fsyncs == 2);
-  return {second_written, sink.events};
+  seen.syncs = wal->get_stats().fsyncs - before;
+  seen.events = sink.events;
+  return seen;
 }
+
+/// Batch one's records: session 7 on shard 0 and, if `two`, session 8 on shard 1.
+std::vector<wal_entry> first_batch(bool two) {
+  std::vector<wal_entry> v;
+  v.push_back(app(7, 1, 0, 1, 1, "first-batch-record"));
+  if (two) v.push_back(app(8, 1, 1, 1, 1, "first-batch-record"));
+  return v;
+}
+
+/// Batch two's record (session 7, shard 2) and, with `refused`, a refused append (request 4).
+std::vector<wal_entry> second_batch(bool refused) {
+  std::vector<wal_entry> v;
+  v.push_back(app(7, 3, 2, 1, 1, "second-batch-record"));
+  if (refused) v.push_back(app(7, 4, 2, 6, 2, "wrong epoch"));
+  return v;
+}
+
+using strings = std::vector<std::string>;
 
 }  // namespace
 
 TEST_CASE("a batch's DURABLEs to two sessions go out once the next batch is written, before that "
           "one is synced, and each session still hears its answers in the order it asked") {
-  // Shard 0 held by session 7, shard 1 by session 8: batch one answers two sessions.
-  std::vector<wal_entry> first;
-  first.push_back(app(7, 1, 0, 1, 1, "first-batch-record"));
-  first.push_back(app(8, 1, 1, 1, 1, "first-batch-record"));
-  auto [second_written, events] = two_batches({7, 8, 7}, std::move(first));
-  CHECK(second_written);
-  CHECK(events == std::vector<std::string>{"refused 2", "durable 0 1", "durable 1 1", "refused 4",
-                                           "durable 2 1"});
+  auto seen = two_batches({7, 8, 7}, first_batch(true), second_batch(true), 5);
+  CHECK(seen.second_in_file);
+  CHECK(seen.syncs_then == 1);  // batch one's, not yet batch two's
+  CHECK(seen.syncs == 2);
+  CHECK(seen.events ==
+        strings{"refused 2", "durable 0 1", "durable 1 1", "refused 4", "durable 2 1"});
 }
 
 TEST_CASE("a batch answering one session reports at once, before the next batch is written") {
-  std::vector<wal_entry> first;
-  first.push_back(app(7, 1, 0, 1, 1, "first-batch-record"));
-  auto [second_written, events] = two_batches({7, 8, 7}, std::move(first));
-  CHECK_FALSE(second_written);
-  CHECK(events == std::vector<std::string>{"refused 2", "durable 0 1", "refused 4", "durable 2 1"});
+  auto seen = two_batches({7, 8, 7}, first_batch(false), second_batch(true), 4);
+  CHECK_FALSE(seen.second_in_file);
+  CHECK(seen.syncs == 2);
+  CHECK(seen.events == strings{"refused 2", "durable 0 1", "refused 4", "durable 2 1"});
+}
+
+TEST_CASE("when the next batch's write fails, the batch before it is still reported durable, "
+          "first") {
+  auto seen = two_batches({7, 8, 7}, first_batch(true), second_batch(true), 5,
+                          [](wal_writer& w) { w.inject_write_failure(); });
+  CHECK(seen.syncs == 1);
+  CHECK(seen.events ==
+        strings{"refused 2", "durable 0 1", "durable 1 1", "refused 4", "io_failed 2"});
+}
+
+TEST_CASE("a grant that writes nothing in the next batch follows the revocation reported by the "
+          "batch before it") {
+  // Batch one revokes session 8's lease of shard 1; batch two grants shard 1 to session 9 within
+  // the reservation (nothing written for it: reported as soon as batch two is written).
+  auto first = first_batch(true);
+  first.push_back(wal_revoke{20, shard_id{1}, epoch_t{1}, 8});
+  std::vector<wal_entry> second;
+  second.push_back(wal_grant{21, 9, shard_id{1}});
+  for (auto& e : second_batch(false))
+    second.push_back(std::move(e));
+  auto seen = two_batches({7, 8, 7}, std::move(first), std::move(second), 6);
+  CHECK(seen.second_in_file);
+  CHECK(seen.events == strings{"refused 2", "durable 0 1", "durable 1 1", "revoked 1",
+                               "granted 1 2", "durable 2 1"});
 }
 
 TEST_CASE("a checkpoint answered after its batch sees the lease as it was when it was queued, "
           "not the next batch's revocation") {
-  temp_dir tmp;
-  recording_sink sink;
-  auto wal = open_log(tmp.path, 1, &sink);
-  wal->submit(wal_grant{1, 7, shard_id{0}});
-  REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
-  uint64_t epoch = sink.granted[0].epoch;
-  REQUIRE(await_idle(*wal));
-  // The revocation is queued while the checkpoint's batch is written (by its refusal).
-  sink.when_refused = [&](uint64_t id) {
-    if (id == 2) wal->enqueue(wal_revoke{5, shard_id{0}, epoch_t{epoch}, 7});
-  };
-  wal->enqueue(app(7, 1, 0, epoch, 1, "a"));
-  wal->enqueue(app(7, 2, 0, epoch + 5, 2, "wrong epoch"));
-  wal->enqueue(wal_checkpoint{7, 100, shard_id{0}, epoch_t{epoch}, lsn_t{1}, {1, 2, 3}});
-  wal->commit();
-  std::lock_guard<std::mutex> lk{sink.mtx};
-  CHECK(sink.revoked == 1);
-  REQUIRE(sink.answers.size() == 1);
-  auto* ok = std::get_if<proto::ok>(&sink.answers[0]);
-  REQUIRE(ok != nullptr);
-  CHECK(ok->id == 100);
-  CHECK(sink.refused.size() == 1);  // the wrong epoch only
+  // Batch one answers two sessions (so its report could wait) and holds a checkpoint of shard 0;
+  // batch two revokes that lease.
+  auto first = first_batch(true);
+  first.push_back(wal_checkpoint{7, 100, shard_id{0}, epoch_t{1}, lsn_t{1}, {1, 2, 3}});
+  std::vector<wal_entry> second;
+  second.push_back(wal_revoke{22, shard_id{0}, epoch_t{1}, 7});
+  auto seen = two_batches({7, 8, 7}, std::move(first), std::move(second), 5);
+  CHECK(seen.events == strings{"refused 2", "durable 0 1", "durable 1 1", "ok 100", "revoked 0"});
 }
 
 TEST_CASE("a data dir refuses a different shard count") {
