@@ -2,12 +2,16 @@
 // IN_FLIGHT records (RECORD bytes each) awaiting durability in all, as bench/throughput does
 // against fusee; one server thread reads whatever arrived on any connection, appends it with one
 // pwrite + fdatasync (laid out as fusee's log lays out one-record appends: a 24-byte batch head,
-// 29 bytes of head per record), answers each connection with the count made durable, and starts
-// again. No framing, no log, no actors: what any group-commit server on this machine
-// could reach with this client pattern (docs/benchmarks.md, "The machine's commit floor").
-//   commit_floor DIR [seconds] [conns] [in_flight] [record_bytes]
-// Prints one JSON line: records/s, records per fsync, and p50s in microseconds of the commit
-// (write + fdatasync) and of the return trip (an answer's send to that connection's next bytes).
+// 29 bytes of head per record; at more than one record per append fusee writes a little less),
+// answers each connection with the count made durable, and starts again. No framing, no log, no
+// actors, and a client that answers at once: an anchor for what a plain group-commit server
+// reaches on this machine with this client pattern (docs/benchmarks.md, "Fourth session").
+// mode: serial  — write, fdatasync, answer, read again;
+//       overlap — when answers are owed and more arrived: write the next batch and start its
+//                 disk write, send the owed answers, then fdatasync (what fusee's log does).
+//   commit_floor DIR [seconds] [conns] [in_flight] [record_bytes] [serial|overlap]
+// Prints one JSON line: records/s, records per fsync and the commit's (write + fdatasync) p50
+// in microseconds.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -31,36 +35,38 @@ struct server_stats {
   uint64_t records = 0;
   uint64_t commits = 0;
   std::vector<double> commit_us;
-  std::vector<double> return_us;  ///< an answer's send to that connection's next bytes read
 };
 
 /// Serves `conns` (non-blocking) until all of them closed: each turn reads everything readable,
-/// commits it at once and answers.
-server_stats serve(const std::vector<int>& conns, bench::floor_disk& d, size_t record) {
+/// commits it and answers (with `overlap`, the answers of a commit wait for the next one's write).
+server_stats serve(const std::vector<int>& conns, bench::floor_disk& d, size_t record,
+                   bool overlap) {
   int ep = ::epoll_create1(EPOLL_CLOEXEC);
   for (size_t i = 0; i < conns.size(); ++i) {
     epoll_event ev{EPOLLIN, {.u64 = i}};
     ::epoll_ctl(ep, EPOLL_CTL_ADD, conns[i], &ev);
   }
   using clock = std::chrono::steady_clock;
-  std::vector<uint64_t> partial(conns.size(), 0), pending(conns.size(), 0);
-  std::vector<clock::time_point> answered(conns.size());
+  std::vector<uint64_t> partial(conns.size(), 0), pending(conns.size(), 0), owed(conns.size(), 0);
+  bool owing = false;
+  auto answer = [&](std::vector<uint64_t>& counts) {
+    for (size_t i = 0; i < conns.size(); ++i)
+      if (counts[i] > 0) {
+        (void)!::send(conns[i], &counts[i], sizeof(counts[i]), MSG_NOSIGNAL);
+        counts[i] = 0;
+      }
+  };
   std::vector<char> buf(1 << 16);
   std::vector<epoll_event> ready(conns.size());
   size_t open = conns.size();
   server_stats st;
   while (open > 0) {
-    int n = ::epoll_wait(ep, ready.data(), static_cast<int>(ready.size()), -1);
+    int n = ::epoll_wait(ep, ready.data(), static_cast<int>(ready.size()), owing ? 0 : -1);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) break;
     uint64_t batch = 0;
     for (int k = 0; k < n; ++k) {
       size_t i = ready[k].data.u64;
-      if (answered[i] != clock::time_point{}) {
-        st.return_us.push_back(
-            std::chrono::duration<double, std::micro>(clock::now() - answered[i]).count());
-        answered[i] = {};
-      }
       for (;;) {
         ssize_t r = ::recv(conns[i], buf.data(), buf.size(), MSG_DONTWAIT);
         if (r > 0) {
@@ -77,19 +83,27 @@ server_stats serve(const std::vector<int>& conns, bench::floor_disk& d, size_t r
       partial[i] %= record;
       batch += pending[i];
     }
-    if (batch == 0) continue;
+    if (batch == 0) {
+      if (owing) answer(owed);
+      owing = false;
+      continue;
+    }
     auto t0 = clock::now();
-    d.commit(24 + batch * (29 + record));
-    auto t1 = clock::now();
-    st.commit_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    d.write(24 + batch * (29 + record), owing);
+    auto written = clock::now() - t0;
+    if (owing) answer(owed);
+    t0 = clock::now();
+    d.sync();
+    st.commit_us.push_back(
+        std::chrono::duration<double, std::micro>(written + (clock::now() - t0)).count());
     st.records += batch;
     st.commits++;
-    for (size_t i = 0; i < conns.size(); ++i)
-      if (pending[i] > 0) {
-        (void)!::send(conns[i], &pending[i], sizeof(pending[i]), MSG_NOSIGNAL);
-        pending[i] = 0;
-        answered[i] = clock::now();
-      }
+    if (overlap) {
+      owed.swap(pending);
+      owing = true;
+    } else {
+      answer(pending);
+    }
   }
   ::close(ep);
   return st;
@@ -99,7 +113,9 @@ server_stats serve(const std::vector<int>& conns, bench::floor_disk& d, size_t r
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: commit_floor DIR [seconds] [conns] [in_flight] [record_bytes]\n");
+    std::fprintf(
+        stderr,
+        "usage: commit_floor DIR [seconds] [conns] [in_flight] [record_bytes] [serial|overlap]\n");
     return 2;
   }
   std::string dir = argv[1];
@@ -107,6 +123,11 @@ int main(int argc, char** argv) {
   int conns = argc > 3 ? std::stoi(argv[3]) : 4;
   uint64_t in_flight = argc > 4 ? std::stoull(argv[4]) : 64;
   size_t record = argc > 5 ? std::stoul(argv[5]) : 100;
+  std::string mode = argc > 6 ? argv[6] : "serial";
+  if (mode != "serial" && mode != "overlap") {
+    std::fprintf(stderr, "commit_floor: mode must be serial or overlap, not %s\n", mode.c_str());
+    return 2;
+  }
   if (conns < 1 || in_flight < static_cast<uint64_t>(conns) || record == 0) {
     std::fprintf(stderr, "commit_floor: need conns >= 1, in_flight >= conns, record_bytes >= 1\n");
     return 2;
@@ -128,7 +149,7 @@ int main(int argc, char** argv) {
   }
   ::close(lfd);
   server_stats st;
-  std::thread srv([&] { st = serve(server, d, record); });
+  std::thread srv([&] { st = serve(server, d, record, mode == "overlap"); });
 
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> durable{0};
@@ -163,14 +184,13 @@ int main(int argc, char** argv) {
     ::close(client[i]);
     ::close(server[i]);
   }
-  auto p50 = [](std::vector<double>& v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-  };
-  std::printf("{\"conns\":%d,\"in_flight\":%llu,\"records_per_s\":%.0f,\"records_per_fsync\":%.1f,"
-              "\"commit_p50_us\":%.1f,\"return_p50_us\":%.1f}\n",
-              conns, static_cast<unsigned long long>(in_flight), durable.load() / elapsed,
-              st.commits ? static_cast<double>(st.records) / st.commits : 0.0, p50(st.commit_us),
-              p50(st.return_us));
+  auto& us = st.commit_us;
+  std::sort(us.begin(), us.end());
+  std::printf("{\"mode\":\"%s\",\"conns\":%d,\"in_flight\":%llu,\"records_per_s\":%.0f,"
+              "\"records_per_fsync\":%.1f,\"commit_p50_us\":%.1f}\n",
+              mode.c_str(), conns, static_cast<unsigned long long>(in_flight),
+              durable.load() / elapsed,
+              st.commits ? static_cast<double>(st.records) / st.commits : 0.0,
+              us.empty() ? 0.0 : us[us.size() / 2]);
   return 0;
 }

@@ -2,9 +2,9 @@
 # Runs the server-core benchmarks side by side with their anchors and prints a Markdown report:
 #   disk floor (fusee disk-check) | an ideal server's round trip (bench/wire_floor) | step latency
 #   (bench/step_latency) | PostgreSQL commit latency
-#   throughput at 64 and 256 in flight, beside the commit floor (bench/commit_floor: an ideal
-#   group-commit server with the same client pattern) | PostgreSQL INSERT+COMMIT at the same
-#   concurrencies
+#   throughput at 64 and 256 in flight, beside the commit floor (bench/commit_floor, serial and
+#   overlap: a plain group-commit server with the same client pattern) | PostgreSQL INSERT+COMMIT
+#   at the same concurrencies
 # Usage: bench/run.sh [BUILD_DIR]   (as root; installs postgresql if missing)
 # Rounds alternate the subjects so drift of this noisy machine hits all of them alike.
 set -euo pipefail
@@ -89,19 +89,21 @@ done
 echo
 echo "## Throughput (64 shards, 100-byte records; concurrency = records awaiting durability)"
 echo
-echo "| round | concurrency | commit floor records/s (per fsync) | fusee records/s | records per fsync | fusee / floor | PostgreSQL records/s | ratio |"
+echo "| round | concurrency | commit floor records/s, serial / overlap (per fsync) | fusee records/s | records per fsync | fusee / better floor | PostgreSQL records/s | ratio |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
 for r in $(seq 1 "$ROUNDS"); do
   for conc in 64 256; do
     per_shard=$((conc / 64))
-    cf=$("$BUILD/bench/commit_floor" "$work" "$SECONDS_TP" 4 "$conc" 100)
+    cfs=$("$BUILD/bench/commit_floor" "$work" "$SECONDS_TP" 4 "$conc" 100 serial)
+    cfo=$("$BUILD/bench/commit_floor" "$work" "$SECONDS_TP" 4 "$conc" 100 overlap)
     start_fusee "$BUILD"
     tp=$("$BUILD/bench/throughput" "$fusee_addr" 4 "$SECONDS_TP" "$per_shard" 100 64)
     stop_fusee
     per_fsync=$(records_per_batch)
     pg=$(pg_tps "$conc")
     f=$(json "$tp" records_per_s)
-    c=$(json "$cf" records_per_s)
-    echo "| $r | $conc | $c ($(json "$cf" records_per_fsync)) | $f | $per_fsync | $(python3 -c "print(f'{$f/max($c,1):.2f}')") | $pg | $(python3 -c "print(f'{$f/max($pg,1):.1f}x')") |"
+    cs=$(json "$cfs" records_per_s)
+    co=$(json "$cfo" records_per_s)
+    echo "| $r | $conc | $cs ($(json "$cfs" records_per_fsync)) / $co ($(json "$cfo" records_per_fsync)) | $f | $per_fsync | $(python3 -c "print(f'{$f/max($cs,$co,1):.2f}')") | $pg | $(python3 -c "print(f'{$f/max($pg,1):.1f}x')") |"
   done
 done
