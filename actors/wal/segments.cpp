@@ -72,7 +72,16 @@ proto::result<uint64_t> segment_set::write(byte_view body, bool start) {
 proto::result<void> segment_set::sync_written() {
   auto& seg = active();
   auto w = std::exchange(written_, {});
-  if (auto r = seg.f.sync(seg.path); !r) return r.err();
+  auto synced = std::exchange(fail_next_sync_, false)
+                    ? proto::result<void>{proto::error{proto::err_code::io,
+                                                       "fdatasync " + seg.path.string() +
+                                                           ": Input/output error (injected)"}}
+                    : seg.f.sync(seg.path);
+  if (!synced) {
+    (void)seg.f.write_at(bytes(w.size, 0), seg.size, seg.path);
+    (void)seg.f.sync(seg.path);
+    return synced.err();
+  }
   seg.size += w.size;
   next_batch_seq_++;
   prev_crc_ = w.crc;

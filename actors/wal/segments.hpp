@@ -53,8 +53,10 @@ public:
   /// offset. With `start`, the disk write begins now (the caller has other work before it
   /// syncs). The next batch follows it only once sync_written() made it durable.
   proto::result<uint64_t> write(byte_view body, bool start = false);
-  /// Makes the batch write() wrote durable (fdatasync); on failure the segment stays as if it
-  /// was never written (the log is broken then: nothing is appended after it).
+  /// Makes the batch write() wrote durable (fdatasync). On failure the segment stays as if it was
+  /// never written: its bytes, which writeback could still bring to the disk, are overwritten
+  /// with zeros (best effort), so a restart does not recover records reported IO_FAILED (the log
+  /// is broken then: nothing is appended after it).
   proto::result<void> sync_written();
   /// Appends a batch holding only `snapshot` and, if its epoch is not 0, `reserve` (the first
   /// batch of every segment).
@@ -71,6 +73,8 @@ public:
 
   /// Test hook: the next append fails as if the disk returned EIO.
   void fail_next_append() { fail_next_ = true; }
+  /// Test hook: the next sync_written() fails after write() wrote, as if fdatasync returned EIO.
+  void fail_next_sync() { fail_next_sync_ = true; }
 
 private:
   /// fsync of the directory (its entries: new, renamed, removed segments).
@@ -88,6 +92,7 @@ private:
   file dir_file_;                           ///< the directory, for syncing its entries
   std::future<proto::result<file>> spare_;  ///< the next segment's file, being zero-filled
   bool fail_next_ = false;
+  bool fail_next_sync_ = false;
 };
 
 }  // namespace fusee::server::wal

@@ -56,7 +56,7 @@ struct wal_writer::impl {
   bool stopping = false;
   std::thread thread;
 
-  std::atomic<bool> inject_failure{false};
+  std::atomic<bool> inject_failure{false}, inject_sync_failure{false};
   /// Test hook (FUSEE_TEST_DROP_ACKNOWLEDGED set): appends are acknowledged and never written, the
   /// broken server `fusee load`'s checks must catch; set to "after:N", only each shard's records
   /// past LSN N are. The server warns at start when it is set. Compiled in only with
@@ -440,7 +440,7 @@ struct wal_writer::impl {
     held_refusals = nullptr;
 
     uint64_t reserving = 0;
-    if (reservation_due(max_granted)) {
+    if (!broken && reservation_due(max_granted)) {  // a broken log writes nothing more
       reserving = max_granted + reserve_block;
       append_section(body, reserve_section{reserving});
     }
@@ -449,6 +449,7 @@ struct wal_writer::impl {
       hand_over();
     } else {
       if (inject_failure.exchange(false)) segments.fail_next_append();
+      if (inject_sync_failure.exchange(false)) segments.fail_next_sync();
       auto t0 = std::chrono::steady_clock::now();
       auto written = segments.write(body, owed != nullptr);
       auto write_time = std::chrono::steady_clock::now() - t0;
@@ -713,6 +714,10 @@ void wal_writer::stop() {
 
 bool wal_writer::drops_acknowledged() const {
   return impl_->drop_acknowledged;
+}
+
+void wal_writer::inject_sync_failure() {
+  impl_->inject_sync_failure = true;
 }
 
 void wal_writer::inject_write_failure() {

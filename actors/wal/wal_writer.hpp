@@ -195,6 +195,8 @@ public:
 
   /// Test hook (fault injection): the next batch write fails as if the disk returned EIO.
   void inject_write_failure();
+  /// Test hook (fault injection): the next batch is written but its fdatasync fails (EIO).
+  void inject_sync_failure();
   /// Test hook: FUSEE_TEST_DROP_ACKNOWLEDGED was set (in a build with FUSEE_TEST_HOOKS): appends
   /// are acknowledged and never written, for `fusee load`'s checks to catch.
   bool drops_acknowledged() const;

@@ -485,6 +485,29 @@ TEST_CASE("a checkpoint answered after its batch sees the lease as it was when i
   CHECK(seen.events == strings{"refused 2", "durable 0 1", "durable 1 1", "ok 100", "revoked 0"});
 }
 
+TEST_CASE("records whose fdatasync failed are not recovered after a restart: their session was "
+          "told IO_FAILED") {
+  temp_dir tmp;
+  {
+    recording_sink sink;
+    auto wal = open_log(tmp.path, 1, &sink);
+    wal->submit(wal_grant{1, 7, shard_id{0}});
+    REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
+    wal->submit(app(7, 1, 0, 1, 1, "durable-record"));
+    REQUIRE(sink.await([&] { return sink.durable.size() == 1; }));
+    wal->inject_sync_failure();  // written into the file, then the fdatasync fails
+    wal->submit(app(7, 2, 0, 1, 2, "failed-record"));
+    REQUIRE(sink.await([&] { return sink.io_failed.size() == 1; }));
+    CHECK(sink.io_failed[0].find("fdatasync") != std::string::npos);
+    CHECK(sink.durable.size() == 1);
+  }
+  CHECK_FALSE(segments_hold(tmp.path, "failed-record"));
+  CHECK(segments_hold(tmp.path, "durable-record"));
+  recording_sink sink;
+  auto wal = open_log(tmp.path, 1, &sink);
+  CHECK(wal->recovered_durable_lsn(shard_id{0}) == lsn_t{1});
+}
+
 TEST_CASE("a data dir refuses a different shard count") {
   temp_dir tmp;
   recording_sink sink;
