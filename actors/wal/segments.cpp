@@ -63,7 +63,13 @@ proto::result<uint64_t> segment_set::write(byte_view body, bool start) {
                         "write " + seg.path.string() + ": Input/output error (injected)"};
   }
   auto batch = encode_batch(next_batch_seq_, prev_crc_, body);
-  if (auto r = seg.f.write_at(batch, seg.size, seg.path); !r) return r.err();
+  if (auto r = seg.f.write_at(batch, seg.size, seg.path); !r) {
+    // What was written may reach the disk (and, with the preallocated zeros after it, parse as
+    // the whole batch): overwrite it with zeros, best effort, as a failed sync does.
+    (void)seg.f.write_at(bytes(batch.size(), 0), seg.size, seg.path);
+    (void)seg.f.sync(seg.path);
+    return r.err();
+  }
   if (start) seg.f.start_writeback(seg.size, batch.size());
   written_ = {batch.size(), decode_batch_header(batch)->crc};
   return seg.size + batch_header_size;

@@ -50,8 +50,9 @@ public:
   /// (write() and then sync_written().)
   proto::result<uint64_t> append(byte_view body);
   /// Writes one batch after the last in the active segment, not yet durable; the body's file
-  /// offset. With `start`, the disk write begins now (the caller has other work before it
-  /// syncs). The next batch follows it only once sync_written() made it durable.
+  /// offset. If the write fails, what it wrote is overwritten with zeros (best effort). With
+  /// `start`, the disk write begins now (the caller has other work before it syncs). The next batch
+  /// follows it only once sync_written() made it durable.
   proto::result<uint64_t> write(byte_view body, bool start = false);
   /// Makes the batch write() wrote durable (fdatasync). On failure the segment stays as if it was
   /// never written: its bytes, which writeback could still bring to the disk, are overwritten

@@ -494,7 +494,7 @@ struct wal_writer::impl {
         m = std::max(m, st.durable_lsn);
       }
     }
-    if (segments.full()) roll();
+    if (!broken && segments.full()) roll();  // a broken log writes nothing more
   }
 
   /// A new segment, starting with a snapshot of every shard that has state.
