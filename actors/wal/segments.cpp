@@ -65,14 +65,18 @@ proto::result<uint64_t> segment_set::write(byte_view body, bool start) {
   auto batch = encode_batch(next_batch_seq_, prev_crc_, body);
   if (auto r = seg.f.write_at(batch, seg.size, seg.path); !r) {
     // What was written may reach the disk (and, with the preallocated zeros after it, parse as
-    // the whole batch): overwrite it with zeros, best effort, as a failed sync does.
-    (void)seg.f.write_at(bytes(batch.size(), 0), seg.size, seg.path);
-    (void)seg.f.sync(seg.path);
+    // the whole batch).
+    erase_unsynced(seg, batch.size());
     return r.err();
   }
   if (start) seg.f.start_writeback(seg.size, batch.size());
   written_ = {batch.size(), decode_batch_header(batch)->crc};
   return seg.size + batch_header_size;
+}
+
+void segment_set::erase_unsynced(segment& seg, uint64_t size) {
+  (void)seg.f.write_at(bytes(size, 0), seg.size, seg.path);
+  (void)seg.f.sync(seg.path);
 }
 
 proto::result<void> segment_set::sync_written() {
@@ -84,8 +88,7 @@ proto::result<void> segment_set::sync_written() {
                                                            ": Input/output error (injected)"}}
                     : seg.f.sync(seg.path);
   if (!synced) {
-    (void)seg.f.write_at(bytes(w.size, 0), seg.size, seg.path);
-    (void)seg.f.sync(seg.path);
+    erase_unsynced(seg, w.size);
     return synced.err();
   }
   seg.size += w.size;

@@ -78,6 +78,10 @@ public:
   void fail_next_sync() { fail_next_sync_ = true; }
 
 private:
+  /// A batch whose write or fdatasync failed: its `size` bytes after the segment's end, which
+  /// writeback could still bring to the disk, are overwritten with zeros (best effort), so a
+  /// restart does not recover records reported IO_FAILED.
+  void erase_unsynced(segment& seg, uint64_t size);
   /// fsync of the directory (its entries: new, renamed, removed segments).
   proto::result<void> sync_entries() const;
 
