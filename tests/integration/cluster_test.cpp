@@ -41,15 +41,32 @@ struct cluster3 {
 
   /// `extra` is added to every node's config; `map_of(i)` may change one node's map.
   explicit cluster3(const std::string& extra = "", std::string other_map_for = "") {
-    for (size_t i = 0; i < 3; ++i)
-      at.push_back(ports{free_port(), free_port(), free_port()});
-    for (size_t i = 0; i < 3; ++i) {
-      nodes.push_back(std::make_unique<server_process>(
-          dir.path() / names[i], config(i, names[i] == other_map_for) + extra));
-      nodes[i]->use_ports(at[i].listen, at[i].http);
+    // Every node's map names all the ports before any node starts, so another process (a test
+    // running beside this one) can take one in between: then the cluster starts again on new
+    // ports, a few times at most, from empty data and log dirs.
+    for (int attempt = 1;; ++attempt) {
+      nodes.clear();  // killed
+      at.clear();
+      for (auto& name : names) {
+        std::filesystem::remove_all(dir.path() / name);
+        std::filesystem::remove_all(dir.path() / (name + "-run"));
+      }
+      for (size_t i = 0; i < 3; ++i)
+        at.push_back(ports{free_port(), free_port(), free_port()});
+      for (size_t i = 0; i < 3; ++i) {
+        nodes.push_back(std::make_unique<server_process>(
+            dir.path() / names[i], config(i, names[i] == other_map_for) + extra));
+        nodes[i]->use_ports(at[i].listen, at[i].http);
+      }
+      std::string failed;
+      for (auto& n : nodes)
+        if (failed.empty()) failed = n->start();
+      bool port_taken = failed.find("Address already in use") != std::string::npos ||
+                        failed.find("cannot_open_port") != std::string::npos;  // CAF's words
+      if (port_taken && attempt < 5) continue;
+      REQUIRE(failed == "");
+      return;
     }
-    for (auto& n : nodes)
-      REQUIRE(n->start() == "");
   }
 
   std::string addr(uint16_t port) const { return "127.0.0.1:" + std::to_string(port); }
