@@ -56,7 +56,7 @@ struct wal_writer::impl {
   bool stopping = false;
   std::thread thread;
 
-  std::atomic<bool> inject_failure{false}, inject_sync_failure{false};
+  std::atomic<bool> inject_failure{false}, inject_sync_failure{false}, inject_roll_failure{false};
   /// Test hook (FUSEE_TEST_DROP_ACKNOWLEDGED set): appends are acknowledged and never written, the
   /// broken server `fusee load`'s checks must catch; set to "after:N", only each shard's records
   /// past LSN N are. The server warns at start when it is set. Compiled in only with
@@ -499,7 +499,11 @@ struct wal_writer::impl {
 
   /// A new segment, starting with a snapshot of every shard that has state.
   void roll() {
-    if (auto r = segments.roll(snapshot_of(shards), reserve_section{reserved}); !r) {
+    auto r =
+        inject_roll_failure.exchange(false)
+            ? proto::result<void>{proto::error{err_code::io, "roll: Input/output error (injected)"}}
+            : segments.roll(snapshot_of(shards), reserve_section{reserved});
+    if (!r) {
       fail(r.err().message);
       return;
     }
@@ -718,6 +722,10 @@ bool wal_writer::drops_acknowledged() const {
 
 void wal_writer::inject_sync_failure() {
   impl_->inject_sync_failure = true;
+}
+
+void wal_writer::inject_roll_failure() {
+  impl_->inject_roll_failure = true;
 }
 
 void wal_writer::inject_write_failure() {

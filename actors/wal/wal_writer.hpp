@@ -197,6 +197,9 @@ public:
   void inject_write_failure();
   /// Test hook (fault injection): the next batch is written but its fdatasync fails (EIO).
   void inject_sync_failure();
+  /// Test hook (fault injection): the next segment roll fails (as if the new segment could not
+  /// be prepared).
+  void inject_roll_failure();
   /// Test hook: FUSEE_TEST_DROP_ACKNOWLEDGED was set (in a build with FUSEE_TEST_HOOKS): appends
   /// are acknowledged and never written, for `fusee load`'s checks to catch.
   bool drops_acknowledged() const;

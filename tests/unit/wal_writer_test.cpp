@@ -508,6 +508,63 @@ TEST_CASE("records whose fdatasync failed are not recovered after a restart: the
   CHECK(wal->recovered_durable_lsn(shard_id{0}) == lsn_t{1});
 }
 
+TEST_CASE("a log whose epoch reservation failed to be written writes nothing more: no new "
+          "reservation in the failed batch's place") {
+  temp_dir tmp;
+  recording_sink sink;
+  auto wal = open_log(tmp.path, 2, &sink);
+  wal->inject_sync_failure();
+  wal->submit(wal_grant{1, 7, shard_id{0}});  // a run's first grant writes the reservation
+  REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
+  CHECK(sink.granted[0].epoch == 0);  // not made
+  REQUIRE(await_idle(*wal));
+  auto before = wal->get_stats();
+  REQUIRE(before.failed);
+  wal->submit(wal_grant{2, 8, shard_id{1}});
+  REQUIRE(sink.await([&] { return sink.granted.size() == 2; }));
+  CHECK(sink.granted[1].epoch == 0);
+  REQUIRE(await_idle(*wal));
+  auto after = wal->get_stats();
+  CHECK(after.fsyncs == before.fsyncs);
+  CHECK(after.batches == before.batches);
+  CHECK(after.bytes_written == before.bytes_written);
+}
+
+TEST_CASE("a log whose segment roll failed does not try again with every later request: the "
+          "broken log keeps its segments") {
+  temp_dir tmp;
+  wal_options opts{tmp.path, 1};
+  opts.segment_bytes = 4096;
+  recording_sink sink;
+  auto opened = wal_writer::open(opts, &sink);
+  REQUIRE(opened);
+  auto& wal = *opened;
+  wal->submit(wal_grant{1, 7, shard_id{0}});
+  REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
+  uint64_t epoch = sink.granted[0].epoch;
+  wal->inject_roll_failure();
+  uint64_t lsn = 0;
+  while (!wal->get_stats().failed) {  // each append is durable; the one that fills it, too
+    ++lsn;
+    REQUIRE(lsn < 10);
+    wal->submit(app(7, lsn, 0, epoch, lsn, std::string(1500, 'x')));
+    REQUIRE(sink.await([&] { return sink.durable.size() == lsn; }));
+    REQUIRE(await_idle(*wal));
+  }
+  auto before = wal->get_stats();
+  CHECK(before.failure.find("roll") != std::string::npos);
+  for (uint64_t i = 1; i <= 3; ++i) {
+    wal->submit(app(7, 100 + i, 0, epoch, lsn + i, "refused"));
+    REQUIRE(sink.await([&] { return sink.refused.size() == i; }));
+    CHECK(sink.refused.back().second.message.find("the log failed earlier") != std::string::npos);
+  }
+  REQUIRE(await_idle(*wal));
+  auto after = wal->get_stats();
+  CHECK(after.segments == before.segments);
+  CHECK(after.fsyncs == before.fsyncs);
+  CHECK(after.batches == before.batches);
+}
+
 TEST_CASE("a data dir refuses a different shard count") {
   temp_dir tmp;
   recording_sink sink;
