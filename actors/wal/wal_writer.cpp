@@ -43,7 +43,7 @@ struct wal_writer::impl {
   uint64_t max_granted = 0;  ///< the highest epoch granted in this run, any shard
   segment_set segments;
   checkpoint_store checkpoints;
-  bool broken = false;  ///< a write failed: every later append is refused until restart
+  bool broken = false;  ///< a write, fdatasync or roll failed: later appends refused until restart
   std::string broken_reason;
 
   mutable std::mutex mtx;
@@ -499,10 +499,10 @@ struct wal_writer::impl {
 
   /// A new segment, starting with a snapshot of every shard that has state.
   void roll() {
-    auto r =
-        inject_roll_failure.exchange(false)
-            ? proto::result<void>{proto::error{err_code::io, "roll: Input/output error (injected)"}}
-            : segments.roll(snapshot_of(shards), reserve_section{reserved});
+    auto r = inject_roll_failure.exchange(false)
+                 ? proto::result<void>{proto::error{
+                       err_code::io, "roll to a new segment: Input/output error (injected)"}}
+                 : segments.roll(snapshot_of(shards), reserve_section{reserved});
     if (!r) {
       fail(r.err().message);
       return;
@@ -512,8 +512,8 @@ struct wal_writer::impl {
     n_segments = segments.count();
   }
 
-  /// A write or fsync failed: every later append is refused (what the failed batch reports is
-  /// its caller's business).
+  /// A write, fdatasync or roll failed: every later append is refused (what the failed batch
+  /// reports is its caller's business).
   void fail(const std::string& err) {
     broken = true;
     broken_reason = err;

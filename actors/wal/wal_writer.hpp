@@ -184,7 +184,7 @@ public:
     /// Batches written by the thread that read their requests (an I/O thread's commit()), not
     /// handed to the writer thread; a segment roll's first batch written there counts too.
     uint64_t batches_inline = 0;
-    bool failed = false;  ///< a write failed; appends are refused until restart
+    bool failed = false;  ///< a write, fdatasync or roll failed; appends refused until restart
     std::string failure;
     histogram fsync_seconds;      ///< write + fdatasync of one batch
     histogram records_per_fsync;  ///< records in one batch

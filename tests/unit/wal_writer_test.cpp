@@ -508,7 +508,7 @@ TEST_CASE("records whose fdatasync failed are not recovered after a restart: the
   CHECK(wal->recovered_durable_lsn(shard_id{0}) == lsn_t{1});
 }
 
-TEST_CASE("a log whose epoch reservation failed to be written writes nothing more: no new "
+TEST_CASE("a log whose epoch reservation failed to be made durable writes nothing more: no new "
           "reservation in the failed batch's place") {
   temp_dir tmp;
   recording_sink sink;
@@ -542,6 +542,7 @@ TEST_CASE("a log whose segment roll failed does not try again with every later r
   wal->submit(wal_grant{1, 7, shard_id{0}});
   REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
   uint64_t epoch = sink.granted[0].epoch;
+  REQUIRE(epoch == 1);
   wal->inject_roll_failure();
   uint64_t lsn = 0;
   while (!wal->get_stats().failed) {  // each append is durable; the one that fills it, too
