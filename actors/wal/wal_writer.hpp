@@ -20,10 +20,9 @@
 // answers two or more sessions is durable, its report waits until the next batch is written and
 // its disk write begun (or, if that batch writes nothing, admitted), and goes out before that
 // one's fdatasync (the disk works while the answers are sent); the next batch's own refusals and
-// grants that write nothing follow it. A
-// batch answering one session, or with checkpoints, loads or reads (which must see the leases as
-// they were when queued), reports before the next is admitted. No CAF here: the glue lives in
-// log_sink.
+// grants that write nothing follow it. A batch answering one session, or with checkpoints, loads
+// or reads (which must see the leases as they were when queued), reports before the next is
+// admitted. No CAF here: the glue lives in log_sink.
 //
 // The pieces live in actors/wal/: the on-disk format (format.hpp), file I/O (file_io.hpp),
 // recovery (recovery.hpp), the segment files (segments.hpp), checkpoints (checkpoints.hpp); this
