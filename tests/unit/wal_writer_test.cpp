@@ -1,8 +1,11 @@
 // The write-ahead log on its own (no actors): commit-time checks, group commit, I/O failures.
 #include <doctest/doctest.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <condition_variable>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -499,6 +502,56 @@ TEST_CASE("records whose fdatasync failed are not recovered after a restart: the
     wal->submit(app(7, 2, 0, 1, 2, "failed-record"));
     REQUIRE(sink.await([&] { return sink.io_failed.size() == 1; }));
     CHECK(sink.io_failed[0].find("fdatasync") != std::string::npos);
+    CHECK(sink.durable.size() == 1);
+  }
+  CHECK_FALSE(segments_hold(tmp.path, "failed-record"));
+  CHECK(segments_hold(tmp.path, "durable-record"));
+  recording_sink sink;
+  auto wal = open_log(tmp.path, 1, &sink);
+  CHECK(wal->recovered_durable_lsn(shard_id{0}) == lsn_t{1});
+}
+
+TEST_CASE("a write cut short by the file size limit leaves no part of its batch behind: a batch "
+          "whose unwritten tail the segment's zeros would complete does not come back after a "
+          "restart") {
+  temp_dir tmp;
+  {
+    recording_sink sink;
+    auto wal = open_log(tmp.path, 1, &sink);
+    wal->submit(wal_grant{1, 7, shard_id{0}});
+    REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
+    wal->submit(app(7, 1, 0, 1, 1, "durable-record"));
+    REQUIRE(sink.await([&] { return sink.durable.size() == 1; }));
+    REQUIRE(await_idle(*wal));
+    // The next batch starts where that record ends (its batch has nothing after it). Its record
+    // ends in 1,000 zero bytes; the kernel writes it only up to the middle of them (RLIMIT_FSIZE:
+    // a short write, then EFBIG), and the preallocated zeros after that are the rest, so the
+    // prefix alone would parse as the whole batch, CRC and all.
+    fs::path seg;  // the one segment (beside the spare being zero-filled)
+    for (auto& f : fs::directory_iterator(tmp.path / "wal"))
+      if (f.path().filename().string().rfind("seg-", 0) == 0) seg = f.path();
+    REQUIRE(!seg.empty());
+    std::ifstream in(seg, std::ios::binary);
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto at = all.find("durable-record");
+    REQUIRE(at != std::string::npos);
+    uint64_t next_batch = at + std::string("durable-record").size();
+    std::string failed = "failed-record" + std::string(1000, '\0');
+    // batch head, then the records section: tag, shard, epoch, first_lsn, count, the record's len
+    uint64_t limit = next_batch + 24 + (1 + 4 + 8 + 8 + 4 + 4) + 13 + 500;
+    rlimit before{};
+    REQUIRE(getrlimit(RLIMIT_FSIZE, &before) == 0);
+    auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of the signal
+    rlimit capped = before;
+    capped.rlim_cur = limit;
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &capped) == 0);
+    wal->submit(app(7, 2, 0, 1, 2, failed));
+    bool reported = sink.await([&] { return sink.io_failed.size() == 1; });
+    REQUIRE(await_idle(*wal));
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &before) == 0);
+    std::signal(SIGXFSZ, old_handler);
+    REQUIRE(reported);
+    CHECK(sink.io_failed[0].find("File too large") != std::string::npos);
     CHECK(sink.durable.size() == 1);
   }
   CHECK_FALSE(segments_hold(tmp.path, "failed-record"));
