@@ -168,8 +168,8 @@ TEST_CASE("appends over limits.max_appends_in_flight are refused and the connect
     if (auto* e = std::get_if<proto::err>(&m); e && e->id >= 100 && e->id < 300)
       answered[e->id - 100] = true;
   };
-  // Every APPEND of the burst is answered: refused (too many waiting, or LSN_GAP after a refused
-  // one, from the session or from the log) or covered by a DURABLE. Then none waits in the log's
+  // Every APPEND of the burst is answered: refused by the session (too many waiting) or by the
+  // log (LSN_GAP after a refused one), or covered by a DURABLE. Then none waits in the log's
   // queue, so none still counts against the limit.
   auto all_answered = [&] {
     for (uint64_t i = 0; i < 200; ++i)
@@ -180,9 +180,15 @@ TEST_CASE("appends over limits.max_appends_in_flight are refused and the connect
     auto r = w.receive(5s);
     REQUIRE_MESSAGE(r, (r ? "" : r.err().to_string()));
     note(*r);
-    if (auto* e = std::get_if<proto::err>(&*r); e && e->code == uint16_t(err_code::too_large)) {
-      ++refused;
-      message = e->message;
+    REQUIRE_FALSE(std::holds_alternative<proto::io_failed>(*r));
+    if (auto* e = std::get_if<proto::err>(&*r)) {
+      REQUIRE_MESSAGE(
+          (e->code == uint16_t(err_code::too_large) || e->code == uint16_t(err_code::lsn_gap)),
+          e->message);
+      if (e->code == uint16_t(err_code::too_large)) {
+        ++refused;
+        message = e->message;
+      }
     }
   }
   CHECK(refused > 0);

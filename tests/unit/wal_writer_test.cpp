@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "actors/wal/format.hpp"
 #include "actors/wal/wal_writer.hpp"
 #include "test_util.hpp"
 
@@ -527,30 +528,49 @@ TEST_CASE("a write cut short by the file size limit leaves no part of its batch 
     // ends in 1,000 zero bytes; the kernel writes it only up to the middle of them (RLIMIT_FSIZE:
     // a short write, then EFBIG), and the preallocated zeros after that are the rest, so the
     // prefix alone would parse as the whole batch, CRC and all.
-    fs::path seg;  // the one segment (beside the spare being zero-filled)
+    const std::string kept = "durable-record";
+    fs::path seg;  // the one segment (beside the spare, `next.prep`)
     for (auto& f : fs::directory_iterator(tmp.path / "wal"))
       if (f.path().filename().string().rfind("seg-", 0) == 0) seg = f.path();
     REQUIRE(!seg.empty());
     std::ifstream in(seg, std::ios::binary);
     std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto at = all.find("durable-record");
+    auto at = all.find(kept);
     REQUIRE(at != std::string::npos);
-    uint64_t next_batch = at + std::string("durable-record").size();
+    uint64_t next_batch = at + kept.size();
     std::string failed = "failed-record" + std::string(1000, '\0');
-    // batch head, then the records section: tag, shard, epoch, first_lsn, count, the record's len
-    uint64_t limit = next_batch + 24 + (1 + 4 + 8 + 8 + 4 + 4) + 13 + 500;
-    rlimit before{};
-    REQUIRE(getrlimit(RLIMIT_FSIZE, &before) == 0);
-    auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of the signal
-    rlimit capped = before;
-    capped.rlim_cur = limit;
-    REQUIRE(setrlimit(RLIMIT_FSIZE, &capped) == 0);
-    wal->submit(app(7, 2, 0, 1, 2, failed));
-    bool reported = sink.await([&] { return sink.io_failed.size() == 1; });
-    REQUIRE(await_idle(*wal));
-    REQUIRE(setrlimit(RLIMIT_FSIZE, &before) == 0);
-    std::signal(SIGXFSZ, old_handler);
+    // The batch head, then the records section (tag, shard, epoch, first_lsn, count, the record's
+    // len), "failed-record", and 500 of its zeros.
+    uint64_t limit =
+        next_batch + server::wal::batch_header_size + (1 + 4 + 8 + 8 + 4 + 4) + 13 + 500;
+    bool reported = false, idle = false;
+    {
+      // While the cap holds, every write of this process past it fails: the spare segment's
+      // zero-filling (std::async, likely still running) loses its file, which the log makes
+      // again when it rolls (it does not roll here). Restored on every path out of this scope.
+      struct file_size_cap {
+        rlimit before{};
+        void (*old_handler)(int) = SIG_DFL;
+        bool set = false;
+        explicit file_size_cap(uint64_t limit) {
+          if (getrlimit(RLIMIT_FSIZE, &before) != 0) return;
+          old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of the signal
+          rlimit capped = before;
+          capped.rlim_cur = limit;
+          set = setrlimit(RLIMIT_FSIZE, &capped) == 0;
+        }
+        ~file_size_cap() {
+          setrlimit(RLIMIT_FSIZE, &before);  // the limit first: then no write can raise SIGXFSZ
+          std::signal(SIGXFSZ, old_handler);
+        }
+      } cap{limit};
+      REQUIRE(cap.set);
+      wal->submit(app(7, 2, 0, 1, 2, failed));
+      reported = sink.await([&] { return sink.io_failed.size() == 1; });
+      idle = await_idle(*wal);
+    }
     REQUIRE(reported);
+    REQUIRE(idle);
     CHECK(sink.io_failed[0].find("File too large") != std::string::npos);
     CHECK(sink.durable.size() == 1);
   }
