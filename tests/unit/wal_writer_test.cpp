@@ -489,8 +489,16 @@ TEST_CASE("a checkpoint answered after its batch sees the lease as it was when i
   CHECK(seen.events == strings{"refused 2", "durable 0 1", "durable 1 1", "ok 100", "revoked 0"});
 }
 
-TEST_CASE("records whose fdatasync failed are not recovered after a restart: their session was "
-          "told IO_FAILED") {
+namespace {
+
+/// Opens a log on a fresh dir with shard 0 held by session 7 and "durable-record" durable at LSN
+/// 1; then `fail` submits LSN 2 (holding "failed-record") so that its batch fails, and returns
+/// whether IO_FAILED came. Checks that IO_FAILED names `why` and nothing more was acknowledged,
+/// then, with the log closed, that no segment holds the failed record and a reopened log
+/// recovers LSN 1.
+void check_failed_batch_is_not_recovered(
+    const std::function<bool(wal_writer&, recording_sink&, const fs::path& dir)>& fail,
+    const std::string& why) {
   temp_dir tmp;
   {
     recording_sink sink;
@@ -499,10 +507,8 @@ TEST_CASE("records whose fdatasync failed are not recovered after a restart: the
     REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
     wal->submit(app(7, 1, 0, 1, 1, "durable-record"));
     REQUIRE(sink.await([&] { return sink.durable.size() == 1; }));
-    wal->inject_sync_failure();  // written into the file, then the fdatasync fails
-    wal->submit(app(7, 2, 0, 1, 2, "failed-record"));
-    REQUIRE(sink.await([&] { return sink.io_failed.size() == 1; }));
-    CHECK(sink.io_failed[0].find("fdatasync") != std::string::npos);
+    REQUIRE(fail(*wal, sink, tmp.path));
+    CHECK(sink.io_failed[0].find(why) != std::string::npos);
     CHECK(sink.durable.size() == 1);
   }
   CHECK_FALSE(segments_hold(tmp.path, "failed-record"));
@@ -512,73 +518,75 @@ TEST_CASE("records whose fdatasync failed are not recovered after a restart: the
   CHECK(wal->recovered_durable_lsn(shard_id{0}) == lsn_t{1});
 }
 
+}  // namespace
+
+TEST_CASE("records whose fdatasync failed are not recovered after a restart: their session was "
+          "told IO_FAILED") {
+  check_failed_batch_is_not_recovered(
+      [](wal_writer& wal, recording_sink& sink, const fs::path&) {
+        wal.inject_sync_failure();  // written into the file, then the fdatasync fails
+        wal.submit(app(7, 2, 0, 1, 2, "failed-record"));
+        return sink.await([&] { return sink.io_failed.size() == 1; });
+      },
+      "fdatasync");
+}
+
 TEST_CASE("a write cut short by the file size limit leaves no part of its batch behind: a batch "
           "whose unwritten tail the segment's zeros would complete does not come back after a "
           "restart") {
-  temp_dir tmp;
-  {
-    recording_sink sink;
-    auto wal = open_log(tmp.path, 1, &sink);
-    wal->submit(wal_grant{1, 7, shard_id{0}});
-    REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
-    wal->submit(app(7, 1, 0, 1, 1, "durable-record"));
-    REQUIRE(sink.await([&] { return sink.durable.size() == 1; }));
-    REQUIRE(await_idle(*wal));
-    // The next batch starts where that record ends (its batch has nothing after it). Its record
-    // ends in 1,000 zero bytes; the kernel writes it only up to the middle of them (RLIMIT_FSIZE:
-    // a short write, then EFBIG), and the preallocated zeros after that are the rest, so the
-    // prefix alone would parse as the whole batch, CRC and all.
-    const std::string kept = "durable-record";
-    fs::path seg;  // the one segment (beside the spare, `next.prep`)
-    for (auto& f : fs::directory_iterator(tmp.path / "wal"))
-      if (f.path().filename().string().rfind("seg-", 0) == 0) seg = f.path();
-    REQUIRE(!seg.empty());
-    std::ifstream in(seg, std::ios::binary);
-    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto at = all.find(kept);
-    REQUIRE(at != std::string::npos);
-    uint64_t next_batch = at + kept.size();
-    std::string failed = "failed-record" + std::string(1000, '\0');
-    // The batch head, then the records section (tag, shard, epoch, first_lsn, count, the record's
-    // len), "failed-record", and 500 of its zeros.
-    uint64_t limit =
-        next_batch + server::wal::batch_header_size + (1 + 4 + 8 + 8 + 4 + 4) + 13 + 500;
-    bool reported = false, idle = false;
-    {
-      // While the cap holds, every write of this process past it fails: the spare segment's
-      // zero-filling (std::async, likely still running) loses its file, which the log makes
-      // again when it rolls (it does not roll here). Restored on every path out of this scope.
-      struct file_size_cap {
-        rlimit before{};
-        void (*old_handler)(int) = SIG_DFL;
-        bool set = false;
-        explicit file_size_cap(uint64_t limit) {
-          if (getrlimit(RLIMIT_FSIZE, &before) != 0) return;
-          old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of the signal
-          rlimit capped = before;
-          capped.rlim_cur = limit;
-          set = setrlimit(RLIMIT_FSIZE, &capped) == 0;
+  check_failed_batch_is_not_recovered(
+      [](wal_writer& wal, recording_sink& sink, const fs::path& dir) {
+        REQUIRE(await_idle(wal));
+        // The next batch starts where that record ends (its batch has nothing after it). Its
+        // record ends in 1,000 zero bytes; the kernel writes it only up to the middle of them
+        // (RLIMIT_FSIZE: a short write, then EFBIG), and the preallocated zeros after that are
+        // the rest, so the prefix alone would parse as the whole batch, CRC and all.
+        const std::string kept = "durable-record";
+        fs::path seg;  // the one segment (beside the spare, `next.prep`)
+        for (auto& f : fs::directory_iterator(dir / "wal"))
+          if (f.path().filename().string().rfind("seg-", 0) == 0) seg = f.path();
+        REQUIRE(!seg.empty());
+        std::ifstream in(seg, std::ios::binary);
+        std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        auto at = all.find(kept);
+        REQUIRE(at != std::string::npos);
+        uint64_t next_batch = at + kept.size();
+        std::string failed = "failed-record" + std::string(1000, '\0');
+        // The batch head, then the records section (tag, shard, epoch, first_lsn, count, the
+        // record's len), "failed-record", and 500 of its zeros.
+        uint64_t limit =
+            next_batch + server::wal::batch_header_size + (1 + 4 + 8 + 8 + 4 + 4) + 13 + 500;
+        bool reported = false, idle = false;
+        {
+          // While the cap holds, every write of this process past it fails: the spare segment's
+          // zero-filling (std::async, likely still running) loses its file, which the log makes
+          // again when it rolls (it does not roll here). Restored on every path out of this
+          // scope.
+          struct file_size_cap {
+            rlimit before{};
+            void (*old_handler)(int) = SIG_DFL;
+            bool set = false;
+            explicit file_size_cap(uint64_t limit) {
+              if (getrlimit(RLIMIT_FSIZE, &before) != 0) return;
+              old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of the signal
+              rlimit capped = before;
+              capped.rlim_cur = limit;
+              set = setrlimit(RLIMIT_FSIZE, &capped) == 0;
+            }
+            ~file_size_cap() {
+              setrlimit(RLIMIT_FSIZE, &before);  // the limit first: no write raises SIGXFSZ then
+              std::signal(SIGXFSZ, old_handler);
+            }
+          } cap{limit};
+          REQUIRE(cap.set);
+          wal.submit(app(7, 2, 0, 1, 2, failed));
+          reported = sink.await([&] { return sink.io_failed.size() == 1; });
+          idle = await_idle(wal);
         }
-        ~file_size_cap() {
-          setrlimit(RLIMIT_FSIZE, &before);  // the limit first: then no write can raise SIGXFSZ
-          std::signal(SIGXFSZ, old_handler);
-        }
-      } cap{limit};
-      REQUIRE(cap.set);
-      wal->submit(app(7, 2, 0, 1, 2, failed));
-      reported = sink.await([&] { return sink.io_failed.size() == 1; });
-      idle = await_idle(*wal);
-    }
-    REQUIRE(reported);
-    REQUIRE(idle);
-    CHECK(sink.io_failed[0].find("File too large") != std::string::npos);
-    CHECK(sink.durable.size() == 1);
-  }
-  CHECK_FALSE(segments_hold(tmp.path, "failed-record"));
-  CHECK(segments_hold(tmp.path, "durable-record"));
-  recording_sink sink;
-  auto wal = open_log(tmp.path, 1, &sink);
-  CHECK(wal->recovered_durable_lsn(shard_id{0}) == lsn_t{1});
+        REQUIRE(idle);
+        return reported;
+      },
+      "File too large");
 }
 
 TEST_CASE("a log whose epoch reservation failed to be made durable writes nothing more: no new "
