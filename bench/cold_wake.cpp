@@ -1,6 +1,8 @@
 // Cold wake: a client calls a shard nobody holds; the server invokes the endpoint (fusee
 // handler), which connects back, leases the shard and answers the call. Reports the total and
-// the server's share (total less the handler's own time, which it puts in its answer).
+// the server's share (total less the handler's own time, which it puts in its answer), and the
+// share's three legs at p50 and p99: call -> POST arrives, HELLO -> LEASE, and the answer's way
+// back (the rest: CALL_REPLY -> server -> CALL_RESULT), so a tail can be placed.
 //   cold_wake HOST:PORT shards calls
 #include <algorithm>
 #include <chrono>
@@ -28,7 +30,7 @@ int main(int argc, char** argv) {
   c->send(proto::client_hello{proto::request_head{1}, 1, "bench-cold"});
   if (!c->receive(std::chrono::seconds(5))) return 1;
   std::vector<double> total, server;
-  std::vector<double> to_post, lease;  ///< parts of the server's share
+  std::vector<double> to_post, lease, back;  ///< the legs of the server's share
   for (int i = 0; i < calls; ++i) {
     // Each call goes to a shard whose last invocation has ended (the handler lingers 100 ms).
     uint32_t shard = static_cast<uint32_t>(i) % shards;
@@ -57,6 +59,7 @@ int main(int argc, char** argv) {
         std::chrono::duration_cast<std::chrono::microseconds>(t0.time_since_epoch()).count());
     to_post.push_back(field("post_at_us") - sent_us);
     lease.push_back(field("lease_us"));
+    back.push_back(server.back() - to_post.back() - lease.back());
     std::this_thread::sleep_for(std::chrono::milliseconds(400 / shards + 1));  // let it end
   }
   auto pct = [](std::vector<double> v, double p) {
@@ -64,8 +67,11 @@ int main(int argc, char** argv) {
     return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
   };
   std::printf("{\"calls\":%d,\"total_p50_us\":%.0f,\"total_p99_us\":%.0f,\"server_p50_us\":%.0f,"
-              "\"server_p99_us\":%.0f,\"call_to_post_p50_us\":%.0f,\"lease_p50_us\":%.0f}\n",
+              "\"server_p99_us\":%.0f,\"call_to_post_p50_us\":%.0f,\"call_to_post_p99_us\":%.0f,"
+              "\"lease_p50_us\":%.0f,\"lease_p99_us\":%.0f,\"back_p50_us\":%.0f,"
+              "\"back_p99_us\":%.0f}\n",
               calls, pct(total, 0.5), pct(total, 0.99), pct(server, 0.5), pct(server, 0.99),
-              pct(to_post, 0.5), pct(lease, 0.5));
+              pct(to_post, 0.5), pct(to_post, 0.99), pct(lease, 0.5), pct(lease, 0.99),
+              pct(back, 0.5), pct(back, 0.99));
   return 0;
 }

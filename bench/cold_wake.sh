@@ -2,13 +2,16 @@
 # Cold wake: client CALL for an unheld shard -> signed POST -> fusee handler connects back and
 # leases -> call answered; ROUNDS rounds of CALLS calls, total and server share (p50/p99). Each
 # round ends with the machine's wake floor (bench/wake_floor: a chain of 20 sleeping threads
-# woken one by one, about the hand-offs in a cold wake's server share), the anchor for its p99.
-# Usage: bench/cold_wake.sh [BUILD_DIR]   (WAKE_FLOOR: the wake_floor program, default BUILD's)
+# woken one by one, about the hand-offs in a cold wake's server share) and its stalls
+# (bench/stall_floor: a thread spinning on the clock for STALL_S seconds), the anchors for its p99.
+# Usage: bench/cold_wake.sh [BUILD_DIR]   (WAKE_FLOOR, STALL_FLOOR: the programs, default BUILD's)
 set -euo pipefail
 BUILD=${1:-build}
 ROUNDS=${ROUNDS:-3}
 CALLS=${CALLS:-200}
 WAKE_FLOOR=${WAKE_FLOOR:-$BUILD/bench/wake_floor}
+STALL_FLOOR=${STALL_FLOOR:-$BUILD/bench/stall_floor}
+STALL_S=${STALL_S:-5}
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
@@ -38,11 +41,20 @@ for _ in range(200):
 PY
 echo "command: bench/cold_wake.sh $BUILD (ROUNDS=$ROUNDS CALLS=$CALLS), 16 shards, fusee handler on loopback"
 echo
-echo "| round | total p50 / p99 (us) | server's share p50 / p99 (us) | of which call -> POST arrives p50 | of which HELLO -> LEASE p50 | wake floor, 20 hops, p50 / p99 (us) |"
-echo "| --- | --- | --- | --- | --- | --- |"
+echo "| round | total p50 / p99 (us) | server's share p50 / p99 (us) | of which call -> POST arrives p50 / p99 | HELLO -> LEASE p50 / p99 | the answer back p50 / p99 | wake floor, 20 hops, p50 / p99 (us) | machine stalls in ${STALL_S}s: gaps > 1 ms, > 3 ms, longest (us) |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
 for r in $(seq 1 "$ROUNDS"); do
   j=$("$BUILD/bench/cold_wake" "$sp" 16 "$CALLS")
   f='{"p50_us":0,"p99_us":0}'  # no wake_floor in an older build: 0 / 0
   [ -x "$WAKE_FLOOR" ] && f=$("$WAKE_FLOOR" 20 "$CALLS" 26)
-  python3 -c "import json,sys; d=json.loads(sys.argv[1]); w=json.loads(sys.argv[2]); print(f\"| $r | {d['total_p50_us']:.0f} / {d['total_p99_us']:.0f} | {d['server_p50_us']:.0f} / {d['server_p99_us']:.0f} | {d['call_to_post_p50_us']:.0f} | {d['lease_p50_us']:.0f} | {w['p50_us']:.0f} / {w['p99_us']:.0f} |\")" "$j" "$f"
+  g='{"gaps_over_1ms":0,"gaps_over_3ms":0,"longest_us":0}'  # nor a stall_floor
+  [ -x "$STALL_FLOOR" ] && g=$("$STALL_FLOOR" "$STALL_S")
+  python3 - "$r" "$j" "$f" "$g" <<'PY'
+import json, sys
+r, d, w, g = sys.argv[1], *(json.loads(a) for a in sys.argv[2:])
+leg = lambda k: f"{d.get(k + '_p50_us', 0):.0f} / {d.get(k + '_p99_us', 0):.0f}"  # older builds: p50 only
+print(f"| {r} | {leg('total')} | {leg('server')} | {leg('call_to_post')} | {leg('lease')} | {leg('back')} "
+      f"| {w['p50_us']:.0f} / {w['p99_us']:.0f} "
+      f"| {g['gaps_over_1ms']}, {g['gaps_over_3ms']}, {g['longest_us']:.0f} |")
+PY
 done
