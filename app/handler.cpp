@@ -30,8 +30,10 @@ using proto::json_error;
 
 /// Runs one invocation as its worker: lease, answer relayed calls until quiet, DRAIN, IDLE.
 /// `received` is when the POST arrived; each call's answer says how long this handler itself
-/// spent on it (`handler_us`: since the POST, less the wait for the server's LEASE), so a
-/// benchmark can separate the server's share of a cold wake from the handler's.
+/// spent on it (`handler_us`: since the POST, less the wait for the server's LEASE, so its
+/// connect and the wait from the LEASE to the call count as the handler's) and how long the call
+/// came after the LEASE (`since_lease_us`), so a benchmark can separate the server's share of a
+/// cold wake from the handler's.
 http_reply run_invocation(const handler_config& cfg, const proto::invocation_request& req,
                           std::chrono::steady_clock::time_point received) {
   auto at = parse_host_port(req.server);
@@ -46,7 +48,8 @@ http_reply run_invocation(const handler_config& cfg, const proto::invocation_req
   auto asked = std::chrono::steady_clock::now();
   auto lease = client::hello(*c, proto::offer_invoked | proto::offer_serve_calls, 0,
                              "fusee-handler", 5s, req.invocation);
-  auto lease_wait = std::chrono::steady_clock::now() - asked;
+  auto leased = std::chrono::steady_clock::now();
+  auto lease_wait = leased - asked;
   if (!lease) return unavailable("no lease: " + lease.err().to_string());
   std::map<uint32_t, proto::grant_entry> held;
   for (auto& g : lease->grants)
@@ -56,19 +59,16 @@ http_reply run_invocation(const handler_config& cfg, const proto::invocation_req
   auto answer = [&](const proto::relayed_call& rc) {
     auto g = held.find(rc.shard.value());
     if (g == held.end()) return;
-    auto own = std::chrono::duration_cast<std::chrono::microseconds>(
-                   std::chrono::steady_clock::now() - received - lease_wait)
-                   .count();
-    std::string body =
-        "{\"handled\":" + proto::json_quote(rc.method) +
-        ",\"shard\":" + std::to_string(rc.shard.value()) +
-        ",\"handler_us\":" + std::to_string(own) + ",\"lease_us\":" +
-        std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(lease_wait).count()) +
-        ",\"post_at_us\":" +
-        std::to_string(
-            std::chrono::duration_cast<std::chrono::microseconds>(received.time_since_epoch())
-                .count()) +
-        "}";
+    auto now = std::chrono::steady_clock::now();
+    auto us = [](auto d) {
+      return std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
+    };
+    std::string body = "{\"handled\":" + proto::json_quote(rc.method) +
+                       ",\"shard\":" + std::to_string(rc.shard.value()) +
+                       ",\"handler_us\":" + us(now - received - lease_wait) +
+                       ",\"lease_us\":" + us(lease_wait) +
+                       ",\"since_lease_us\":" + us(now - leased) +
+                       ",\"post_at_us\":" + us(received.time_since_epoch()) + "}";
     c->send(proto::call_reply{proto::request_head{0, g->second.shard, g->second.epoch}, rc.relay, 1,
                               proto::bytes(body.begin(), body.end())});
     ++calls;

@@ -22,7 +22,7 @@ trap cleanup EXIT
 
 source "$(dirname "$0")/lib.sh"
 
-echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r)"
+machine_line "$work"
 echo "command: bench/ab.sh $A $B (ROUNDS=$ROUNDS STEPS=$STEPS SECONDS_TP=$SECONDS_TP)"
 echo
 echo "| round | disk floor p50 (us) | A step p50 / p99 (us) | B step p50 / p99 (us) |"

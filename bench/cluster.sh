@@ -55,7 +55,7 @@ start_cluster() {
 }
 
 echo "command: bench/cluster.sh $BUILD (ROUNDS=$ROUNDS CALLS=$CALLS WORKFLOWS=$WORKFLOWS)"
-echo "machine: $(nproc) cores, $(uname -r), data on $(df --output=source "$work" | tail -1)"
+machine_line "$work"
 echo
 echo "| round | direct call p50 µs | forwarded p50 µs | direct p99 µs | forwarded p99 µs | 1 node workflows/s | 3 nodes workflows/s | 1 node steps/s | 3 nodes steps/s |"
 echo "|---|---|---|---|---|---|---|---|---|"

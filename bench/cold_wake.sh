@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Cold wake: client CALL for an unheld shard -> signed POST -> fusee handler connects back and
-# leases -> call answered; ROUNDS rounds of CALLS calls, total and server share (p50/p99). Each
-# round ends with the machine's wake floor (bench/wake_floor: a chain of 20 sleeping threads
-# woken one by one, about the hand-offs in a cold wake's server share) and its stalls
-# (bench/stall_floor: a thread spinning on the clock for STALL_S seconds), the anchors for its p99.
+# leases -> call answered; ROUNDS rounds of CALLS calls, total and server share (p50/p99) and its
+# legs (what each includes: bench/cold_wake.cpp's head). Each round ends with the machine's wake
+# floor (bench/wake_floor: a chain of 20 sleeping threads woken one by one, about the hand-offs
+# in a cold wake's server share) and its stalls (bench/stall_floor: a thread spinning on the
+# clock for STALL_S seconds, run after the round, not beside it), the anchors for its p99.
 # Usage: bench/cold_wake.sh [BUILD_DIR]   (WAKE_FLOOR, STALL_FLOOR: the programs, default BUILD's)
 set -euo pipefail
 BUILD=${1:-build}
@@ -13,6 +14,7 @@ WAKE_FLOOR=${WAKE_FLOOR:-$BUILD/bench/wake_floor}
 STALL_FLOOR=${STALL_FLOOR:-$BUILD/bench/stall_floor}
 STALL_S=${STALL_S:-5}
 work=$(mktemp -d)
+source "$(dirname "$0")/lib.sh"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
@@ -39,22 +41,24 @@ for _ in range(200):
         break
     time.sleep(0.05)
 PY
+machine_line
 echo "command: bench/cold_wake.sh $BUILD (ROUNDS=$ROUNDS CALLS=$CALLS), 16 shards, fusee handler on loopback"
 echo
-echo "| round | total p50 / p99 (us) | server's share p50 / p99 (us) | of which call -> POST arrives p50 / p99 | HELLO -> LEASE p50 / p99 | the answer back p50 / p99 | wake floor, 20 hops, p50 / p99 (us) | machine stalls in ${STALL_S}s: gaps > 1 ms, > 3 ms, longest (us) |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| round | total p50 / p99 (us) | server's share p50 / p99 (us) | of which call -> POST arrives p50 / p99 | HELLO -> LEASE p50 / p99 | the answer back p50 / p99 | not in the share: LEASE -> RELAYED_CALL p50 / p99 | wake floor, 20 hops, p50 / p99 (us) | machine stalls in ${STALL_S}s: gaps > 1 ms, > 3 ms, longest (us) |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for r in $(seq 1 "$ROUNDS"); do
   j=$("$BUILD/bench/cold_wake" "$sp" 16 "$CALLS")
-  f='{"p50_us":0,"p99_us":0}'  # no wake_floor in an older build: 0 / 0
+  f='{}'  # an older build without wake_floor or stall_floor: "-"
   [ -x "$WAKE_FLOOR" ] && f=$("$WAKE_FLOOR" 20 "$CALLS" 26)
-  g='{"gaps_over_1ms":0,"gaps_over_3ms":0,"longest_us":0}'  # nor a stall_floor
+  g='{}'
   [ -x "$STALL_FLOOR" ] && g=$("$STALL_FLOOR" "$STALL_S")
   python3 - "$r" "$j" "$f" "$g" <<'PY'
 import json, sys
 r, d, w, g = sys.argv[1], *(json.loads(a) for a in sys.argv[2:])
-leg = lambda k: f"{d.get(k + '_p50_us', 0):.0f} / {d.get(k + '_p99_us', 0):.0f}"  # older builds: p50 only
+num = lambda m, k: f"{m[k]:.0f}" if k in m else "-"  # a field an older build does not print
+leg = lambda k: f"{num(d, k + '_p50_us')} / {num(d, k + '_p99_us')}"
 print(f"| {r} | {leg('total')} | {leg('server')} | {leg('call_to_post')} | {leg('lease')} | {leg('back')} "
-      f"| {w['p50_us']:.0f} / {w['p99_us']:.0f} "
-      f"| {g['gaps_over_1ms']}, {g['gaps_over_3ms']}, {g['longest_us']:.0f} |")
+      f"| {leg('relay')} | {num(w, 'p50_us')} / {num(w, 'p99_us')} "
+      f"| {num(g, 'gaps_over_1ms')}, {num(g, 'gaps_over_3ms')}, {num(g, 'longest_us')} |")
 PY
 done

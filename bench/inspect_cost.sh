@@ -50,7 +50,7 @@ measure() {
   echo "$(json "$step" p50_us) $(json "$step" p99_us) $(json "$tp" records_per_s)"
 }
 
-echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r)"
+machine_line "$work"
 echo "command: bench/inspect_cost.sh $BUILD (ROUNDS=$ROUNDS STEPS=$STEPS SECONDS_TP=$SECONDS_TP)"
 echo
 echo "| round | none: step p50 / p99 (us) | watched: step p50 / p99 (us) | none: records/s at 64 | watched: records/s at 64 |"

@@ -33,3 +33,15 @@ records_per_batch() {
 }
 # json TEXT KEY: one field of a bench program's JSON line.
 json() { python3 -c "import json,sys; print(json.loads(sys.argv[1])['$2'])" "$1"; }
+# machine_line [DIR]: the "machine:" line of a report: cores, memory, kernel, the idle vCPU's halt
+# polling (on a KVM guest, 0 sends each wake-up of an idle vCPU through the hypervisor, which moves
+# every latency here; docs/operations.md) and, given DIR, the device it is on.
+machine_line() {
+  local idle poll=/sys/module/haltpoll/parameters/guest_halt_poll_ns
+  idle=$(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo none)
+  [ -r "$poll" ] && idle="$idle, guest_halt_poll_ns=$(cat "$poll")"
+  echo -n "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
+  echo -n ", $(uname -r); cpuidle $idle"
+  if [ -n "${1:-}" ]; then echo -n "; data on $(df --output=source "$1" | tail -1)"; fi
+  echo
+}

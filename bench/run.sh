@@ -69,7 +69,7 @@ pg_tps() {  # concurrency -> records per second (pgbench excludes its connection
 # -- fusee ------------------------------------------------------------------------------------
 source "$(dirname "$0")/lib.sh"
 
-echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r); data on $(df -h "$work" | awk 'NR==2 {print $1}')"
+machine_line "$work"
 echo "command: bench/run.sh $BUILD (ROUNDS=$ROUNDS STEPS=$STEPS SECONDS_TP=$SECONDS_TP)"
 echo
 echo "## Step latency (one worker, one shard, sequential append -> DURABLE, 100-byte records)"

@@ -16,7 +16,7 @@ trap '[ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$work"' EX
 source "$(dirname "$0")/lib.sh"
 
 echo "command: bench/workflows.sh $BUILD (ROUNDS=$ROUNDS STEPS=$STEPS WORKFLOWS=$WORKFLOWS)"
-echo "machine: $(nproc) cores, $(uname -r), data on $(df --output=source "$work" | tail -1)"
+machine_line "$work"
 echo
 echo "| round | raw step p50 µs | workflow step µs | workflow of $STEPS steps ms | raw records/s (64 in flight) | workflows/s | steps/s | workflow records/s |"
 echo "|---|---|---|---|---|---|---|---|"
