@@ -29,11 +29,11 @@ http_reply json_reply(unsigned status, const std::string& body) {
 using proto::json_error;
 
 /// Runs one invocation as its worker: lease, answer relayed calls until quiet, DRAIN, IDLE.
-/// `received` is when the POST arrived; each call's answer says how long this handler itself
-/// spent on it (`handler_us`: since the POST, less the wait for the server's LEASE, so its
-/// connect and the wait from the LEASE to the call count as the handler's) and how long the call
-/// came after the LEASE (`since_lease_us`), so a benchmark can separate the server's share of a
-/// cold wake from the handler's.
+/// `received` is when the whole POST had arrived; each call's answer says how long this handler
+/// itself spent on it (`handler_us`: since the POST, less the wait for the server's LEASE, so the
+/// signature check, the connect back and the wait from the LEASE to the call count as the
+/// handler's) and how long the call came after the LEASE (`since_lease_us`), so a benchmark can
+/// separate the server's share of a cold wake from the handler's.
 http_reply run_invocation(const handler_config& cfg, const proto::invocation_request& req,
                           std::chrono::steady_clock::time_point received) {
   auto at = parse_host_port(req.server);

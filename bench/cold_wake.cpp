@@ -1,12 +1,13 @@
 // Cold wake: a client calls a shard nobody holds; the server invokes the endpoint (fusee
 // handler), which connects back, leases the shard and answers the call. Reports the total and
 // the server's share (total less the handler's own time, which it puts in its answer), and the
-// share's three legs at p50 and p99: call -> POST arrives, HELLO -> LEASE, and the answer's way
-// back (the rest: CALL_REPLY -> server -> CALL_RESULT), so a tail can be placed. The share
-// counts this client's wake-up for the CALL_RESULT (in the way back) and not the handler's TCP
-// connect nor the wait from its LEASE to the RELAYED_CALL (in the handler's time): that wait is
-// printed beside it (`relay`, LEASE -> RELAYED_CALL in hand), not added. A leg's p99 is its own:
-// the p99s of the legs do not add up to the share's.
+// share's three legs at p50 and p99: call -> POST arrives (until the handler has the whole
+// request), HELLO -> LEASE, and the answer's way back (the rest: CALL_REPLY -> server ->
+// CALL_RESULT), so a tail can be placed. The share counts this client's wake-up for the
+// CALL_RESULT (in the way back) and not what the handler's time holds: its signature check,
+// its TCP connect back, the wait from its LEASE to the RELAYED_CALL (printed beside the share as
+// `relay`, not added; it holds the handler's own wake-up too). A leg's p99 is its own: the p99s
+// of the legs do not add up to the share's.
 //   cold_wake HOST:PORT shards calls
 #include <algorithm>
 #include <chrono>
@@ -52,9 +53,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::string body(res->body.begin(), res->body.end());
-    auto field = [&](const std::string& name) {
+    auto field = [&](const std::string& name, double missing = 0) {
       auto p = body.find("\"" + name + "\":");
-      return p == std::string::npos ? -1.0 : std::stod(body.substr(p + name.size() + 3));
+      return p == std::string::npos ? missing : std::stod(body.substr(p + name.size() + 3));
     };
     double handler_us = field("handler_us");
     total.push_back(us);
@@ -65,7 +66,7 @@ int main(int argc, char** argv) {
     to_post.push_back(field("post_at_us") - sent_us);
     lease.push_back(field("lease_us"));
     back.push_back(server.back() - to_post.back() - lease.back());
-    if (double r = field("since_lease_us"); r >= 0) relay.push_back(r);  // older handlers: none
+    if (double r = field("since_lease_us", -1); r >= 0) relay.push_back(r);    // older: none
     std::this_thread::sleep_for(std::chrono::milliseconds(400 / shards + 1));  // let it end
   }
   auto pct = [](std::vector<double> v, double p) {

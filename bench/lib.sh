@@ -39,7 +39,7 @@ json() { python3 -c "import json,sys; print(json.loads(sys.argv[1])['$2'])" "$1"
 machine_line() {
   local idle poll=/sys/module/haltpoll/parameters/guest_halt_poll_ns
   idle=$(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo none)
-  [ -r "$poll" ] && idle="$idle, guest_halt_poll_ns=$(cat "$poll")"
+  if [ "$idle" = haltpoll ] && [ -r "$poll" ]; then idle="$idle, guest_halt_poll_ns=$(cat "$poll")"; fi
   echo -n "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
   echo -n ", $(uname -r); cpuidle $idle"
   if [ -n "${1:-}" ]; then echo -n "; data on $(df --output=source "$1" | tail -1)"; fi
