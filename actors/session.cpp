@@ -134,40 +134,53 @@ private:
 /// The log's requests: the one place they are checked and handed to the log, from an I/O thread
 /// (`from_io`: queued for the commit that ends its turn) or from the actor (the writer thread is
 /// woken). Refusals go straight to the lane.
+void submit_to_log(session_conn& c, wal_entry e, bool from_io) {
+  if (from_io)
+    c.wal->enqueue(std::move(e));
+  else
+    c.wal->submit(std::move(e));
+}
+
+/// False (and the ERR sent) if `h` names another node's shard: its holder can only be there.
+bool local_shard(session_conn& c, const proto::request_head& h) {
+  if (h.shard == proto::no_shard) return true;
+  auto foreign = c.owners->refuse_foreign(h.shard.value());
+  if (foreign) c.send(proto::make_err(h.id, *foreign));
+  return !foreign;
+}
+
+/// An APPEND, from either decoding (to_log's, or the I/O thread's views into the frame).
+void append_to_log(session_conn& c, const proto::request_head& h, proto::lsn_t first_lsn,
+                   append_records records, bool from_io) {
+  if (!local_shard(c, h)) return;
+  auto waiting = c.appends_in_flight->load(std::memory_order_acquire);
+  if (waiting >= c.cfg->max_appends_in_flight) {  // refused, not closed: wait, resend
+    if (c.limits) c.limits->count(connection_limits::limit::appends_in_flight);
+    c.send(proto::make_err(h.id, proto::error{proto::err_code::too_large,
+                                              std::to_string(waiting) +
+                                                  " APPENDs on this connection wait for the log "
+                                                  "(limits.max_appends_in_flight): wait for "
+                                                  "DURABLE before sending more"}));
+    return;
+  }
+  c.appends_in_flight->fetch_add(1, std::memory_order_relaxed);
+  submit_to_log(
+      c,
+      wal_append{c.id, h.id, h.shard, h.epoch, first_lsn, std::move(records), c.appends_in_flight},
+      from_io);
+}
+
 void to_log(session_conn& c, proto::any_message&& msg, bool from_io) {
-  auto submit = [&](wal_entry e) {
-    if (from_io)
-      c.wal->enqueue(std::move(e));
-    else
-      c.wal->submit(std::move(e));
-  };
+  auto submit = [&](wal_entry e) { submit_to_log(c, std::move(e), from_io); };
   std::visit(
       [&](auto&& m) {
         using T = std::decay_t<decltype(m)>;
-        if constexpr (log_requests::has<T>) {
+        if constexpr (std::is_same_v<T, proto::append>) {
+          append_to_log(c, m.head, m.first_lsn, append_records::pack(m.records), from_io);
+        } else if constexpr (log_requests::has<T>) {
           auto& h = m.head;
-          // Another node's shard: its holder can only be there.
-          if (h.shard != proto::no_shard)
-            if (auto foreign = c.owners->refuse_foreign(h.shard.value())) {
-              c.send(proto::make_err(h.id, *foreign));
-              return;
-            }
-          if constexpr (std::is_same_v<T, proto::append>) {
-            auto waiting = c.appends_in_flight->load(std::memory_order_acquire);
-            if (waiting >= c.cfg->max_appends_in_flight) {  // refused, not closed: wait, resend
-              if (c.limits) c.limits->count(connection_limits::limit::appends_in_flight);
-              c.send(proto::make_err(
-                  h.id, proto::error{proto::err_code::too_large,
-                                     std::to_string(waiting) +
-                                         " APPENDs on this connection wait for the log "
-                                         "(limits.max_appends_in_flight): wait for DURABLE before "
-                                         "sending more"}));
-              return;
-            }
-            c.appends_in_flight->fetch_add(1, std::memory_order_relaxed);
-            submit(wal_append{c.id, h.id, h.shard, h.epoch, m.first_lsn, std::move(m.records),
-                              c.appends_in_flight});
-          } else if constexpr (std::is_same_v<T, proto::recover_log>) {
+          if (!local_shard(c, h)) return;
+          if constexpr (std::is_same_v<T, proto::recover_log>) {
             submit(wal_read{c.id, h.id, h.shard, h.epoch, m.after_lsn, m.max_bytes});
           } else if constexpr (std::is_same_v<T, proto::checkpoint>) {
             submit(wal_checkpoint{c.id, h.id, h.shard, h.epoch, m.lsn, std::move(m.data)});
@@ -230,8 +243,15 @@ void session_conn::on_frames(std::vector<proto::frame>& frames) {
       continue;
     if (served_here && (f.kind == static_cast<uint8_t>(proto::kind::ping) ||
                         (log_request && log_requests_at_actor.load() == 0))) {
-      auto m = proto::decode_request(f.kind, f.body);
-      if (m) {
+      if (f.kind == static_cast<uint8_t>(proto::kind::append)) {
+        // The hot frame: its records go to the log as views into the frame's body.
+        auto v = proto::decode_append_view(f.body);
+        if (v) {
+          append_to_log(*this, v->head, v->first_lsn,
+                        append_records{std::move(f.body), std::move(v->records)}, true);
+          continue;
+        }
+      } else if (auto m = proto::decode_request(f.kind, f.body)) {
         if (auto* p = std::get_if<proto::ping>(&*m))
           send(proto::ok{p->head.id, {}});
         else

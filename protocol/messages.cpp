@@ -98,8 +98,9 @@ bool describe(F& f, hello& x) {
          f("name", x.name) && f("types", x.types) && shardless(f, x.head, "HELLO");
 }
 
-template <class F>
-bool describe(F& f, append& x) {
+template <class F, class A>
+requires std::same_as<A, append> || std::same_as<A, append_view>
+bool describe(F& f, A& x) {
   return f("head", x.head) && f("first_lsn", x.first_lsn) &&
          f.check(x.first_lsn.value() >= 1, err_code::bad_body,
                  [] { return std::string{"first_lsn 0: LSNs start at 1"}; }) &&
@@ -370,7 +371,13 @@ struct decoder {
   }
   bool operator()(const char* n, std::string& v) { return r.str(v, n); }
   bool operator()(const char* n, bytes& v) {
-    if (!r.blob(v, n)) return false;
+    byte_view view;
+    if (!(*this)(n, view)) return false;
+    v.assign(view.begin(), view.end());
+    return true;
+  }
+  bool operator()(const char* n, byte_view& v) {
+    if (!r.blob_view(v, n)) return false;
     if (v.size() > max_record_size)
       return r.fail(err_code::bad_body, std::string{n} + ": " + std::to_string(v.size()) +
                                             " bytes exceed the record limit of " +
@@ -382,6 +389,7 @@ struct decoder {
     uint32_t count = 0;
     if (!r.count(count, min_wire_size<T>(), n)) return false;
     v.clear();
+    v.reserve(count);  // at most one per remaining byte: r.count checked that
     for (uint32_t i = 0; i < count; ++i) {
       T item{};
       if (!(*this)(n, item)) return false;
@@ -435,10 +443,11 @@ struct checker {
   }
 };
 
+/// Decodes `body` as a T (a message of kind `k`, or a view of one).
 template <class T>
-result<any_message> decode_as(byte_view body) {
+result<T> decode_body_as(kind k, byte_view body) {
   reader r{body};
-  auto label = kind_name(static_cast<uint8_t>(T::tag));
+  auto label = kind_name(static_cast<uint8_t>(k));
   r.set_context(label);
   decoder d{r};
   T x{};
@@ -446,7 +455,14 @@ result<any_message> decode_as(byte_view body) {
   if (r.remaining() != 0)
     return fail(err_code::bad_body,
                 label + ": " + std::to_string(r.remaining()) + " bytes left over after the body");
-  return any_message{std::move(x)};
+  return x;
+}
+
+template <class T>
+result<any_message> decode_as(byte_view body) {
+  auto x = decode_body_as<T>(T::tag, body);
+  if (!x) return x.err();
+  return any_message{std::move(*x)};
 }
 
 using decode_fn = result<any_message> (*)(byte_view);
@@ -564,6 +580,10 @@ result<any_message> decode(uint8_t k, byte_view body) {
   if (k >= decoders.size() || decoders[k] == nullptr)
     return fail(err_code::unknown_kind, "frame kind " + std::to_string(k) + " is not defined");
   return decoders[k](body);
+}
+
+result<append_view> decode_append_view(byte_view body) {
+  return decode_body_as<append_view>(kind::append, body);
 }
 
 result<any_message> decode_request(uint8_t k, byte_view body) {

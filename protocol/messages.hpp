@@ -155,6 +155,15 @@ struct append {
   bool operator==(const append&) const = default;
 };
 
+/// An APPEND decoded without copying its records: each view points into the body it was decoded
+/// from, which must outlive it (a server hands the frame's body on with the views). The same
+/// layout and rules as `append`: one description serves both.
+struct append_view {
+  request_head head;
+  lsn_t first_lsn;
+  std::vector<byte_view> records;
+};
+
 struct recover_log {
   static constexpr kind tag = kind::recover_log;
   request_head head;
@@ -438,6 +447,8 @@ result<any_message> decode(uint8_t kind, byte_view body);
 result<any_message> decode_request(uint8_t kind, byte_view body);
 /// As decode(), for a worker or client: kinds that are not from the server are ERR UNKNOWN_KIND.
 result<any_message> decode_response(uint8_t kind, byte_view body);
+/// An APPEND's body as views into `body`, with the errors decode() gives for it.
+result<append_view> decode_append_view(byte_view body);
 /// Decodes a frame's body.
 inline result<any_message> decode(const frame& f) {
   return decode(f.kind, f.body);

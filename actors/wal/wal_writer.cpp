@@ -22,6 +22,23 @@ namespace fusee::server {
 using proto::err_code;
 using namespace wal;
 
+append_records append_records::pack(const std::vector<bytes>& records) {
+  size_t total = 0;
+  for (auto& r : records)
+    total += r.size();
+  append_records out;
+  out.storage.reserve(total);
+  for (auto& r : records)
+    out.storage.insert(out.storage.end(), r.begin(), r.end());
+  out.views.reserve(records.size());
+  size_t at = 0;
+  for (auto& r : records) {
+    out.views.push_back(proto::byte_view{out.storage}.subspan(at, r.size()));
+    at += r.size();
+  }
+  return out;
+}
+
 wal_options wal_options::of(const node_settings& settings) {
   wal_options o;
   o.dir = settings.data_dir;
@@ -393,10 +410,10 @@ struct wal_writer::impl {
             continue;
           }
           st->last_lsn += count - kept;  // (the rest is added below as if all were written)
-          a->records.resize(kept);
+          a->records.views.resize(kept);
         }
         records_section sec{s, a->epoch.value(), a->first_lsn.value(), {}, {}};
-        sec.records.assign(a->records.begin(), a->records.end());
+        sec.records.assign(a->records.views.begin(), a->records.views.end());
         size_t region = append_section(body, sec);
         uint32_t written = static_cast<uint32_t>(a->records.size());
         new_sections.push_back(

@@ -52,13 +52,33 @@ using proto::shard_id;
 
 // -- what callers submit ------------------------------------------------------------------------
 
+/// An APPEND's records on their way to the log: views into `storage`, which is the frame body
+/// they were decoded from (proto::decode_append_view) or the records packed together (pack), so
+/// no record needs an allocation of its own. Move-only: a move keeps the views valid.
+struct append_records {
+  bytes storage;
+  std::vector<proto::byte_view> views;
+
+  append_records() = default;
+  append_records(bytes body, std::vector<proto::byte_view> into_body)
+      : storage(std::move(body)), views(std::move(into_body)) {}
+  append_records(append_records&&) noexcept = default;
+  append_records& operator=(append_records&&) noexcept = default;
+  append_records(const append_records&) = delete;
+  append_records& operator=(const append_records&) = delete;
+
+  /// Copies `records` into one buffer.
+  static append_records pack(const std::vector<bytes>& records);
+  size_t size() const { return views.size(); }
+};
+
 struct wal_append {
   session_id session = 0;
   uint64_t request_id = 0;
   shard_id shard;
   epoch_t epoch;
   lsn_t first_lsn;
-  std::vector<bytes> records;
+  append_records records;
   /// Decremented when the writer takes the append from its queue (before it is answered): the
   /// submitting connection's appends waiting for the log. Null: not counted.
   std::shared_ptr<std::atomic<uint32_t>> in_flight;

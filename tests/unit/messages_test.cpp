@@ -147,3 +147,44 @@ TEST_CASE("an ERR answers with the refused request's id") {
   CHECK(e.code == 6);
   CHECK(std::string{name(err_code::lsn_gap)} == "LSN_GAP");
 }
+
+TEST_CASE("an APPEND decoded as views holds the records decode() gives, pointing into the body") {
+  append a{
+      request_head{7, shard_id{3}, epoch_t{2}}, lsn_t{5}, {bytes{1, 2, 3}, bytes{}, bytes(300, 9)}};
+  auto body = body_of(a);
+  auto v = decode_append_view(body);
+  if (!v) FAIL(v.err().to_string());
+  CHECK(v->head == a.head);
+  CHECK(v->first_lsn == a.first_lsn);
+  REQUIRE(v->records.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(bytes(v->records[i].begin(), v->records[i].end()) == a.records[i]);
+    if (v->records[i].empty()) continue;
+    CHECK(v->records[i].data() >= body.data());
+    CHECK(v->records[i].data() + v->records[i].size() <= body.data() + body.size());
+  }
+}
+
+TEST_CASE("an APPEND decoded as views is refused with the errors decode() gives") {
+  auto same_error = [](const bytes& body) {
+    auto whole = decode(2, body);
+    auto view = decode_append_view(body);
+    REQUIRE_FALSE(whole);
+    REQUIRE_FALSE(view);
+    CHECK(view.err().code == whole.err().code);
+    CHECK(view.err().message == whole.err().message);
+  };
+  append a{request_head{1, shard_id{0}, epoch_t{1}}, lsn_t{1}, {}};
+  same_error(body_of(a));  // no record
+  a.records.push_back(bytes{1});
+  a.first_lsn = lsn_t{0};
+  same_error(body_of(a));  // LSN 0
+  a.first_lsn = lsn_t{1};
+  a.records.push_back(bytes(max_record_size + 1, 0));
+  same_error(body_of(a));  // a record over the limit
+  auto body = body_of(append{request_head{1, shard_id{0}, epoch_t{1}}, lsn_t{1}, {bytes{1}}});
+  body.push_back(0);
+  same_error(body);  // bytes left over
+  body.resize(body.size() - 3);
+  same_error(body);  // cut short
+}

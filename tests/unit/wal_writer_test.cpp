@@ -100,7 +100,7 @@ wal_append app(session_id s, uint64_t id, uint32_t shard, uint64_t epoch, uint64
                     shard_id{shard},
                     epoch_t{epoch},
                     lsn_t{first},
-                    {proto::bytes(rec.begin(), rec.end())},
+                    append_records::pack({proto::bytes(rec.begin(), rec.end())}),
                     nullptr};
 }
 
@@ -654,4 +654,15 @@ TEST_CASE("a data dir refuses a different shard count") {
   auto again = wal_writer::open(wal_options{tmp.path, 5}, &sink);
   REQUIRE_FALSE(again);
   CHECK(again.err().message.find("created with 4 shards") != std::string::npos);
+}
+
+TEST_CASE("packed records keep their order and bytes, and a move keeps their views valid") {
+  std::vector<proto::bytes> in{proto::bytes{1, 2}, proto::bytes{}, proto::bytes(200, 7)};
+  auto packed = append_records::pack(in);
+  auto* storage = packed.storage.data();
+  append_records moved = std::move(packed);
+  CHECK(moved.storage.data() == storage);  // the views still point into it
+  REQUIRE(moved.size() == 3);
+  for (size_t i = 0; i < in.size(); ++i)
+    CHECK(proto::bytes(moved.views[i].begin(), moved.views[i].end()) == in[i]);
 }
