@@ -131,9 +131,8 @@ private:
   bool slow_only_ = false;  ///< a request the I/O thread took did not decode: the actor closes
 };
 
-/// The log's requests: the one place they are checked and handed to the log, from an I/O thread
-/// (`from_io`: queued for the commit that ends its turn) or from the actor (the writer thread is
-/// woken). Refusals go straight to the lane.
+/// Queues `e` for the log: from an I/O thread (`from_io`) for the commit that ends its turn,
+/// from the actor with the writer thread woken.
 void submit_to_log(session_conn& c, wal_entry e, bool from_io) {
   if (from_io)
     c.wal->enqueue(std::move(e));
@@ -170,6 +169,9 @@ void append_to_log(session_conn& c, const proto::request_head& h, proto::lsn_t f
       from_io);
 }
 
+/// The log's requests: here (and in append_to_log, where APPENDs go) they are checked and handed
+/// to the log. Refusals go straight to the lane. The actor's APPENDs are packed into one buffer
+/// (a copy the I/O thread's views into the frame do not need).
 void to_log(session_conn& c, proto::any_message&& msg, bool from_io) {
   auto submit = [&](wal_entry e) { submit_to_log(c, std::move(e), from_io); };
   std::visit(

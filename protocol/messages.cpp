@@ -2,6 +2,7 @@
 
 #include "protocol/json_text.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <type_traits>
@@ -354,6 +355,9 @@ struct encoder {
   }
 };
 
+/// The most items a decoded list reserves before any of them is read.
+constexpr uint32_t max_reserved_items = 1024;
+
 /// Reads fields and applies rules as soon as their fields are read.
 struct decoder {
   reader& r;
@@ -389,7 +393,9 @@ struct decoder {
     uint32_t count = 0;
     if (!r.count(count, min_wire_size<T>(), n)) return false;
     v.clear();
-    v.reserve(count);  // at most one per remaining byte: r.count checked that
+    // Room up front for a list of ordinary length only: a hostile count that fits the body's
+    // bytes must not reserve count * sizeof(T); longer lists grow as their items decode.
+    v.reserve(std::min<uint32_t>(count, max_reserved_items));
     for (uint32_t i = 0; i < count; ++i) {
       T item{};
       if (!(*this)(n, item)) return false;
