@@ -1,5 +1,6 @@
 // Throughput: W workers, each holding S/W shards, append 100-byte records with a bounded
-// number of records in flight per shard, for D seconds. Reports durable records per second.
+// number of records in flight per shard, for D seconds. Reports durable records per second and
+// the longest any worker waited for a DURABLE (a stall of the server's commits shows there).
 //   throughput HOST:PORT workers seconds [in_flight_per_shard] [record_bytes] [shards] [writes]
 // Each worker connection takes shards/workers shards (max_shards), so all of them work. `writes`:
 // `turn` (the default) writes the APPENDs of one turn of a worker's loop with one send, as the
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,6 +55,9 @@ int main(int argc, char** argv) {
   std::atomic<uint64_t> durable_total{0};
   std::atomic<bool> stop{false};
   std::vector<std::thread> threads;
+  std::mutex longest_mtx;
+  std::chrono::steady_clock::duration
+      longest_wait{};  ///< the longest wait for a DURABLE, any worker
   auto t0 = std::chrono::steady_clock::now();
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {
@@ -67,6 +72,7 @@ int main(int argc, char** argv) {
       proto::bytes rec(size, 'y');
       uint64_t mine = 0;
       proto::bytes out;
+      std::chrono::steady_clock::duration longest{};
       while (!stop) {
         for (auto& [s, n] : next) {
           uint64_t free = in_flight - (n - 1 - durable[s]);
@@ -86,9 +92,12 @@ int main(int argc, char** argv) {
           out.clear();
         }
         // The first answer waits; the ones that came with it are taken at once.
+        auto asked = std::chrono::steady_clock::now();
         for (auto wait = std::chrono::milliseconds(100);; wait = std::chrono::milliseconds(0)) {
           auto r = c.receive(wait);
           if (!r) break;
+          if (wait.count() > 0)
+            longest = std::max(longest, std::chrono::steady_clock::now() - asked);
           if (auto* d = std::get_if<proto::durable>(&*r))
             for (auto& p : d->positions) {
               auto& cur = durable[p.shard.value()];
@@ -99,6 +108,8 @@ int main(int argc, char** argv) {
         }
       }
       durable_total += mine;
+      std::lock_guard<std::mutex> lk{longest_mtx};
+      longest_wait = std::max(longest_wait, longest);
     });
   }
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
@@ -106,8 +117,10 @@ int main(int argc, char** argv) {
   for (auto& t : threads)
     t.join();
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("{\"workers\":%d,\"records\":%llu,\"seconds\":%.2f,\"records_per_s\":%.0f}\n",
+  std::printf("{\"workers\":%d,\"records\":%llu,\"seconds\":%.2f,\"records_per_s\":%.0f,"
+              "\"longest_wait_us\":%.0f}\n",
               workers, (unsigned long long)durable_total.load(), elapsed,
-              durable_total.load() / elapsed);
+              durable_total.load() / elapsed,
+              std::chrono::duration<double, std::micro>(longest_wait).count());
   return 0;
 }
