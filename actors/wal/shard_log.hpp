@@ -7,18 +7,10 @@
 
 #include "actors/lease_log.hpp"
 #include "actors/wal/format.hpp"
+#include "actors/wal/section_index.hpp"
 #include "protocol/ids.hpp"
 
 namespace fusee::server::wal {
-
-/// Where one records section's `(len bytes)*` region sits on disk.
-struct section_ref {
-  uint64_t first_lsn = 0;
-  uint32_t count = 0;
-  uint64_t segment = 0;  ///< segment seq
-  uint64_t offset = 0;   ///< file offset of the first record's length
-  uint64_t size = 0;     ///< bytes of the region
-};
 
 struct shard_log {
   proto::epoch_t epoch{};  ///< last granted
@@ -26,7 +18,7 @@ struct shard_log {
   uint64_t last_lsn = 0;   ///< last queued
   uint64_t durable_lsn = 0;
   uint64_t ckpt_lsn = 0;
-  std::vector<section_ref> index;  ///< by first_lsn, one entry per records section
+  section_index index;  ///< by first_lsn, one entry per records section
 };
 
 /// The snapshot that starts a segment: every shard with state (an epoch or records).

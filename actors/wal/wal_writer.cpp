@@ -602,9 +602,8 @@ struct wal_writer::impl {
       sink->on_answer(r.session, std::move(page));
       return;
     }
-    auto it = std::upper_bound(st->index.begin(), st->index.end(), want,
-                               [](uint64_t v, const section_ref& x) { return v < x.first_lsn; });
-    if (it == st->index.begin()) {
+    size_t at = st->index.find(want);
+    if (at == st->index.size()) {
       uint64_t first = st->index.empty() ? st->durable_lsn + 1 : st->index.front().first_lsn;
       refuse(r.session, r.request_id,
              proto::error{err_code::bad_body,
@@ -614,11 +613,11 @@ struct wal_writer::impl {
                               "and recover after its LSN"});
       return;
     }
-    --it;
     uint64_t limit = std::min<uint64_t>(r.max_bytes, opts.max_read_bytes);
     uint64_t total = 0;
     uint64_t lsn = want;
-    for (bool full = false; it != st->index.end() && !full; ++it) {
+    for (bool full = false; at < st->index.size() && !full; ++at) {
+      auto* it = &st->index[at];
       auto region = segments.read(it->segment, it->offset, it->size);
       auto recs = region ? decode_records(*region, it->count) : region.err();
       if (!recs) {
@@ -653,11 +652,8 @@ struct wal_writer::impl {
     });
     if (gone.empty()) return;
     uint64_t newest = gone.back();
-    for (auto& st : shards) {
-      auto keep = std::find_if(st.index.begin(), st.index.end(),
-                               [&](const section_ref& x) { return x.segment > newest; });
-      st.index.erase(st.index.begin(), keep);
-    }
+    for (auto& st : shards)
+      st.index.drop_through(newest);
     n_retired += gone.size();
     n_segments = segments.count();
   }

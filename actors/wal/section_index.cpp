@@ -1,0 +1,64 @@
+#include "actors/wal/section_index.hpp"
+
+#include <algorithm>
+
+namespace fusee::server::wal {
+
+void section_index::push_back(const section_ref& r) {
+  size_t end = head_ + size_;  // the slot after the last entry, counted from chunks_[0]'s start
+  if (chunks_.empty()) {
+    chunks_.push_back(std::make_unique_for_overwrite<section_ref[]>(1));
+    capacity_ = 1;
+  } else if (chunks_.size() == 1 && end == capacity_ && capacity_ < chunk_size) {
+    // The lone first chunk doubles (at most chunk_size / 2 entries copied, a few KiB).
+    auto cap = std::min<size_t>(size_t{capacity_} * 2, chunk_size);
+    auto grown = std::make_unique_for_overwrite<section_ref[]>(cap);
+    std::copy(&chunks_[0][head_], &chunks_[0][end], grown.get());
+    chunks_[0] = std::move(grown);
+    capacity_ = static_cast<uint32_t>(cap);
+    head_ = 0;
+    end = size_;
+  } else if (end % chunk_size == 0 && end / chunk_size == chunks_.size()) {
+    chunks_.push_back(
+        std::make_unique_for_overwrite<section_ref[]>(chunk_size));  // nothing stored moves
+    capacity_ = chunk_size;
+  }
+  chunks_[end / chunk_size][end % chunk_size] = r;
+  ++size_;
+}
+
+size_t section_index::find(uint64_t lsn) const {
+  // The first section starting after `lsn`; the one before it holds `lsn`.
+  size_t lo = 0, hi = size_;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if ((*this)[mid].first_lsn <= lsn)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo == 0 ? size_ : lo - 1;
+}
+
+void section_index::drop_through(uint64_t segment) {
+  size_t lo = 0, hi = size_;  // sections are in segment order: the first one to keep
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if ((*this)[mid].segment <= segment)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == 0) return;
+  if (lo == size_) {
+    *this = section_index{};  // the memory goes back too
+    return;
+  }
+  size_ -= lo;
+  size_t head = head_ + lo;
+  size_t whole = head / chunk_size;  // chunks whose every entry is dropped
+  chunks_.erase(chunks_.begin(), chunks_.begin() + static_cast<ptrdiff_t>(whole));
+  head_ = static_cast<uint32_t>(head - whole * chunk_size);
+}
+
+}  // namespace fusee::server::wal

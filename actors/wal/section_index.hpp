@@ -1,0 +1,64 @@
+// One shard's index from LSNs to its records sections on disk: appended at the back as batches
+// become durable (and as recovery scans), dropped from the front as checkpoints retire segments.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace fusee::server::wal {
+
+/// Where one records section's `(len bytes)*` region sits on disk.
+struct section_ref {
+  uint64_t first_lsn = 0;
+  uint32_t count = 0;
+  uint64_t segment = 0;  ///< segment seq
+  uint64_t offset = 0;   ///< file offset of the first record's length
+  uint64_t size = 0;     ///< bytes of the region
+};
+
+/// The sections of one shard in first_lsn order (and so in segment order).
+///
+/// Cost contract: push_back never copies or moves an entry already stored, and neither does
+/// drop_through(). Entries live in chunks of chunk_size; only a lone first chunk grows by doubling
+/// (up to chunk_size, so a shard with a few sections holds a few entries' worth). A plain vector
+/// copied a hot shard's whole index into a new allocation at each doubling, on the thread that
+/// commits every shard's log: with the new pages faulted in one by one, 4-7 ms as it passed
+/// 32,768 or 65,536 sections and 70-140 ms at 524,288 or 1,048,576 on this project's VMs
+/// (bench/index_growth), a stall of every shard's DURABLE.
+class section_index {
+public:
+  static constexpr size_t chunk_size = 256;  ///< entries per chunk (10 KiB)
+
+  section_index() = default;
+  section_index(section_index&&) noexcept = default;
+  section_index& operator=(section_index&&) noexcept = default;
+  section_index(const section_index&) = delete;
+  section_index& operator=(const section_index&) = delete;
+
+  void push_back(const section_ref& r);
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  /// The i-th section still held (0 is the oldest); i < size().
+  const section_ref& operator[](size_t i) const {
+    size_t at = i + head_;
+    return chunks_[at / chunk_size][at % chunk_size];
+  }
+  const section_ref& front() const { return (*this)[0]; }
+  const section_ref& back() const { return (*this)[size_ - 1]; }
+
+  /// The position of the last section whose first_lsn is at most `lsn` (the one holding `lsn`, if
+  /// any does); size() if every section starts after it (or none is held).
+  size_t find(uint64_t lsn) const;
+  /// Drops the sections at the front that lie in segments up to `segment` (retired ones).
+  void drop_through(uint64_t segment);
+
+private:
+  std::vector<std::unique_ptr<section_ref[]>> chunks_;  ///< all but the last full
+  size_t size_ = 0;                                     ///< entries held (after head_)
+  uint32_t head_ = 0;      ///< entries of chunks_[0] already dropped (< chunk_size)
+  uint32_t capacity_ = 0;  ///< room in a lone first chunk; chunk_size once there are more
+};
+
+}  // namespace fusee::server::wal
