@@ -3,6 +3,8 @@
 // the system's reason. Blocking: the log's writer thread and start-up only.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 
@@ -60,7 +62,17 @@ proto::result<void> write_file_durably(const fs::path& path, proto::byte_view da
 /// writing. Writing into a file whose blocks exist lets fdatasync skip the metadata update an
 /// extending write needs (175 us instead of 240 us per commit on the development machine,
 /// docs/benchmarks.md).
-proto::result<file> create_zero_file(const fs::path& path, uint64_t size);
+///
+/// With `pace` (the spare segment, filled on a thread of its own while the log commits), the
+/// zeros go to the disk a zero_fill_chunk at a time, each written out before the next, with a
+/// zero_fill_pause between them until `*pace` turns true (someone waits for the file): a fill
+/// written all at once sat in the device's queue ahead of the log's next commit, whose fdatasync
+/// then took 10-14 ms instead of ~0.2 (docs/benchmarks.md, "Twelfth session"). Blocks: never on a
+/// CAF thread.
+proto::result<file> create_zero_file(const fs::path& path, uint64_t size,
+                                     const std::atomic<bool>* pace = nullptr);
+inline constexpr uint64_t zero_fill_chunk = 256 * 1024;
+inline constexpr std::chrono::microseconds zero_fill_pause{1000};
 
 /// An I/O error value: "<what> <path>: <strerror(errno)>".
 proto::error io_error(const std::string& what, const fs::path& path);

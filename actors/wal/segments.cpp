@@ -25,12 +25,21 @@ proto::result<void> segment_set::start() {
   auto d = file::open(dir_, O_RDONLY | O_DIRECTORY);
   if (!d) return d.err();
   dir_file_ = std::move(*d);
-  if (!spare_.valid())
-    spare_ = std::async(std::launch::async, create_zero_file, spare_path(dir_), segment_bytes_);
+  if (!spare_.valid()) prepare_spare();
   return {};
 }
 
+void segment_set::prepare_spare() {
+  // Paced, until a roll waits for it (hurry_): a new flag for each fill, shared with its thread.
+  hurry_ = std::make_shared<std::atomic<bool>>(false);
+  spare_ = std::async(std::launch::async,
+                      [path = spare_path(dir_), size = segment_bytes_, hurry = hurry_] {
+                        return create_zero_file(path, size, hurry.get());
+                      });
+}
+
 segment_set::~segment_set() {
+  if (hurry_) hurry_->store(true);
   if (spare_.valid()) spare_.wait();  // the background zero-filling writes into dir_
 }
 
@@ -101,6 +110,8 @@ proto::result<void> segment_set::roll(const snapshot_section& snapshot, reserve_
   uint64_t seq = segments_.empty() ? 1 : segments_.rbegin()->first + 1;
   auto path = dir_ / segment_name(seq);
   auto prep = spare_path(dir_);
+  if (hurry_)
+    hurry_->store(true);  // nobody's commits to give way to now: the roll waits for the spare
   auto f = spare_.valid() ? spare_.get() : create_zero_file(prep, segment_bytes_);
   if (!f) f = create_zero_file(prep, segment_bytes_);  // the background one failed: try again now
   if (!f) return f.err();
@@ -108,7 +119,7 @@ proto::result<void> segment_set::roll(const snapshot_section& snapshot, reserve_
   if (auto r = f->sync(prep); !r) return r;
   if (::rename(prep.c_str(), path.c_str()) != 0) return io_error("rename", prep);
   if (auto r = sync_entries(); !r) return r;
-  spare_ = std::async(std::launch::async, create_zero_file, prep, segment_bytes_);
+  prepare_spare();
   add(seq, std::move(*f), segment_header_size);
   // The snapshot (and the epoch reservation) make the segment self-sufficient for epochs and LSN
   // numbering.

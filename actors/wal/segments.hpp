@@ -10,6 +10,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -96,6 +97,10 @@ private:
   } written_;
   file dir_file_;                           ///< the directory, for syncing its entries
   std::future<proto::result<file>> spare_;  ///< the next segment's file, being zero-filled
+  /// Set when something waits for spare_: its fill stops pacing itself (create_zero_file).
+  std::shared_ptr<std::atomic<bool>> hurry_;
+  /// Starts filling the next spare on a thread of its own, paced.
+  void prepare_spare();
   bool fail_next_ = false;
   bool fail_next_sync_ = false;
 };

@@ -1,0 +1,58 @@
+// The zero-filled files segments start as: paced (the spare, filled while the log commits) or
+// at once, every byte is a zero, the size exact, the file open for the log's writes.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "actors/wal/file_io.hpp"
+#include "test_util.hpp"
+
+using namespace fusee;
+using namespace fusee::server::wal;
+using fusee::test::temp_dir;
+
+namespace {
+
+/// The file at `path` is `size` zero bytes.
+void check_zeros(const fs::path& path, uint64_t size) {
+  auto all = read_file(path);
+  REQUIRE(all);
+  CHECK(all->size() == size);
+  CHECK(std::all_of(all->begin(), all->end(), [](uint8_t b) { return b == 0; }));
+}
+
+}  // namespace
+
+TEST_CASE("a paced zero fill writes the whole file in zeros, chunk by chunk, and returns it open") {
+  temp_dir tmp;
+  auto path = tmp.path / "next.prep";
+  uint64_t size = 3 * zero_fill_chunk + 100;  // a short last chunk too
+  std::atomic<bool> hurry{false};
+  auto f = create_zero_file(path, size, &hurry);
+  REQUIRE_MESSAGE(f, (f ? "" : f.err().message));
+  check_zeros(path, size);
+  REQUIRE(f->write_at(proto::as_bytes(std::string_view{"batch"}), 10, path));
+  auto after = read_file(path);
+  REQUIRE(after);
+  CHECK(after->size() == size);  // written into, not grown
+  CHECK((*after)[10] == 'b');
+}
+
+TEST_CASE("a zero fill told to hurry, or not paced at all, writes the same zeros") {
+  temp_dir tmp;
+  uint64_t size = 2 * zero_fill_chunk + 7;
+  std::atomic<bool> hurry{true};
+  REQUIRE(create_zero_file(tmp.path / "hurried", size, &hurry));
+  check_zeros(tmp.path / "hurried", size);
+  REQUIRE(create_zero_file(tmp.path / "at_once", size));
+  check_zeros(tmp.path / "at_once", size);
+}
+
+TEST_CASE("a zero fill into a directory that does not exist fails naming the file") {
+  temp_dir tmp;
+  std::atomic<bool> hurry{false};
+  auto f = create_zero_file(tmp.path / "no" / "next.prep", 100, &hurry);
+  REQUIRE_FALSE(f);
+  CHECK(f.err().message.find("next.prep") != std::string::npos);
+}
