@@ -1,7 +1,7 @@
 // What growing a shard's section index costs the thread that commits the log: N sections pushed
-// one by one into a plain vector (the index before 2026-12-04) and into wal::section_index, each
-// and prints the longest single push and the total. Run each kind in its own process (fresh
-// memory, as a server's growing index mostly gets).
+// one by one into a plain vector (the index before eee2da8) or into wal::section_index; prints the
+// longest single push and the total. Run each kind in its own process (fresh memory, as a
+// server's growing index mostly gets).
 //   index_growth KIND [N]   KIND: vector or section_index; N: sections (default 1,048,576)
 #include <algorithm>
 #include <chrono>

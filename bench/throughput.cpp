@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -73,6 +74,7 @@ int main(int argc, char** argv) {
       uint64_t mine = 0;
       proto::bytes out;
       std::chrono::steady_clock::duration longest{};
+      std::optional<std::chrono::steady_clock::time_point> waiting_since;
       while (!stop) {
         for (auto& [s, n] : next) {
           uint64_t free = in_flight - (n - 1 - durable[s]);
@@ -91,13 +93,16 @@ int main(int argc, char** argv) {
           c.send_raw(out);
           out.clear();
         }
-        // The first answer waits; the ones that came with it are taken at once.
-        auto asked = std::chrono::steady_clock::now();
+        // The first answer waits; the ones that came with it are taken at once. A wait that
+        // times out goes on counting from where it began.
+        if (!waiting_since) waiting_since = std::chrono::steady_clock::now();
         for (auto wait = std::chrono::milliseconds(100);; wait = std::chrono::milliseconds(0)) {
           auto r = c.receive(wait);
           if (!r) break;
-          if (wait.count() > 0)
-            longest = std::max(longest, std::chrono::steady_clock::now() - asked);
+          if (wait.count() > 0) {
+            longest = std::max(longest, std::chrono::steady_clock::now() - *waiting_since);
+            waiting_since.reset();
+          }
           if (auto* d = std::get_if<proto::durable>(&*r))
             for (auto& p : d->positions) {
               auto& cur = durable[p.shard.value()];

@@ -1,12 +1,14 @@
 // File I/O for the log: whole reads and writes at an offset, durable file replacement and the
 // zero-filled files segments start as. Every failure is a value whose message names the file and
-// the system's reason. Blocking: the log's writer thread and start-up only.
+// the system's reason. Blocking: the log's committing thread, start-up, and the thread that
+// fills the spare segment.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 
 #include "protocol/result.hpp"
 #include "protocol/wire.hpp"
@@ -58,21 +60,28 @@ proto::result<void> sync_dir(const fs::path& dir);
 /// Replaces `path` with `data` atomically and durably (temp file, fdatasync, rename, fsync dir).
 proto::result<void> write_file_durably(const fs::path& path, proto::byte_view data);
 
+/// How a paced zero fill goes on after each chunk, told the bytes written so far.
+enum class fill_step {
+  go_on,  ///< the next chunk at once
+  pause,  ///< zero_fill_pause first
+  stop,   ///< no more: the fill fails (nobody wants the file)
+};
+using fill_pace = std::function<fill_step(uint64_t filled)>;
+inline constexpr uint64_t zero_fill_chunk = 256 * 1024;
+inline constexpr std::chrono::microseconds zero_fill_pause{1000};
+
 /// Creates `path` filled with `size` zero bytes, durably, and returns it open for reading and
 /// writing. Writing into a file whose blocks exist lets fdatasync skip the metadata update an
 /// extending write needs (175 us instead of 240 us per commit on the development machine,
 /// docs/benchmarks.md).
 ///
 /// With `pace` (the spare segment, filled on a thread of its own while the log commits), the
-/// zeros go to the disk a zero_fill_chunk at a time, each written out before the next, with a
-/// zero_fill_pause between them until `*pace` turns true (someone waits for the file): a fill
-/// written all at once sat in the device's queue ahead of the log's next commit, whose fdatasync
-/// then took 10-14 ms instead of ~0.2 (docs/benchmarks.md, "Twelfth session"). Blocks: never on a
-/// CAF thread.
+/// zeros go to the disk a zero_fill_chunk at a time, each written out before the next, and `pace`
+/// says after each whether to pause: a fill written all at once sat in the device's queue ahead
+/// of the log's next commit, whose fdatasync then took 10-14 ms instead of ~0.2 (docs/
+/// benchmarks.md, "Twelfth session"). Blocks: never on a CAF thread.
 proto::result<file> create_zero_file(const fs::path& path, uint64_t size,
-                                     const std::atomic<bool>* pace = nullptr);
-inline constexpr uint64_t zero_fill_chunk = 256 * 1024;
-inline constexpr std::chrono::microseconds zero_fill_pause{1000};
+                                     const fill_pace& pace = {});
 
 /// An I/O error value: "<what> <path>: <strerror(errno)>".
 proto::error io_error(const std::string& what, const fs::path& path);

@@ -1,26 +1,43 @@
 #include "actors/wal/section_index.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace fusee::server::wal {
+
+section_index::section_index(section_index&& o) noexcept
+    : chunks_(std::move(o.chunks_)), size_(std::exchange(o.size_, 0)),
+      head_(std::exchange(o.head_, 0)), capacity_(std::exchange(o.capacity_, 0)) {
+  o.chunks_.clear();
+}
+
+section_index& section_index::operator=(section_index&& o) noexcept {
+  if (this != &o) {
+    chunks_ = std::move(o.chunks_);
+    o.chunks_.clear();
+    size_ = std::exchange(o.size_, 0);
+    head_ = std::exchange(o.head_, 0);
+    capacity_ = std::exchange(o.capacity_, 0);
+  }
+  return *this;
+}
 
 void section_index::push_back(const section_ref& r) {
   size_t end = head_ + size_;  // the slot after the last entry, counted from chunks_[0]'s start
   if (chunks_.empty()) {
-    chunks_.push_back(std::make_unique_for_overwrite<section_ref[]>(1));
+    chunks_.push_back(std::make_unique<section_ref[]>(1));
     capacity_ = 1;
   } else if (chunks_.size() == 1 && end == capacity_ && capacity_ < chunk_size) {
     // The lone first chunk doubles (at most chunk_size / 2 entries copied, a few KiB).
     auto cap = std::min<size_t>(size_t{capacity_} * 2, chunk_size);
-    auto grown = std::make_unique_for_overwrite<section_ref[]>(cap);
+    auto grown = std::make_unique<section_ref[]>(cap);
     std::copy(&chunks_[0][head_], &chunks_[0][end], grown.get());
     chunks_[0] = std::move(grown);
     capacity_ = static_cast<uint32_t>(cap);
     head_ = 0;
     end = size_;
   } else if (end % chunk_size == 0 && end / chunk_size == chunks_.size()) {
-    chunks_.push_back(
-        std::make_unique_for_overwrite<section_ref[]>(chunk_size));  // nothing stored moves
+    chunks_.push_back(std::make_unique<section_ref[]>(chunk_size));  // nothing stored moves
     capacity_ = chunk_size;
   }
   chunks_[end / chunk_size][end % chunk_size] = r;

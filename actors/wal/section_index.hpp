@@ -20,9 +20,10 @@ struct section_ref {
 
 /// The sections of one shard in first_lsn order (and so in segment order).
 ///
-/// Cost contract: push_back never copies or moves an entry already stored, and neither does
-/// drop_through(). Entries live in chunks of chunk_size; only a lone first chunk grows by doubling
-/// (up to chunk_size, so a shard with a few sections holds a few entries' worth). A plain vector
+/// Cost contract: entries live in chunks of chunk_size; only a lone first chunk grows by doubling
+/// (up to chunk_size, so a shard with a few sections holds a few entries' worth, and a doubling
+/// copies at most chunk_size / 2 of them). Past that, push_back never copies or moves an entry
+/// already stored, and drop_through() never does. A plain vector
 /// copied a hot shard's whole index into a new allocation at each doubling, on the thread that
 /// commits every shard's log: with the new pages faulted in one by one, 4-7 ms as it passed
 /// 32,768 or 65,536 sections and 70-140 ms at 524,288 or 1,048,576 on this project's VMs
@@ -32,8 +33,9 @@ public:
   static constexpr size_t chunk_size = 256;  ///< entries per chunk (10 KiB)
 
   section_index() = default;
-  section_index(section_index&&) noexcept = default;
-  section_index& operator=(section_index&&) noexcept = default;
+  /// The moved-from index is left empty.
+  section_index(section_index&& o) noexcept;
+  section_index& operator=(section_index&& o) noexcept;
   section_index(const section_index&) = delete;
   section_index& operator=(const section_index&) = delete;
 
@@ -55,8 +57,10 @@ public:
   void drop_through(uint64_t segment);
 
 private:
-  std::vector<std::unique_ptr<section_ref[]>> chunks_;  ///< all but the last full
-  size_t size_ = 0;                                     ///< entries held (after head_)
+  /// Every chunk but the last holds chunk_size entries (the first's leading head_ dropped); a lone
+  /// chunk may be smaller (capacity_).
+  std::vector<std::unique_ptr<section_ref[]>> chunks_;
+  size_t size_ = 0;        ///< entries held (after head_)
   uint32_t head_ = 0;      ///< entries of chunks_[0] already dropped (< chunk_size)
   uint32_t capacity_ = 0;  ///< room in a lone first chunk; chunk_size once there are more
 };

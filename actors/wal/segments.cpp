@@ -30,16 +30,24 @@ proto::result<void> segment_set::start() {
 }
 
 void segment_set::prepare_spare() {
-  // Paced, until a roll waits for it (hurry_): a new flag for each fill, shared with its thread.
-  hurry_ = std::make_shared<std::atomic<bool>>(false);
-  spare_ = std::async(std::launch::async,
-                      [path = spare_path(dir_), size = segment_bytes_, hurry = hurry_] {
-                        return create_zero_file(path, size, hurry.get());
-                      });
+  fill_ = std::make_shared<spare_fill>();
+  fill_->active_used = segments_.empty() ? 0 : active().size;
+  auto pace = [fill = fill_](uint64_t filled) {
+    if (fill->abandon.load(std::memory_order_relaxed)) return fill_step::stop;
+    // Behind the active segment (a log writing faster than the pace): no pauses, so the spare
+    // is ready before the roll that needs it.
+    if (fill->hurry.load(std::memory_order_relaxed) ||
+        filled < fill->active_used.load(std::memory_order_relaxed))
+      return fill_step::go_on;
+    return fill_step::pause;
+  };
+  spare_ = std::async(std::launch::async, [path = spare_path(dir_), size = segment_bytes_, pace] {
+    return create_zero_file(path, size, pace);
+  });
 }
 
 segment_set::~segment_set() {
-  if (hurry_) hurry_->store(true);
+  if (fill_) fill_->abandon = true;   // a part-filled spare is deleted at the next start
   if (spare_.valid()) spare_.wait();  // the background zero-filling writes into dir_
 }
 
@@ -101,6 +109,7 @@ proto::result<void> segment_set::sync_written() {
     return synced.err();
   }
   seg.size += w.size;
+  if (fill_) fill_->active_used.store(seg.size, std::memory_order_relaxed);
   next_batch_seq_++;
   prev_crc_ = w.crc;
   return {};
@@ -110,11 +119,15 @@ proto::result<void> segment_set::roll(const snapshot_section& snapshot, reserve_
   uint64_t seq = segments_.empty() ? 1 : segments_.rbegin()->first + 1;
   auto path = dir_ / segment_name(seq);
   auto prep = spare_path(dir_);
-  if (hurry_)
-    hurry_->store(true);  // nobody's commits to give way to now: the roll waits for the spare
+  if (fill_) fill_->hurry = true;  // the roll waits for the spare: no commits to give way to
   auto f = spare_.valid() ? spare_.get() : create_zero_file(prep, segment_bytes_);
-  if (!f) f = create_zero_file(prep, segment_bytes_);  // the background one failed: try again now
-  if (!f) return f.err();
+  if (!f) {  // the background fill failed: once more, now
+    auto again = create_zero_file(prep, segment_bytes_);
+    if (!again)
+      return proto::error{again.err().code, again.err().message + " (and in the background: " +
+                                                f.err().message + ")"};
+    f = std::move(again);
+  }
   if (auto r = f->write_at(encode(segment_header{format_version, seq}), 0, prep); !r) return r;
   if (auto r = f->sync(prep); !r) return r;
   if (::rename(prep.c_str(), path.c_str()) != 0) return io_error("rename", prep);

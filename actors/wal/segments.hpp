@@ -1,6 +1,7 @@
 // The log's segment files, oldest first; the last is the active one, appended to. A segment is a
 // preallocated zero-filled file (prepared in the background and kept open, so rolling to a new
-// one costs no zero-filling on the writer thread and needs no new file descriptor) with a header
+// one needs no new file descriptor and, once the spare is ready, no zero-filling on the committing
+// thread) with a header
 // and checksummed batches chained across segments (format.hpp). Used by the writer thread and,
 // before it starts, by recovery.
 #pragma once
@@ -97,9 +98,16 @@ private:
   } written_;
   file dir_file_;                           ///< the directory, for syncing its entries
   std::future<proto::result<file>> spare_;  ///< the next segment's file, being zero-filled
-  /// Set when something waits for spare_: its fill stops pacing itself (create_zero_file).
-  std::shared_ptr<std::atomic<bool>> hurry_;
-  /// Starts filling the next spare on a thread of its own, paced.
+  /// What the spare's filling thread and the set share (create_zero_file's pace): the fill pauses
+  /// between chunks while it is ahead of the active segment's use and nobody waits for it.
+  struct spare_fill {
+    std::atomic<bool> hurry{false};        ///< a roll waits for the spare: no more pauses
+    std::atomic<bool> abandon{false};      ///< the set is going away: stop
+    std::atomic<uint64_t> active_used{0};  ///< bytes in use in the active segment
+  };
+  std::shared_ptr<spare_fill> fill_;
+  /// Starts filling the next spare on a thread of its own. Only while no fill runs (spare_ not
+  /// valid: start() checks, roll() has taken the last one).
   void prepare_spare();
   bool fail_next_ = false;
   bool fail_next_sync_ = false;

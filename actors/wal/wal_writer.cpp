@@ -617,17 +617,17 @@ struct wal_writer::impl {
     uint64_t total = 0;
     uint64_t lsn = want;
     for (bool full = false; at < st->index.size() && !full; ++at) {
-      auto* it = &st->index[at];
-      auto region = segments.read(it->segment, it->offset, it->size);
-      auto recs = region ? decode_records(*region, it->count) : region.err();
+      auto* sec = &st->index[at];
+      auto region = segments.read(sec->segment, sec->offset, sec->size);
+      auto recs = region ? decode_records(*region, sec->count) : region.err();
       if (!recs) {
         refuse(r.session, r.request_id,
                proto::error{err_code::io, "log of shard " + std::to_string(s) +
                                               " cannot be read: " + recs.err().message});
         return;
       }
-      for (uint32_t i = 0; i < it->count && !full; ++i) {
-        uint64_t this_lsn = it->first_lsn + i;
+      for (uint32_t i = 0; i < sec->count && !full; ++i) {
+        uint64_t this_lsn = sec->first_lsn + i;
         if (this_lsn < lsn) continue;
         auto rec = (*recs)[i];
         if (!page.records.empty() && total + rec.size() > limit) {

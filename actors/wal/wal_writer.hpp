@@ -25,8 +25,9 @@
 // admitted. No CAF here: the glue lives in log_sink.
 //
 // The pieces live in actors/wal/: the on-disk format (format.hpp), file I/O (file_io.hpp),
-// recovery (recovery.hpp), the segment files (segments.hpp), checkpoints (checkpoints.hpp); this
-// file is the writer: admission, batching, acknowledgements, failures and reads.
+// recovery (recovery.hpp), the segment files (segments.hpp), checkpoints (checkpoints.hpp), a
+// shard's state (shard_log.hpp) and its index (section_index.hpp); this file is the writer:
+// admission, batching, acknowledgements, failures and reads.
 #pragma once
 
 #include <atomic>

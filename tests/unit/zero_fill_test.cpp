@@ -3,7 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <atomic>
+#include <vector>
 
 #include "actors/wal/file_io.hpp"
 #include "test_util.hpp"
@@ -28,9 +28,14 @@ TEST_CASE("a paced zero fill writes the whole file in zeros, chunk by chunk, and
   temp_dir tmp;
   auto path = tmp.path / "next.prep";
   uint64_t size = 3 * zero_fill_chunk + 100;  // a short last chunk too
-  std::atomic<bool> hurry{false};
-  auto f = create_zero_file(path, size, &hurry);
+  std::vector<uint64_t> asked;                // the pace is asked after each chunk is written out
+  auto f = create_zero_file(path, size, [&](uint64_t filled) {
+    asked.push_back(filled);
+    return asked.size() % 2 ? fill_step::pause : fill_step::go_on;
+  });
   REQUIRE_MESSAGE(f, (f ? "" : f.err().message));
+  CHECK(asked ==
+        std::vector<uint64_t>{zero_fill_chunk, 2 * zero_fill_chunk, 3 * zero_fill_chunk, size});
   check_zeros(path, size);
   REQUIRE(f->write_at(proto::as_bytes(std::string_view{"batch"}), 10, path));
   auto after = read_file(path);
@@ -39,20 +44,30 @@ TEST_CASE("a paced zero fill writes the whole file in zeros, chunk by chunk, and
   CHECK((*after)[10] == 'b');
 }
 
-TEST_CASE("a zero fill told to hurry, or not paced at all, writes the same zeros") {
+TEST_CASE("a paced zero fill told to stop fails naming the file and writes no more") {
+  temp_dir tmp;
+  auto path = tmp.path / "next.prep";
+  int asked = 0;
+  auto f = create_zero_file(path, 10 * zero_fill_chunk, [&](uint64_t) {
+    return ++asked == 2 ? fill_step::stop : fill_step::go_on;
+  });
+  REQUIRE_FALSE(f);
+  CHECK(f.err().message.find("next.prep") != std::string::npos);
+  CHECK(asked == 2);
+  CHECK(fs::file_size(path) == 2 * zero_fill_chunk);
+}
+
+TEST_CASE("a zero fill not paced writes the same zeros") {
   temp_dir tmp;
   uint64_t size = 2 * zero_fill_chunk + 7;
-  std::atomic<bool> hurry{true};
-  REQUIRE(create_zero_file(tmp.path / "hurried", size, &hurry));
-  check_zeros(tmp.path / "hurried", size);
   REQUIRE(create_zero_file(tmp.path / "at_once", size));
   check_zeros(tmp.path / "at_once", size);
 }
 
 TEST_CASE("a zero fill into a directory that does not exist fails naming the file") {
   temp_dir tmp;
-  std::atomic<bool> hurry{false};
-  auto f = create_zero_file(tmp.path / "no" / "next.prep", 100, &hurry);
+  auto f = create_zero_file(tmp.path / "no" / "next.prep", 100,
+                            [](uint64_t) { return fill_step::go_on; });
   REQUIRE_FALSE(f);
   CHECK(f.err().message.find("next.prep") != std::string::npos);
 }
