@@ -132,8 +132,8 @@ proto::result<void> segment_set::roll(const snapshot_section& snapshot, reserve_
   if (auto r = f->sync(prep); !r) return r;
   if (::rename(prep.c_str(), path.c_str()) != 0) return io_error("rename", prep);
   if (auto r = sync_entries(); !r) return r;
-  prepare_spare();
   add(seq, std::move(*f), segment_header_size);
+  prepare_spare();  // after add(): the fill paces itself against the new segment's use
   // The snapshot (and the epoch reservation) make the segment self-sufficient for epochs and LSN
   // numbering.
   return append_snapshot(snapshot, reserve);

@@ -1,9 +1,8 @@
 // The log's segment files, oldest first; the last is the active one, appended to. A segment is a
 // preallocated zero-filled file (prepared in the background and kept open, so rolling to a new
-// one needs no new file descriptor and, once the spare is ready, no zero-filling on the committing
-// thread) with a header
-// and checksummed batches chained across segments (format.hpp). Used by the writer thread and,
-// before it starts, by recovery.
+// one needs no new file descriptor and, once the spare is ready, no zero-filling on the
+// committing thread) with a header and checksummed batches chained across segments (format.hpp).
+// Used by the committing thread and, before it starts, by recovery.
 #pragma once
 
 #include <atomic>
