@@ -24,7 +24,10 @@ int main(int argc, char** argv) {
   uint64_t due_ms = std::stoull(argv[3]);
   auto at = bench::address_arg(addr.c_str());
   auto c = client::connection::open(at.host, at.port);
-  if (!c) return 1;
+  if (!c) {
+    std::fprintf(stderr, "storm_worker: %s\n", c.err().message.c_str());
+    return 1;
+  }
   auto lease = client::hello(*c, 0, 0, "storm-worker", std::chrono::seconds(30));
   if (!lease) {
     std::fprintf(stderr, "storm_worker: %s\n", lease.err().message.c_str());
@@ -53,8 +56,17 @@ int main(int argc, char** argv) {
   auto reported = unix_ms();
   for (;;) {
     auto m = c->receive(std::chrono::seconds(30));
-    if (!m) return 1;
+    if (!m) {
+      std::fprintf(stderr, "storm_worker: no OK for the IDLE of %zu shards: %s\n", held.size(),
+                   m.err().message.c_str());
+      return 1;
+    }
     if (std::holds_alternative<proto::ok>(*m)) break;
+    if (auto* e = std::get_if<proto::err>(&*m)) {
+      std::fprintf(stderr, "storm_worker: the IDLE of %zu shards refused: %s\n", held.size(),
+                   e->message.c_str());
+      return 1;
+    }
   }
   c->close();
   std::printf("%lld %lld\n", reported, unix_ms());
