@@ -34,8 +34,23 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::vector<proto::grant_entry> held = lease->grants;
+  // A worker that says nothing for timeout_ms (5 s) is taken for dead: it pings every second
+  // while it waits (for a million grants, or the IDLE's OK, on a slow machine).
+  uint64_t next_ping_id = 1000;
+  auto last_ping = std::chrono::steady_clock::now();
+  auto ping_if_due = [&] {
+    if (std::chrono::steady_clock::now() - last_ping < std::chrono::seconds(1)) return;
+    c->send(proto::ping{proto::request_head{next_ping_id++}});
+    last_ping = std::chrono::steady_clock::now();
+  };
+  auto waited = std::chrono::steady_clock::now();
   while (held.size() < shards) {  // shards still held by the start-up wave's workers come later
-    auto m = c->receive(std::chrono::seconds(30));
+    ping_if_due();
+    auto m = c->receive(std::chrono::seconds(1));
+    if (!m && c->timed_out() &&
+        std::chrono::steady_clock::now() - waited < std::chrono::seconds(30))
+      continue;
+    if (m) waited = std::chrono::steady_clock::now();
     if (!m) {
       std::fprintf(stderr, "storm_worker: holds %zu of %zu shards: %s\n", held.size(), shards,
                    m.err().message.c_str());
@@ -54,14 +69,17 @@ int main(int argc, char** argv) {
   };
   c->send(idle);
   auto reported = unix_ms();
-  for (;;) {
-    auto m = c->receive(std::chrono::seconds(30));
+  for (auto asked = std::chrono::steady_clock::now();;) {
+    ping_if_due();
+    auto m = c->receive(std::chrono::seconds(1));
+    if (!m && c->timed_out() && std::chrono::steady_clock::now() - asked < std::chrono::seconds(30))
+      continue;
     if (!m) {
       std::fprintf(stderr, "storm_worker: no OK for the IDLE of %zu shards: %s\n", held.size(),
                    m.err().message.c_str());
       return 1;
     }
-    if (std::holds_alternative<proto::ok>(*m)) break;
+    if (auto* ok = std::get_if<proto::ok>(&*m); ok && ok->id == 2) break;  // not a PING's
     if (auto* e = std::get_if<proto::err>(&*m)) {
       std::fprintf(stderr, "storm_worker: the IDLE of %zu shards refused: %s\n", held.size(),
                    e->message.c_str());
