@@ -43,14 +43,18 @@ int main(int argc, char** argv) {
     c->send(proto::ping{proto::request_head{next_ping_id++}});
     last_ping = std::chrono::steady_clock::now();
   };
-  auto waited = std::chrono::steady_clock::now();
+  // The next message, pinging meanwhile; an error once 30 s have passed since `since` without one.
+  auto receive_pinging = [&](std::chrono::steady_clock::time_point since) {
+    for (;;) {
+      ping_if_due();
+      auto m = c->receive(std::chrono::seconds(1));
+      if (m || !c->timed_out() ||
+          std::chrono::steady_clock::now() - since >= std::chrono::seconds(30))
+        return m;
+    }
+  };
   while (held.size() < shards) {  // shards still held by the start-up wave's workers come later
-    ping_if_due();
-    auto m = c->receive(std::chrono::seconds(1));
-    if (!m && c->timed_out() &&
-        std::chrono::steady_clock::now() - waited < std::chrono::seconds(30))
-      continue;
-    if (m) waited = std::chrono::steady_clock::now();
+    auto m = receive_pinging(std::chrono::steady_clock::now());
     if (!m) {
       std::fprintf(stderr, "storm_worker: holds %zu of %zu shards: %s\n", held.size(), shards,
                    m.err().message.c_str());
@@ -70,10 +74,7 @@ int main(int argc, char** argv) {
   c->send(idle);
   auto reported = unix_ms();
   for (auto asked = std::chrono::steady_clock::now();;) {
-    ping_if_due();
-    auto m = c->receive(std::chrono::seconds(1));
-    if (!m && c->timed_out() && std::chrono::steady_clock::now() - asked < std::chrono::seconds(30))
-      continue;
+    auto m = receive_pinging(asked);  // the PINGs' OKs come too: 30 s in all for the IDLE's
     if (!m) {
       std::fprintf(stderr, "storm_worker: no OK for the IDLE of %zu shards: %s\n", held.size(),
                    m.err().message.c_str());

@@ -57,8 +57,8 @@ int main(int argc, char** argv) {
   std::atomic<bool> stop{false};
   std::vector<std::thread> threads;
   std::mutex longest_mtx;
-  std::chrono::steady_clock::duration
-      longest_wait{};  ///< the longest wait for a DURABLE, any worker
+  // The longest wait for a DURABLE, any worker.
+  std::chrono::steady_clock::duration longest_wait{};
   auto t0 = std::chrono::steady_clock::now();
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {

@@ -4,7 +4,6 @@
 // fills the spare segment.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -78,7 +77,7 @@ inline constexpr std::chrono::microseconds zero_fill_pause{1000};
 /// With `pace` (the spare segment, filled on a thread of its own while the log commits), the
 /// zeros go to the disk a zero_fill_chunk at a time, each written out before the next, and `pace`
 /// says after each whether to pause: a fill written all at once sat in the device's queue ahead
-/// of the log's next commit, whose fdatasync then took 10-14 ms instead of ~0.2 (docs/
+/// of the log's next commit, whose fdatasync then took 11-12.5 ms instead of ~0.2 (docs/
 /// benchmarks.md, "Twelfth session"). Blocks: never on a CAF thread.
 proto::result<file> create_zero_file(const fs::path& path, uint64_t size,
                                      const fill_pace& pace = {});

@@ -1,20 +1,18 @@
 #include "actors/wal/section_index.hpp"
 
 #include <algorithm>
+#include <ranges>
 #include <utility>
 
 namespace fusee::server::wal {
 
 section_index::section_index(section_index&& o) noexcept
-    : chunks_(std::move(o.chunks_)), size_(std::exchange(o.size_, 0)),
-      head_(std::exchange(o.head_, 0)), capacity_(std::exchange(o.capacity_, 0)) {
-  o.chunks_.clear();
-}
+    : chunks_(std::exchange(o.chunks_, {})), size_(std::exchange(o.size_, 0)),
+      head_(std::exchange(o.head_, 0)), capacity_(std::exchange(o.capacity_, 0)) {}
 
 section_index& section_index::operator=(section_index&& o) noexcept {
   if (this != &o) {
-    chunks_ = std::move(o.chunks_);
-    o.chunks_.clear();
+    chunks_ = std::exchange(o.chunks_, {});
     size_ = std::exchange(o.size_, 0);
     head_ = std::exchange(o.head_, 0);
     capacity_ = std::exchange(o.capacity_, 0);
@@ -44,28 +42,20 @@ void section_index::push_back(const section_ref& r) {
   ++size_;
 }
 
+size_t section_index::first_not(const std::function<bool(const section_ref&)>& pred) const {
+  auto positions = std::views::iota(size_t{0}, size_);
+  return *std::ranges::partition_point(positions, [&](size_t i) { return pred((*this)[i]); });
+}
+
 size_t section_index::find(uint64_t lsn) const {
   // The first section starting after `lsn`; the one before it holds `lsn`.
-  size_t lo = 0, hi = size_;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if ((*this)[mid].first_lsn <= lsn)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo == 0 ? size_ : lo - 1;
+  size_t after = first_not([&](const section_ref& x) { return x.first_lsn <= lsn; });
+  return after == 0 ? size_ : after - 1;
 }
 
 void section_index::drop_through(uint64_t segment) {
-  size_t lo = 0, hi = size_;  // sections are in segment order: the first one to keep
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if ((*this)[mid].segment <= segment)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  // Sections are in segment order: the first one to keep.
+  size_t lo = first_not([&](const section_ref& x) { return x.segment <= segment; });
   if (lo == 0) return;
   if (lo == size_) {
     *this = section_index{};  // the memory goes back too

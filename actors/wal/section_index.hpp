@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -23,11 +24,10 @@ struct section_ref {
 /// Cost contract: entries live in chunks of chunk_size; only a lone first chunk grows by doubling
 /// (up to chunk_size, so a shard with a few sections holds a few entries' worth, and a doubling
 /// copies at most chunk_size / 2 of them). Past that, push_back never copies or moves an entry
-/// already stored, and drop_through() never does. A plain vector
-/// copied a hot shard's whole index into a new allocation at each doubling, on the thread that
-/// commits every shard's log: with the new pages faulted in one by one, 4-7 ms as it passed
-/// 32,768 or 65,536 sections and 70-140 ms at 524,288 or 1,048,576 on this project's VMs
-/// (bench/index_growth), a stall of every shard's DURABLE.
+/// already stored, and drop_through() never does. A plain vector copied a hot shard's whole index
+/// into a new allocation at each doubling, on the thread that commits every shard's log: with the
+/// new pages faulted in one by one, 3.8 ms as it passed 32,768 sections and 69 ms at 524,288 on
+/// this project's VMs (bench/index_growth), a stall of every shard's DURABLE.
 class section_index {
 public:
   static constexpr size_t chunk_size = 256;  ///< entries per chunk (10 KiB)
@@ -57,6 +57,10 @@ public:
   void drop_through(uint64_t segment);
 
 private:
+  /// The first position whose section fails `pred` (size() if none does); `pred` holds for a
+  /// prefix of the sections.
+  size_t first_not(const std::function<bool(const section_ref&)>& pred) const;
+
   /// Every chunk but the last holds chunk_size entries (the first's leading head_ dropped); a lone
   /// chunk may be smaller (capacity_).
   std::vector<std::unique_ptr<section_ref[]>> chunks_;
