@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "actors/directory_interface.hpp"
+#include "actors/liveness_rules.hpp"
 #include "actors/log_sink.hpp"
 #include "actors/logging.hpp"
 #include "actors/net/connection.hpp"
@@ -123,7 +124,15 @@ public:
     caf::anon_send(actor,
                    inbound{{}, 0, static_cast<uint16_t>(e.code), std::move(e.message), false});
   }
-  void on_closed() override { caf::anon_send(actor, inbound{{}, 0, 0, {}, true}); }
+  void on_closed(int read_error) override {
+    caf::anon_send(actor, inbound{{},
+                                  0,
+                                  0,
+                                  read_error == 0 ? std::string{}
+                                                  : std::string{"reading from it failed: "} +
+                                                        std::strerror(read_error),
+                                  true});
+  }
   void on_sweep(std::chrono::steady_clock::time_point now) override;
 
 private:
@@ -284,7 +293,8 @@ void session_conn::on_sweep(std::chrono::steady_clock::time_point now) {
 
 struct session_state {
   std::shared_ptr<session_conn> conn;
-  int64_t read_at = 0;  ///< when the frames being handled were read (inbound::read_at)
+  int64_t read_at = 0;        ///< when the frames being handled were read (inbound::read_at)
+  int64_t lease_sent_ns = 0;  ///< steady_clock ns at which the LEASE was written; 0: not yet
   session_id id = 0;
   directory_actor directory;
   log_sink* sink = nullptr;
@@ -305,9 +315,10 @@ struct session_state {
 
 using session_ptr = session_conn_actor::stateful_pointer<session_state>;
 
-/// Ends the session once. The lane is closed (the peer sees the end, the I/O thread's read ends
-/// and the connection leaves its loop).
-void end_session(session_ptr self);
+/// Ends the session once, `why` (for the log). The lane is closed (the peer sees the end, the I/O
+/// thread's read ends and the connection leaves its loop). A failed read or write (`failed`, or the
+/// lane's failure) is a warning; any other end is logged at debug.
+void end_session(session_ptr self, const std::string& why, bool failed = false);
 
 /// The peer stopped reading: the lane is over limits.write_buffer_mb.
 void overflow(session_ptr self) {
@@ -319,7 +330,7 @@ void overflow(session_ptr self) {
                st.who == role::worker ? ", its leases go to standbys" : "", st.id, st.peer,
                logging::quoted(st.peer_name));
   st.conn->lane()->abort();  // drop what waits: the peer does not read it
-  end_session(self);
+  end_session(self, "it stopped reading (limits.write_buffer_mb)");
 }
 
 /// Sends a frame in the connection's one order (see out_lane.hpp).
@@ -333,17 +344,30 @@ void write(session_ptr self, const proto::any_message& m) {
   write_bytes(self, proto::encode(m));
 }
 
-void end_session(session_ptr self) {
+void end_session(session_ptr self, const std::string& why, bool failed) {
   auto& st = self->state;
   if (st.closing) return;
   st.closing = true;
+  // A write that failed shut the socket down: the read side's end (`why`) follows from it.
+  if (int e = st.conn->lane()->failure(); e != 0) {
+    failed = true;
+    std::string wrote = std::string{"writing to it failed: "} + std::strerror(e);
+    spdlog::warn("connection closed: {}{} session={} peer={} name={}", wrote,
+                 st.who == role::worker ? "; its leases go to standbys" : "", st.id, st.peer,
+                 logging::quoted(st.peer_name));
+  } else if (failed) {
+    spdlog::warn("connection closed: {}{} session={} peer={} name={}", why,
+                 st.who == role::worker ? "; its leases go to standbys" : "", st.id, st.peer,
+                 logging::quoted(st.peer_name));
+  }
   st.conn->direct.store(false);
   st.conn->calls_scope.store(-1);
   st.conn->lane()->close();
   st.sink->remove_session(st.id);
   if (st.conn->limits) st.conn->limits->release(st.peer_ip);
-  spdlog::debug("connection closed session={} peer={} name={}", st.id, st.peer,
-                logging::quoted(st.peer_name));
+  if (!failed)
+    spdlog::debug("connection closed: {} session={} peer={} name={}", why, st.id, st.peer,
+                  logging::quoted(st.peer_name));
   if (st.who == role::worker) self->send(st.directory, session_ended{st.id, false});
   self->quit();
 }
@@ -351,7 +375,7 @@ void end_session(session_ptr self) {
 /// Answers a broken request with ERR and closes the connection (PROTOCOL.md §2).
 void refuse_and_close(session_ptr self, uint64_t id, const proto::error& e) {
   write(self, proto::make_err(id, e));
-  end_session(self);
+  end_session(self, "refused: " + e.message);
 }
 
 /// Refuses a connection that has not proven a token: counted, logged without any secret, closed.
@@ -597,7 +621,7 @@ void on_inbound(session_ptr self, inbound& in) {
     }
     refuse_and_close(self, 0, e);
   } else if (in.closed) {
-    end_session(self);
+    end_session(self, in.why.empty() ? "the peer closed it" : in.why, !in.why.empty());
   }
 }
 
@@ -672,17 +696,28 @@ session_conn_actor::behavior_type session_fn(session_ptr self, std::shared_ptr<s
   return {
       [=](inbound& in) { on_inbound(self, in); },
       [=](deadline_atom) { check_deadline(self); },
-      [=](frame_atom, const bytes& frame) { write_bytes(self, frame); },
+      [=](frame_atom, const bytes& frame) {
+        auto& st = self->state;
+        if (st.lease_sent_ns == 0 &&
+            proto::kind_of_frame(frame) == static_cast<uint8_t>(proto::kind::lease))
+          st.lease_sent_ns = connection::now_ns();  // liveness counts from here
+        write_bytes(self, frame);
+      },
       [=](overflow_atom) { overflow(self); },
       [=](close_atom, const bytes& frame) {
         write_bytes(self, frame);
-        end_session(self);
+        end_session(self, "ended by the directory, after the frame it sent last");
       },
       [=](tick_atom) {
         auto& st = self->state;
         if (st.closing) return;
-        auto silent = connection::now_ns() - st.conn->last_rx_ns.load(std::memory_order_relaxed);
+        auto silent = liveness_silence_ns(connection::now_ns(),
+                                          st.conn->last_rx_ns.load(std::memory_order_relaxed),
+                                          st.lease_sent_ns);
         if (silent >= int64_t{st.conn->cfg->timeout_ms} * 1000000) {
+          spdlog::warn("closing a silent connection: no frame from it for {} ms (timeout_ms); its "
+                       "leases are revoked session={} peer={} name={}",
+                       silent / 1000000, st.id, st.peer, logging::quoted(st.peer_name));
           self->send(st.directory, session_ended{st.id, true});
           return;  // the directory answers with close_atom and the REVOKED frame
         }
@@ -714,8 +749,9 @@ bool start_session(caf::actor_system& sys, int fd, peer_info peer, const session
   conn->actor = sys.spawn(session_fn, conn, std::move(address), std::move(peer.binding), ctx);
   ctx.sink->add_session(conn->id, caf::actor_cast<session_actor>(conn->actor), conn->lane());
   if (!ctx.loop->add(conn)) {
-    spdlog::error("cannot watch a new connection: {}", std::strerror(errno));
-    conn->on_closed();
+    int e = errno;
+    spdlog::error("cannot watch a new connection: {}", std::strerror(e));
+    conn->on_closed(e);
   }
   return true;
 }

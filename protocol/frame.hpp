@@ -28,6 +28,10 @@ uint32_t frame_crc(uint8_t kind, byte_view body);
 /// Appends one frame to `out`.
 void append_frame(bytes& out, uint8_t kind, byte_view body);
 bytes encode_frame(uint8_t kind, byte_view body);
+/// The kind of an encoded frame (the byte after the magic); 0 (no kind) if it has no header.
+inline uint8_t kind_of_frame(byte_view frame) {
+  return frame.size() >= frame_header_size ? frame[4] : 0;
+}
 
 /// Why the frame decoder stopped. Each maps to the ERR code PROTOCOL.md §2 names.
 enum class frame_error : uint8_t {

@@ -36,8 +36,9 @@ public:
   virtual void on_frames(std::vector<proto::frame>& frames) = 0;
   /// The stream broke (a bad or oversized frame): nothing after it is read.
   virtual void on_bad_stream(proto::error e) = 0;
-  /// The peer closed or the socket failed; the connection leaves its loop after this.
-  virtual void on_closed() = 0;
+  /// The peer closed (`read_error` 0) or a read failed (its errno); the connection leaves its
+  /// loop after this.
+  virtual void on_closed(int read_error) = 0;
   /// About once per io_loop::options::sweep_every, for deadlines.
   virtual void on_sweep(std::chrono::steady_clock::time_point) {}
 

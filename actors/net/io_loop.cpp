@@ -101,6 +101,7 @@ void io_loop::remove(connection& c) {
 bool io_loop::read(connection& c, bool& more, bool hung_up) {
   thread_local std::vector<uint8_t> buf(read_size);
   bool eof = false, got = false;
+  int read_error = 0;
   more = false;
   int reads = 0;
   for (;;) {
@@ -121,6 +122,7 @@ bool io_loop::read(connection& c, bool& more, bool hung_up) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     eof = true;  // closed by the peer, or failed
+    if (n < 0) read_error = errno;
     break;
   }
   if (got) {
@@ -154,7 +156,7 @@ bool io_loop::read(connection& c, bool& more, bool hung_up) {
     }
   }
   if (eof) {
-    c.on_closed();
+    c.on_closed(read_error);
     remove(c);
     return false;
   }

@@ -30,6 +30,7 @@ bool out_lane::write_from(const uint8_t* data, size_t size, size_t& sent) {
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       break;
     } else {
+      failure_ = n < 0 ? errno : EPIPE;  // a send of 0 bytes would not make progress either
       return false;
     }
   }
@@ -131,6 +132,11 @@ out_lane::totals out_lane::accepted() const {
 uint64_t out_lane::waiting_behind_head() const {
   std::lock_guard<std::mutex> lk{mtx_};
   return frame_ends_.empty() ? 0 : queued_total_ - frame_ends_.front();
+}
+
+int out_lane::failure() const {
+  std::lock_guard<std::mutex> lk{mtx_};
+  return failure_;
 }
 
 void out_lane::abort() {

@@ -63,6 +63,8 @@ public:
     uint64_t bytes = 0;
   };
   totals accepted() const;
+  /// The errno of the write that broke the connection; 0 while none has.
+  int failure() const;
 
   /// No more writes: what the kernel holds is still delivered, then the peer sees the connection
   /// end (shutdown of both directions, so the I/O thread's next read ends too); the duplicate is
@@ -87,6 +89,7 @@ private:
   const uint64_t limit_;
   bool open_ = true;
   bool over_ = false;                ///< the limit was hit: everything is refused from now on
+  int failure_ = 0;                  ///< errno of the write that broke the connection
   std::vector<uint8_t> pending_;     ///< waiting bytes; pending_[sent_...] not yet in the kernel
   size_t sent_ = 0;                  ///< bytes of pending_ already written
   uint64_t written_total_ = 0;       ///< bytes of waiting frames ever written (for frame_ends_)

@@ -78,6 +78,9 @@ TEST_CASE("a standby takes over with higher epochs, the deposed worker is fenced
   auto revoked = w1.expect<proto::revoked>(5s);
   CHECK(revoked.shards.size() == 4);
   CHECK(revoked.reason.find("liveness") != std::string::npos);
+  // The server says why it closed the connection, at the default log level.
+  CHECK(f.server.log().find("closing a silent connection: no frame from it for") !=
+        std::string::npos);
   std::vector<proto::grant_entry> got;
   auto deadline = std::chrono::steady_clock::now() + 5s;
   while (got.size() < 4 && std::chrono::steady_clock::now() < deadline) {
@@ -117,6 +120,29 @@ TEST_CASE("a standby takes over with higher epochs, the deposed worker is fenced
   REQUIRE(recs.size() == 2);
   CHECK(recs[0] == record("from w1"));
   CHECK(recs[1] == record("from w2"));
+}
+
+TEST_CASE("liveness counts from the LEASE: a worker whose LEASE came after timeout_ms keeps its "
+          "leases") {
+  // Granting 200,000 shards in one LEASE takes this server longer than timeout_ms (100 ms); the
+  // worker says nothing until its LEASE comes, as PROTOCOL.md §3 allows.
+  fixture f{"[server]\nshards = 200000\n[liveness]\nping_interval_ms = 20\ntimeout_ms = 100\n"};
+  auto w = f.connect();
+  auto asked = std::chrono::steady_clock::now();
+  auto lease = w.hello(0);
+  auto took = std::chrono::steady_clock::now() - asked;
+  REQUIRE(lease.grants.size() == 200000);
+  REQUIRE_MESSAGE(took > 100ms, "the LEASE came too soon to show the rule");
+  // From the LEASE on it pings every 20 ms: three time-outs pass without a REVOKED.
+  for (auto until = std::chrono::steady_clock::now() + 300ms;
+       std::chrono::steady_clock::now() < until;) {
+    w.ping(0);  // its OK is skipped by next()
+    auto r = w.next(20ms);
+    REQUIRE_MESSAGE(!r, "got " << proto::kind_name(static_cast<uint8_t>(proto::kind_of(*r))));
+    REQUIRE(r.err().message == "timed out");
+  }
+  w.append(0, epoch_of(lease, 0), 1, {record("after a slow LEASE")});
+  REQUIRE(w.wait_durable(0, 1));
 }
 
 TEST_CASE("a closed connection hands its shards to the standby in connection order") {

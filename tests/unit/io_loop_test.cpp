@@ -63,7 +63,7 @@ struct recording_connection : connection {
     cv.notify_all();
     leave();
   }
-  void on_closed() override {
+  void on_closed(int) override {
     enter();
     {
       std::lock_guard<std::mutex> lk{mtx};

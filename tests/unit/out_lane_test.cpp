@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -242,9 +243,11 @@ TEST_CASE("a frame larger than the limit goes through, and so do the frames behi
 TEST_CASE("a broken connection closes the lane and shuts the socket down") {
   socket_pair sp{4096};
   out_lane lane{sp.server, 1 << 20};
+  CHECK(lane.failure() == 0);
   ::shutdown(sp.peer, SHUT_RD);  // the peer reads no more, but keeps its end open
   auto r = lane.send(small_frame(1));
-  CHECK(r == out_lane::outcome::closed);  // EPIPE
+  CHECK(r == out_lane::outcome::closed);
+  CHECK(lane.failure() == EPIPE);  // kept for the session's log line
   CHECK(lane.send(small_frame(2)) == out_lane::outcome::closed);
   char c;
   // Our side was shut down by the lane: the session's reads see the end at once (the peer's
