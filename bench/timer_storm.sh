@@ -91,7 +91,7 @@ mkdir -p "$dir"
 cp "$work/secret" "$dir/secret"
 retire=${RETIRE_MS-10000}  # empty: no [invoker] table (for builds before invoker.retire_idle_ms)
 if [ -n "$retire" ]; then
-  printf '[server]\nshards = %d\n[invoker]\nretire_idle_ms = %d\n%s' "$SHARDS" "$retire" "$serving" > "$dir/fusee.toml"
+  printf '[log]\nlevel = "%s"\n[server]\nshards = %d\n[invoker]\nretire_idle_ms = %d\n%s' "${STORM_LOG:-info}" "$SHARDS" "$retire" "$serving" > "$dir/fusee.toml"
 else
   printf '[server]\nshards = %d\n%s' "$SHARDS" "$serving" > "$dir/fusee.toml"
 fi
