@@ -209,6 +209,10 @@ std::string render_metrics(const server::inspect_reply& actors, const server::in
       w.hist("log_fsync_seconds", "Time to write and fdatasync one batch.", *h);
     if (auto* h = histogram_of(*log, "records_per_fsync"))
       w.hist("log_batch_records", "Records made durable by one fdatasync.", *h);
+    if (auto* h = histogram_of(*log, "roll_seconds"))
+      w.hist("log_roll_seconds",
+             "Time to roll to a new segment (the spare's zeros if not done, header, snapshot).",
+             *h);
   }
 
   if (auto* d = first_of(actors, "directory")) w.from_row(*d, directory_metrics);

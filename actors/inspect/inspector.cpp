@@ -569,6 +569,7 @@ actor_stats log_stats(const wal_writer& wal) {
   a.text("failure", s.failure);
   a.histograms.push_back(s.fsync_seconds);
   a.histograms.push_back(s.records_per_fsync);
+  a.histograms.push_back(s.roll_seconds);
   return a;
 }
 

@@ -96,6 +96,7 @@ struct wal_writer::impl {
   std::string failure_text;
   histogram_recorder<32> fsync_seconds{"fsync_seconds", latency_bounds()};
   histogram_recorder<32> records_per_fsync{"records_per_fsync", batch_bounds()};
+  histogram_recorder<32> roll_seconds{"roll_seconds", latency_bounds()};
   /// Each shard's durable LSN, readable from any thread (introspection).
   std::unique_ptr<std::atomic<uint64_t>[]> durable;
 
@@ -516,6 +517,7 @@ struct wal_writer::impl {
 
   /// A new segment, starting with a snapshot of every shard that has state.
   void roll() {
+    auto t0 = std::chrono::steady_clock::now();
     auto r = inject_roll_failure.exchange(false)
                  ? proto::result<void>{proto::error{
                        err_code::io, "roll to a new segment: Input/output error (injected)"}}
@@ -527,6 +529,8 @@ struct wal_writer::impl {
     n_batches++;  // the snapshot batch
     n_fsyncs++;
     n_segments = segments.count();
+    roll_seconds.observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
 
   /// A write, fdatasync or roll failed: every later append is refused (what the failed batch
@@ -792,6 +796,7 @@ wal_writer::stats wal_writer::get_stats() const {
   }
   s.fsync_seconds = i.fsync_seconds.snapshot();
   s.records_per_fsync = i.records_per_fsync.snapshot();
+  s.roll_seconds = i.roll_seconds.snapshot();
   return s;
 }
 

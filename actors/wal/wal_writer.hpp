@@ -208,6 +208,9 @@ public:
     std::string failure;
     histogram fsync_seconds;      ///< write + fdatasync of one batch
     histogram records_per_fsync;  ///< records in one batch
+    /// One roll to a new segment: waiting for the zero-filled spare (if its fill is not done),
+    /// its header, the snapshot; the commits behind it wait as long.
+    histogram roll_seconds;
   };
   stats get_stats() const;
   /// The shard's durable LSN now (any thread; 0 for no such shard).
