@@ -5,6 +5,8 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <set>
@@ -455,6 +457,30 @@ proto::lease lease_frame(const directory_state& st, const worker& w,
                       st.cfg.timeout_ms, w.remaining_ms, std::move(grants)};
 }
 
+/// Test hook (FUSEE_TEST_LEASE_DELAY_MS=N): every LEASE leaves N ms late, as from a server slow to
+/// grant a million shards; later frames may overtake it. The server warns at start when it is set.
+/// Compiled in only with -DFUSEE_TEST_HOOKS=ON (the default for development builds).
+std::chrono::milliseconds lease_delay() {
+#ifdef FUSEE_TEST_HOOKS
+  static const auto delay = [] {
+    const char* v = std::getenv("FUSEE_TEST_LEASE_DELAY_MS");
+    return std::chrono::milliseconds{v ? std::strtoul(v, nullptr, 10) : 0};
+  }();
+  return delay;
+#else
+  return std::chrono::milliseconds{0};
+#endif
+}
+
+/// Answers worker `w`'s HELLO: its LEASE with `grants`.
+void send_lease(self_ptr self, const worker& w, std::vector<proto::grant_entry> grants) {
+  auto frame = proto::encode(lease_frame(self->state, w, std::move(grants)));
+  if (auto delay = lease_delay(); delay.count() > 0)
+    self->delayed_send(w.actor, delay, frame_atom::value, std::move(frame));
+  else
+    self->send(w.actor, frame_atom::value, std::move(frame));
+}
+
 /// Offers worker `s` its shards: every free one up to max_shards, or exactly its invocation's
 /// free ones. LEASE goes out once the grants are through the log.
 void start_worker(self_ptr self, session_id s, std::vector<uint32_t> only) {
@@ -478,7 +504,7 @@ void start_worker(self_ptr self, session_id s, std::vector<uint32_t> only) {
   }
   if (w.pending == 0) {
     w.answered = true;
-    send_frame(self, w.actor, lease_frame(st, w, {}));
+    send_lease(self, w, {});
   }
 }
 
@@ -871,7 +897,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           if (wk.endpoint)
             self->send(wk.endpoint,
                        invocation_leased{wk.invocation, static_cast<uint32_t>(wk.initial.size())});
-          send_frame(self, wk.actor, lease_frame(st, wk, std::move(wk.initial)));
+          send_lease(self, wk, std::move(wk.initial));
           wk.initial.clear();
         }
         for (auto& g : made.grants)  // a leased shard is never due

@@ -29,12 +29,14 @@ struct inbound {
   int64_t read_at = 0;  ///< when the I/O thread had read them (actor clock ns)
   uint16_t bad = 0;     ///< an ERR code: the stream broke after `frames`, `why` says how
   std::string why;
-  bool closed = false;  ///< the peer closed (or the socket failed) after `frames`
+  bool closed = false;     ///< the peer closed (or the socket failed) after `frames`
+  int32_t read_error = 0;  ///< with `closed`: the errno of the read that failed (0: a clean end)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, inbound& x) {
-  return f(caf::meta::type_name("fusee.inbound"), x.frames, x.read_at, x.bad, x.why, x.closed);
+  return f(caf::meta::type_name("fusee.inbound"), x.frames, x.read_at, x.bad, x.why, x.closed,
+           x.read_error);
 }
 
 /// A worker or client connection (a session actor), as the directory and the log's sink see it.

@@ -125,13 +125,7 @@ public:
                    inbound{{}, 0, static_cast<uint16_t>(e.code), std::move(e.message), false});
   }
   void on_closed(int read_error) override {
-    caf::anon_send(actor, inbound{{},
-                                  0,
-                                  0,
-                                  read_error == 0 ? std::string{}
-                                                  : std::string{"reading from it failed: "} +
-                                                        std::strerror(read_error),
-                                  true});
+    caf::anon_send(actor, inbound{{}, 0, 0, {}, true, read_error});
   }
   void on_sweep(std::chrono::steady_clock::time_point now) override;
 
@@ -293,8 +287,11 @@ void session_conn::on_sweep(std::chrono::steady_clock::time_point now) {
 
 struct session_state {
   std::shared_ptr<session_conn> conn;
-  int64_t read_at = 0;        ///< when the frames being handled were read (inbound::read_at)
-  int64_t lease_sent_ns = 0;  ///< steady_clock ns at which the LEASE was written; 0: not yet
+  int64_t read_at = 0;  ///< when the frames being handled were read (inbound::read_at)
+  /// Liveness counts from here: steady_clock ns by which the LEASE's last byte was in the kernel
+  /// (seen then or at the next tick); 0: not yet.
+  int64_t lease_sent_ns = 0;
+  uint64_t lease_end = 0;  ///< out_lane::taken() once the LEASE is in the kernel; 0: no LEASE yet
   session_id id = 0;
   directory_actor directory;
   log_sink* sink = nullptr;
@@ -314,6 +311,20 @@ struct session_state {
 };
 
 using session_ptr = session_conn_actor::stateful_pointer<session_state>;
+
+/// Notes when the LEASE has left: its last byte is in the kernel (a LEASE of many shards may
+/// wait in the lane while the worker reads it).
+void note_lease_out(session_ptr self) {
+  auto& st = self->state;
+  if (st.lease_sent_ns == 0 && st.lease_end != 0 && st.conn->lane()->taken() >= st.lease_end)
+    st.lease_sent_ns = connection::now_ns();
+}
+
+/// The silence liveness counts against this worker now (liveness_rules.hpp).
+int64_t silence_ns(const session_state& st) {
+  return liveness_silence_ns(connection::now_ns(),
+                             st.conn->last_rx_ns.load(std::memory_order_relaxed), st.lease_sent_ns);
+}
 
 /// Ends the session once, `why` (for the log). The lane is closed (the peer sees the end, the I/O
 /// thread's read ends and the connection leaves its loop). A failed read or write (`failed`, or the
@@ -348,26 +359,25 @@ void end_session(session_ptr self, const std::string& why, bool failed) {
   auto& st = self->state;
   if (st.closing) return;
   st.closing = true;
-  // A write that failed shut the socket down: the read side's end (`why`) follows from it.
+  // A write that failed shut the socket down: the read side's end (`why`) follows from it, so
+  // the write's failure is the reason.
+  std::string reason = why;
   if (int e = st.conn->lane()->failure(); e != 0) {
     failed = true;
-    std::string wrote = std::string{"writing to it failed: "} + std::strerror(e);
-    spdlog::warn("connection closed: {}{} session={} peer={} name={}", wrote,
-                 st.who == role::worker ? "; its leases go to standbys" : "", st.id, st.peer,
-                 logging::quoted(st.peer_name));
-  } else if (failed) {
-    spdlog::warn("connection closed: {}{} session={} peer={} name={}", why,
-                 st.who == role::worker ? "; its leases go to standbys" : "", st.id, st.peer,
-                 logging::quoted(st.peer_name));
+    reason = std::string{"writing to it failed: "} + std::strerror(e);
   }
+  auto line = fmt::format("connection closed: {}{} session={} peer={} name={}", reason,
+                          failed && st.who == role::worker ? "; its leases go to standbys" : "",
+                          st.id, st.peer, logging::quoted(st.peer_name));
+  if (failed)  // a peer can cause it at will (reset its connections): limited
+    logging::warn_limited("closed " + st.peer_ip + " " + reason, line);
+  else
+    spdlog::debug("{}", line);
   st.conn->direct.store(false);
   st.conn->calls_scope.store(-1);
   st.conn->lane()->close();
   st.sink->remove_session(st.id);
   if (st.conn->limits) st.conn->limits->release(st.peer_ip);
-  if (!failed)
-    spdlog::debug("connection closed: {} session={} peer={} name={}", why, st.id, st.peer,
-                  logging::quoted(st.peer_name));
   if (st.who == role::worker) self->send(st.directory, session_ended{st.id, false});
   self->quit();
 }
@@ -621,7 +631,11 @@ void on_inbound(session_ptr self, inbound& in) {
     }
     refuse_and_close(self, 0, e);
   } else if (in.closed) {
-    end_session(self, in.why.empty() ? "the peer closed it" : in.why, !in.why.empty());
+    std::string why = !in.why.empty() ? std::move(in.why)
+                      : in.read_error != 0
+                          ? std::string{"reading from it failed: "} + std::strerror(in.read_error)
+                          : std::string{"the peer closed it"};
+    end_session(self, why, in.read_error != 0);
   }
 }
 
@@ -674,7 +688,9 @@ actor_stats stats_of(session_ptr self) {
   a.num("framesOut", out.frames);
   a.num("bytesOut", out.bytes);
   a.num("bytesWaiting", c.lane()->waiting());
-  a.num("silentMs", (now - c.last_rx_ns.load(std::memory_order_relaxed)) / 1000000);
+  a.num("silentMs", (st.who == role::worker ? silence_ns(st)
+                                            : now - c.last_rx_ns.load(std::memory_order_relaxed)) /
+                        1000000);
   a.num("ageMs", (now - c.started_ns) / 1000000);
   return a;
 }
@@ -698,10 +714,13 @@ session_conn_actor::behavior_type session_fn(session_ptr self, std::shared_ptr<s
       [=](deadline_atom) { check_deadline(self); },
       [=](frame_atom, const bytes& frame) {
         auto& st = self->state;
-        if (st.lease_sent_ns == 0 &&
-            proto::kind_of_frame(frame) == static_cast<uint8_t>(proto::kind::lease))
-          st.lease_sent_ns = connection::now_ns();  // liveness counts from here
+        bool lease = st.lease_end == 0 &&
+                     proto::kind_of_frame(frame) == static_cast<uint8_t>(proto::kind::lease);
         write_bytes(self, frame);
+        if (lease) {
+          st.lease_end = st.conn->lane()->accepted().bytes;
+          note_lease_out(self);
+        }
       },
       [=](overflow_atom) { overflow(self); },
       [=](close_atom, const bytes& frame) {
@@ -711,13 +730,15 @@ session_conn_actor::behavior_type session_fn(session_ptr self, std::shared_ptr<s
       [=](tick_atom) {
         auto& st = self->state;
         if (st.closing) return;
-        auto silent = liveness_silence_ns(connection::now_ns(),
-                                          st.conn->last_rx_ns.load(std::memory_order_relaxed),
-                                          st.lease_sent_ns);
+        note_lease_out(self);
+        auto silent = silence_ns(st);
         if (silent >= int64_t{st.conn->cfg->timeout_ms} * 1000000) {
-          spdlog::warn("closing a silent connection: no frame from it for {} ms (timeout_ms); its "
-                       "leases are revoked session={} peer={} name={}",
-                       silent / 1000000, st.id, st.peer, logging::quoted(st.peer_name));
+          logging::warn_limited(
+              "silent " + st.peer_ip,
+              fmt::format("closing a silent connection: no frame from it for {} ms since its "
+                          "LEASE or its last frame (liveness.timeout_ms); its leases are revoked "
+                          "session={} peer={} name={}",
+                          silent / 1000000, st.id, st.peer, logging::quoted(st.peer_name)));
           self->send(st.directory, session_ended{st.id, true});
           return;  // the directory answers with close_atom and the REVOKED frame
         }
@@ -750,8 +771,9 @@ bool start_session(caf::actor_system& sys, int fd, peer_info peer, const session
   ctx.sink->add_session(conn->id, caf::actor_cast<session_actor>(conn->actor), conn->lane());
   if (!ctx.loop->add(conn)) {
     int e = errno;
+    std::string why = std::string{"the I/O threads cannot watch it: "} + std::strerror(e);
     spdlog::error("cannot watch a new connection: {}", std::strerror(e));
-    conn->on_closed(e);
+    caf::anon_send(conn->actor, inbound{{}, 0, 0, why, true, e});
   }
   return true;
 }

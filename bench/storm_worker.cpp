@@ -28,8 +28,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "storm_worker: %s\n", c.err().message.c_str());
     return 1;
   }
-  // A worker that says nothing for timeout_ms (5 s) is taken for dead: it pings every second
-  // while it waits (for the LEASE of a million shards, the grants after it, the IDLE's OK).
+  // A worker that says nothing for timeout_ms (5 s) after its LEASE is taken for dead: it pings
+  // every second while it waits (for the grants after its LEASE, the IDLE's OK).
   using clock = std::chrono::steady_clock;
   auto ms_since = [](clock::time_point t) {
     return static_cast<long long>(
@@ -59,10 +59,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "storm_worker: cannot send HELLO\n");
     return 1;
   }
-  auto answer = receive_pinging(hello_at);
-  while (answer && std::holds_alternative<proto::ok>(*answer))  // a PING's
-    answer = receive_pinging(hello_at);
-  auto lease = client::lease_of(std::move(answer));
+  // Silent until the LEASE, as PROTOCOL.md §3 allows (liveness applies from the LEASE on): a
+  // server that counted its own delay as the worker's silence would revoke it here.
+  auto lease = client::lease_of(c->receive(std::chrono::seconds(30)));
   if (!lease) {
     std::fprintf(stderr, "storm_worker: no LEASE %lld ms after HELLO: %s\n", ms_since(hello_at),
                  lease.err().message.c_str());

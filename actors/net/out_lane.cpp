@@ -134,6 +134,11 @@ uint64_t out_lane::waiting_behind_head() const {
   return frame_ends_.empty() ? 0 : queued_total_ - frame_ends_.front();
 }
 
+uint64_t out_lane::taken() const {
+  std::lock_guard<std::mutex> lk{mtx_};
+  return bytes_accepted_ - (queued_total_ - written_total_);
+}
+
 int out_lane::failure() const {
   std::lock_guard<std::mutex> lk{mtx_};
   return failure_;

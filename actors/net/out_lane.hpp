@@ -63,6 +63,8 @@ public:
     uint64_t bytes = 0;
   };
   totals accepted() const;
+  /// Bytes of accepted frames the kernel has taken, ever (accepted().bytes minus waiting()).
+  uint64_t taken() const;
   /// The errno of the write that broke the connection; 0 while none has.
   int failure() const;
 

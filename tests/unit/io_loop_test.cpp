@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <mutex>
 #include <random>
@@ -15,6 +16,7 @@
 
 #include "actors/net/connection.hpp"
 #include "actors/net/io_loop.hpp"
+#include "actors/net/out_lane.hpp"
 #include "protocol/messages.hpp"
 
 using namespace fusee;
@@ -33,6 +35,7 @@ struct recording_connection : connection {
   uint64_t next = 1;  ///< the PING id expected next
   bool out_of_order = false;
   int closed = 0, bad = 0, sweeps = 0;
+  int read_error = -1;  ///< what on_closed was told
   std::string bad_why;
 
   void enter() {
@@ -63,11 +66,12 @@ struct recording_connection : connection {
     cv.notify_all();
     leave();
   }
-  void on_closed(int) override {
+  void on_closed(int error) override {
     enter();
     {
       std::lock_guard<std::mutex> lk{mtx};
       closed++;
+      read_error = error;
     }
     cv.notify_all();
     leave();
@@ -159,8 +163,23 @@ TEST_CASE("each connection's frames reach it whole and in order, one thread at a
   for (int i = 0; i < 100 && loop->size() > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));  // removal follows on_closed
   CHECK(loop->size() == 0);
-  for (auto& c : cs)
+  for (auto& c : cs) {
     CHECK(c->closed == 1);
+    CHECK(c->read_error == 0);  // a clean end
+  }
+}
+
+TEST_CASE("a connection reset by its peer is said with the failed read's errno") {
+  auto loop = start_loop(1);
+  auto [ours, theirs] = socket_pair();
+  auto c = std::make_shared<recording_connection>(ours);
+  REQUIRE(loop->add(c));
+  // Bytes the peer never read are in its buffer when it closes: the kernel resets the connection.
+  REQUIRE(c->lane()->send(proto::encode(proto::ping{proto::request_head{1}})) ==
+          out_lane::outcome::written);
+  ::close(theirs);
+  REQUIRE(c->await([&] { return c->closed == 1; }));
+  CHECK(c->read_error == ECONNRESET);
 }
 
 TEST_CASE("a connection with more than its share of a turn is read on by the other thread while "
