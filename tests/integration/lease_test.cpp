@@ -125,19 +125,19 @@ TEST_CASE("a standby takes over with higher epochs, the deposed worker is fenced
 #ifdef FUSEE_TEST_HOOKS
 TEST_CASE("liveness counts from the LEASE: a worker whose LEASE came after timeout_ms keeps its "
           "leases") {
-  // The test hook holds every LEASE back 1 s, as a server slow to grant a million shards would
+  // The test hook holds every LEASE back 2 s, as a server slow to grant a million shards would
   // (4 s on this project's VMs). The worker says nothing until its LEASE comes, as PROTOCOL.md §3
   // allows: liveness applies from the LEASE on.
-  ::setenv("FUSEE_TEST_LEASE_DELAY_MS", "1000", 1);  // the server process inherits it
-  fixture f{"[server]\nshards = 4\n[liveness]\nping_interval_ms = 50\ntimeout_ms = 300\n"};
+  ::setenv("FUSEE_TEST_LEASE_DELAY_MS", "2000", 1);  // the server process inherits it
+  fixture f{"[server]\nshards = 4\n[liveness]\nping_interval_ms = 50\ntimeout_ms = 600\n"};
   ::unsetenv("FUSEE_TEST_LEASE_DELAY_MS");
   auto w = f.connect();
   auto asked = std::chrono::steady_clock::now();
   auto lease = w.hello(0);
-  CHECK(std::chrono::steady_clock::now() - asked >= 1000ms);
+  CHECK(std::chrono::steady_clock::now() - asked >= 2000ms);
   REQUIRE(lease.grants.size() == 4);
   // From the LEASE on it pings every 50 ms: three time-outs pass without a REVOKED.
-  for (auto until = std::chrono::steady_clock::now() + 900ms;
+  for (auto until = std::chrono::steady_clock::now() + 1800ms;
        std::chrono::steady_clock::now() < until;) {
     w.ping(0);  // its OK is skipped by next()
     auto r = w.next(50ms);
