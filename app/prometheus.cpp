@@ -50,6 +50,9 @@ const row_metric log_metrics[] = {
      "grantsWithoutFsync"},
     {"log_queued_entries", "gauge", "Entries waiting for the log's writer thread.", "queued"},
     {"log_segments", "gauge", "Segment files of the log.", "segments"},
+    {"log_spare_failures_total", "counter",
+     "Background zero-fills of the next segment that failed (the roll filled one itself).",
+     "spareFailures"},
 };
 const row_metric directory_metrics[] = {
     {"leases_granted_total", "counter", "Leases granted (each a durable epoch).", "leasesGranted"},

@@ -121,11 +121,16 @@ proto::result<void> segment_set::roll(const snapshot_section& snapshot, reserve_
   auto prep = spare_path(dir_);
   if (fill_) fill_->hurry = true;  // the roll waits for the spare: no commits to give way to
   auto f = spare_.valid() ? spare_.get() : create_zero_file(prep, segment_bytes_);
+  if (std::exchange(fail_next_spare_, false))  // test hook (the filled file is closed here)
+    f = proto::error{proto::err_code::io,
+                     "zero-fill " + prep.string() + ": Input/output error (injected)"};
   if (!f) {  // the background fill failed: once more, now
     auto again = create_zero_file(prep, segment_bytes_);
     if (!again)
       return proto::error{again.err().code, again.err().message + " (and in the background: " +
                                                 f.err().message + ")"};
+    spare_failures_++;  // kept: the roll goes on, so nothing else would tell
+    spare_failure_ = f.err().message;
     f = std::move(again);
   }
   if (auto r = f->write_at(encode(segment_header{format_version, seq}), 0, prep); !r) return r;

@@ -11,6 +11,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -77,6 +78,12 @@ public:
   void fail_next_append() { fail_next_ = true; }
   /// Test hook: the next sync_written() fails after write() wrote, as if fdatasync returned EIO.
   void fail_next_sync() { fail_next_sync_ = true; }
+  /// Test hook: the next roll finds the background zero-fill of its spare failed (EIO).
+  void fail_next_spare() { fail_next_spare_ = true; }
+  /// Background zero-fills that failed (a roll then filled the spare itself), and the last one's
+  /// error: the roll's own try succeeded, so nothing else reports it.
+  uint64_t spare_failures() const { return spare_failures_; }
+  const std::string& spare_failure() const { return spare_failure_; }
 
 private:
   /// A batch whose write or fdatasync failed: its `size` bytes after the segment's end, which
@@ -110,6 +117,9 @@ private:
   void prepare_spare();
   bool fail_next_ = false;
   bool fail_next_sync_ = false;
+  bool fail_next_spare_ = false;
+  uint64_t spare_failures_ = 0;
+  std::string spare_failure_;
 };
 
 }  // namespace fusee::server::wal

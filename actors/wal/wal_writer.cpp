@@ -73,7 +73,8 @@ struct wal_writer::impl {
   bool stopping = false;
   std::thread thread;
 
-  std::atomic<bool> inject_failure{false}, inject_sync_failure{false}, inject_roll_failure{false};
+  std::atomic<bool> inject_failure{false}, inject_sync_failure{false}, inject_roll_failure{false},
+      inject_spare_failure{false};
   /// Test hook (FUSEE_TEST_DROP_ACKNOWLEDGED set): appends are acknowledged and never written, the
   /// broken server `fusee load`'s checks must catch; set to "after:N", only each shard's records
   /// past LSN N are. The server warns at start when it is set. Compiled in only with
@@ -92,8 +93,10 @@ struct wal_writer::impl {
   std::atomic<uint64_t> n_appends{0}, n_refused{0}, n_bytes{0}, n_checkpoints{0};
   std::atomic<uint64_t> n_early_grants{0}, n_batches_inline{0};
   std::atomic<bool> failed{false};
-  mutable std::mutex failure_mtx;  ///< guards failure_text (read by get_stats)
+  mutable std::mutex failure_mtx;  ///< guards failure_text and spare_failure_text (get_stats)
   std::string failure_text;
+  std::string spare_failure_text;  ///< segment_set::spare_failure(), for get_stats
+  std::atomic<uint64_t> n_spare_failures{0};
   histogram_recorder<32> fsync_seconds{"fsync_seconds", latency_bounds()};
   histogram_recorder<32> records_per_fsync{"records_per_fsync", batch_bounds()};
   histogram_recorder<32> roll_seconds{"roll_seconds", latency_bounds()};
@@ -518,6 +521,7 @@ struct wal_writer::impl {
   /// A new segment, starting with a snapshot of every shard that has state.
   void roll() {
     auto t0 = std::chrono::steady_clock::now();
+    if (inject_spare_failure.exchange(false)) segments.fail_next_spare();
     auto r = inject_roll_failure.exchange(false)
                  ? proto::result<void>{proto::error{
                        err_code::io, "roll to a new segment: Input/output error (injected)"}}
@@ -529,6 +533,11 @@ struct wal_writer::impl {
     n_batches++;  // the snapshot batch
     n_fsyncs++;
     n_segments = segments.count();
+    if (segments.spare_failures() != n_spare_failures.load(std::memory_order_relaxed)) {
+      std::lock_guard<std::mutex> lk{failure_mtx};
+      spare_failure_text = segments.spare_failure();
+      n_spare_failures = segments.spare_failures();
+    }
     roll_seconds.observe(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
@@ -745,6 +754,10 @@ void wal_writer::inject_roll_failure() {
   impl_->inject_roll_failure = true;
 }
 
+void wal_writer::inject_spare_failure() {
+  impl_->inject_spare_failure = true;
+}
+
 void wal_writer::inject_write_failure() {
   impl_->inject_failure = true;
 }
@@ -790,9 +803,11 @@ wal_writer::stats wal_writer::get_stats() const {
   s.grants_without_fsync = i.n_early_grants;
   s.batches_inline = i.n_batches_inline;
   s.failed = i.failed;
-  if (s.failed) {
+  {
     std::lock_guard<std::mutex> lk{i.failure_mtx};
-    s.failure = i.failure_text;
+    if (s.failed) s.failure = i.failure_text;
+    s.spare_failures = i.n_spare_failures.load(std::memory_order_relaxed);
+    s.spare_failure = i.spare_failure_text;
   }
   s.fsync_seconds = i.fsync_seconds.snapshot();
   s.records_per_fsync = i.records_per_fsync.snapshot();

@@ -206,6 +206,10 @@ public:
     uint64_t batches_inline = 0;
     bool failed = false;  ///< a write, fdatasync or roll failed; appends refused until restart
     std::string failure;
+    /// Background zero-fills of the next segment that failed; each roll then filled its spare
+    /// itself and went on. The last one's error (the log is not failed by it).
+    uint64_t spare_failures = 0;
+    std::string spare_failure;
     histogram fsync_seconds;      ///< write + fdatasync of one batch
     histogram records_per_fsync;  ///< records in one batch
     /// One roll to a new segment: waiting for the zero-filled spare (if its fill is not done),
@@ -223,6 +227,9 @@ public:
   /// Test hook (fault injection): the next segment roll fails (as if the new segment could not
   /// be prepared).
   void inject_roll_failure();
+  /// Test hook (fault injection): the next roll finds its spare's background zero-fill failed
+  /// (EIO); the roll fills one itself.
+  void inject_spare_failure();
   /// Test hook: FUSEE_TEST_DROP_ACKNOWLEDGED was set (in a build with FUSEE_TEST_HOOKS): appends
   /// are acknowledged and never written, for `fusee load`'s checks to catch.
   bool drops_acknowledged() const;

@@ -212,6 +212,7 @@ TEST_CASE("/metrics passes promtool and its counters move as a workload runs") {
   CHECK(sample(now, "fusee_log_fsync_seconds_count") >= 2);  // the grants' batch and the append's
   CHECK(sample(now, "fusee_log_batch_records_sum") == 10);
   CHECK(sample(now, "fusee_log_roll_seconds_count") == 0);  // no roll in 10 small records
+  CHECK(sample(now, "fusee_log_spare_failures_total") == 0);
   CHECK(sample(now, "fusee_actors{kind=\"session\"}") == 1);
 }
 

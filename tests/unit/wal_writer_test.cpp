@@ -648,6 +648,38 @@ TEST_CASE("a log whose segment roll failed does not try again with every later r
   CHECK(after.batches == before.batches);
 }
 
+TEST_CASE("a spare whose background zero-fill failed is filled by the roll, the log goes on and "
+          "the first error is kept in its stats") {
+  temp_dir tmp;
+  wal_options opts{tmp.path, 1};
+  opts.segment_bytes = 4096;
+  recording_sink sink;
+  auto opened = wal_writer::open(opts, &sink);
+  REQUIRE(opened);
+  auto& wal = *opened;
+  wal->submit(wal_grant{1, 7, shard_id{0}});
+  REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
+  uint64_t epoch = sink.granted[0].epoch;
+  CHECK(wal->get_stats().spare_failures == 0);
+  wal->inject_spare_failure();
+  auto segments = wal->get_stats().segments;
+  uint64_t lsn = 0;
+  while (wal->get_stats().segments == segments) {  // appends until the next roll
+    ++lsn;
+    REQUIRE(lsn < 10);
+    wal->submit(app(7, lsn, 0, epoch, lsn, std::string(1500, 'x')));
+    REQUIRE(sink.await([&] { return sink.durable.size() == lsn; }));
+    REQUIRE(await_idle(*wal));
+  }
+  auto s = wal->get_stats();
+  CHECK_FALSE(s.failed);
+  CHECK(s.spare_failures == 1);
+  CHECK(s.spare_failure.find("zero-fill") != std::string::npos);
+  CHECK(s.spare_failure.find("(injected)") != std::string::npos);
+  wal->submit(app(7, 100, 0, epoch, lsn + 1, "after the roll"));  // the new segment takes it
+  REQUIRE(sink.await([&] { return sink.durable.size() == lsn + 1; }));
+}
+
 TEST_CASE("a data dir refuses a different shard count") {
   temp_dir tmp;
   recording_sink sink;
