@@ -458,8 +458,8 @@ proto::lease lease_frame(const directory_state& st, const worker& w,
 }
 
 /// Test hook (FUSEE_TEST_LEASE_DELAY_MS=N): every LEASE leaves N ms late, as from a server slow to
-/// grant a million shards; later frames may overtake it. The server warns at start when it is set.
-/// Compiled in only with -DFUSEE_TEST_HOOKS=ON (the default for development builds).
+/// grant a million shards; later frames may overtake it. The server logs an error at start when it
+/// is set. Compiled in only with -DFUSEE_TEST_HOOKS=ON (the default for development builds).
 std::chrono::milliseconds lease_delay() {
 #ifdef FUSEE_TEST_HOOKS
   static const auto delay = [] {
@@ -474,11 +474,11 @@ std::chrono::milliseconds lease_delay() {
 
 /// Answers worker `w`'s HELLO: its LEASE with `grants`.
 void send_lease(self_ptr self, const worker& w, std::vector<proto::grant_entry> grants) {
-  auto frame = proto::encode(lease_frame(self->state, w, std::move(grants)));
+  auto lease = lease_frame(self->state, w, std::move(grants));
   if (auto delay = lease_delay(); delay.count() > 0)
-    self->delayed_send(w.actor, delay, frame_atom::value, std::move(frame));
+    self->delayed_send(w.actor, delay, frame_atom::value, proto::encode(lease));
   else
-    self->send(w.actor, frame_atom::value, std::move(frame));
+    send_frame(self, w.actor, lease);
 }
 
 /// Offers worker `s` its shards: every free one up to max_shards, or exactly its invocation's

@@ -133,6 +133,40 @@ std::unique_ptr<wal_writer> open_log(const fs::path& dir, uint32_t shards, wal_s
   return std::move(*opened);
 }
 
+/// Shard 0 granted (session 7) on a one-shard log whose segments hold two 1500-byte appends, so
+/// a roll comes every few appends.
+struct small_segments_log {
+  temp_dir tmp;
+  recording_sink sink;
+  std::unique_ptr<wal_writer> wal;
+  uint64_t epoch = 0;
+  uint64_t lsn = 0;  ///< the last LSN appended
+
+  small_segments_log() {
+    wal_options opts{tmp.path, 1};
+    opts.segment_bytes = 4096;
+    auto opened = wal_writer::open(opts, &sink);
+    REQUIRE(opened);
+    wal = std::move(*opened);
+    wal->submit(wal_grant{1, 7, shard_id{0}});
+    REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
+    epoch = sink.granted[0].epoch;
+  }
+
+  /// Appends 1500-byte records, each durable and the log idle after it, until `done()` holds
+  /// (fewer than 10 appends).
+  template <class Done>
+  void append_until(Done done) {
+    while (!done()) {
+      ++lsn;
+      REQUIRE(lsn < 10);
+      wal->submit(app(7, lsn, 0, epoch, lsn, std::string(1500, 'x')));
+      REQUIRE(sink.await([&] { return sink.durable.size() == lsn; }));
+      REQUIRE(await_idle(*wal));
+    }
+  }
+};
+
 }  // namespace
 
 TEST_CASE("the log checks holder, epoch and LSN at commit") {
@@ -614,26 +648,12 @@ TEST_CASE("a log whose epoch reservation failed to be made durable writes nothin
 
 TEST_CASE("a log whose segment roll failed does not try again with every later request: the "
           "broken log keeps its segments") {
-  temp_dir tmp;
-  wal_options opts{tmp.path, 1};
-  opts.segment_bytes = 4096;
-  recording_sink sink;
-  auto opened = wal_writer::open(opts, &sink);
-  REQUIRE(opened);
-  auto& wal = *opened;
-  wal->submit(wal_grant{1, 7, shard_id{0}});
-  REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
-  uint64_t epoch = sink.granted[0].epoch;
+  small_segments_log log;
+  auto& [tmp, sink, wal, epoch, lsn] = log;
   REQUIRE(epoch == 1);
   wal->inject_roll_failure();
-  uint64_t lsn = 0;
-  while (!wal->get_stats().failed) {  // each append is durable; the one that fills it, too
-    ++lsn;
-    REQUIRE(lsn < 10);
-    wal->submit(app(7, lsn, 0, epoch, lsn, std::string(1500, 'x')));
-    REQUIRE(sink.await([&] { return sink.durable.size() == lsn; }));
-    REQUIRE(await_idle(*wal));
-  }
+  // Each append is durable; the one that fills the segment, too.
+  log.append_until([&] { return wal->get_stats().failed; });
   auto before = wal->get_stats();
   CHECK(before.failure.find("roll") != std::string::npos);
   for (uint64_t i = 1; i <= 3; ++i) {
@@ -650,27 +670,12 @@ TEST_CASE("a log whose segment roll failed does not try again with every later r
 
 TEST_CASE("a spare whose background zero-fill failed is filled by the roll, the log goes on and "
           "the first error is kept in its stats") {
-  temp_dir tmp;
-  wal_options opts{tmp.path, 1};
-  opts.segment_bytes = 4096;
-  recording_sink sink;
-  auto opened = wal_writer::open(opts, &sink);
-  REQUIRE(opened);
-  auto& wal = *opened;
-  wal->submit(wal_grant{1, 7, shard_id{0}});
-  REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
-  uint64_t epoch = sink.granted[0].epoch;
+  small_segments_log log;
+  auto& [tmp, sink, wal, epoch, lsn] = log;
   CHECK(wal->get_stats().spare_failures == 0);
   wal->inject_spare_failure();
   auto segments = wal->get_stats().segments;
-  uint64_t lsn = 0;
-  while (wal->get_stats().segments == segments) {  // appends until the next roll
-    ++lsn;
-    REQUIRE(lsn < 10);
-    wal->submit(app(7, lsn, 0, epoch, lsn, std::string(1500, 'x')));
-    REQUIRE(sink.await([&] { return sink.durable.size() == lsn; }));
-    REQUIRE(await_idle(*wal));
-  }
+  log.append_until([&] { return wal->get_stats().segments != segments; });  // the next roll
   auto s = wal->get_stats();
   CHECK_FALSE(s.failed);
   CHECK(s.spare_failures == 1);
