@@ -45,9 +45,10 @@ struct node_settings {
   std::string inspect_listen = "127.0.0.1:7403";  ///< the inspector over CAF; empty = off
   std::string advertise;  ///< put in invocation bodies; empty = the address listened on
   uint64_t segment_mb = 16;
-  /// Threads that read the worker and client connections; with two or more, the one that read an
-  /// APPEND commits it when the log is idle (no hand-off), the others go on reading.
-  uint32_t io_threads = 2;
+  /// Threads that read the worker and client connections; the one that read an APPEND commits it
+  /// when the log is idle (no hand-off). With one, nothing is read while it commits, and what
+  /// came meanwhile is read in one sweep into the next batch; more read in parallel meanwhile.
+  uint32_t io_threads = 1;
   // [liveness]
   uint32_t ping_interval_ms = 1000;
   uint32_t timeout_ms = 5000;

@@ -65,7 +65,7 @@ const setting<server_config> server_settings[] = {
     {"server", "segment_mb", &server_config::segment_mb, 1, 4096,
      "size of each preallocated log segment file, in MiB"},
     {"server", "io_threads", &server_config::io_threads, 1, 64,
-     "threads reading the worker and client connections (2 or more: they also commit the log)"},
+     "threads reading the worker and client connections; the one that read an APPEND commits it"},
     {"liveness", "ping_interval_ms", &server_config::ping_interval_ms, 1, u32_max,
      "how often a worker must send a frame"},
     {"liveness", "timeout_ms", &server_config::timeout_ms, 2, u32_max,

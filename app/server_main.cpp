@@ -160,17 +160,14 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     std::string lerr;
     auto limits = std::make_shared<server::connection_limits>(cfg.max_connections,
                                                               cfg.max_connections_per_peer);
-    // The threads that read the connections; with two or more, the one that read an APPEND
-    // commits the log itself when nobody else does (no hand-off), the others go on reading.
+    // The threads that read the connections; the one that read an APPEND commits the log itself
+    // when nobody else does (no hand-off), any others go on reading.
     server::io_loop::options io;
     io.threads = cfg.io_threads;
     io.sweep_every = std::chrono::milliseconds(
         std::min<uint32_t>({1000, cfg.hello_timeout_ms, cfg.frame_timeout_ms}));
     auto* log = wal.get();
-    if (cfg.io_threads >= 2)
-      io.after_turn = [log] { log->commit(); };
-    else
-      io.after_turn = [log] { log->wake(); };
+    io.after_turn = [log] { log->commit(); };
     auto loop = server::io_loop::start(std::move(io));
     std::unique_ptr<server::listener> acceptor;
     if (!loop) {

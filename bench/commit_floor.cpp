@@ -8,8 +8,11 @@
 // reaches on this machine with this client pattern (docs/benchmarks.md, "Fourth session").
 // mode: serial  — write, fdatasync, answer, read again;
 //       overlap — when answers are owed and more arrived: write the next batch and start its
-//                 disk write, send the owed answers, then fdatasync (what fusee's log does).
-//   commit_floor DIR [seconds] [conns] [in_flight] [record_bytes] [serial|overlap]
+//                 disk write, send the owed answers, then fdatasync (what fusee's log does
+//                 with two or more I/O threads);
+//       pipeline — two server threads, each commits what it read at once: writes one at a time,
+//                 fdatasyncs side by side (does the disk take a write while a flush runs?).
+//   commit_floor DIR [seconds] [conns] [in_flight] [record_bytes] [serial|overlap|pipeline]
 // Prints one JSON line: records/s, records per fsync and the commit's (write + fdatasync) p50
 // in microseconds.
 #include <algorithm>
@@ -17,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -109,13 +113,83 @@ server_stats serve(const std::vector<int>& conns, bench::floor_disk& d, size_t r
   return st;
 }
 
+/// `pipeline`: two server threads share the connections (one-shot epoll), each commits what it
+/// read as soon as it read it: the writes are serialised (one at a time, in order), the
+/// fdatasyncs are not, so one batch's write goes to the disk while the other's flush is in flight.
+server_stats serve_pipelined(const std::vector<int>& conns, bench::floor_disk& d, size_t record) {
+  int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  for (size_t i = 0; i < conns.size(); ++i) {
+    epoll_event ev{EPOLLIN | EPOLLONESHOT, {.u64 = i}};
+    ::epoll_ctl(ep, EPOLL_CTL_ADD, conns[i], &ev);
+  }
+  std::vector<uint64_t> partial(conns.size(), 0);
+  std::atomic<size_t> open{conns.size()};
+  std::mutex write_mtx;
+  server_stats st;
+  std::mutex st_mtx;
+  auto run = [&] {
+    std::vector<char> buf(1 << 16);
+    std::vector<epoll_event> ready(conns.size());
+    std::vector<uint64_t> counts(conns.size(), 0);
+    while (open.load() > 0) {
+      int n = ::epoll_wait(ep, ready.data(), static_cast<int>(ready.size()), 50);
+      if (n <= 0) continue;
+      uint64_t batch = 0;
+      for (int k = 0; k < n; ++k) {
+        size_t i = ready[k].data.u64;
+        bool closed = false;
+        for (;;) {
+          ssize_t r = ::recv(conns[i], buf.data(), buf.size(), MSG_DONTWAIT);
+          if (r > 0) {
+            partial[i] += static_cast<uint64_t>(r);
+            continue;
+          }
+          closed = r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+          break;
+        }
+        counts[i] += partial[i] / record;
+        partial[i] %= record;
+        batch += counts[i];
+        if (closed) {
+          --open;
+        } else {
+          epoll_event ev{EPOLLIN | EPOLLONESHOT, {.u64 = i}};
+          ::epoll_ctl(ep, EPOLL_CTL_MOD, conns[i], &ev);
+        }
+      }
+      if (batch == 0) continue;
+      auto t0 = std::chrono::steady_clock::now();
+      {
+        std::lock_guard<std::mutex> lk{write_mtx};
+        d.write(24 + batch * (29 + record), true);
+      }
+      d.sync();
+      double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      for (size_t i = 0; i < conns.size(); ++i)
+        if (counts[i] > 0) {
+          (void)!::send(conns[i], &counts[i], sizeof(counts[i]), MSG_NOSIGNAL);
+          counts[i] = 0;
+        }
+      std::lock_guard<std::mutex> lk{st_mtx};
+      st.records += batch;
+      st.commits++;
+      st.commit_us.push_back(us);
+    }
+  };
+  std::thread other(run);
+  run();
+  other.join();
+  ::close(ep);
+  return st;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(
-        stderr,
-        "usage: commit_floor DIR [seconds] [conns] [in_flight] [record_bytes] [serial|overlap]\n");
+    std::fprintf(stderr, "usage: commit_floor DIR [seconds] [conns] [in_flight] [record_bytes] "
+                         "[serial|overlap|pipeline]\n");
     return 2;
   }
   std::string dir = argv[1];
@@ -124,8 +198,9 @@ int main(int argc, char** argv) {
   uint64_t in_flight = argc > 4 ? std::stoull(argv[4]) : 64;
   size_t record = argc > 5 ? std::stoul(argv[5]) : 100;
   std::string mode = argc > 6 ? argv[6] : "serial";
-  if (mode != "serial" && mode != "overlap") {
-    std::fprintf(stderr, "commit_floor: mode must be serial or overlap, not %s\n", mode.c_str());
+  if (mode != "serial" && mode != "overlap" && mode != "pipeline") {
+    std::fprintf(stderr, "commit_floor: mode must be serial, overlap or pipeline, not %s\n",
+                 mode.c_str());
     return 2;
   }
   if (conns < 1 || in_flight < static_cast<uint64_t>(conns) || record == 0) {
@@ -149,7 +224,10 @@ int main(int argc, char** argv) {
   }
   ::close(lfd);
   server_stats st;
-  std::thread srv([&] { st = serve(server, d, record, mode == "overlap"); });
+  std::thread srv([&] {
+    st = mode == "pipeline" ? serve_pipelined(server, d, record)
+                            : serve(server, d, record, mode == "overlap");
+  });
 
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> durable{0};

@@ -713,15 +713,6 @@ void wal_writer::commit() {
   impl_->commit_loop(work, done, false);
 }
 
-void wal_writer::wake() {
-  bool wake;
-  {
-    std::lock_guard<std::mutex> lk{impl_->mtx};
-    wake = impl_->sleeping && !impl_->committing && !impl_->queue.empty();
-  }
-  if (wake) impl_->cv.notify_one();
-}
-
 void wal_writer::submit(std::vector<wal_entry> es) {
   bool wake = false;
   {

@@ -162,13 +162,11 @@ public:
   void submit(wal_entry e);
   void submit(std::vector<wal_entry> es);
 
-  /// Queues one entry without waking anyone: commit() (or wake()) must follow.
+  /// Queues one entry without waking anyone: commit() must follow.
   void enqueue(wal_entry e);
   /// Writes what is queued on this thread if no other thread commits (and then until nothing is
   /// queued); otherwise the committing thread takes it. Blocks: never call it on a CAF thread.
   void commit();
-  /// Wakes the writer thread for what enqueue() queued (instead of commit()).
-  void wake();
 
   /// Stops the thread after writing what is queued.
   void stop();
