@@ -320,10 +320,12 @@ void note_lease_out(session_ptr self) {
     st.lease_sent_ns = connection::now_ns();
 }
 
-/// The silence liveness counts against this worker now (liveness_rules.hpp).
+/// The silence liveness counts against this worker now (liveness_rules.hpp): up to what the I/O
+/// threads have read, loaded first so that a read it covers is seen in last_rx_ns.
 int64_t silence_ns(const session_state& st) {
-  return liveness_silence_ns(connection::now_ns(),
-                             st.conn->last_rx_ns.load(std::memory_order_relaxed), st.lease_sent_ns);
+  auto seen = st.conn->seen_through_ns();
+  return liveness_silence_ns(seen, st.conn->last_rx_ns.load(std::memory_order_relaxed),
+                             st.lease_sent_ns);
 }
 
 /// Ends the session once, `why` (for the log). The lane is closed (the peer sees the end, the I/O

@@ -48,7 +48,7 @@ const row_metric log_metrics[] = {
     {"log_grants_without_fsync_total", "counter",
      "Lease grants reported without an fdatasync of their own (within the epoch reservation).",
      "grantsWithoutFsync"},
-    {"log_queued_entries", "gauge", "Entries waiting for the log's writer thread.", "queued"},
+    {"log_queued_entries", "gauge", "Entries waiting to be committed to the log.", "queued"},
     {"log_segments", "gauge", "Segment files of the log.", "segments"},
     {"log_spare_failures_total", "counter",
      "Background zero-fills of the next segment that failed (the roll filled one itself).",

@@ -95,6 +95,10 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     spdlog::error("FUSEE_TEST_LEASE_DELAY_MS={} is set: every LEASE leaves that late, if this "
                   "build has the test hooks (a test hook, never set it in production)",
                   delay);
+  if (const char* delay = std::getenv("FUSEE_TEST_SYNC_DELAY_MS"))
+    spdlog::error("FUSEE_TEST_SYNC_DELAY_MS={} is set: every batch's fdatasync starts that late, "
+                  "if this build has the test hooks (a test hook, never set it in production)",
+                  delay);
   spdlog::info("log recovered records={} batches={} segments={} data_dir={}", rep.records,
                rep.batches, rep.segments, cfg.data_dir);
   if (rep.torn_bytes > 0)

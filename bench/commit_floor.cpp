@@ -114,8 +114,9 @@ server_stats serve(const std::vector<int>& conns, bench::floor_disk& d, size_t r
 }
 
 /// `pipeline`: two server threads share the connections (one-shot epoll), each commits what it
-/// read as soon as it read it: the writes are serialised (one at a time, in order), the
-/// fdatasyncs are not, so one batch's write goes to the disk while the other's flush is in flight.
+/// read as soon as it read it: the writes take turns (whichever thread gets the lock first; each
+/// starts its disk write with sync_file_range), the fdatasyncs do not, so one batch's write can
+/// go to the disk while the other's flush is in flight. A commit's time counts from its write.
 server_stats serve_pipelined(const std::vector<int>& conns, bench::floor_disk& d, size_t record) {
   int ep = ::epoll_create1(EPOLL_CLOEXEC);
   for (size_t i = 0; i < conns.size(); ++i) {
@@ -144,6 +145,7 @@ server_stats serve_pipelined(const std::vector<int>& conns, bench::floor_disk& d
             partial[i] += static_cast<uint64_t>(r);
             continue;
           }
+          if (r < 0 && errno == EINTR) continue;
           closed = r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
           break;
         }
@@ -158,9 +160,10 @@ server_stats serve_pipelined(const std::vector<int>& conns, bench::floor_disk& d
         }
       }
       if (batch == 0) continue;
-      auto t0 = std::chrono::steady_clock::now();
+      std::chrono::steady_clock::time_point t0;
       {
         std::lock_guard<std::mutex> lk{write_mtx};
+        t0 = std::chrono::steady_clock::now();
         d.write(24 + batch * (29 + record), true);
       }
       d.sync();

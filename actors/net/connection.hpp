@@ -44,6 +44,14 @@ public:
 
   /// steady_clock nanoseconds of the last read that brought bytes.
   std::atomic<int64_t> last_rx_ns{0};
+  /// steady_clock nanoseconds up to which what the peer sent has been read: when the I/O threads
+  /// last finished a look at every socket that had something (io_loop). It stands still while
+  /// none looks (the only I/O thread committing the log), so a silence measured up to here is the
+  /// peer's, not the server's. Load it before last_rx_ns: a read it covers is then seen. now_ns()
+  /// outside a loop.
+  int64_t seen_through_ns() const {
+    return seen_through_ ? seen_through_->load(std::memory_order_acquire) : now_ns();
+  }
   /// steady_clock nanoseconds since which part of a frame is buffered; 0: none.
   std::atomic<int64_t> partial_since_ns{0};
   std::atomic<uint64_t> frames_in{0};
@@ -57,6 +65,7 @@ public:
 
 private:
   friend class io_loop;
+  std::shared_ptr<const std::atomic<int64_t>> seen_through_;  ///< the loop's, from io_loop::add
   int fd_;
   std::shared_ptr<out_lane> lane_;
   proto::frame_decoder decoder_;

@@ -33,6 +33,7 @@ proto::result<std::unique_ptr<io_loop>> io_loop::start(options o) {
   ev.events = EPOLLIN;  // level-triggered: once stop() writes it, every thread sees it
   ev.data.fd = l->wake_;
   ::epoll_ctl(l->ep_, EPOLL_CTL_ADD, l->wake_, &ev);
+  l->seen_through_ = std::make_shared<std::atomic<int64_t>>(connection::now_ns());
   l->next_sweep_ns_ =
       connection::now_ns() +
       std::chrono::duration_cast<std::chrono::nanoseconds>(l->opts_.sweep_every).count();
@@ -64,6 +65,7 @@ size_t io_loop::size() const {
 
 bool io_loop::add(std::shared_ptr<connection> c) {
   int fd = c->fd_;
+  c->seen_through_ = seen_through_;
   int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return false;
   {
@@ -201,6 +203,13 @@ void io_loop::sweep() {
     c->on_sweep(now);
 }
 
+void io_loop::seen_through(int64_t t) {
+  auto cur = seen_through_->load(std::memory_order_relaxed);
+  while (cur < t && !seen_through_->compare_exchange_weak(cur, t, std::memory_order_release,
+                                                          std::memory_order_relaxed)) {
+  }
+}
+
 void io_loop::run() {
   epoll_event evs[max_events];
   auto sweep_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.sweep_every).count();
@@ -213,6 +222,7 @@ void io_loop::run() {
       spdlog::error("the I/O threads' epoll_wait failed: {}", std::strerror(errno));
       return;
     }
+    auto looked = connection::now_ns();
     for (int i = 0; i < n; ++i) {
       if (evs[i].data.fd == wake_) continue;  // stop()
       auto c = find(evs[i].data.fd);
@@ -220,6 +230,7 @@ void io_loop::run() {
       c->events_.fetch_or(evs[i].events);
       if (!c->owned_.exchange(true)) serve(c);
     }
+    seen_through(looked);  // before the commit: it may take long, and nothing is read meanwhile
     if (n > 0 && opts_.after_turn) opts_.after_turn();
     auto now = connection::now_ns();
     auto due = next_sweep_ns_.load();

@@ -1,8 +1,9 @@
 // The threads that read the worker and client sockets: one edge-triggered epoll set shared by
 // every thread (leader/follower: whichever thread waits takes the next events), so a thread that
-// blocks after its turn (to commit the log: options::after_turn) leaves the others reading. A
-// connection is served by one thread at a time; its lane is flushed here when the socket becomes
-// writable. No CAF here: connections hand what is not theirs to their actors by message.
+// blocks after its turn (to commit the log: options::after_turn) leaves any others reading; with
+// one, nothing is read meanwhile, and connection::seen_through_ns() stands still. A connection is
+// served by one thread at a time; its lane is flushed here when the socket becomes writable. No
+// CAF here: connections hand what is not theirs to their actors by message.
 #pragma once
 
 #include <chrono>
@@ -22,7 +23,7 @@ class connection;
 class io_loop {
 public:
   struct options {
-    unsigned threads = 2;
+    unsigned threads = 1;
     /// Called by a thread after each turn (the events one epoll_wait returned), outside every
     /// connection: the log commits what the turn queued, on this thread.
     std::function<void()> after_turn;
@@ -57,6 +58,8 @@ private:
   void remove(connection& c);
   std::shared_ptr<connection> find(int fd) const;
   void sweep();
+  /// Everything that had come by `t` has been read (or is being read by the thread serving it).
+  void seen_through(int64_t t);
 
   options opts_;
   int ep_ = -1;
@@ -65,6 +68,8 @@ private:
   mutable std::mutex mtx_;
   std::unordered_map<int, std::shared_ptr<connection>> conns_;
   std::atomic<int64_t> next_sweep_ns_{0};
+  /// connection::seen_through_ns() of every connection: shared, so a session may outlive us.
+  std::shared_ptr<std::atomic<int64_t>> seen_through_;
   std::atomic<bool> stopping_{false};
 };
 

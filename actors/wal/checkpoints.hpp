@@ -1,5 +1,5 @@
 // Per-shard checkpoint files (format.hpp): one blob per shard, replaced atomically and durably.
-// Blocking: the log's writer thread and start-up only.
+// Blocking: the log's committing thread (the writer thread or an I/O thread) and start-up only.
 #pragma once
 
 #include <cstdint>

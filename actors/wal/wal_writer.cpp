@@ -85,9 +85,16 @@ struct wal_writer::impl {
     const char* v = std::getenv("FUSEE_TEST_DROP_ACKNOWLEDGED");
     return v && std::strncmp(v, "after:", 6) == 0 ? std::strtoull(v + 6, nullptr, 10) : 0;
   }();
+  /// Test hook (FUSEE_TEST_SYNC_DELAY_MS=N): each batch's fdatasync starts N ms late, as on a
+  /// disk that stalls; the server logs an error at start when it is set.
+  const std::chrono::milliseconds sync_delay{[] {
+    const char* v = std::getenv("FUSEE_TEST_SYNC_DELAY_MS");
+    return v ? std::strtoll(v, nullptr, 10) : 0;
+  }()};
 #else
   static constexpr bool drop_acknowledged = false;
   static constexpr uint64_t drop_after = 0;
+  static constexpr std::chrono::milliseconds sync_delay{0};
 #endif
   std::atomic<uint64_t> n_batches{0}, n_records{0}, n_fsyncs{0}, n_retired{0}, n_segments{0};
   std::atomic<uint64_t> n_appends{0}, n_refused{0}, n_bytes{0}, n_checkpoints{0};
@@ -476,6 +483,7 @@ struct wal_writer::impl {
       auto write_time = std::chrono::steady_clock::now() - t0;
       hand_over();
       if (written) {
+        if (sync_delay.count() > 0) std::this_thread::sleep_for(sync_delay);
         t0 = std::chrono::steady_clock::now();
         if (auto synced = segments.sync_written(); !synced)
           written = synced.err();

@@ -186,7 +186,7 @@ TEST_CASE("grants made without an fdatasync of their own are below every epoch g
 
 TEST_CASE("the I/O thread that read an APPEND writes and syncs it itself when the log is idle, "
           "with one I/O thread (the default) and with two") {
-  for (const char* threads : {"", "io_threads = 2\n"}) {
+  for (const char* threads : {"io_threads = 1\n", "io_threads = 2\n"}) {
     CAPTURE(threads);
     temp_dir tmp;
     server_process server(tmp.path() / "data", std::string("[server]\nshards = 2\n") + threads);

@@ -147,6 +147,31 @@ TEST_CASE("liveness counts from the LEASE: a worker whose LEASE came after timeo
   w.append(0, epoch_of(lease, 0), 1, {record("after a late LEASE")});
   REQUIRE(w.wait_durable(0, 1));
 }
+
+TEST_CASE("liveness does not count the time the server is not reading: a pinging worker keeps its "
+          "leases through commits longer than timeout_ms on the one I/O thread") {
+  // The test hook starts each fdatasync 1.5 s late, as a disk that stalls. The one I/O thread (the
+  // default) reads nothing while it commits, so the worker's PINGs wait unread in the kernel for
+  // longer than timeout_ms: that is the server's delay, not the worker's silence.
+  ::setenv("FUSEE_TEST_SYNC_DELAY_MS", "1500", 1);  // the server process inherits it
+  fixture f{"[server]\nshards = 4\nio_threads = 1\n[liveness]\nping_interval_ms = 50\ntimeout_ms = "
+            "600\n"};
+  ::unsetenv("FUSEE_TEST_SYNC_DELAY_MS");
+  INFO("the server's log: " << f.server.log());  // shown if a check fails
+  auto w = f.connect();
+  auto lease = w.hello(0);  // the run's first grant writes the epoch reservation: 1.5 s
+  REQUIRE(lease.grants.size() == 4);
+  pinger keep{w.conn, 50ms};
+  auto e = epoch_of(lease, 0);
+  for (uint64_t lsn = 1; lsn <= 2; ++lsn) {  // each commit holds the I/O thread for 1.5 s
+    w.append(0, e, lsn, {record("through a stalled sync")});
+    CAPTURE(lsn);
+    REQUIRE(w.wait_durable(0, lsn));
+  }
+  for (auto& m : w.pushes)
+    CHECK_FALSE(std::holds_alternative<proto::revoked>(m));
+  CHECK(f.server.log().find("closing a silent connection") == std::string::npos);
+}
 #endif
 
 TEST_CASE("a closed connection hands its shards to the standby in connection order") {
