@@ -45,10 +45,11 @@ public:
   /// steady_clock nanoseconds of the last read that brought bytes.
   std::atomic<int64_t> last_rx_ns{0};
   /// steady_clock nanoseconds up to which what the peer sent has been read: when the I/O threads
-  /// last finished a look at every socket that had something (io_loop). It stands still while
-  /// none looks (the only I/O thread committing the log), so a silence measured up to here is the
-  /// peer's, not the server's. Load it before last_rx_ns: a read it covers is then seen. now_ns()
-  /// outside a loop.
+  /// began their last look that reached every ready socket, published once it ended (io_loop).
+  /// It stands still while none looks (the only I/O thread committing the log), so a silence
+  /// measured up to here is the peer's, not the server's. Load it before last_rx_ns: a read by the
+  /// thread that published it is then seen (another thread's, within its serve, may show a few
+  /// µs later). now_ns() outside a loop.
   int64_t seen_through_ns() const {
     return seen_through_ ? seen_through_->load(std::memory_order_acquire) : now_ns();
   }
@@ -65,7 +66,9 @@ public:
 
 private:
   friend class io_loop;
-  std::shared_ptr<const std::atomic<int64_t>> seen_through_;  ///< the loop's, from io_loop::add
+  /// The loop's, set by io_loop::add before it is first read (liveness asks only once a HELLO was
+  /// read, and the loop reads only what it was given).
+  std::shared_ptr<const std::atomic<int64_t>> seen_through_;
   int fd_;
   std::shared_ptr<out_lane> lane_;
   proto::frame_decoder decoder_;

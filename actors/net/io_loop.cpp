@@ -17,6 +17,8 @@ namespace fusee::server {
 namespace {
 
 constexpr int max_events = 64;
+/// Turns without waiting after a full one (up to 64 × this many ready sockets are all read).
+constexpr int drain_turns = 16;
 constexpr size_t read_size = 64 * 1024;
 
 }  // namespace
@@ -198,9 +200,22 @@ void io_loop::sweep() {
     for (auto& [fd, c] : conns_)
       all.push_back(c);
   }
-  auto now = std::chrono::steady_clock::now();
+  // Deadlines count up to what was read, as liveness does: a HELLO waiting unread behind a long
+  // commit is not late.
+  std::chrono::steady_clock::time_point seen{
+      std::chrono::nanoseconds(seen_through_->load(std::memory_order_acquire))};
   for (auto& c : all)
-    c->on_sweep(now);
+    c->on_sweep(seen);
+}
+
+void io_loop::take(const epoll_event* evs, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (evs[i].data.fd == wake_) continue;  // stop()
+    auto c = find(evs[i].data.fd);
+    if (!c) continue;
+    c->events_.fetch_or(evs[i].events);
+    if (!c->owned_.exchange(true)) serve(c);
+  }
 }
 
 void io_loop::seen_through(int64_t t) {
@@ -223,14 +238,20 @@ void io_loop::run() {
       return;
     }
     auto looked = connection::now_ns();
-    for (int i = 0; i < n; ++i) {
-      if (evs[i].data.fd == wake_) continue;  // stop()
-      auto c = find(evs[i].data.fd);
-      if (!c) continue;
-      c->events_.fetch_or(evs[i].events);
-      if (!c->owned_.exchange(true)) serve(c);
+    take(evs, n);
+    // A full turn may have left ready sockets in the kernel: take those too, a few more turns
+    // without waiting, so that what is published covers only what was read; a turn that never
+    // got below full publishes nothing. Before the commit: it may take long, and (with one
+    // thread) nothing is read meanwhile.
+    bool whole = n < max_events;
+    for (int more = 0; !whole && more < drain_turns; ++more) {
+      auto at = connection::now_ns();
+      int m = ::epoll_wait(ep_, evs, max_events, 0);
+      if (m < 0) break;
+      take(evs, m);
+      if (m < max_events) whole = true, looked = at;
     }
-    seen_through(looked);  // before the commit: it may take long, and nothing is read meanwhile
+    if (whole) seen_through(looked);
     if (n > 0 && opts_.after_turn) opts_.after_turn();
     auto now = connection::now_ns();
     auto due = next_sweep_ns_.load();

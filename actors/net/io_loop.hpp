@@ -16,6 +16,8 @@
 
 #include "protocol/result.hpp"
 
+struct epoll_event;
+
 namespace fusee::server {
 
 class connection;
@@ -58,7 +60,10 @@ private:
   void remove(connection& c);
   std::shared_ptr<connection> find(int fd) const;
   void sweep();
-  /// Everything that had come by `t` has been read (or is being read by the thread serving it).
+  /// Serves the connections of `n` events.
+  void take(const epoll_event* evs, int n);
+  /// Everything that had come by `t` has been read, by this thread or (within its serve) by the
+  /// thread serving it: connection::seen_through_ns() moves on to `t` if it was earlier.
   void seen_through(int64_t t);
 
   options opts_;

@@ -158,15 +158,22 @@ TEST_CASE("liveness does not count the time the server is not reading: a pinging
             "600\n"};
   ::unsetenv("FUSEE_TEST_SYNC_DELAY_MS");
   INFO("the server's log: " << f.server.log());  // shown if a check fails
+  REQUIRE(f.server.log().find("FUSEE_TEST_SYNC_DELAY_MS=1500 is set") != std::string::npos);
   auto w = f.connect();
   auto lease = w.hello(0);  // the run's first grant writes the epoch reservation: 1.5 s
   REQUIRE(lease.grants.size() == 4);
   pinger keep{w.conn, 50ms};
   auto e = epoch_of(lease, 0);
   for (uint64_t lsn = 1; lsn <= 2; ++lsn) {  // each commit holds the I/O thread for 1.5 s
+    auto sent = std::chrono::steady_clock::now();
     w.append(0, e, lsn, {record("through a stalled sync")});
+    bool durable = w.wait_durable(0, lsn);
+    auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - sent);
     CAPTURE(lsn);
-    REQUIRE(w.wait_durable(0, lsn));
+    CAPTURE(took.count());
+    REQUIRE(durable);
+    CHECK(took >= 1500ms);  // the hook held the commit (the test is not vacuous)
   }
   for (auto& m : w.pushes)
     CHECK_FALSE(std::holds_alternative<proto::revoked>(m));

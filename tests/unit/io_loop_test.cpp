@@ -274,3 +274,76 @@ TEST_CASE("every connection is swept about once per sweep_every") {
   CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(40));
   ::close(theirs);
 }
+
+TEST_CASE("what the loop has seen through stands still while the one thread's turn hook blocks, "
+          "and moves on only once every ready socket was read, past a full turn of 64") {
+  // Once armed, the hook blocks each turn until the test lets it go: as the one I/O thread
+  // committing the log.
+  std::mutex mtx;
+  std::condition_variable cv;
+  bool armed = false;
+  int entered = 0, permits = 0;
+  auto loop = start_loop(1, [&] {
+    std::unique_lock<std::mutex> lk{mtx};
+    if (!armed) return;
+    ++entered;
+    cv.notify_all();
+    cv.wait(lk, [&] { return permits > 0; });
+    --permits;
+  });
+  auto hook_entered = [&](int n) {
+    std::unique_lock<std::mutex> lk{mtx};
+    return cv.wait_for(lk, std::chrono::seconds(10), [&] { return entered >= n; });
+  };
+  auto let_go = [&](int n) {
+    std::lock_guard<std::mutex> lk{mtx};
+    permits += n;
+    cv.notify_all();
+  };
+  constexpr int conns = 100;  // more ready at once than one epoll_wait returns (64)
+  std::vector<std::shared_ptr<recording_connection>> cs;
+  std::vector<int> peers;
+  for (int i = 0; i < conns; ++i) {
+    auto [ours, theirs] = socket_pair();
+    cs.push_back(std::make_shared<recording_connection>(ours));
+    peers.push_back(theirs);
+    REQUIRE(loop->add(cs.back()));
+  }
+  std::vector<uint64_t> sent(conns, 0);
+  auto ping = [&](int i) {
+    auto f = proto::encode(proto::ping{proto::request_head{++sent[i]}});
+    REQUIRE(::send(peers[i], f.data(), f.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(f.size()));
+  };
+  auto all_read = [&] {
+    for (int i = 0; i < conns; ++i) {
+      std::lock_guard<std::mutex> lk{cs[i]->mtx};
+      if (cs[i]->next != sent[i] + 1) return false;
+    }
+    return true;
+  };
+  for (int i = 0; i < conns; ++i)  // every socket's first events taken: the loop is quiet
+    ping(i);
+  for (auto& c : cs)
+    REQUIRE(c->await([&] { return c->next == 2; }));
+  {
+    std::lock_guard<std::mutex> lk{mtx};
+    armed = true;
+  }
+  ping(0);
+  REQUIRE(hook_entered(1));  // the turn that read it now "commits"
+  auto before = cs[0]->seen_through_ns();
+  for (int i = 0; i < conns; ++i)
+    ping(i);
+  auto written = connection::now_ns();
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(50));         // an interval, not a wait for an event
+  CHECK(cs[0]->seen_through_ns() == before);  // nothing was read meanwhile
+  let_go(1);
+  REQUIRE(hook_entered(2));  // the next turn: 64 sockets, then the 36 left, then the hook
+  CHECK(cs[0]->seen_through_ns() > written);
+  CHECK(all_read());  // every socket it claims to have seen was read
+  let_go(1 << 20);
+  loop->stop();
+  for (int p : peers)
+    ::close(p);
+}
