@@ -231,13 +231,16 @@ void io_loop::run() {
   while (!stopping_.load(std::memory_order_relaxed)) {
     auto until_sweep = next_sweep_ns_.load() - connection::now_ns();
     int timeout = static_cast<int>(std::clamp<int64_t>(until_sweep / 1000000 + 1, 0, 1000));
+    auto asked = connection::now_ns();
     int n = ::epoll_wait(ep_, evs, max_events, timeout);
     if (n < 0) {
       if (errno == EINTR) continue;
       spdlog::error("the I/O threads' epoll_wait failed: {}", std::strerror(errno));
       return;
     }
-    auto looked = connection::now_ns();
+    // What had come when it asked is in `evs` (or still in the kernel if they are full); with
+    // nothing at all, the whole wait was quiet.
+    auto looked = n == 0 ? connection::now_ns() : asked;
     take(evs, n);
     // A full turn may have left ready sockets in the kernel: take those too, a few more turns
     // without waiting, so that what is published covers only what was read; a turn that never
