@@ -100,6 +100,20 @@ std::pair<int, int> socket_pair(int buffer = 0) {
   return {fds[0], fds[1]};
 }
 
+/// `n` connections served by `loop`, and the peer end of each.
+std::pair<std::vector<std::shared_ptr<recording_connection>>, std::vector<int>>
+add_connections(io_loop& loop, int n) {
+  std::vector<std::shared_ptr<recording_connection>> cs;
+  std::vector<int> peers;
+  for (int i = 0; i < n; ++i) {
+    auto [ours, theirs] = socket_pair();
+    cs.push_back(std::make_shared<recording_connection>(ours));
+    peers.push_back(theirs);
+    REQUIRE(loop.add(cs.back()));
+  }
+  return {std::move(cs), std::move(peers)};
+}
+
 std::unique_ptr<io_loop> start_loop(unsigned threads, std::function<void()> after = {},
                                     std::chrono::milliseconds sweep = std::chrono::seconds(1),
                                     int reads_per_turn = 16) {
@@ -121,14 +135,7 @@ TEST_CASE("each connection's frames reach it whole and in order, one thread at a
   auto loop = start_loop(3, [&] { turns++; });
   constexpr int conns = 8;
   constexpr uint64_t frames = 2000;
-  std::vector<std::shared_ptr<recording_connection>> cs;
-  std::vector<int> peers;
-  for (int i = 0; i < conns; ++i) {
-    auto [ours, theirs] = socket_pair();
-    cs.push_back(std::make_shared<recording_connection>(ours));
-    peers.push_back(theirs);
-    REQUIRE(loop->add(cs.back()));
-  }
+  auto [cs, peers] = add_connections(*loop, conns);
   // Each peer writes its frames in random pieces, all peers at once.
   std::vector<std::thread> writers;
   for (int i = 0; i < conns; ++i)
@@ -301,14 +308,7 @@ TEST_CASE("what the loop has seen through stands still while the one thread's tu
     cv.notify_all();
   };
   constexpr int conns = 100;  // more ready at once than one epoll_wait returns (64)
-  std::vector<std::shared_ptr<recording_connection>> cs;
-  std::vector<int> peers;
-  for (int i = 0; i < conns; ++i) {
-    auto [ours, theirs] = socket_pair();
-    cs.push_back(std::make_shared<recording_connection>(ours));
-    peers.push_back(theirs);
-    REQUIRE(loop->add(cs.back()));
-  }
+  auto [cs, peers] = add_connections(*loop, conns);
   std::vector<uint64_t> sent(conns, 0);
   auto ping = [&](int i) {
     auto f = proto::encode(proto::ping{proto::request_head{++sent[i]}});
