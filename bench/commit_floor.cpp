@@ -41,6 +41,20 @@ struct server_stats {
   std::vector<double> commit_us;
 };
 
+/// Reads what `fd` has (without blocking), counting the bytes into `bytes`; true once its peer
+/// closed or the read failed.
+bool read_all(int fd, std::vector<char>& buf, uint64_t& bytes) {
+  for (;;) {
+    ssize_t r = ::recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
+    if (r > 0) {
+      bytes += static_cast<uint64_t>(r);
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    return r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+  }
+}
+
 /// Serves `conns` (non-blocking) until all of them closed: each turn reads everything readable,
 /// commits it and answers (with `overlap`, the answers of a commit wait for the next one's write).
 server_stats serve(const std::vector<int>& conns, bench::floor_disk& d, size_t record,
@@ -71,17 +85,9 @@ server_stats serve(const std::vector<int>& conns, bench::floor_disk& d, size_t r
     uint64_t batch = 0;
     for (int k = 0; k < n; ++k) {
       size_t i = ready[k].data.u64;
-      for (;;) {
-        ssize_t r = ::recv(conns[i], buf.data(), buf.size(), MSG_DONTWAIT);
-        if (r > 0) {
-          partial[i] += static_cast<uint64_t>(r);
-          continue;
-        }
-        if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
-          ::epoll_ctl(ep, EPOLL_CTL_DEL, conns[i], nullptr);
-          --open;
-        }
-        break;
+      if (read_all(conns[i], buf, partial[i])) {
+        ::epoll_ctl(ep, EPOLL_CTL_DEL, conns[i], nullptr);
+        --open;
       }
       pending[i] += partial[i] / record;
       partial[i] %= record;
@@ -138,17 +144,7 @@ server_stats serve_pipelined(const std::vector<int>& conns, bench::floor_disk& d
       uint64_t batch = 0;
       for (int k = 0; k < n; ++k) {
         size_t i = ready[k].data.u64;
-        bool closed = false;
-        for (;;) {
-          ssize_t r = ::recv(conns[i], buf.data(), buf.size(), MSG_DONTWAIT);
-          if (r > 0) {
-            partial[i] += static_cast<uint64_t>(r);
-            continue;
-          }
-          if (r < 0 && errno == EINTR) continue;
-          closed = r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
-          break;
-        }
+        bool closed = read_all(conns[i], buf, partial[i]);
         counts[i] += partial[i] / record;
         partial[i] %= record;
         batch += counts[i];
