@@ -91,14 +91,14 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
                   "does NOT write them (after:N: each shard's records past LSN N; anything else: "
                   "all of them; a test hook, never set it in production)",
                   std::getenv("FUSEE_TEST_DROP_ACKNOWLEDGED"));
-  if (const char* delay = std::getenv("FUSEE_TEST_LEASE_DELAY_MS"))
-    spdlog::error("FUSEE_TEST_LEASE_DELAY_MS={} is set: every LEASE leaves that late, if this "
-                  "build has the test hooks (a test hook, never set it in production)",
-                  delay);
-  if (const char* delay = std::getenv("FUSEE_TEST_SYNC_DELAY_MS"))
-    spdlog::error("FUSEE_TEST_SYNC_DELAY_MS={} is set: every batch's fdatasync starts that late, "
-                  "if this build has the test hooks (a test hook, never set it in production)",
-                  delay);
+  // The delay hooks (compiled in only with FUSEE_TEST_HOOKS): what each holds back.
+  for (auto [name, what] :
+       {std::pair{"FUSEE_TEST_LEASE_DELAY_MS", "every LEASE leaves"},
+        std::pair{"FUSEE_TEST_SYNC_DELAY_MS", "every batch's fdatasync starts"}})
+    if (const char* delay = std::getenv(name))
+      spdlog::error("{}={} is set: {} that late, if this build has the test hooks (a test hook, "
+                    "never set it in production)",
+                    name, delay, what);
   spdlog::info("log recovered records={} batches={} segments={} data_dir={}", rep.records,
                rep.batches, rep.segments, cfg.data_dir);
   if (rep.torn_bytes > 0)
