@@ -171,7 +171,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     io.sweep_every = std::chrono::milliseconds(
         std::min<uint32_t>({1000, cfg.hello_timeout_ms, cfg.frame_timeout_ms}));
     auto* log = wal.get();
-    io.after_turn = [log] { log->commit(); };
+    io.after_turn = [log] { return log->commit(); };
     auto loop = server::io_loop::start(std::move(io));
     std::unique_ptr<server::listener> acceptor;
     if (!loop) {

@@ -558,6 +558,8 @@ actor_stats log_stats(const wal_writer& wal) {
   a.num("records", s.records);
   a.num("batches", s.batches);
   a.num("batchesInline", s.batches_inline);
+  a.num("holdsMet", s.holds_met);
+  a.num("holdsMissed", s.holds_missed);
   a.num("committing", s.committing ? 1 : 0);  // a thread holds the committer role now
   a.num("fsyncs", s.fsyncs);
   a.num("bytesWritten", s.bytes_written);

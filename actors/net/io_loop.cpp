@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 #include <fcntl.h>
 #include <sys/epoll.h>
@@ -228,11 +229,13 @@ void io_loop::seen_through(int64_t t) {
 void io_loop::run() {
   epoll_event evs[max_events];
   auto sweep_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.sweep_every).count();
+  std::chrono::nanoseconds hold{0};  // the commit held: how long to wait before asking again
   while (!stopping_.load(std::memory_order_relaxed)) {
-    auto until_sweep = next_sweep_ns_.load() - connection::now_ns();
-    int timeout = static_cast<int>(std::clamp<int64_t>(until_sweep / 1000000 + 1, 0, 1000));
     auto asked = connection::now_ns();
-    int n = ::epoll_wait(ep_, evs, max_events, timeout);
+    int64_t wait_ns = std::clamp<int64_t>(next_sweep_ns_.load() - asked, 0, 1'000'000'000);
+    if (hold.count() > 0) wait_ns = std::min<int64_t>(wait_ns, hold.count());
+    timespec wait{wait_ns / 1'000'000'000, static_cast<long>(wait_ns % 1'000'000'000)};
+    int n = ::epoll_pwait2(ep_, evs, max_events, &wait, nullptr);
     if (n < 0) {
       if (errno == EINTR) continue;
       spdlog::error("the I/O threads' epoll_wait failed: {}", std::strerror(errno));
@@ -255,7 +258,7 @@ void io_loop::run() {
       if (m < max_events) whole = true, looked = at;
     }
     if (whole) seen_through(looked);
-    if (n > 0 && opts_.after_turn) opts_.after_turn();
+    if ((n > 0 || hold.count() > 0) && opts_.after_turn) hold = opts_.after_turn();
     auto now = connection::now_ns();
     auto due = next_sweep_ns_.load();
     if (now >= due && next_sweep_ns_.compare_exchange_strong(due, now + sweep_ns)) sweep();

@@ -27,8 +27,10 @@ public:
   struct options {
     unsigned threads = 1;
     /// Called by a thread after each turn (the events one epoll_wait returned), outside every
-    /// connection: the log commits what the turn queued, on this thread.
-    std::function<void()> after_turn;
+    /// connection: the log commits what the turn queued, on this thread. Or it holds the
+    /// commit: a positive result is how long the thread may wait for more events; it is called
+    /// again after the next turn or, if none comes, once that time is up.
+    std::function<std::chrono::nanoseconds()> after_turn;
     /// How often each connection's on_sweep runs.
     std::chrono::milliseconds sweep_every{1000};
     /// Reads (of up to 64 KiB) of one connection before the others get theirs.

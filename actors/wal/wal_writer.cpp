@@ -15,12 +15,21 @@
 #include "actors/lease_rules.hpp"
 #include "actors/node_settings.hpp"
 #include "actors/wal/checkpoints.hpp"
+#include "actors/wal/commit_hold.hpp"
 #include "actors/wal/recovery.hpp"
 
 namespace fusee::server {
 
 using proto::err_code;
 using namespace wal;
+
+namespace {
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
 
 append_records append_records::pack(const std::vector<bytes>& records) {
   size_t total = 0;
@@ -69,6 +78,13 @@ struct wal_writer::impl {
   std::atomic<size_t> queued{0};  ///< entries in `queue`, readable without the lock
   bool sleeping = false;          ///< the writer thread waits on `cv` (guarded by mtx)
   bool committing = false;        ///< a thread is committing batches (guarded by mtx)
+  /// The next commit's wait for the sessions the last report told DURABLE (guarded by mtx).
+  commit_hold waiting;
+  size_t queued_others = 0;  ///< entries in `queue` that are not appends (guarded by mtx)
+  /// Sessions the last report told DURABLE, and how long that batch's write and fdatasync took
+  /// (the committer's).
+  std::vector<session_id> told;
+  int64_t last_commit_ns = 0;
 
   bool stopping = false;
   std::thread thread;
@@ -151,6 +167,10 @@ struct wal_writer::impl {
   /// Queues `e` (under mtx); true if the writer thread sleeps with nobody committing, so it must
   /// be woken for it.
   bool push(wal_entry&& e) {
+    if (auto* a = std::get_if<wal_append>(&e))
+      waiting.appended(a->session);
+    else
+      queued_others++;
     queue.push_back(std::move(e));
     queued.store(queue.size(), std::memory_order_release);
     return sleeping && !committing;
@@ -212,8 +232,12 @@ struct wal_writer::impl {
         if (!queue.empty()) {
           work.swap(queue);
           queued.store(0, std::memory_order_release);
+          queued_others = 0;
+          waiting.taken();
         } else if (!owing) {
           committing = false;
+          waiting.arm(told, now_ns(), last_commit_ns);
+          told.clear();
           if (stopping) cv.notify_all();
           return;
         }
@@ -247,6 +271,9 @@ struct wal_writer::impl {
   /// Reports batch `r` (durable or failed), then serves its checkpoints, loads and reads, which
   /// point into `entries`; empties both.
   void deliver(batch_report& r, std::vector<wal_entry>& entries) {
+    told.clear();
+    for (auto& [session, per_shard] : r.acks)
+      told.push_back(session);
     report(r);
     for (auto* e : r.after_commit)
       serve_after_commit(*e);
@@ -505,9 +532,9 @@ struct wal_writer::impl {
         return;
       }
       if (reserving > 0) reserved = reserving;
-      fsync_seconds.observe(
-          std::chrono::duration<double>(write_time + (std::chrono::steady_clock::now() - t0))
-              .count());
+      auto commit_time = write_time + (std::chrono::steady_clock::now() - t0);
+      last_commit_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(commit_time).count();
+      fsync_seconds.observe(std::chrono::duration<double>(commit_time).count());
       records_per_fsync.observe(static_cast<double>(records));
       n_batches++;
       n_records += records;
@@ -711,14 +738,17 @@ void wal_writer::enqueue(wal_entry e) {
   impl_->push(std::move(e));
 }
 
-void wal_writer::commit() {
+std::chrono::nanoseconds wal_writer::commit() {
   {
     std::lock_guard<std::mutex> lk{impl_->mtx};
-    if (impl_->committing || impl_->queue.empty()) return;
+    if (impl_->committing || impl_->queue.empty()) return {};
+    if (auto wait = impl_->waiting.hold_ns(now_ns(), impl_->queued_others == 0); wait > 0)
+      return std::chrono::nanoseconds(wait);
     impl_->committing = true;
   }
   thread_local std::vector<wal_entry> work, done;
   impl_->commit_loop(work, done, false);
+  return {};
 }
 
 void wal_writer::submit(std::vector<wal_entry> es) {
@@ -797,6 +827,8 @@ wal_writer::stats wal_writer::get_stats() const {
     std::lock_guard<std::mutex> lk{i.mtx};
     s.committing = i.committing;
     s.writer_sleeping = i.sleeping;
+    s.holds_met = i.waiting.hits();
+    s.holds_missed = i.waiting.misses();
   }
   s.checkpoints = i.n_checkpoints;
   s.grants_without_fsync = i.n_early_grants;

@@ -22,15 +22,19 @@
 // one's fdatasync (the disk works while the answers are sent); the next batch's own refusals and
 // grants that write nothing follow it. A batch answering one session, or with checkpoints, loads
 // or reads (which must see the leases as they were when queued), reports before the next is
-// admitted. No CAF here: the glue lives in log_sink.
+// admitted. An I/O thread's commit() may hold appends a little for the sessions the last report
+// told DURABLE (commit_hold.hpp); it then returns how long the thread may read on first. No CAF
+// here: the glue lives in log_sink.
 //
 // The pieces live in actors/wal/: the on-disk format (format.hpp), file I/O (file_io.hpp),
-// recovery (recovery.hpp), the segment files (segments.hpp), checkpoints (checkpoints.hpp), a
-// shard's state (shard_log.hpp) and its index (section_index.hpp); this file is the writer:
-// admission, batching, acknowledgements, failures and reads.
+// recovery (recovery.hpp), the segment files (segments.hpp), checkpoints (checkpoints.hpp), the
+// hold of group commit (commit_hold.hpp), a shard's state (shard_log.hpp) and its index
+// (section_index.hpp); this file is the writer: admission, batching, acknowledgements, failures
+// and reads.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -166,7 +170,11 @@ public:
   void enqueue(wal_entry e);
   /// Writes what is queued on this thread if no other thread commits (and then until nothing is
   /// queued); otherwise the committing thread takes it. Blocks: never call it on a CAF thread.
-  void commit();
+  /// Or holds it (commit_hold.hpp): nothing but appends is queued and some sessions the last
+  /// report told DURABLE have not appended again yet. Then it returns how long the caller may
+  /// read on before it calls again (at the latest when that time is up; nothing is written
+  /// meanwhile unless another thread commits); zero otherwise.
+  std::chrono::nanoseconds commit();
 
   /// Stops the thread after writing what is queued.
   void stop();
@@ -202,6 +210,10 @@ public:
     /// Batches written by the thread that read their requests (an I/O thread's commit()), not
     /// handed to the writer thread; a segment roll's first batch written there counts too.
     uint64_t batches_inline = 0;
+    /// Commits held for the sessions the last report told DURABLE (commit_hold.hpp): holds that
+    /// every such session's next append ended, and holds that ran out first.
+    uint64_t holds_met = 0;
+    uint64_t holds_missed = 0;
     bool failed = false;  ///< a write, fdatasync or roll failed; appends refused until restart
     std::string failure;
     /// Background zero-fills of the next segment that failed; each roll then filled its spare

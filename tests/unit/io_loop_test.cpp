@@ -120,7 +120,11 @@ std::unique_ptr<io_loop> start_loop(unsigned threads, std::function<void()> afte
   io_loop::options o;
   o.threads = threads;
   o.reads_per_turn = reads_per_turn;
-  o.after_turn = std::move(after);
+  if (after)
+    o.after_turn = [after = std::move(after)] {
+      after();
+      return std::chrono::nanoseconds{0};
+    };
   o.sweep_every = sweep;
   auto l = io_loop::start(std::move(o));
   REQUIRE(l);
@@ -346,4 +350,52 @@ TEST_CASE("what the loop has seen through stands still while the one thread's tu
   loop->stop();
   for (int p : peers)
     ::close(p);
+}
+
+TEST_CASE("a turn hook that holds its commit is asked again once the hold is up, with no event "
+          "to read") {
+  std::mutex mtx;
+  std::condition_variable cv;
+  // Once armed, the hook holds until `deadline` (it answers each call with the time left, as the
+  // log does) and records the first call at or past it.
+  bool armed = false;
+  std::chrono::steady_clock::time_point deadline{}, asked_after{};
+  io_loop::options o;
+  o.threads = 1;
+  o.sweep_every = std::chrono::seconds(1);
+  o.after_turn = [&] {
+    std::lock_guard<std::mutex> lk{mtx};
+    auto now = std::chrono::steady_clock::now();
+    if (!armed) return std::chrono::nanoseconds{0};
+    if (deadline == std::chrono::steady_clock::time_point{})
+      deadline = now + std::chrono::milliseconds(30);
+    if (now < deadline) return std::chrono::nanoseconds(deadline - now);
+    if (asked_after == std::chrono::steady_clock::time_point{}) asked_after = now;
+    cv.notify_all();
+    return std::chrono::nanoseconds{0};
+  };
+  auto l = io_loop::start(std::move(o));
+  REQUIRE(l);
+  auto loop = std::move(*l);
+  auto [cs, peers] = add_connections(*loop, 1);
+  auto ping = [&, fd = peers[0]](uint64_t id) {
+    auto f = proto::encode(proto::ping{proto::request_head{id}});
+    REQUIRE(::send(fd, f.data(), f.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(f.size()));
+  };
+  ping(1);  // its turn (and the first EPOLLOUT's) before the hook is armed
+  REQUIRE(cs[0]->await([&] { return cs[0]->next == 2; }));
+  {
+    std::lock_guard<std::mutex> lk{mtx};
+    armed = true;
+  }
+  ping(2);  // the turn that reads it holds
+  {
+    std::unique_lock<std::mutex> lk{mtx};
+    REQUIRE(cv.wait_for(lk, std::chrono::seconds(10),
+                        [&] { return asked_after != std::chrono::steady_clock::time_point{}; }));
+    // Asked by the end of the hold's wait, not by the next sweep's (about 1 s after the start).
+    CHECK(asked_after - deadline < std::chrono::milliseconds(500));
+  }
+  loop->stop();
+  ::close(peers[0]);
 }

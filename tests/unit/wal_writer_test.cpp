@@ -396,6 +396,57 @@ TEST_CASE("group commit: everything queued while a batch is written shares the n
   CHECK(after.records - before.records == 64);
 }
 
+TEST_CASE(
+    "a commit after a report waits for the sessions it told DURABLE, so their next appends "
+    "share one fdatasync, and anything but an append, or the end of the wait, commits at once") {
+  temp_dir tmp;
+  recording_sink sink;
+  auto wal = open_log(tmp.path, 3, &sink);
+  wal->submit(wal_grant{1, 7, shard_id{0}});
+  wal->submit(wal_grant{2, 8, shard_id{1}});
+  REQUIRE(sink.await([&] { return sink.granted.size() == 2; }));
+  REQUIRE(await_idle(*wal));
+  // A batch told sessions 7 and 8 DURABLE; this thread committed it, as an I/O thread does.
+  wal->enqueue(app(7, 1, 0, 1, 1, "a"));
+  wal->enqueue(app(8, 1, 1, 1, 1, "b"));
+  CHECK(wal->commit() == std::chrono::nanoseconds{0});
+  REQUIRE(sink.durable.size() == 2);
+  auto before = wal->get_stats();
+  wal->enqueue(app(7, 2, 0, 1, 2, "c"));
+  auto wait = wal->commit();
+  CHECK(wait > std::chrono::nanoseconds{0});
+  CHECK(wait <= std::chrono::milliseconds{1});
+  CHECK(wal->get_stats().queued == 1);  // held: nothing written
+  CHECK(sink.durable.size() == 2);
+
+  SUBCASE("the last session's append ends the wait: one fdatasync for both") {
+    wal->enqueue(app(8, 2, 1, 1, 2, "d"));
+    CHECK(wal->commit() == std::chrono::nanoseconds{0});
+    auto after = wal->get_stats();
+    CHECK(sink.durable.size() == 4);
+    CHECK(after.fsyncs - before.fsyncs == 1);
+    CHECK(after.holds_met - before.holds_met == 1);
+    CHECK(after.holds_missed == 0);
+  }
+  SUBCASE("a grant queued is not held, nor the appends before it") {
+    wal->enqueue(wal_grant{3, 9, shard_id{2}});
+    CHECK(wal->commit() == std::chrono::nanoseconds{0});
+    CHECK(sink.durable.size() == 3);
+    CHECK(sink.granted.size() == 3);
+    CHECK(wal->get_stats().holds_missed == 0);
+  }
+  SUBCASE("a wait that runs out commits what it held, and counts a miss") {
+    // Called again once each wait is up, as the I/O thread does.
+    for (int i = 0; wait > std::chrono::nanoseconds{0}; ++i) {
+      REQUIRE(i < 100);
+      std::this_thread::sleep_for(wait);
+      wait = wal->commit();
+    }
+    CHECK(sink.durable.size() == 3);
+    CHECK(wal->get_stats().holds_missed == 1);
+  }
+}
+
 namespace {
 
 struct two_batches_seen {
