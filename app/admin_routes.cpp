@@ -8,6 +8,7 @@
 
 #include "actors/inspect/query.hpp"
 #include "actors/logging.hpp"
+#include "actors/net/connection.hpp"
 #include "app/dashboard_assets.hpp"
 #include "app/inspect_json.hpp"
 #include "app/prometheus.hpp"
@@ -131,6 +132,9 @@ public:
       if (ctx.api_bodies_refused)
         guards.limit_refused.emplace_back("http_body", ctx.api_bodies_refused());
     }
+    if (ctx.io_turns)
+      guards.io_unwatched_seconds =
+          double(ctx.io_turns->unwatched_ns(server::connection::now_ns())) / 1e9;
     auto terminators = ctx.terminators;
     if (auto* own = ctx.own_tls->load()) terminators.emplace_back("admin", own);
     for (auto& [name, t] : terminators)

@@ -301,6 +301,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       actx.cluster = cluster;
       actx.tokens = *tokens;
       actx.limits = limits;
+      actx.io_turns = (*loop)->turns();
       if (acceptor->tls()) actx.terminators.emplace_back("workers", acceptor->tls());
       if (api && api->tls()) actx.terminators.emplace_back("http", api->tls());
       if (api) actx.api_bodies_refused = [a = api.get()] { return a->bodies_refused(); };

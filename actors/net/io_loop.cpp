@@ -40,8 +40,10 @@ proto::result<std::unique_ptr<io_loop>> io_loop::start(options o) {
   l->next_sweep_ns_ =
       connection::now_ns() +
       std::chrono::duration_cast<std::chrono::nanoseconds>(l->opts_.sweep_every).count();
-  for (unsigned i = 0; i < std::max(1u, l->opts_.threads); ++i)
-    l->threads_.emplace_back([raw = l.get()] { raw->run(); });
+  unsigned threads = std::max(1u, l->opts_.threads);
+  l->turns_ = std::make_shared<turn_clocks>(threads);
+  for (unsigned i = 0; i < threads; ++i)
+    l->threads_.emplace_back([raw = l.get(), i] { raw->run(i); });
   return l;
 }
 
@@ -226,7 +228,18 @@ void io_loop::seen_through(int64_t t) {
   }
 }
 
-void io_loop::run() {
+int64_t io_loop::turn_clocks::unwatched_ns(int64_t now) const {
+  int64_t latest = 0;
+  for (auto& s : since_) {
+    auto t = s.load(std::memory_order_relaxed);
+    if (t == 0) return 0;
+    latest = std::max(latest, t);
+  }
+  return std::max<int64_t>(0, now - latest);
+}
+
+void io_loop::run(unsigned thread) {
+  auto& turn_since = turns_->since_[thread];
   epoll_event evs[max_events];
   auto sweep_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.sweep_every).count();
   std::chrono::nanoseconds hold{0};  // the commit held: how long to wait before asking again
@@ -235,7 +248,9 @@ void io_loop::run() {
     int64_t wait_ns = std::clamp<int64_t>(next_sweep_ns_.load() - asked, 0, 1'000'000'000);
     if (hold.count() > 0) wait_ns = std::min<int64_t>(wait_ns, hold.count());
     timespec wait{wait_ns / 1'000'000'000, static_cast<long>(wait_ns % 1'000'000'000)};
+    turn_since.store(0, std::memory_order_relaxed);
     int n = ::epoll_pwait2(ep_, evs, max_events, &wait, nullptr);
+    turn_since.store(connection::now_ns(), std::memory_order_relaxed);
     if (n < 0) {
       if (errno == EINTR) continue;
       spdlog::error("the I/O threads' epoll_wait failed: {}", std::strerror(errno));

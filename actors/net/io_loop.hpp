@@ -6,6 +6,7 @@
 // CAF here: connections hand what is not theirs to their actors by message.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -24,6 +25,20 @@ class connection;
 
 class io_loop {
 public:
+  /// When each thread's current turn began (0 while it waits for the sockets): how long the
+  /// sockets have gone unwatched, readable from any thread, even after the loop is gone.
+  class turn_clocks {
+  public:
+    explicit turn_clocks(unsigned threads) : since_(threads) {}
+    /// How long (ns, at `now`) since a thread last waited for the sockets: 0 while one waits;
+    /// otherwise since the latest turn began (with one thread: its reads and the log's commit).
+    int64_t unwatched_ns(int64_t now) const;
+
+  private:
+    friend class io_loop;
+    std::vector<std::atomic<int64_t>> since_;
+  };
+
   struct options {
     unsigned threads = 1;
     /// Called by a thread after each turn (the events one epoll_wait returned), outside every
@@ -47,10 +62,11 @@ public:
   /// Stops and joins the threads; connections still open are let go without on_closed().
   void stop();
   size_t size() const;
+  std::shared_ptr<const turn_clocks> turns() const { return turns_; }
 
 private:
   explicit io_loop(options o) : opts_(std::move(o)) {}
-  void run();
+  void run(unsigned thread);
   /// Serves `c` until no events are left for it (or another thread takes them).
   void serve(const std::shared_ptr<connection>& c);
   /// `c` still has bytes after its share of a turn: a fresh edge, taken by whichever thread
@@ -77,6 +93,7 @@ private:
   std::atomic<int64_t> next_sweep_ns_{0};
   /// connection::seen_through_ns() of every connection: shared, so a session may outlive us.
   std::shared_ptr<std::atomic<int64_t>> seen_through_;
+  std::shared_ptr<turn_clocks> turns_;
   std::atomic<bool> stopping_{false};
 };
 

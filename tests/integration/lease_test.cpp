@@ -167,6 +167,19 @@ TEST_CASE("liveness does not count the time the server is not reading: a pinging
   for (uint64_t lsn = 1; lsn <= 2; ++lsn) {  // each commit holds the I/O thread for 1.5 s
     auto sent = std::chrono::steady_clock::now();
     w.append(0, e, lsn, {record("through a stalled sync")});
+    if (lsn == 1) {
+      // The gauge says how long the sockets have gone unwatched (/metrics is gathered at most
+      // once a second: the second gathering falls within the commit).
+      double unwatched = 0;
+      while (unwatched < 0.6 && std::chrono::steady_clock::now() - sent < 1400ms) {
+        auto text = http_get(f.server.admin_port(), "/metrics").second;
+        auto at = text.find("\nfusee_io_unwatched_seconds ");
+        REQUIRE(at != std::string::npos);
+        unwatched = std::stod(text.substr(at + 28));
+        if (unwatched < 0.6) std::this_thread::sleep_for(50ms);  // polling a condition
+      }
+      CHECK(unwatched >= 0.6);
+    }
     bool durable = w.wait_durable(0, lsn);
     auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::steady_clock::now() - sent);

@@ -399,3 +399,55 @@ TEST_CASE("a turn hook that holds its commit is asked again once the hold is up,
   loop->stop();
   ::close(peers[0]);
 }
+
+TEST_CASE("the turn clocks say how long the sockets have gone unwatched: 0 while the thread "
+          "waits, the time since its turn began while the turn lasts") {
+  std::mutex mtx;
+  std::condition_variable cv;
+  bool armed = false, inside = false, go = false;
+  auto loop = start_loop(1, [&] {
+    std::unique_lock<std::mutex> lk{mtx};
+    if (!armed) return;
+    inside = true;
+    cv.notify_all();
+    cv.wait(lk, [&] { return go; });
+  });
+  auto turns = loop->turns();
+  auto [cs, peers] = add_connections(*loop, 1);
+  auto ping = [&, fd = peers[0]](uint64_t id) {
+    auto f = proto::encode(proto::ping{proto::request_head{id}});
+    REQUIRE(::send(fd, f.data(), f.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(f.size()));
+  };
+  ping(1);
+  REQUIRE(cs[0]->await([&] { return cs[0]->next == 2; }));
+  auto idle = [&] {  // the thread is back in its wait
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (turns->unwatched_ns(connection::now_ns()) != 0)
+      if (std::chrono::steady_clock::now() > deadline) return false;
+    return true;
+  };
+  REQUIRE(idle());
+  {
+    std::lock_guard<std::mutex> lk{mtx};
+    armed = true;
+  }
+  auto before = connection::now_ns();
+  ping(2);
+  {
+    std::unique_lock<std::mutex> lk{mtx};
+    REQUIRE(cv.wait_for(lk, std::chrono::seconds(10), [&] { return inside; }));
+  }
+  auto t1 = connection::now_ns();
+  auto u1 = turns->unwatched_ns(t1);
+  CHECK(u1 > 0);
+  CHECK(u1 <= t1 - before);
+  CHECK(turns->unwatched_ns(t1 + 1'000'000'000) == u1 + 1'000'000'000);  // it runs on
+  {
+    std::lock_guard<std::mutex> lk{mtx};
+    go = true;
+    cv.notify_all();
+  }
+  CHECK(idle());
+  loop->stop();
+  ::close(peers[0]);
+}
