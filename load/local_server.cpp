@@ -1,5 +1,6 @@
 #include "load/local_server.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -18,10 +19,24 @@ namespace fusee::load {
 namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
 
+std::string log_excerpt(const std::string& log, size_t keep) {
+  auto tail = [&](const std::string& s) { return s.size() > keep ? s.substr(s.size() - keep) : s; };
+  // A sanitizer's report names the error and where it happened in its first lines, and its
+  // stacks can be longer than the tail.
+  size_t at = std::string::npos;
+  for (const char* mark : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                           "WARNING: ThreadSanitizer", "runtime error:"})
+    at = std::min(at, log.find(mark));
+  if (at == std::string::npos || log.size() - at <= keep) return tail(log);
+  size_t line = log.rfind('\n', at);
+  line = line == std::string::npos ? 0 : line + 1;
+  return log.substr(line, keep) + "\n[...]\n" + tail(log);
+}
+
 std::string local_server::log_tail() const {
   std::ifstream in(dir_ / "server.log");
   std::string all{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  return all.size() > 4000 ? all.substr(all.size() - 4000) : all;
+  return log_excerpt(all, 4000);
 }
 
 std::string local_server::prepare() {

@@ -11,6 +11,10 @@
 
 namespace fusee::load {
 
+/// The last `keep` bytes of a server's log; if it holds a sanitizer's report that begins before
+/// them, the report's first `keep` bytes (from the start of its line) come first, then "[...]".
+std::string log_excerpt(const std::string& log, size_t keep);
+
 class local_server {
 public:
   ~local_server();  ///< SIGTERM (SIGKILL after 10 s); the data dir removed unless FUSEE_LOAD_KEEP
@@ -26,7 +30,8 @@ public:
   const std::string& listen() const { return listen_; }
   const std::string& admin() const { return admin_; }
   pid_t pid() const { return pid_; }  ///< any thread (a restart changes it)
-  /// The last lines of the server's log (for a failure message).
+  /// The last lines of the server's log (for a failure message), after the head of a sanitizer's
+  /// report if it has one (log_excerpt).
   std::string log_tail() const;
 
 private:

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "load/latency_histogram.hpp"
+#include "load/local_server.hpp"
 #include "load/scenario.hpp"
 
 using namespace fusee::load;
@@ -119,4 +120,24 @@ TEST_CASE("--set overrides one key with the file's ranges and rules, a bare word
         "--set workflow.sleep_ms=10: `workflow.sleep_ms` and `workflow.wake_at_s` cannot both be "
         "set");
   CHECK(s.sleep_ms == 0);
+}
+
+TEST_CASE("a failed run shows the server log's tail, after the head of a sanitizer report that "
+          "began before it") {
+  using fusee::load::log_excerpt;
+  CHECK(log_excerpt("short log\n", 100) == "short log\n");
+  std::string before(500, 'a'), after(500, 'z');
+  // A report whose start is within the tail: the tail alone.
+  std::string near = before + "\n==7==ERROR: AddressSanitizer: x\n" + std::string(20, 's');
+  CHECK(log_excerpt(near, 100) == near.substr(near.size() - 100));
+  // One that began earlier: its first line on, then the tail.
+  std::string log =
+      before + "\n==7==ERROR: AddressSanitizer: heap-use-after-free\n#0 frame\n" + after;
+  auto e = log_excerpt(log, 100);
+  CHECK(e.rfind("==7==ERROR: AddressSanitizer: heap-use-after-free\n#0 frame\n", 0) == 0);
+  CHECK(e.find("\n[...]\n") != std::string::npos);
+  CHECK(e.substr(e.size() - 100) == std::string(100, 'z'));
+  // UBSan's reports too.
+  auto u = log_excerpt(before + "\nfile.cpp:3:5: runtime error: signed overflow\n" + after, 100);
+  CHECK(u.rfind("file.cpp:3:5: runtime error: signed overflow", 0) == 0);
 }
