@@ -133,8 +133,8 @@ public:
         guards.limit_refused.emplace_back("http_body", ctx.api_bodies_refused());
     }
     if (ctx.io_turns)
-      guards.io_unwatched_seconds =
-          double(ctx.io_turns->unwatched_ns(server::connection::now_ns())) / 1e9;
+      guards.io_turn_seconds =
+          double(ctx.io_turns->take_longest_ns(server::connection::now_ns())) / 1e9;
     auto terminators = ctx.terminators;
     if (auto* own = ctx.own_tls->load()) terminators.emplace_back("admin", own);
     for (auto& [name, t] : terminators)

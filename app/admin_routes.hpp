@@ -28,8 +28,8 @@ struct admin_context {
   /// token (read scope or above).
   std::shared_ptr<server::token_store> tokens;
   std::shared_ptr<server::connection_limits> limits;  ///< connections open, limit refusals
-  /// The I/O threads' turns: how long the worker sockets have gone unwatched (null: no loop).
-  std::shared_ptr<const server::io_loop::turn_clocks> io_turns;
+  /// The I/O threads' turns: their longest since the last gathering of /metrics (null: no loop).
+  std::shared_ptr<server::io_loop::turn_clocks> io_turns;
   /// The node's TLS terminators by listener name (workers, http, cluster), fixed before the
   /// admin server starts; its own ("admin") is set once it is up. Empty without TLS.
   std::vector<std::pair<std::string, const tls::terminator*>> terminators;

@@ -188,12 +188,12 @@ std::string render_metrics(const server::inspect_reply& actors, const server::in
   if (guards.connections)
     w.metric("connections", "gauge", "Worker and client connections open.",
              double(*guards.connections));
-  if (guards.io_unwatched_seconds)
-    w.metric("io_unwatched_seconds", "gauge",
-             "How long no I/O thread has waited for the sockets (0 while one waits): with one "
-             "thread, its turn and the log's commit; nothing is read, and liveness pauses, "
-             "meanwhile.",
-             *guards.io_unwatched_seconds);
+  if (guards.io_turn_seconds)
+    w.metric("io_longest_turn_seconds", "gauge",
+             "The longest turn of an I/O thread (not waiting for its sockets) since the last "
+             "gathering of these metrics, one going on included: with one thread, its reads and "
+             "the log's commit, during which nothing is read and liveness pauses.",
+             *guards.io_turn_seconds);
   for (auto& [limit, n] : guards.limit_refused)
     w.metric("limit_refused_total", "counter",
              "Connections refused or closed by a limit (limits.*), by limit.", double(n),

@@ -22,8 +22,8 @@ struct auth_counts {
 struct guard_counts {
   std::optional<auth_counts> auth;
   std::optional<uint64_t> connections;  ///< worker and client connections open
-  /// How long no I/O thread has waited for the sockets (io_loop::turn_clocks).
-  std::optional<double> io_unwatched_seconds;
+  /// The I/O threads' longest turn since the last gathering (io_loop::turn_clocks).
+  std::optional<double> io_turn_seconds;
   /// Refusals by limit name (connections, connections_per_peer, hello_timeout, ...).
   std::vector<std::pair<std::string, uint64_t>> limit_refused;
   /// Per TLS listener (workers, http, admin, cluster): handshakes by outcome.

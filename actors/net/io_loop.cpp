@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -228,32 +229,57 @@ void io_loop::seen_through(int64_t t) {
   }
 }
 
-int64_t io_loop::turn_clocks::unwatched_ns(int64_t now) const {
-  int64_t latest = 0;
-  for (auto& s : since_) {
-    auto t = s.load(std::memory_order_relaxed);
-    if (t == 0) return 0;
-    latest = std::max(latest, t);
+void io_loop::turn_clocks::began(unsigned thread, int64_t now) {
+  since_[thread].store(now, std::memory_order_relaxed);
+}
+
+void io_loop::turn_clocks::ended(unsigned thread, int64_t now) {
+  auto since = since_[thread].exchange(0, std::memory_order_relaxed);
+  if (since == 0) return;
+  auto took = now - since;
+  auto cur = longest_.load(std::memory_order_relaxed);
+  while (cur < took && !longest_.compare_exchange_weak(cur, took, std::memory_order_relaxed)) {
   }
-  return std::max<int64_t>(0, now - latest);
+}
+
+int64_t io_loop::turn_clocks::take_longest_ns(int64_t now) {
+  auto longest = longest_.exchange(0, std::memory_order_relaxed);
+  for (auto& s : since_)
+    if (auto t = s.load(std::memory_order_relaxed); t != 0) longest = std::max(longest, now - t);
+  return std::max<int64_t>(0, longest);
+}
+
+int io_loop::wait(epoll_event* evs, int64_t ns) {
+  if (!no_pwait2_.load(std::memory_order_relaxed)) {
+    timespec ts{ns / 1'000'000'000, static_cast<long>(ns % 1'000'000'000)};
+    int n = ::epoll_pwait2(ep_, evs, max_events, &ts, nullptr);
+    if (n >= 0 || (errno != ENOSYS && errno != EPERM)) return n;
+    int err = errno;
+    if (!no_pwait2_.exchange(true))
+      spdlog::warn("epoll_pwait2 is not available ({}; Linux 5.11 or later, and a seccomp profile "
+                   "that allows it): the I/O threads wait in whole milliseconds, so a commit held "
+                   "for the sessions just told DURABLE may wait up to 1 ms longer",
+                   std::strerror(err));
+  }
+  return ::epoll_wait(ep_, evs, max_events, static_cast<int>((ns + 999'999) / 1'000'000));
 }
 
 void io_loop::run(unsigned thread) {
-  auto& turn_since = turns_->since_[thread];
+  // A held commit's end is a deadline of µs: this thread's timers get 1 µs of slack, not 50.
+  ::prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   epoll_event evs[max_events];
   auto sweep_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.sweep_every).count();
-  std::chrono::nanoseconds hold{0};  // the commit held: how long to wait before asking again
+  int64_t hold_until = 0;  // the commit is held: after_turn is asked again by then (0: not held)
   while (!stopping_.load(std::memory_order_relaxed)) {
     auto asked = connection::now_ns();
+    turns_->ended(thread, asked);
     int64_t wait_ns = std::clamp<int64_t>(next_sweep_ns_.load() - asked, 0, 1'000'000'000);
-    if (hold.count() > 0) wait_ns = std::min<int64_t>(wait_ns, hold.count());
-    timespec wait{wait_ns / 1'000'000'000, static_cast<long>(wait_ns % 1'000'000'000)};
-    turn_since.store(0, std::memory_order_relaxed);
-    int n = ::epoll_pwait2(ep_, evs, max_events, &wait, nullptr);
-    turn_since.store(connection::now_ns(), std::memory_order_relaxed);
+    if (hold_until != 0) wait_ns = std::clamp<int64_t>(hold_until - asked, 0, wait_ns);
+    int n = wait(evs, wait_ns);
+    turns_->began(thread, connection::now_ns());
     if (n < 0) {
       if (errno == EINTR) continue;
-      spdlog::error("the I/O threads' epoll_wait failed: {}", std::strerror(errno));
+      spdlog::error("the I/O threads' wait for their sockets failed: {}", std::strerror(errno));
       return;
     }
     // What had come when it asked is in `evs` (or still in the kernel if they are full); with
@@ -273,11 +299,15 @@ void io_loop::run(unsigned thread) {
       if (m < max_events) whole = true, looked = at;
     }
     if (whole) seen_through(looked);
-    if ((n > 0 || hold.count() > 0) && opts_.after_turn) hold = opts_.after_turn();
+    if ((n > 0 || hold_until != 0) && opts_.after_turn) {
+      auto hold = opts_.after_turn();
+      hold_until = hold.count() > 0 ? connection::now_ns() + hold.count() : 0;
+    }
     auto now = connection::now_ns();
     auto due = next_sweep_ns_.load();
     if (now >= due && next_sweep_ns_.compare_exchange_strong(due, now + sweep_ns)) sweep();
   }
+  turns_->ended(thread, connection::now_ns());
 }
 
 }  // namespace fusee::server

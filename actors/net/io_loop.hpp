@@ -25,18 +25,22 @@ class connection;
 
 class io_loop {
 public:
-  /// When each thread's current turn began (0 while it waits for the sockets): how long the
-  /// sockets have gone unwatched, readable from any thread, even after the loop is gone.
+  /// How long the threads' turns last (a turn: from a wait's end to the next wait; with one
+  /// thread it includes the log's commit, and nothing is read meanwhile). Shared, so a reader may
+  /// outlive the loop.
   class turn_clocks {
   public:
     explicit turn_clocks(unsigned threads) : since_(threads) {}
-    /// How long (ns, at `now`) since a thread last waited for the sockets: 0 while one waits;
-    /// otherwise since the latest turn began (with one thread: its reads and the log's commit).
-    int64_t unwatched_ns(int64_t now) const;
+    /// The longest turn (ns) of any thread since the last call, the turns going on at `now`
+    /// included; resets it. Any thread.
+    int64_t take_longest_ns(int64_t now);
 
   private:
     friend class io_loop;
-    std::vector<std::atomic<int64_t>> since_;
+    void began(unsigned thread, int64_t now);
+    void ended(unsigned thread, int64_t now);
+    std::vector<std::atomic<int64_t>> since_;  ///< when each thread's turn began; 0: it waits
+    std::atomic<int64_t> longest_{0};
   };
 
   struct options {
@@ -62,11 +66,13 @@ public:
   /// Stops and joins the threads; connections still open are let go without on_closed().
   void stop();
   size_t size() const;
-  std::shared_ptr<const turn_clocks> turns() const { return turns_; }
+  std::shared_ptr<turn_clocks> turns() const { return turns_; }
 
 private:
   explicit io_loop(options o) : opts_(std::move(o)) {}
   void run(unsigned thread);
+  /// epoll_pwait2 for up to `ns` (epoll_wait in whole ms where the kernel refuses it).
+  int wait(epoll_event* evs, int64_t ns);
   /// Serves `c` until no events are left for it (or another thread takes them).
   void serve(const std::shared_ptr<connection>& c);
   /// `c` still has bytes after its share of a turn: a fresh edge, taken by whichever thread
@@ -95,6 +101,7 @@ private:
   std::shared_ptr<std::atomic<int64_t>> seen_through_;
   std::shared_ptr<turn_clocks> turns_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> no_pwait2_{false};
 };
 
 }  // namespace fusee::server

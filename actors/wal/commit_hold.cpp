@@ -5,15 +5,16 @@
 namespace fusee::server {
 
 void commit_hold::arm(const std::vector<session_id>& told, int64_t now, int64_t commit_ns) {
+  if (told.empty()) return;
   armed_ = false;
   if (skip_ > 0) {
     --skip_;
     return;
   }
-  if (told.empty() || told.size() > max_awaited || commit_ns <= 0) return;
+  if (told.size() > max_awaited || commit_ns <= 0) return;
   awaited_.assign(told.begin(), told.end());
   since_ = now;
-  window_ = std::min(commit_ns, max_window_ns);
+  window_ = std::clamp(commit_ns, min_window_, std::max(min_window_, max_window_ns));
   armed_ = true;
   held_ = false;
 }
@@ -24,16 +25,15 @@ void commit_hold::appended(session_id session) {
   if (i == awaited_.end()) return;
   *i = awaited_.back();
   awaited_.pop_back();
+  if (!awaited_.empty()) return;
+  // Every session told has appended again (before anyone asked, or while a committer waited).
+  armed_ = false;
+  if (held_) met_++;
+  backoff_ = 0;
 }
 
 int64_t commit_hold::hold_ns(int64_t now, bool only_appends) {
   if (!armed_) return 0;
-  if (awaited_.empty()) {  // every session told has appended again
-    armed_ = false;
-    if (held_) hits_++;
-    backoff_ = 0;
-    return 0;
-  }
   if (!only_appends) {  // no verdict: something else is not to wait
     armed_ = false;
     return 0;
@@ -44,7 +44,7 @@ int64_t commit_hold::hold_ns(int64_t now, bool only_appends) {
   }
   armed_ = false;
   if (held_) {  // held for sessions that did not come in time
-    misses_++;
+    missed_++;
     backoff_ = std::min(max_skip, backoff_ == 0 ? 1 : backoff_ * 2);
     skip_ = backoff_;
   }

@@ -17,6 +17,9 @@ struct wal_options {
   uint32_t shards = 0;
   uint64_t segment_bytes = 16ull << 20;  ///< preallocated size; a new segment starts past it
   uint32_t max_read_bytes = 16u << 20;   ///< cap on one RECOVER_LOG page (the first record always)
+  /// Tests only: the shortest wait of a commit held for the sessions just told DURABLE
+  /// (commit_hold.hpp; the server's is the last commit's time, which a test's disk may make µs).
+  int64_t hold_min_window_ns = 0;
 
   /// The node's data dir, shard count and segment size.
   static wal_options of(const node_settings& settings);

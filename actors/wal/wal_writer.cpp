@@ -79,7 +79,7 @@ struct wal_writer::impl {
   bool sleeping = false;          ///< the writer thread waits on `cv` (guarded by mtx)
   bool committing = false;        ///< a thread is committing batches (guarded by mtx)
   /// The next commit's wait for the sessions the last report told DURABLE (guarded by mtx).
-  commit_hold waiting;
+  commit_hold appends_hold;
   size_t queued_others = 0;  ///< entries in `queue` that are not appends (guarded by mtx)
   /// Sessions the last report told DURABLE, and how long that batch's write and fdatasync took
   /// (the committer's).
@@ -130,6 +130,7 @@ struct wal_writer::impl {
       : opts(o), sink(s), shards(std::move(log.shards)), epoch_floor(log.epoch_reserved),
         reserved(log.epoch_reserved), segments(std::move(log.segments)),
         checkpoints(o.dir / "checkpoints"), durable(new std::atomic<uint64_t>[shards.size()]) {
+    appends_hold = commit_hold{o.hold_min_window_ns};
     n_segments = segments.count();
     for (size_t i = 0; i < shards.size(); ++i)
       durable[i].store(shards[i].durable_lsn, std::memory_order_relaxed);
@@ -168,7 +169,7 @@ struct wal_writer::impl {
   /// be woken for it.
   bool push(wal_entry&& e) {
     if (auto* a = std::get_if<wal_append>(&e))
-      waiting.appended(a->session);
+      appends_hold.appended(a->session);
     else
       queued_others++;
     queue.push_back(std::move(e));
@@ -233,10 +234,10 @@ struct wal_writer::impl {
           work.swap(queue);
           queued.store(0, std::memory_order_release);
           queued_others = 0;
-          waiting.taken();
+          appends_hold.taken();
         } else if (!owing) {
           committing = false;
-          waiting.arm(told, now_ns(), last_commit_ns);
+          appends_hold.arm(told, now_ns(), last_commit_ns);
           told.clear();
           if (stopping) cv.notify_all();
           return;
@@ -742,7 +743,7 @@ std::chrono::nanoseconds wal_writer::commit() {
   {
     std::lock_guard<std::mutex> lk{impl_->mtx};
     if (impl_->committing || impl_->queue.empty()) return {};
-    if (auto wait = impl_->waiting.hold_ns(now_ns(), impl_->queued_others == 0); wait > 0)
+    if (auto wait = impl_->appends_hold.hold_ns(now_ns(), impl_->queued_others == 0); wait > 0)
       return std::chrono::nanoseconds(wait);
     impl_->committing = true;
   }
@@ -827,8 +828,8 @@ wal_writer::stats wal_writer::get_stats() const {
     std::lock_guard<std::mutex> lk{i.mtx};
     s.committing = i.committing;
     s.writer_sleeping = i.sleeping;
-    s.holds_met = i.waiting.hits();
-    s.holds_missed = i.waiting.misses();
+    s.holds_met = i.appends_hold.met();
+    s.holds_missed = i.appends_hold.missed();
   }
   s.checkpoints = i.n_checkpoints;
   s.grants_without_fsync = i.n_early_grants;

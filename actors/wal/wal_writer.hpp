@@ -174,7 +174,7 @@ public:
   /// report told DURABLE have not appended again yet. Then it returns how long the caller may
   /// read on before it calls again (at the latest when that time is up; nothing is written
   /// meanwhile unless another thread commits); zero otherwise.
-  std::chrono::nanoseconds commit();
+  [[nodiscard]] std::chrono::nanoseconds commit();
 
   /// Stops the thread after writing what is queued.
   void stop();
