@@ -434,6 +434,12 @@ TEST_CASE(
     CHECK(after.holds_met - before.holds_met == 1);
     CHECK(after.holds_missed == 0);
   }
+  SUBCASE("an append an actor submits wakes the writer thread, which holds nothing") {
+    wal->submit(app(7, 3, 2, 0, 1, "unheld"));  // shard 2 is nobody's: refused, at once
+    // The held append went with it, durable, the writer holding nothing.
+    CHECK(sink.await([&] { return sink.refused.size() == 1 && sink.durable.size() == 3; }));
+    CHECK(wal->get_stats().queued == 0);
+  }
   SUBCASE("a grant queued is not held, nor the appends before it") {
     wal->enqueue(wal_grant{3, 9, shard_id{2}});
     CHECK(wal->commit() == std::chrono::nanoseconds{0});
