@@ -114,6 +114,12 @@ add_connections(io_loop& loop, int n) {
   return {std::move(cs), std::move(peers)};
 }
 
+/// Writes PING `id` to `fd` (a peer end) in one send.
+void send_ping(int fd, uint64_t id) {
+  auto f = proto::encode(proto::ping{proto::request_head{id}});
+  REQUIRE(::send(fd, f.data(), f.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(f.size()));
+}
+
 std::unique_ptr<io_loop> start_loop(unsigned threads, std::function<void()> after = {},
                                     std::chrono::milliseconds sweep = std::chrono::seconds(1),
                                     int reads_per_turn = 16) {
@@ -314,10 +320,7 @@ TEST_CASE("what the loop has seen through stands still while the one thread's tu
   constexpr int conns = 100;  // more ready at once than one epoll_wait returns (64)
   auto [cs, peers] = add_connections(*loop, conns);
   std::vector<uint64_t> sent(conns, 0);
-  auto ping = [&](int i) {
-    auto f = proto::encode(proto::ping{proto::request_head{++sent[i]}});
-    REQUIRE(::send(peers[i], f.data(), f.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(f.size()));
-  };
+  auto ping = [&](int i) { send_ping(peers[i], ++sent[i]); };
   auto all_read = [&] {
     for (int i = 0; i < conns; ++i) {
       std::lock_guard<std::mutex> lk{cs[i]->mtx};
@@ -378,10 +381,7 @@ TEST_CASE("a turn hook that holds its commit is asked again once the hold is up,
   REQUIRE(l);
   auto loop = std::move(*l);
   auto [cs, peers] = add_connections(*loop, 1);
-  auto ping = [&, fd = peers[0]](uint64_t id) {
-    auto f = proto::encode(proto::ping{proto::request_head{id}});
-    REQUIRE(::send(fd, f.data(), f.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(f.size()));
-  };
+  auto ping = [fd = peers[0]](uint64_t id) { send_ping(fd, id); };
   ping(1);  // its turn (and the first EPOLLOUT's) before the hook is armed
   REQUIRE(cs[0]->await([&] { return cs[0]->next == 2; }));
   {
@@ -415,10 +415,7 @@ TEST_CASE("the turn clocks give the longest turn since they were last read, one 
   });
   auto turns = loop->turns();
   auto [cs, peers] = add_connections(*loop, 1);
-  auto ping = [&, fd = peers[0]](uint64_t id) {
-    auto f = proto::encode(proto::ping{proto::request_head{id}});
-    REQUIRE(::send(fd, f.data(), f.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(f.size()));
-  };
+  auto ping = [fd = peers[0]](uint64_t id) { send_ping(fd, id); };
   ping(1);
   REQUIRE(cs[0]->await([&] { return cs[0]->next == 2; }));
   {
