@@ -97,9 +97,9 @@ proto::message message_frame(remote_message&& m) {
                         m.outbox_id, std::move(m.payload)};
 }
 
-struct pending_revoke {
-  uint32_t shard = 0;
-  session_actor answer_to;  ///< RELEASE answers OK once the revocation is through the log
+/// A RELEASE answers OK once its revocation is through the log.
+struct revoke_answer {
+  session_actor to;
   uint64_t request_id = 0;
 };
 
@@ -116,7 +116,8 @@ struct directory_state {
   std::set<std::pair<uint64_t, session_id>> long_lived;
   uint64_t next_order = 1;
   uint64_t next_token = 1;
-  std::unordered_map<uint64_t, pending_revoke> pending_revokes;
+  std::unordered_map<uint64_t, revoke_answer> revoke_answers;  ///< by revocation token
+  uint64_t revocations_in_log = 0;  ///< asked of the log, not yet through
   // Only shards with something parked have an entry (100,000 empty deques would cost ~100 MB).
   std::unordered_map<uint32_t, std::deque<parked_call>> parked_calls;
   std::unordered_map<uint32_t, std::deque<parked_message>> parked_messages;
@@ -372,19 +373,22 @@ void report_end(self_ptr self, uint32_t shard, const worker* holder, session_id 
   if (r != st.reports.end()) st.reports.erase(r);
 }
 
-/// Ends `shard`'s lease in the directory at once and in the log in order. `holder` is the
-/// holder's worker entry (already out of `workers` when it is being dropped), or null.
-void revoke(self_ptr self, uint32_t shard, const worker* holder, session_actor answer_to = {},
-            uint64_t req = 0) {
+/// Ends `shard`'s lease in the directory at once; its revocation joins `out`, which the caller
+/// gives the log (lease_log::revoke) before anyone hears of the end, so the log orders it.
+/// `holder` is the holder's worker entry (already out of `workers` when it is being dropped), or
+/// null. `answer_to` hears OK (request `req`) once the revocation is through the log.
+void revoke(self_ptr self, uint32_t shard, const worker* holder, std::vector<revocation>& out,
+            session_actor answer_to = {}, uint64_t req = 0) {
   auto& st = self->state;
   auto& slot = st.slots[shard];
   session_id holder_id = slot.holder;
   if (holder_id != 0) report_end(self, shard, holder, holder_id, slot.epoch);
   slot.draining = false;
   uint64_t token = st.next_token++;
-  st.pending_revokes[token] = pending_revoke{shard, std::move(answer_to), req};
+  if (answer_to) st.revoke_answers[token] = revoke_answer{std::move(answer_to), req};
+  st.revocations_in_log++;
   slot.busy = true;
-  st.log->revoke(token, shard_id{shard}, slot.epoch, holder_id);
+  out.push_back(revocation{token, shard_id{shard}, slot.epoch, holder_id});
   slot.holder = 0;
   refresh_free(st, shard);
   slot.holder_actor = session_actor{};
@@ -403,11 +407,19 @@ void revoke(self_ptr self, uint32_t shard, const worker* holder, session_actor a
   }
 }
 
+/// One revocation (revoke()), given to the log at once.
+void revoke_one(self_ptr self, uint32_t shard, const worker* holder, session_actor answer_to = {},
+                uint64_t req = 0) {
+  std::vector<revocation> out;
+  revoke(self, shard, holder, out, std::move(answer_to), req);
+  self->state.log->revoke(std::move(out));
+}
+
 /// Revokes `shard` from its current holder (looked up in `workers`).
 void revoke_held(self_ptr self, uint32_t shard, session_actor answer_to = {}, uint64_t req = 0) {
   auto& st = self->state;
   auto w = st.workers.find(st.slots[shard].holder);
-  revoke(self, shard, w == st.workers.end() ? nullptr : &w->second, std::move(answer_to), req);
+  revoke_one(self, shard, w == st.workers.end() ? nullptr : &w->second, std::move(answer_to), req);
 }
 
 /// Forgets worker `s` and ends its leases.
@@ -418,8 +430,11 @@ void drop_worker(self_ptr self, session_id s) {
   auto gone = std::move(it->second);
   st.workers.erase(it);
   st.long_lived.erase({gone.order, s});
+  std::vector<revocation> out;
+  out.reserve(gone.held.size());
   for (auto shard : gone.held)
-    revoke(self, shard, &gone);
+    revoke(self, shard, &gone, out);
+  if (!out.empty()) st.log->revoke(std::move(out));
 }
 
 /// The leases `w` holds, as a REVOKED frame's list.
@@ -623,7 +638,7 @@ actor_stats stats_of(self_ptr self) {
   a.num("parkedCalls", parked_count(st.parked_calls));
   a.num("parkedMessages", parked_count(st.parked_messages));
   a.num("callsInFlight", st.inflight.size());
-  a.num("revocationsInLog", st.pending_revokes.size());
+  a.num("revocationsInLog", st.revocations_in_log);
   a.num("leasesGranted", st.leases_granted);
   a.num("leasesRevoked", st.leases_revoked);
   a.num("calls", st.calls);
@@ -666,8 +681,10 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         proto::revoked r{0, held_leases(st, wk), "the invocation ended"};
         // The log hears of the revocation before the worker does, so anything the worker sends
         // after REVOKED is queued behind it and refused (STALE_EPOCH).
+        std::vector<revocation> out;
         for (auto shard : held)
-          revoke(self, shard, &wk);
+          revoke(self, shard, &wk, out);
+        st.log->revoke(std::move(out));
         if (wk.answered)
           send_frame(self, wk.actor, r);
         else
@@ -866,7 +883,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
             // The worker left, or its invocation ended, meanwhile: the new lease ends at once,
             // unannounced (for a fenced worker, as its other leases did: an invoked lease ended
             // without a report).
-            revoke(self, g.shard, w == st.workers.end() ? nullptr : &w->second);
+            revoke_one(self, g.shard, w == st.workers.end() ? nullptr : &w->second);
             continue;
           }
           auto& wk = w->second;
@@ -909,18 +926,19 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           flush_parked(self, shard);
         offer_free(st);
       },
-      [=](revocation_done& r) {
+      [=](revocations_done& done) {
         auto& st = self->state;
-        auto i = st.pending_revokes.find(r.token);
-        if (i != st.pending_revokes.end()) {
-          if (i->second.answer_to)
-            send_frame(self, i->second.answer_to, proto::ok{i->second.request_id, {}});
-          st.pending_revokes.erase(i);
+        for (auto& r : done.revoked) {
+          if (auto i = st.revoke_answers.find(r.token); i != st.revoke_answers.end()) {
+            send_frame(self, i->second.to, proto::ok{i->second.request_id, {}});
+            st.revoke_answers.erase(i);
+          }
+          st.revocations_in_log--;
+          st.slots[r.shard].busy = false;
+          st.leases_revoked++;
+          spdlog::debug("lease ended shard={}", r.shard);
+          refresh_free(st, r.shard);
         }
-        st.slots[r.shard].busy = false;
-        st.leases_revoked++;
-        spdlog::debug("lease ended shard={}", r.shard);
-        refresh_free(st, r.shard);
         offer_free(st);
       },
       [=](invoker_ready& inv) {

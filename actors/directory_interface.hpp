@@ -199,15 +199,14 @@ typename Inspector::result_type inspect(Inspector& f, grants_made& x) {
   return f(caf::meta::type_name("fusee.grants_made"), x.grants);
 }
 
-/// A revocation is through the log: everything queued before it is durable or refused.
-struct revocation_done {
-  uint64_t token = 0;
-  uint32_t shard = 0;
+/// The revocations of one log batch: each is through the log.
+struct revocations_done {
+  std::vector<revocation_done> revoked;
 };
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, revocation_done& x) {
-  return f(caf::meta::type_name("fusee.revocation_done"), x.token, x.shard);
+typename Inspector::result_type inspect(Inspector& f, revocations_done& x) {
+  return f(caf::meta::type_name("fusee.revocations_done"), x.revoked);
 }
 
 /// The invoker is up (from the server's start): the scheduler to bind invocations with, and the
@@ -288,7 +287,7 @@ using directory_actor = fence_actor::extend<
     caf::reacts_to<release_request>,     ///< RELEASE
     caf::reacts_to<session_ended>,       ///< a worker connection ended or fell silent
     caf::reacts_to<grants_made>,         ///< from the log
-    caf::reacts_to<revocation_done>,     ///< from the log
+    caf::reacts_to<revocations_done>,    ///< from the log
     caf::reacts_to<invoker_ready>,       ///< once, at start, when endpoints are configured
     caf::reacts_to<call_expired>,        ///< own timer
     caf::reacts_to<retire_atom>,         ///< own timer: wake records that were quiet rest

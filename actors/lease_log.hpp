@@ -1,12 +1,13 @@
 // How the directory reaches the log: a lease grant and a revocation are log entries, made durable
 // (grants: the shard's durable LSN, and an epoch within the reservation on disk) or ordered behind
 // every record queued before them (revocations) before anyone hears of them. The log answers by
-// message (grants_made, revocation_done in directory_interface.hpp). The wal_writer implements it;
+// message (grants_made, revocations_done in directory_interface.hpp). The wal_writer implements it;
 // directory tests use a fake. No CAF here (grant_done's inspect() is a template CAF instantiates;
 // its name is given where it is registered).
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "protocol/ids.hpp"
 
@@ -30,6 +31,26 @@ typename Inspector::result_type inspect(Inspector& f, grant_done& x) {
   return f(x.token, x.session, x.shard, x.epoch, x.durable_lsn);
 }
 
+/// A lease to end, as the directory asks the log to (see lease_log::revoke).
+struct revocation {
+  uint64_t token = 0;
+  proto::shard_id shard;
+  proto::epoch_t epoch;
+  session_id holder = 0;
+};
+
+/// A revocation the log ordered: everything queued before it is durable or refused. Reported in
+/// batches, as the log reports them and the directory receives them.
+struct revocation_done {
+  uint64_t token = 0;
+  uint32_t shard = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, revocation_done& x) {
+  return f(x.token, x.shard);
+}
+
 class lease_log {
 public:
   virtual ~lease_log() = default;
@@ -40,11 +61,11 @@ public:
   /// Each such grant is answered on its own, so the directory asks it only of the first grant of
   /// a burst; the rest go through the queue and are answered together.
   virtual bool grant_at_once(uint64_t, session_id, proto::shard_id) { return false; }
-  /// Ends the live lease of `shard` if it is still (`holder`, `epoch`) (holder 0: whoever holds
-  /// it under `epoch`); answered with `token` once every record queued before it is durable or
-  /// refused.
-  virtual void revoke(uint64_t token, proto::shard_id shard, proto::epoch_t epoch,
-                      session_id holder) = 0;
+  /// Ends the live lease of each `shard` if it is still (`holder`, `epoch`) (holder 0: whoever
+  /// holds it under `epoch`); each answered with its `token` once every record queued before it
+  /// is durable or refused. Several at once are queued together (a worker that leaves with a
+  /// million leases is one queueing, not a million).
+  virtual void revoke(std::vector<revocation> revocations) = 0;
   /// The last epoch that may have been granted for `shard` before this start (recovered from
   /// disk: any epoch up to it is stale now).
   virtual proto::epoch_t recovered_epoch(proto::shard_id shard) const = 0;

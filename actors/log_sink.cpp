@@ -67,8 +67,8 @@ void log_sink::on_granted(std::vector<grant_done> grants) {
   caf::anon_send(directory(), grants_made{std::move(grants)});
 }
 
-void log_sink::on_revoked(uint64_t token, shard_id shard, epoch_t) {
-  caf::anon_send(directory(), revocation_done{token, shard.value()});
+void log_sink::on_revoked(std::vector<revocation_done> revoked) {
+  caf::anon_send(directory(), revocations_done{std::move(revoked)});
 }
 
 }  // namespace fusee::server

@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 #include <tuple>
+#include <unordered_set>
 
 #include "actors/lease_rules.hpp"
 #include "actors/node_settings.hpp"
@@ -167,6 +168,13 @@ struct wal_writer::impl {
 
   /// Queues `e` (under mtx); true if the writer thread sleeps with nobody committing, so it must
   /// be woken for it.
+  /// Room in the queue for `n` more entries, growing it once (not once per doubling) for a
+  /// large batch; geometric still, so many small batches cost no more than single pushes.
+  void make_room(size_t n) {
+    auto need = queue.size() + n;
+    if (need > queue.capacity()) queue.reserve(std::max(need, 2 * queue.capacity()));
+  }
+
   bool push(wal_entry&& e) {
     if (auto* a = std::get_if<wal_append>(&e))
       appends_hold.appended(a->session);
@@ -187,8 +195,13 @@ struct wal_writer::impl {
       sink->on_durable(session, std::move(pos));
     }
     if (!r.grants.empty()) sink->on_granted(std::move(r.grants));
-    for (auto& rv : r.revokes)
-      sink->on_revoked(rv.token, rv.shard, rv.epoch);
+    if (!r.revokes.empty()) {
+      std::vector<revocation_done> done;
+      done.reserve(r.revokes.size());
+      for (auto& rv : r.revokes)
+        done.push_back(revocation_done{rv.token, rv.shard.value()});
+      sink->on_revoked(std::move(done));
+    }
     for (auto& [session, sh, epoch] : r.io_failed)
       sink->on_io_failed(session, shard_id{sh}, epoch, r.failure);
   }
@@ -400,6 +413,7 @@ struct wal_writer::impl {
     auto& grants = r.grants;               // reported once the batch is durable
     std::vector<grant_done> early_grants;  // reported once it is written, before its sync
     auto& revokes = r.revokes;
+    std::unordered_set<uint32_t> revoked_here;  // shards revoked so far in this batch
     auto& after_commit = r.after_commit;
     std::vector<std::pair<session_id, uint32_t>> touched;  // for IO_FAILED
     uint64_t records = 0;
@@ -472,9 +486,7 @@ struct wal_writer::impl {
         auto done = hold(s, g->token, g->session, epoch);
         // Settled (and no revocation of the shard in this batch, which waits for its records):
         // reported now, and no record of it is written.
-        bool revoked_here = std::any_of(revokes.begin(), revokes.end(),
-                                        [&](const wal_revoke& r) { return r.shard.value() == s; });
-        if (settled(shards[s], epoch) && !revoked_here) {
+        if (settled(shards[s], epoch) && !revoked_here.count(s)) {
           early_grants.push_back(done);
         } else {
           append_section(body, grant_section{s, epoch});
@@ -488,6 +500,7 @@ struct wal_writer::impl {
             st.holder = 0;
         }
         revokes.push_back(*rv);
+        revoked_here.insert(s);
       } else {
         after_commit.push_back(&e);
       }
@@ -756,6 +769,7 @@ void wal_writer::submit(std::vector<wal_entry> es) {
   bool wake = false;
   {
     std::lock_guard<std::mutex> lk{impl_->mtx};
+    impl_->make_room(es.size());
     for (auto& e : es)
       wake = impl_->push(std::move(e));
   }
@@ -800,8 +814,15 @@ void wal_writer::grant(uint64_t token, session_id session, shard_id shard) {
   submit(wal_grant{token, session, shard});
 }
 
-void wal_writer::revoke(uint64_t token, shard_id shard, epoch_t epoch, session_id holder) {
-  submit(wal_revoke{token, shard, epoch, holder});
+void wal_writer::revoke(std::vector<revocation> revocations) {
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lk{impl_->mtx};
+    impl_->make_room(revocations.size());
+    for (auto& r : revocations)
+      wake = impl_->push(wal_revoke{r.token, r.shard, r.epoch, r.holder});
+  }
+  if (wake) impl_->cv.notify_one();
 }
 
 epoch_t wal_writer::recovered_epoch(shard_id s) const {

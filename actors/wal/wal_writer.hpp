@@ -144,7 +144,8 @@ public:
   virtual void on_durable(session_id s, std::vector<proto::position> positions) = 0;
   virtual void on_refused(session_id s, uint64_t request_id, proto::error e) = 0;
   virtual void on_granted(std::vector<grant_done> grants) = 0;
-  virtual void on_revoked(uint64_t token, shard_id shard, epoch_t epoch) = 0;
+  /// The revocations of one batch, in the order they were queued.
+  virtual void on_revoked(std::vector<revocation_done> revoked) = 0;
   /// An answer to a checkpoint, load or read: a whole message for the session.
   virtual void on_answer(session_id s, proto::any_message answer) = 0;
   /// A write or fsync failed: nothing after the session's last DURABLE for `shard` was written.
@@ -185,7 +186,7 @@ public:
   /// blocks but on the queue's lock) when nobody commits, nothing is queued and the grant writes
   /// nothing: within the reservation on disk, nothing of the shard waiting to be durable.
   bool grant_at_once(uint64_t token, session_id session, shard_id shard) override;
-  void revoke(uint64_t token, shard_id shard, epoch_t epoch, session_id holder) override;
+  void revoke(std::vector<revocation> revocations) override;
   /// The last epoch that may have been granted for each shard before this start: the epoch
   /// reservation recovered, or the shard's last granted epoch if higher (for start-up decisions).
   epoch_t recovered_epoch(shard_id s) const override;

@@ -57,10 +57,14 @@ struct fake_log : lease_log {
     events->push_back("grant at once " + std::to_string(shard.value()));
     return true;
   }
-  void revoke(uint64_t token, proto::shard_id shard, proto::epoch_t, session_id) override {
-    queued.push_back({false, token, 0, shard.value()});
-    all.push_back(queued.back());
-    events->push_back("revoke " + std::to_string(shard.value()));
+  size_t revoke_calls = 0;  ///< revoke() calls (each may queue several)
+  void revoke(std::vector<revocation> rs) override {
+    revoke_calls++;
+    for (auto& r : rs) {
+      queued.push_back({false, r.token, 0, r.shard.value()});
+      all.push_back(queued.back());
+      events->push_back("revoke " + std::to_string(r.shard.value()));
+    }
   }
   proto::epoch_t recovered_epoch(proto::shard_id shard) const override {
     auto i = epochs.find(shard.value());
@@ -232,7 +236,7 @@ struct fixture {
   /// first `n` entries when given: the rest go into a later batch).
   void commit(uint64_t durable_lsn = 0, size_t n = SIZE_MAX, bool fail_grants = false) {
     grants_made made;
-    std::vector<revocation_done> revoked;
+    revocations_done revoked;
     std::vector<fake_log::entry> later;
     if (n < log.queued.size()) {
       later.assign(log.queued.begin() + static_cast<ptrdiff_t>(n), log.queued.end());
@@ -243,12 +247,11 @@ struct fixture {
         made.grants.push_back(grant_done{e.token, e.session, e.shard,
                                          fail_grants ? 0 : ++log.epochs[e.shard], durable_lsn});
       else
-        revoked.push_back(revocation_done{e.token, e.shard});
+        revoked.revoked.push_back(revocation_done{e.token, e.shard});
     }
     log.queued = std::move(later);
     if (!made.grants.empty()) caf::anon_send(dir, std::move(made));
-    for (auto& r : revoked)
-      caf::anon_send(dir, r);
+    if (!revoked.revoked.empty()) caf::anon_send(dir, std::move(revoked));
     run();
   }
   void end(connection& c, bool silent = false) {
@@ -451,6 +454,7 @@ TEST_CASE("fencing revokes in the log before the worker hears REVOKED, and keeps
   CHECK(f.events[0] == "revoke 0");
   CHECK(f.events[1] == "revoke 1");
   CHECK(f.events[2] == "REVOKED to " + std::to_string(a.id));
+  CHECK(f.log.revoke_calls == 1);  // both leases given to the log at once
   auto revoked = a.last<proto::revoked>();
   CHECK(revoked.shards.size() == 2);
   CHECK(revoked.reason == "the invocation ended");
@@ -459,6 +463,27 @@ TEST_CASE("fencing revokes in the log before the worker hears REVOKED, and keeps
   caf::anon_send(f.dir, release_request{f.from(a, 3, 0, epoch_of(a, 0))});
   f.run();
   CHECK(a.last<proto::err>().code == uint16_t(proto::err_code::stale_epoch));
+}
+
+TEST_CASE("a worker that leaves gives the log its leases' revocations at once, and each shard "
+          "is offered again when the batch that holds them is through") {
+  fixture f{3};
+  auto& a = f.worker();
+  f.commit();
+  auto& b = f.worker();
+  f.end(a);
+  CHECK(f.log.revoke_calls == 1);
+  CHECK(f.log.queued.size() == 3);
+  CHECK(b.all<proto::grant>().empty());
+  f.commit(0, 2);  // two of the three revocations are through: their shards go to b
+  f.commit();      // their grants, and the third revocation
+  f.commit();      // the third shard's grant
+  std::vector<uint32_t> got;
+  for (auto& g : b.all<proto::grant>())
+    for (auto s : shards_of(g.grants))
+      got.push_back(s);
+  CHECK(got == std::vector<uint32_t>{0, 1, 2});
+  CHECK(b.all<proto::grant>().size() == 2);
 }
 
 TEST_CASE("a silent worker gets REVOKED and is closed and the standby gets its shards") {

@@ -37,7 +37,7 @@ struct threaded_config : caf::actor_system_config {
 /// A log that never commits: the directory's leases stay as they are.
 struct idle_log : lease_log {
   void grant(uint64_t, session_id, proto::shard_id) override {}
-  void revoke(uint64_t, proto::shard_id, proto::epoch_t, session_id) override {}
+  void revoke(std::vector<revocation>) override {}
   proto::epoch_t recovered_epoch(proto::shard_id) const override { return proto::epoch_t{0}; }
 };
 

@@ -68,10 +68,11 @@ struct recording_sink : wal_sink {
     cv.notify_all();
   }
   size_t revoked = 0;
-  void on_revoked(uint64_t, shard_id s, epoch_t) override {
+  void on_revoked(std::vector<revocation_done> rs) override {
     std::lock_guard<std::mutex> lk{mtx};
-    events.push_back("revoked " + std::to_string(s.value()));
-    revoked++;
+    for (auto& r : rs)
+      events.push_back("revoked " + std::to_string(r.shard));
+    revoked += rs.size();
     cv.notify_all();
   }
   void on_answer(session_id, proto::any_message m) override {
@@ -557,6 +558,27 @@ TEST_CASE("when the next batch's write fails, the batch before it is still repor
   CHECK(seen.syncs == 1);
   CHECK(seen.events ==
         strings{"refused 2", "durable 0 1", "durable 1 1", "refused 4", "io_failed 2"});
+}
+
+TEST_CASE("a grant of a shard revoked earlier in the same batch is written and synced, not made "
+          "early") {
+  temp_dir tmp;
+  recording_sink sink;
+  auto wal = open_log(tmp.path, 4, &sink);
+  wal->submit(wal_grant{1, 7, shard_id{1}});  // writes the reservation
+  REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
+  auto before = wal->get_stats();
+  std::vector<wal_entry> batch;                      // queued under one lock: one batch
+  batch.emplace_back(wal_grant{2, 7, shard_id{2}});  // settled: made without a sync of its own
+  batch.emplace_back(wal_revoke{3, shard_id{1}, epoch_t{sink.granted[0].epoch}, 7});
+  batch.emplace_back(wal_grant{4, 8, shard_id{1}});  // behind the revocation: waits for the sync
+  wal->submit(std::move(batch));
+  REQUIRE(sink.await([&] { return sink.granted.size() == 3 && sink.revoked == 1; }));
+  auto after = wal->get_stats();
+  CHECK(after.grants_without_fsync == before.grants_without_fsync + 1);
+  CHECK(after.fsyncs == before.fsyncs + 1);
+  CHECK(sink.granted[2].shard == 1);
+  CHECK(sink.granted[2].epoch > sink.granted[0].epoch);
 }
 
 TEST_CASE("a grant that writes nothing in the next batch follows the revocation reported by the "
