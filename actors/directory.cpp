@@ -374,9 +374,11 @@ void report_end(self_ptr self, uint32_t shard, const worker* holder, session_id 
 }
 
 /// Ends `shard`'s lease in the directory at once; its revocation joins `out`, which the caller
-/// gives the log (lease_log::revoke) before anyone hears of the end, so the log orders it.
-/// `holder` is the holder's worker entry (already out of `workers` when it is being dropped), or
-/// null. `answer_to` hears OK (request `req`) once the revocation is through the log.
+/// gives the log (lease_log::revoke) before the holder hears REVOKED, so that whatever the holder
+/// sends after it is refused at commit. (The wake record, and calls in flight to the holder, hear
+/// of the end here already.) `holder` is the holder's worker entry (already out of `workers` when
+/// it is being dropped), or null. `answer_to` hears OK (request `req`) once the revocation is
+/// through the log.
 void revoke(self_ptr self, uint32_t shard, const worker* holder, std::vector<revocation>& out,
             session_actor answer_to = {}, uint64_t req = 0) {
   auto& st = self->state;
@@ -407,19 +409,13 @@ void revoke(self_ptr self, uint32_t shard, const worker* holder, std::vector<rev
   }
 }
 
-/// One revocation (revoke()), given to the log at once.
-void revoke_one(self_ptr self, uint32_t shard, const worker* holder, session_actor answer_to = {},
-                uint64_t req = 0) {
-  std::vector<revocation> out;
-  revoke(self, shard, holder, out, std::move(answer_to), req);
-  self->state.log->revoke(std::move(out));
-}
-
-/// Revokes `shard` from its current holder (looked up in `workers`).
+/// Revokes `shard` from its current holder (looked up in `workers`), given to the log at once.
 void revoke_held(self_ptr self, uint32_t shard, session_actor answer_to = {}, uint64_t req = 0) {
   auto& st = self->state;
   auto w = st.workers.find(st.slots[shard].holder);
-  revoke_one(self, shard, w == st.workers.end() ? nullptr : &w->second, std::move(answer_to), req);
+  std::vector<revocation> out;
+  revoke(self, shard, w == st.workers.end() ? nullptr : &w->second, out, std::move(answer_to), req);
+  st.log->revoke(std::move(out));
 }
 
 /// Forgets worker `s` and ends its leases.
@@ -848,17 +844,19 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         auto& st = self->state;
         auto it = st.workers.find(e.session);
         if (it == st.workers.end()) return;
-        if (e.silent) {  // liveness: REVOKED, then the session closes
-          proto::revoked r{0, held_leases(st, it->second),
-                           "no frame for " + std::to_string(st.cfg.timeout_ms) +
-                               " ms: liveness timeout"};
-          self->send(it->second.actor, close_atom::value, proto::encode(r));
-        }
+        auto actor = it->second.actor;
+        std::optional<proto::revoked> told;
+        if (e.silent)  // liveness: REVOKED (once the log has the revocations), then it closes
+          told = proto::revoked{0, held_leases(st, it->second),
+                                "no frame for " + std::to_string(st.cfg.timeout_ms) +
+                                    " ms: liveness timeout"};
         drop_worker(self, e.session);
+        if (told) self->send(actor, close_atom::value, proto::encode(*told));
         offer_free(st);
       },
       [=](grants_made& made) {
         auto& st = self->state;
+        std::vector<revocation> unannounced;  // leases that end as they arrive
         std::map<session_id, std::vector<proto::grant_entry>> pushes;
         std::set<session_id> waiting;   // workers whose LEASE may be complete now
         std::vector<uint32_t> serving;  // shards whose holder may get calls and messages now
@@ -883,7 +881,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
             // The worker left, or its invocation ended, meanwhile: the new lease ends at once,
             // unannounced (for a fenced worker, as its other leases did: an invoked lease ended
             // without a report).
-            revoke_one(self, g.shard, w == st.workers.end() ? nullptr : &w->second);
+            revoke(self, g.shard, w == st.workers.end() ? nullptr : &w->second, unannounced);
             continue;
           }
           auto& wk = w->second;
@@ -901,6 +899,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
             serving.push_back(g.shard);
           }
         }
+        if (!unannounced.empty()) st.log->revoke(std::move(unannounced));
         std::vector<session_id> leased;
         for (auto s : waiting)
           if (st.workers[s].pending == 0) leased.push_back(s);

@@ -2,8 +2,8 @@
 // (grants: the shard's durable LSN, and an epoch within the reservation on disk) or ordered behind
 // every record queued before them (revocations) before anyone hears of them. The log answers by
 // message (grants_made, revocations_done in directory_interface.hpp). The wal_writer implements it;
-// directory tests use a fake. No CAF here (grant_done's inspect() is a template CAF instantiates;
-// its name is given where it is registered).
+// directory tests use a fake. No CAF here (grant_done's and revocation_done's inspect() are
+// templates CAF instantiates; their names are given where they are registered).
 #pragma once
 
 #include <cstdint>
@@ -31,7 +31,8 @@ typename Inspector::result_type inspect(Inspector& f, grant_done& x) {
   return f(x.token, x.session, x.shard, x.epoch, x.durable_lsn);
 }
 
-/// A lease to end, as the directory asks the log to (see lease_log::revoke).
+/// A lease to end, as the directory asks the log to (lease_log::revoke) and the log queues it
+/// (wal_revoke).
 struct revocation {
   uint64_t token = 0;
   proto::shard_id shard;
@@ -63,8 +64,10 @@ public:
   virtual bool grant_at_once(uint64_t, session_id, proto::shard_id) { return false; }
   /// Ends the live lease of each `shard` if it is still (`holder`, `epoch`) (holder 0: whoever
   /// holds it under `epoch`); each answered with its `token` once every record queued before it
-  /// is durable or refused. Several at once are queued together (a worker that leaves with a
-  /// million leases is one queueing, not a million).
+  /// is durable or refused, in order. Queued before this returns (a chunk of them at a time: a
+  /// worker that leaves with a million leases is a few hundred queueings, not a million). A batch
+  /// that fails answers none of its revocations: their shards stay busy (no new holder after a
+  /// failed write).
   virtual void revoke(std::vector<revocation> revocations) = 0;
   /// The last epoch that may have been granted for `shard` before this start (recovered from
   /// disk: any epoch up to it is stale now).

@@ -144,7 +144,7 @@ struct wal_writer::impl {
   struct batch_report {
     std::map<session_id, std::map<uint32_t, proto::position>> acks;
     std::vector<grant_done> grants;
-    std::vector<wal_revoke> revokes;
+    std::vector<revocation_done> revokes;
     std::vector<std::tuple<session_id, uint32_t, epoch_t>> io_failed;  ///< session, shard, epoch
     std::string failure;
     std::vector<wal_entry*> after_commit;  ///< checkpoints, loads, reads: served after it
@@ -168,13 +168,6 @@ struct wal_writer::impl {
 
   /// Queues `e` (under mtx); true if the writer thread sleeps with nobody committing, so it must
   /// be woken for it.
-  /// Room in the queue for `n` more entries, growing it once (not once per doubling) for a
-  /// large batch; geometric still, so many small batches cost no more than single pushes.
-  void make_room(size_t n) {
-    auto need = queue.size() + n;
-    if (need > queue.capacity()) queue.reserve(std::max(need, 2 * queue.capacity()));
-  }
-
   bool push(wal_entry&& e) {
     if (auto* a = std::get_if<wal_append>(&e))
       appends_hold.appended(a->session);
@@ -183,6 +176,23 @@ struct wal_writer::impl {
     queue.push_back(std::move(e));
     queued.store(queue.size(), std::memory_order_release);
     return sleeping && !committing;
+  }
+
+  /// Queues `items` in order (each a wal_entry alternative), a chunk per lock hold: a million
+  /// revocations neither hold the queue's lock against the I/O threads for long nor wait as one
+  /// batch.
+  template <class T>
+  void push_all(std::vector<T>& items) {
+    constexpr size_t chunk = 4096;
+    for (size_t i = 0; i < items.size();) {
+      bool wake = false;
+      {
+        std::lock_guard<std::mutex> lk{mtx};
+        for (size_t end = std::min(items.size(), i + chunk); i < end; ++i)
+          wake = push(wal_entry(std::move(items[i])));
+      }
+      if (wake) cv.notify_one();
+    }
   }
 
   /// Sends what a batch reports, once it is durable (or failed).
@@ -195,13 +205,7 @@ struct wal_writer::impl {
       sink->on_durable(session, std::move(pos));
     }
     if (!r.grants.empty()) sink->on_granted(std::move(r.grants));
-    if (!r.revokes.empty()) {
-      std::vector<revocation_done> done;
-      done.reserve(r.revokes.size());
-      for (auto& rv : r.revokes)
-        done.push_back(revocation_done{rv.token, rv.shard.value()});
-      sink->on_revoked(std::move(done));
-    }
+    if (!r.revokes.empty()) sink->on_revoked(std::move(r.revokes));
     for (auto& [session, sh, epoch] : r.io_failed)
       sink->on_io_failed(session, shard_id{sh}, epoch, r.failure);
   }
@@ -413,7 +417,14 @@ struct wal_writer::impl {
     auto& grants = r.grants;               // reported once the batch is durable
     std::vector<grant_done> early_grants;  // reported once it is written, before its sync
     auto& revokes = r.revokes;
-    std::unordered_set<uint32_t> revoked_here;  // shards revoked so far in this batch
+    // Whether a shard was revoked earlier in this batch: indexed at the first question (only a
+    // grant made without a write asks, and a batch of revocations alone never does).
+    std::unordered_set<uint32_t> revoked_index;
+    auto revoked_here = [&, indexed = size_t{0}](uint32_t s) mutable {
+      for (; indexed < revokes.size(); ++indexed)
+        revoked_index.insert(revokes[indexed].shard);
+      return revoked_index.count(s) > 0;
+    };
     auto& after_commit = r.after_commit;
     std::vector<std::pair<session_id, uint32_t>> touched;  // for IO_FAILED
     uint64_t records = 0;
@@ -486,7 +497,7 @@ struct wal_writer::impl {
         auto done = hold(s, g->token, g->session, epoch);
         // Settled (and no revocation of the shard in this batch, which waits for its records):
         // reported now, and no record of it is written.
-        if (settled(shards[s], epoch) && !revoked_here.count(s)) {
+        if (settled(shards[s], epoch) && !revoked_here(s)) {
           early_grants.push_back(done);
         } else {
           append_section(body, grant_section{s, epoch});
@@ -496,11 +507,9 @@ struct wal_writer::impl {
         uint32_t s = rv->shard.value();
         if (s < shards.size()) {
           auto& st = shards[s];
-          if (st.epoch == rv->epoch && (rv->session == 0 || st.holder == rv->session))
-            st.holder = 0;
+          if (st.epoch == rv->epoch && (rv->holder == 0 || st.holder == rv->holder)) st.holder = 0;
         }
-        revokes.push_back(*rv);
-        revoked_here.insert(s);
+        revokes.push_back(revocation_done{rv->token, s});
       } else {
         after_commit.push_back(&e);
       }
@@ -766,14 +775,7 @@ std::chrono::nanoseconds wal_writer::commit() {
 }
 
 void wal_writer::submit(std::vector<wal_entry> es) {
-  bool wake = false;
-  {
-    std::lock_guard<std::mutex> lk{impl_->mtx};
-    impl_->make_room(es.size());
-    for (auto& e : es)
-      wake = impl_->push(std::move(e));
-  }
-  if (wake) impl_->cv.notify_one();
+  impl_->push_all(es);
 }
 
 void wal_writer::stop() {
@@ -815,14 +817,7 @@ void wal_writer::grant(uint64_t token, session_id session, shard_id shard) {
 }
 
 void wal_writer::revoke(std::vector<revocation> revocations) {
-  bool wake = false;
-  {
-    std::lock_guard<std::mutex> lk{impl_->mtx};
-    impl_->make_room(revocations.size());
-    for (auto& r : revocations)
-      wake = impl_->push(wal_revoke{r.token, r.shard, r.epoch, r.holder});
-  }
-  if (wake) impl_->cv.notify_one();
+  impl_->push_all(revocations);
 }
 
 epoch_t wal_writer::recovered_epoch(shard_id s) const {

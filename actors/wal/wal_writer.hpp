@@ -96,14 +96,9 @@ struct wal_grant {
   shard_id shard;
 };
 
-/// Ends the live lease of `shard` if it is still (`session`, `epoch`); reported once every record
-/// queued before it is durable or refused.
-struct wal_revoke {
-  uint64_t token = 0;
-  shard_id shard;
-  epoch_t epoch;
-  session_id session = 0;
-};
+/// Ends the live lease of `shard` if it is still (`holder`, `epoch`); reported once every record
+/// queued before it is durable or refused. The directory's revocation as it is (lease_log.hpp).
+using wal_revoke = revocation;
 
 struct wal_checkpoint {
   session_id session = 0;

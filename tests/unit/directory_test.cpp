@@ -8,6 +8,7 @@
 
 #include <deque>
 #include <map>
+#include <memory>
 
 #include "actors/directory.hpp"
 #include "actors/wake_records.hpp"
@@ -214,6 +215,17 @@ struct fixture {
     sched.run();
   }
   void run() { sched.run(); }
+  /// The directory's introspection row.
+  actor_stats stats() {
+    auto out = std::make_shared<actor_stats>();
+    sys.spawn([out, d = dir](caf::event_based_actor* self) {
+      self->request(d, caf::infinite, stats_atom::value).then([=](actor_stats& a) {
+        *out = std::move(a);
+      });
+    });
+    run();
+    return *out;
+  }
 
   connection& connect() {
     auto& c = conns.emplace_back();
@@ -484,6 +496,24 @@ TEST_CASE("a worker that leaves gives the log its leases' revocations at once, a
       got.push_back(s);
   CHECK(got == std::vector<uint32_t>{0, 1, 2});
   CHECK(b.all<proto::grant>().size() == 2);
+}
+
+TEST_CASE("a RELEASE whose revocation comes back in one batch with others is answered OK once, "
+          "and no revocation is counted in the log after it") {
+  fixture f{3};
+  auto& a = f.worker();
+  f.commit();
+  caf::anon_send(f.dir, release_request{f.from(a, 10, 0, epoch_of(a, 0))});
+  f.run();
+  caf::anon_send(f.dir, fence_request{a.id});  // the other two, queued behind it
+  f.run();
+  CHECK(f.log.queued.size() == 3);
+  CHECK(f.stats().number("revocationsInLog") == 3);
+  CHECK(a.all<proto::ok>().empty());
+  f.commit();  // all three in one revocations_done
+  CHECK(a.all<proto::ok>().size() == 1);
+  CHECK(a.last<proto::ok>().id == 10);
+  CHECK(f.stats().number("revocationsInLog") == 0);
 }
 
 TEST_CASE("a silent worker gets REVOKED and is closed and the standby gets its shards") {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -68,11 +69,16 @@ struct recording_sink : wal_sink {
     cv.notify_all();
   }
   size_t revoked = 0;
+  std::vector<uint64_t> revoked_tokens;  ///< in the order reported
+  size_t revoked_calls = 0;              ///< on_revoked calls (one per batch with revocations)
   void on_revoked(std::vector<revocation_done> rs) override {
     std::lock_guard<std::mutex> lk{mtx};
-    for (auto& r : rs)
+    for (auto& r : rs) {
       events.push_back("revoked " + std::to_string(r.shard));
+      revoked_tokens.push_back(r.token);
+    }
     revoked += rs.size();
+    revoked_calls++;
     cv.notify_all();
   }
   void on_answer(session_id, proto::any_message m) override {
@@ -558,6 +564,30 @@ TEST_CASE("when the next batch's write fails, the batch before it is still repor
   CHECK(seen.syncs == 1);
   CHECK(seen.events ==
         strings{"refused 2", "durable 0 1", "durable 1 1", "refused 4", "io_failed 2"});
+}
+
+TEST_CASE("revocations given to the log together are reported together and in order, and the "
+          "deposed holder's next append is refused at commit") {
+  temp_dir tmp;
+  recording_sink sink;
+  auto wal = open_log(tmp.path, 4, &sink);
+  for (uint32_t s = 0; s < 3; ++s)
+    wal->submit(wal_grant{1 + s, 7, shard_id{s}});
+  REQUIRE(sink.await([&] { return sink.granted.size() == 3; }));
+  std::map<uint32_t, uint64_t> epoch;
+  for (auto& g : sink.granted)
+    epoch[g.shard] = g.epoch;
+  lease_log& log = *wal;
+  std::vector<revocation> rs;
+  for (uint32_t s = 0; s < 3; ++s)
+    rs.push_back(revocation{10 + s, shard_id{s}, epoch_t{epoch[s]}, 7});
+  log.revoke(std::move(rs));
+  wal->submit(app(7, 20, 1, epoch[1], 1, "after its revocation"));
+  REQUIRE(sink.await([&] { return sink.revoked == 3 && sink.refused.size() == 1; }));
+  CHECK(sink.revoked_calls == 1);
+  CHECK(sink.revoked_tokens == std::vector<uint64_t>{10, 11, 12});
+  CHECK(sink.refused[0].first == 20);
+  CHECK(sink.refused[0].second.code == proto::err_code::stale_epoch);
 }
 
 TEST_CASE("a grant of a shard revoked earlier in the same batch is written and synced, not made "
