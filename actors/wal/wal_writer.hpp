@@ -160,6 +160,8 @@ public:
 
   /// Queues one entry; the writer thread takes everything queued at once (group commit).
   void submit(wal_entry e);
+  /// Queues entries in order, 4,096 per hold of the queue's lock: entries further apart may
+  /// fall into different batches.
   void submit(std::vector<wal_entry> es);
 
   /// Queues one entry without waking anyone: commit() must follow.

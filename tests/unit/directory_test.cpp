@@ -7,6 +7,7 @@
 #include <caf/scheduler/test_coordinator.hpp>
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -59,8 +60,13 @@ struct fake_log : lease_log {
     return true;
   }
   size_t revoke_calls = 0;  ///< revoke() calls (each may queue several)
+  /// Frames sent to sessions and not yet taken by them (the test scheduler runs them later), at
+  /// each revoke() call: 0 means nobody heard anything of this handler before the log did.
+  std::function<size_t()> frames_pending;
+  std::vector<size_t> frames_pending_at_revoke;
   void revoke(std::vector<revocation> rs) override {
     revoke_calls++;
+    frames_pending_at_revoke.push_back(frames_pending ? frames_pending() : 0);
     for (auto& r : rs) {
       queued.push_back({false, r.token, 0, r.shard.value()});
       all.push_back(queued.back());
@@ -201,6 +207,15 @@ struct fixture {
 
   explicit fixture(uint32_t shards = 4, uint32_t park_ms = 30000, uint32_t retire_idle_ms = 60000) {
     log.events = &events;
+    log.frames_pending = [this] {
+      size_t n = 0;
+      for (auto* job : sched.jobs)
+        for (auto& c : conns)
+          if (dynamic_cast<caf::abstract_actor*>(job) ==
+              caf::actor_cast<caf::abstract_actor*>(c.handle))
+            n++;
+      return n;
+    };
     node_settings s;
     s.shards = shards;
     s.park_ms = park_ms;
@@ -466,7 +481,8 @@ TEST_CASE("fencing revokes in the log before the worker hears REVOKED, and keeps
   CHECK(f.events[0] == "revoke 0");
   CHECK(f.events[1] == "revoke 1");
   CHECK(f.events[2] == "REVOKED to " + std::to_string(a.id));
-  CHECK(f.log.revoke_calls == 1);  // both leases given to the log at once
+  CHECK(f.log.revoke_calls == 1);                     // both leases given to the log at once
+  CHECK(f.log.frames_pending_at_revoke.back() == 0);  // before REVOKED was even sent
   auto revoked = a.last<proto::revoked>();
   CHECK(revoked.shards.size() == 2);
   CHECK(revoked.reason == "the invocation ended");
@@ -498,6 +514,18 @@ TEST_CASE("a worker that leaves gives the log its leases' revocations at once, a
   CHECK(b.all<proto::grant>().size() == 2);
 }
 
+TEST_CASE("grants that arrive for a worker that left meanwhile are revoked in one call, "
+          "unannounced") {
+  fixture f{3};
+  auto& a = f.worker();  // its three grants wait in the log
+  f.end(a);
+  CHECK(f.log.revoke_calls == 0);  // it held nothing yet
+  f.commit();
+  CHECK(f.log.revoke_calls == 1);
+  CHECK(f.log.queued.size() == 3);
+  CHECK(a.all<proto::lease>().empty());
+}
+
 TEST_CASE("a RELEASE whose revocation comes back in one batch with others is answered OK once, "
           "and no revocation is counted in the log after it") {
   fixture f{3};
@@ -522,6 +550,8 @@ TEST_CASE("a silent worker gets REVOKED and is closed and the standby gets its s
   f.commit();
   auto& b = f.worker();
   f.end(a, true);
+  CHECK(f.log.revoke_calls == 1);
+  CHECK(f.log.frames_pending_at_revoke.back() == 0);  // the log has them before REVOKED is sent
   CHECK(a.closed);
   auto revoked = a.last<proto::revoked>();
   CHECK(revoked.shards.size() == 2);

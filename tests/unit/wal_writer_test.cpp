@@ -590,6 +590,32 @@ TEST_CASE("revocations given to the log together are reported together and in or
   CHECK(sink.refused[0].second.code == proto::err_code::stale_epoch);
 }
 
+TEST_CASE("more entries than one hold of the queue's lock takes are each queued once, in order") {
+  constexpr uint32_t n = 4096 * 2 + 3;
+  temp_dir tmp;
+  recording_sink sink;
+  auto wal = open_log(tmp.path, n, &sink);
+  std::vector<wal_entry> grants;
+  for (uint32_t s = 0; s < n; ++s)
+    grants.emplace_back(wal_grant{1 + s, 7, shard_id{s}});
+  wal->submit(std::move(grants));
+  REQUIRE(sink.await([&] { return sink.granted.size() == n; }));
+  std::vector<uint64_t> tokens;
+  std::vector<revocation> rs;
+  for (auto& g : sink.granted) {
+    tokens.push_back(g.token);
+    rs.push_back(revocation{g.token + n, shard_id{g.shard}, epoch_t{g.epoch}, 7});
+  }
+  std::sort(tokens.begin(), tokens.end());
+  CHECK(std::adjacent_find(tokens.begin(), tokens.end()) == tokens.end());  // each once
+  static_cast<lease_log&>(*wal).revoke(std::move(rs));
+  REQUIRE(sink.await([&] { return sink.revoked == n; }));
+  std::vector<uint64_t> expected;
+  for (auto& g : sink.granted)
+    expected.push_back(g.token + n);
+  CHECK(sink.revoked_tokens == expected);
+}
+
 TEST_CASE("a grant of a shard revoked earlier in the same batch is written and synced, not made "
           "early") {
   temp_dir tmp;
