@@ -418,12 +418,15 @@ struct wal_writer::impl {
     std::vector<grant_done> early_grants;  // reported once it is written, before its sync
     auto& revokes = r.revokes;
     // Whether a shard was revoked earlier in this batch: indexed at the first question (only a
-    // grant made without a write asks, and a batch of revocations alone never does).
-    std::unordered_set<uint32_t> revoked_index;
+    // grant made without a write asks, and a batch of revocations alone never does; a batch of
+    // appends does not even make the set).
+    std::optional<std::unordered_set<uint32_t>> revoked_index;
     auto revoked_here = [&, indexed = size_t{0}](uint32_t s) mutable {
+      if (revokes.empty()) return false;
+      if (!revoked_index) revoked_index.emplace();
       for (; indexed < revokes.size(); ++indexed)
-        revoked_index.insert(revokes[indexed].shard);
-      return revoked_index.count(s) > 0;
+        revoked_index->insert(revokes[indexed].shard);
+      return revoked_index->count(s) > 0;
     };
     auto& after_commit = r.after_commit;
     std::vector<std::pair<session_id, uint32_t>> touched;  // for IO_FAILED
