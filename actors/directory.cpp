@@ -418,6 +418,16 @@ void revoke_held(self_ptr self, uint32_t shard, session_actor answer_to = {}, ui
   st.log->revoke(std::move(out));
 }
 
+/// Ends every lease in `shards` (held by `holder`, see revoke()) and gives the log their
+/// revocations in one call. `shards` is a copy: revoke() takes each out of the holder's set.
+void revoke_all(self_ptr self, std::set<uint32_t> shards, const worker* holder) {
+  std::vector<revocation> out;
+  out.reserve(shards.size());
+  for (auto shard : shards)
+    revoke(self, shard, holder, out);
+  if (!out.empty()) self->state.log->revoke(std::move(out));
+}
+
 /// Forgets worker `s` and ends its leases.
 void drop_worker(self_ptr self, session_id s) {
   auto& st = self->state;
@@ -426,11 +436,7 @@ void drop_worker(self_ptr self, session_id s) {
   auto gone = std::move(it->second);
   st.workers.erase(it);
   st.long_lived.erase({gone.order, s});
-  std::vector<revocation> out;
-  out.reserve(gone.held.size());
-  for (auto shard : gone.held)
-    revoke(self, shard, &gone, out);
-  if (!out.empty()) st.log->revoke(std::move(out));
+  revoke_all(self, std::move(gone.held), &gone);
 }
 
 /// The leases `w` holds, as a REVOKED frame's list.
@@ -673,14 +679,10 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         auto& wk = w->second;
         wk.fenced = true;
         if (wk.held.empty()) return;
-        auto held = wk.held;
         proto::revoked r{0, held_leases(st, wk), "the invocation ended"};
         // The log hears of the revocation before the worker does, so anything the worker sends
         // after REVOKED is queued behind it and refused (STALE_EPOCH).
-        std::vector<revocation> out;
-        for (auto shard : held)
-          revoke(self, shard, &wk, out);
-        st.log->revoke(std::move(out));
+        revoke_all(self, wk.held, &wk);
         if (wk.answered)
           send_frame(self, wk.actor, r);
         else
