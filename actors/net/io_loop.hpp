@@ -67,6 +67,9 @@ public:
   void stop();
   size_t size() const;
   std::shared_ptr<turn_clocks> turns() const { return turns_; }
+  /// True once the kernel refused epoll_pwait2 (ENOSYS, or EPERM from a seccomp profile): the
+  /// threads wait in whole milliseconds from then on.
+  bool waits_in_ms() const { return no_pwait2_.load(std::memory_order_relaxed); }
 
 private:
   explicit io_loop(options o) : opts_(std::move(o)) {}

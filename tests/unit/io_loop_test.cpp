@@ -18,6 +18,7 @@
 #include "actors/net/io_loop.hpp"
 #include "actors/net/out_lane.hpp"
 #include "protocol/messages.hpp"
+#include "test_util.hpp"
 
 using namespace fusee;
 using namespace fusee::server;
@@ -396,6 +397,9 @@ TEST_CASE("a turn hook that holds its commit is asked again once the hold is up,
     // Asked by the end of the hold's wait, not by the next sweep's (10 s after the start).
     CHECK(asked_after - deadline < std::chrono::seconds(5));
   }
+  // Under tests/CMakeLists.txt's io_loop_without_epoll_pwait2 the kernel refuses epoll_pwait2:
+  // the hold above was waited for in whole milliseconds. Elsewhere it was not.
+  CHECK(loop->waits_in_ms() == fusee::test::epoll_pwait2_denied());
   loop->stop();
   ::close(peers[0]);
 }

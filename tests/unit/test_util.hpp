@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <stdexcept>
@@ -57,6 +58,12 @@ struct temp_dir {
 inline std::mt19937_64& rng() {
   static std::mt19937_64 gen{0x5eed'f05e'e001ull};
   return gen;
+}
+
+/// This run's kernel refuses epoll_pwait2 (ENOSYS): doctest_main.cpp installs a seccomp filter
+/// when FUSEE_TEST_DENY_EPOLL_PWAIT2 is set, as on a kernel before 5.11.
+inline bool epoll_pwait2_denied() {
+  return std::getenv("FUSEE_TEST_DENY_EPOLL_PWAIT2") != nullptr;
 }
 
 }  // namespace fusee::test

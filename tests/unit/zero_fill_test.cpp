@@ -71,3 +71,15 @@ TEST_CASE("a zero fill into a directory that does not exist fails naming the fil
   REQUIRE_FALSE(f);
   CHECK(f.err().message.find("next.prep") != std::string::npos);
 }
+
+TEST_CASE("a paced zero fill whose write-out fails says so, naming the file") {
+  // The bytes are taken (/dev/null takes any write), but sync_file_range refuses a character
+  // device (ESPIPE): the error a disk's failed write-out would be, on the same path.
+  auto f = create_zero_file("/dev/null", 2 * zero_fill_chunk, [](uint64_t) {
+    FAIL("the pace is asked only after a chunk is written out");
+    return fill_step::go_on;
+  });
+  REQUIRE_FALSE(f);
+  CHECK(f.err().code == proto::err_code::io);
+  CHECK(f.err().message.find("write out /dev/null") != std::string::npos);
+}
