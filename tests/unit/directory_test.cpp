@@ -873,6 +873,66 @@ TEST_CASE(
   CHECK(n.registry->actors() == 1);
 }
 
+namespace {
+
+/// A wake record that counts the directory's retire requests and never answers them.
+struct retire_asks {
+  int asked = 0;
+  std::vector<caf::typed_response_promise<resting_record>> kept;
+};
+
+shard_actor::behavior_type unanswering_stub(shard_actor::pointer self, retire_asks* log) {
+  return {
+      [=](due_atom, uint8_t, const std::string&) {},
+      [=](leased_atom, int32_t) {},
+      [=](const lease_end&) {},
+      [=](retire_atom) {
+        log->asked++;
+        log->kept.push_back(self->make_response_promise<resting_record>());
+        return log->kept.back();
+      },
+      [=](stats_atom) {
+        return actor_stats{"shard", 0};
+      },
+  };
+}
+
+}  // namespace
+
+TEST_CASE("quiet wake records are asked to rest 200 at a time, the next 200 20 ms after a full "
+          "slice") {
+  fixture f{450, 30000, 2000};  // periods of 1 s
+  bool started = false;
+  auto binder = f.sys.spawn(binder_stub, &started);
+  retire_asks asks;
+  auto registry = std::make_shared<wake_records>(
+      450, [&](uint32_t, const resting_record&) { return f.sys.spawn(unanswering_stub, &asks); });
+  caf::anon_send(f.dir, invoker_ready{binder, registry});
+  f.run();
+  for (uint32_t s = 0; s < 450; ++s)
+    REQUIRE(registry->get(s));  // every record an actor, used in this period
+  for (int i = 0; i < 4 && asks.asked == 0; ++i) {
+    f.sched.advance_time(1s);
+    f.run();
+  }
+  CHECK(asks.asked == 200);  // the first slice
+  f.sched.advance_time(19ms);
+  f.run();
+  CHECK(asks.asked == 200);
+  f.sched.advance_time(1ms);
+  f.run();
+  CHECK(asks.asked == 400);  // 20 ms after a full slice
+  f.sched.advance_time(20ms);
+  f.run();
+  CHECK(asks.asked == 450);  // the rest
+  f.sched.advance_time(20ms);
+  f.run();
+  CHECK(asks.asked == 450);  // after a slice that was not full, the next look is a second later
+  caf::anon_send_exit(binder, caf::exit_reason::user_shutdown);
+  registry->shut_down();
+  f.run();
+}
+
 TEST_CASE(
     "a wake record that declines to rest keeps its actor and gets what it was told meanwhile") {
   resting_log first;

@@ -1,0 +1,64 @@
+// The trimmer's thread: asking never waits for a trim, and a trim asked for while one runs is not
+// lost.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "actors/memory_trimmer.hpp"
+
+using fusee::server::memory_trimmer;
+
+TEST_CASE("asking for a trim never waits for one going on, and a trim asked for during one follows "
+          "it") {
+  std::mutex mtx;
+  std::condition_variable cv;
+  int started = 0;
+  bool released = false;
+  memory_trimmer t{[&] {
+    std::unique_lock<std::mutex> lk{mtx};
+    started++;
+    cv.notify_all();
+    cv.wait(lk, [&] { return released; });  // the first trim lasts until the test lets it end
+  }};
+  t.request();
+  {
+    std::unique_lock<std::mutex> lk{mtx};
+    REQUIRE(cv.wait_for(lk, std::chrono::seconds(10), [&] { return started == 1; }));
+  }
+  // The trim is going on: these return at once (were they to wait for it, nothing would end it).
+  t.request();
+  t.request();
+  t.request();
+  CHECK(t.trims() == 0);
+  {
+    std::lock_guard<std::mutex> lk{mtx};
+    released = true;
+  }
+  cv.notify_all();
+  {
+    std::unique_lock<std::mutex> lk{mtx};
+    REQUIRE(cv.wait_for(lk, std::chrono::seconds(10), [&] { return started == 2; }));
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (t.trims() < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  CHECK(t.trims() == 2);
+  // And later requests are served as well.
+  t.request();
+  {
+    std::unique_lock<std::mutex> lk{mtx};
+    REQUIRE(cv.wait_for(lk, std::chrono::seconds(10), [&] { return started == 3; }));
+  }
+}
+
+TEST_CASE("the default trim hands memory back without failing, and the trimmer stops cleanly") {
+  memory_trimmer t;
+  t.request();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (t.trims() < 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  CHECK(t.trims() == 1);
+}
