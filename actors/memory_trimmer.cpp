@@ -3,6 +3,8 @@
 #include <malloc.h>
 
 #include <chrono>
+#include <string>
+#include <system_error>
 
 #include "actors/logging.hpp"
 
@@ -20,7 +22,17 @@ void trim_heap() {
 }  // namespace
 
 memory_trimmer::memory_trimmer(std::function<void()> trim)
-    : trim_(trim ? std::move(trim) : std::function<void()>{trim_heap}), thread_([this] { run(); }) {
+    : trim_(trim ? std::move(trim) : std::function<void()>{trim_heap}) {}
+
+proto::result<std::unique_ptr<memory_trimmer>> memory_trimmer::start(std::function<void()> trim) {
+  std::unique_ptr<memory_trimmer> t{new memory_trimmer(std::move(trim))};
+  try {
+    t->thread_ = std::thread([raw = t.get()] { raw->run(); });
+  } catch (const std::system_error& e) {
+    return proto::error{proto::err_code::io,
+                        std::string{"cannot start the memory trimmer's thread: "} + e.what()};
+  }
+  return t;
 }
 
 memory_trimmer::~memory_trimmer() {
@@ -29,7 +41,7 @@ memory_trimmer::~memory_trimmer() {
     stopping_ = true;
   }
   cv_.notify_one();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void memory_trimmer::request() {

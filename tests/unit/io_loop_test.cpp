@@ -398,8 +398,8 @@ TEST_CASE("a turn hook that holds its commit is asked again once the hold is up,
     CHECK(asked_after - deadline < std::chrono::seconds(5));
   }
   // Under tests/CMakeLists.txt's io_loop_without_epoll_pwait2 the kernel refuses epoll_pwait2:
-  // the hold above was waited for in whole milliseconds. Elsewhere it was not.
-  CHECK(loop->waits_in_ms() == fusee::test::epoll_pwait2_denied());
+  // the hold above was waited for in whole milliseconds. (Elsewhere either may have.)
+  if (fusee::test::epoll_pwait2_denied()) CHECK(loop->waits_in_ms());
   loop->stop();
   ::close(peers[0]);
 }

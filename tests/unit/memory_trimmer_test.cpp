@@ -17,12 +17,14 @@ TEST_CASE("asking for a trim never waits for one going on, and a trim asked for 
   std::condition_variable cv;
   int started = 0;
   bool released = false;
-  memory_trimmer t{[&] {
+  auto started_trimmer = memory_trimmer::start([&] {
     std::unique_lock<std::mutex> lk{mtx};
     started++;
     cv.notify_all();
     cv.wait(lk, [&] { return released; });  // the first trim lasts until the test lets it end
-  }};
+  });
+  REQUIRE(started_trimmer);
+  auto& t = **started_trimmer;
   t.request();
   {
     std::unique_lock<std::mutex> lk{mtx};
@@ -44,7 +46,7 @@ TEST_CASE("asking for a trim never waits for one going on, and a trim asked for 
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (t.trims() < 2 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polling a condition
   CHECK(t.trims() == 2);
   // And later requests are served as well.
   t.request();
@@ -55,10 +57,12 @@ TEST_CASE("asking for a trim never waits for one going on, and a trim asked for 
 }
 
 TEST_CASE("the default trim hands memory back without failing, and the trimmer stops cleanly") {
-  memory_trimmer t;
+  auto started_trimmer = memory_trimmer::start();
+  REQUIRE(started_trimmer);
+  auto& t = **started_trimmer;
   t.request();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (t.trims() < 1 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polling a condition
   CHECK(t.trims() == 1);
 }
