@@ -11,7 +11,9 @@
 # million lease ends on to the scheduler, and from the timers' due time (DUE_MS after the IDLE
 # was written) until every shard of the storm was sent in an invocation. DUE_MS is 10 s: passing
 # on a million lease ends takes the server 2.5-4 s, and timers due before that are a storm that
-# overlaps with it (DUE_MS=3000 shows how much).
+# overlaps with it (DUE_MS=3000 shows how much). Then, unless RETIRE_MS=0: once the storm is served
+# and while its records rest, the latency of a request to the directory every 20 ms, and the RSS
+# once every record rests.
 # Usage: bench/timer_storm.sh [BUILD_DIR]     (FUSEE_WRAP="perf record -g" to profile)
 set -euo pipefail
 BUILD=${1:-build}
@@ -156,23 +158,37 @@ try:
           f"sent {took * 1000:.0f} ms after the timers were due; RSS {status['VmRSS']} KiB, "
           f"peak {status['VmHWM']} KiB")
     # Then the records rest again (invoker.retire_idle_ms, RETIRE_MS here): RSS once they do.
+    # Meanwhile, once the storm's invocations are served, a request to the directory every 20 ms
+    # (its stats: a few ms at a million shards) shows how long its other work waits.
     if os.environ.get("RETIRE_MS", "10000") in ("0", ""):
         sys.exit(0)
     t1 = time.time()
-    actors = None
     while True:
+        m = metrics()
+        if m["dueShards"] == 0 and m["invokingShards"] == 0:
+            break
+        time.sleep(0.05)
+    served = time.time() - t1
+    actors, waits = None, []
+    while True:
+        asked = time.time()
         try:
             d_row = json.load(urllib.request.urlopen(
                 f"http://{conf['admin']}/v1/actors?kind=directory", timeout=10))
             actors = d_row["rows"][0].get("recordActors")  # absent: it did not answer in time
+            waits.append((time.time() - asked) * 1000)
         except OSError:
             pass
         if actors == 0 or time.time() - t1 > 300:
             break
-        time.sleep(0.5)
+        time.sleep(0.02)
     rss = [l.split()[1] for l in open(f"/proc/{p.pid}/status") if l.startswith("VmRSS")][0]
-    print(f"after the storm: wake records with an actor {actors} ({time.time() - t1:.0f} s later), "
-          f"RSS {rss} KiB = {int(rss) * 1024 // shards} bytes per shard")
+    waits.sort()
+    at = lambda q: waits[min(len(waits) - 1, int(q * len(waits)))] if waits else float("nan")
+    print(f"after the storm: served {served:.0f} s later; wake records with an actor {actors} "
+          f"({time.time() - t1:.0f} s later), RSS {rss} KiB = {int(rss) * 1024 // shards} bytes "
+          f"per shard; meanwhile a request to the directory p50 {at(0.5):.1f} / p99 {at(0.99):.1f}"
+          f" / max {at(1.0):.1f} ms ({len(waits)} requests)")
 finally:
     p.terminate()
     p.wait()
