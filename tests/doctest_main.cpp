@@ -19,8 +19,9 @@
 
 namespace {
 
-/// Makes epoll_pwait2 fail with ENOSYS in this process from now on (its threads included), as on
-/// a kernel before 5.11: the I/O threads' fallback runs for real. False if the kernel refused.
+/// Makes epoll_pwait2 fail with ENOSYS on this thread and every thread it starts from now on (call
+/// it before any), as on a kernel before 5.11: the I/O threads' fallback runs for real. False if
+/// the kernel refused.
 bool deny_epoll_pwait2() {
   sock_filter code[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),

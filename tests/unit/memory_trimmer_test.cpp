@@ -11,6 +11,18 @@
 
 using fusee::server::memory_trimmer;
 
+namespace {
+
+/// Waits (up to 10 s) until `t` has finished `n` trims; true if it did.
+bool await_trims(const memory_trimmer& t, uint64_t n) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (t.trims() < n && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polling a condition
+  return t.trims() >= n;
+}
+
+}  // namespace
+
 TEST_CASE("asking for a trim never waits for one going on, and a trim asked for during one follows "
           "it") {
   std::mutex mtx;
@@ -44,9 +56,7 @@ TEST_CASE("asking for a trim never waits for one going on, and a trim asked for 
     std::unique_lock<std::mutex> lk{mtx};
     REQUIRE(cv.wait_for(lk, std::chrono::seconds(10), [&] { return started == 2; }));
   }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (t.trims() < 2 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polling a condition
+  CHECK(await_trims(t, 2));
   CHECK(t.trims() == 2);
   // And later requests are served as well.
   t.request();
@@ -61,8 +71,6 @@ TEST_CASE("the default trim hands memory back without failing, and the trimmer s
   REQUIRE(started_trimmer);
   auto& t = **started_trimmer;
   t.request();
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (t.trims() < 1 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polling a condition
+  CHECK(await_trims(t, 1));
   CHECK(t.trims() == 1);
 }
