@@ -255,12 +255,15 @@ size_t append_tagged(bytes& body, const T& x) {
 
 /// CRC32C(len ++ seq ++ prev_crc ++ body).
 uint32_t batch_crc(const batch_header& h, byte_view body) {
-  bytes head;
-  writer w{head};
-  w.u32(h.len);
-  w.u64(h.seq);
-  w.u32(h.prev_crc);
-  return proto::crc32c(body.data(), body.size(), proto::crc32c(head.data(), head.size()));
+  uint8_t head[16];  // len, seq, prev_crc: little-endian, as the header holds them
+  auto put = [&](size_t at, uint64_t v, int n) {
+    for (int i = 0; i < n; ++i)
+      head[at + i] = static_cast<uint8_t>(v >> (8 * i));
+  };
+  put(0, h.len, 4);
+  put(4, h.seq, 8);
+  put(12, h.prev_crc, 4);
+  return proto::crc32c(body.data(), body.size(), proto::crc32c(head, sizeof head));
 }
 
 }  // namespace
@@ -272,13 +275,18 @@ bytes encode(const segment_header& h) {
 }
 
 bytes encode_batch(uint64_t seq, uint32_t prev_crc, byte_view body) {
+  bytes out;
+  encode_batch_into(out, seq, prev_crc, body);
+  return out;
+}
+
+void encode_batch_into(bytes& out, uint64_t seq, uint32_t prev_crc, byte_view body) {
   batch_header h{static_cast<uint32_t>(body.size()), seq, prev_crc, 0};
   h.crc = batch_crc(h, body);
-  bytes out;
+  out.clear();
   out.reserve(batch_header_size + body.size());
   encode_into(out, h);
   out.insert(out.end(), body.begin(), body.end());
-  return out;
 }
 
 bool batch_checksum_ok(const batch_header& h, byte_view body) {

@@ -103,6 +103,8 @@ struct meta_file {
 bytes encode(const segment_header& h);
 /// Header and body of one batch, the CRC computed.
 bytes encode_batch(uint64_t seq, uint32_t prev_crc, byte_view body);
+/// The same into `out` (replacing what it held; its capacity is reused).
+void encode_batch_into(bytes& out, uint64_t seq, uint32_t prev_crc, byte_view body);
 /// Appends the section (tag included) to a batch body; returns the offset of a records
 /// section's region within `body` (0 for other sections).
 size_t append_section(bytes& body, const records_section& s);

@@ -79,7 +79,8 @@ proto::result<uint64_t> segment_set::write(byte_view body, bool start) {
     return proto::error{proto::err_code::io,
                         "write " + seg.path.string() + ": Input/output error (injected)"};
   }
-  auto batch = encode_batch(next_batch_seq_, prev_crc_, body);
+  auto& batch = batch_;
+  encode_batch_into(batch, next_batch_seq_, prev_crc_, body);
   if (auto r = seg.f.write_at(batch, seg.size, seg.path); !r) {
     // What was written may reach the disk (and, with the preallocated zeros after it, parse as
     // the whole batch).

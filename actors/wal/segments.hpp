@@ -97,6 +97,7 @@ private:
   uint64_t segment_bytes_;
   std::map<uint64_t, segment> segments_;
   uint64_t next_batch_seq_ = 1;
+  bytes batch_;  ///< the batch write() writes, kept for its capacity
   uint32_t prev_crc_ = 0;
   struct written {
     uint64_t size = 0;  ///< the batch's bytes, header included; 0: none waits for its sync

@@ -6,7 +6,6 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -141,14 +140,65 @@ struct wal_writer::impl {
   /// session, grants, revocations, IO_FAILED; then its checkpoints, loads and reads are served.
   /// (Refusals and the grants that write nothing go out before it, once the batch is written:
   /// process(), hand_over.)
+  ///
+  /// The committer keeps two (the batch being made and the one whose report is owed) and clears
+  /// them for reuse, so a batch allocates nothing for its report but the frames themselves.
   struct batch_report {
-    std::map<session_id, std::map<uint32_t, proto::position>> acks;
+    struct ack {
+      session_id session;
+      uint32_t shard;
+      proto::position pos;
+    };
+    /// The DURABLE positions: in admission order while the batch is made; settle() sorts them by
+    /// session and shard and keeps the last (highest) of each shard's.
+    std::vector<ack> acks;
+    size_t sessions = 0;  ///< distinct sessions in `acks`, once settled
     std::vector<grant_done> grants;
     std::vector<revocation_done> revokes;
     std::vector<std::tuple<session_id, uint32_t, epoch_t>> io_failed;  ///< session, shard, epoch
     std::string failure;
     std::vector<wal_entry*> after_commit;  ///< checkpoints, loads, reads: served after it
+
+    void settle() {
+      // A shard's appends in one batch have growing LSNs: the last of each (session, shard) is
+      // its highest.
+      std::sort(acks.begin(), acks.end(), [](const ack& a, const ack& b) {
+        return std::tie(a.session, a.shard, a.pos.lsn) < std::tie(b.session, b.shard, b.pos.lsn);
+      });
+      size_t kept = 0;
+      sessions = 0;
+      for (size_t i = 0; i < acks.size(); ++i) {
+        if (kept > 0 && acks[kept - 1].session == acks[i].session &&
+            acks[kept - 1].shard == acks[i].shard) {
+          acks[kept - 1] = acks[i];  // a later append of the same shard in this batch
+          continue;
+        }
+        if (kept == 0 || acks[kept - 1].session != acks[i].session) ++sessions;
+        acks[kept++] = acks[i];
+      }
+      acks.resize(kept);
+    }
+    void clear() {
+      acks.clear();
+      sessions = 0;
+      grants.clear();
+      revokes.clear();
+      io_failed.clear();
+      failure.clear();
+      after_commit.clear();
+    }
   };
+  /// The committer's two reports (commit_loop), kept for their buffers.
+  batch_report report_a, report_b;
+  /// The committer's buffers for the batch being made (process()), kept for their capacity.
+  bytes batch_body;
+  struct pending_index {
+    uint32_t shard;
+    section_ref ref;  ///< offset relative to the batch body until it is written
+  };
+  std::vector<pending_index> batch_sections;
+  std::vector<std::pair<session_id, uint32_t>> batch_touched;  ///< for IO_FAILED
+  records_section batch_section;
   struct refusal {
     session_id session;
     uint64_t request_id;
@@ -197,12 +247,16 @@ struct wal_writer::impl {
 
   /// Sends what a batch reports, once it is durable (or failed).
   void report(batch_report& r) {
-    for (auto& [session, per_shard] : r.acks) {
+    for (size_t i = 0; i < r.acks.size();) {
+      size_t end = i;
+      while (end < r.acks.size() && r.acks[end].session == r.acks[i].session)
+        ++end;
       std::vector<proto::position> pos;
-      pos.reserve(per_shard.size());
-      for (auto& [sh, p] : per_shard)
-        pos.push_back(p);
-      sink->on_durable(session, std::move(pos));
+      pos.reserve(end - i);
+      for (size_t k = i; k < end; ++k)
+        pos.push_back(r.acks[k].pos);
+      sink->on_durable(r.acks[i].session, std::move(pos));
+      i = end;
     }
     if (!r.grants.empty()) sink->on_granted(std::move(r.grants));
     if (!r.revokes.empty()) sink->on_revoked(std::move(r.revokes));
@@ -242,7 +296,9 @@ struct wal_writer::impl {
   /// `work` and `done` are the caller's buffers (empty): the batch being made and the one whose
   /// report is owed.
   void commit_loop(std::vector<wal_entry>& work, std::vector<wal_entry>& done, bool writer_thread) {
-    batch_report owed;
+    // Both reports are empty here (the last role holder delivered and cleared what it owed).
+    batch_report* owed = &report_a;
+    batch_report* next = &report_b;
     bool owing = false;
     for (;;) {
       {
@@ -264,18 +320,17 @@ struct wal_writer::impl {
       // which must see the log as it was when they were queued (not the next batch's
       // admissions); or if it sends fewer than two frames: one send hidden behind the next write
       // saves that batch less than its wait for the write costs the one session waiting.
-      if (owing && (work.empty() || !owed.after_commit.empty() || frames_of(owed) < 2)) {
-        deliver(owed, done);
+      if (owing && (work.empty() || !owed->after_commit.empty() || frames_of(*owed) < 2)) {
+        deliver(*owed, done);
         owing = false;
         if (work.empty()) continue;
       }
       auto batches = n_batches.load(std::memory_order_relaxed);
-      batch_report r;
-      process(work, r, owing ? &owed : nullptr, done);
+      process(work, *next, owing ? owed : nullptr, done);  // delivers (and clears) *owed
       if (!writer_thread)
         n_batches_inline.fetch_add(n_batches.load(std::memory_order_relaxed) - batches,
                                    std::memory_order_relaxed);
-      owed = std::move(r);
+      std::swap(owed, next);
       owing = true;
       work.swap(done);  // `done` was emptied when its report went out
     }
@@ -283,19 +338,19 @@ struct wal_writer::impl {
 
   /// The frames a report sends to sessions (DURABLE, IO_FAILED).
   static size_t frames_of(const batch_report& r) {
-    return r.acks.size() + r.io_failed.size();
+    return r.sessions + r.io_failed.size();
   }
 
   /// Reports batch `r` (durable or failed), then serves its checkpoints, loads and reads, which
   /// point into `entries`; empties both.
   void deliver(batch_report& r, std::vector<wal_entry>& entries) {
     told.clear();
-    for (auto& [session, per_shard] : r.acks)
-      told.push_back(session);
+    for (auto& a : r.acks)
+      if (told.empty() || told.back() != a.session) told.push_back(a.session);
     report(r);
     for (auto* e : r.after_commit)
       serve_after_commit(*e);
-    r = batch_report{};
+    r.clear();
     entries.clear();
   }
 
@@ -393,11 +448,6 @@ struct wal_writer::impl {
 
   // -- one batch ------------------------------------------------------------------------------
 
-  struct pending_index {
-    uint32_t shard;
-    section_ref ref;  ///< offset relative to the batch body until it is written
-  };
-
   /// Writes everything queued as one batch (group commit) and fills in what it reports;
   /// checkpoints, loads and reads are left in `r.after_commit`, to be served after the report, so
   /// they see every record queued before them. The batch before it, durable, whose report is
@@ -411,8 +461,10 @@ struct wal_writer::impl {
     for (auto& e : work)
       if (auto* a = std::get_if<wal_append>(&e); a != nullptr && a->in_flight)
         a->in_flight->fetch_sub(1, std::memory_order_release);
-    bytes body;
-    std::vector<pending_index> new_sections;
+    auto& body = batch_body;
+    body.clear();
+    auto& new_sections = batch_sections;
+    new_sections.clear();
     auto& acks = r.acks;
     auto& grants = r.grants;               // reported once the batch is durable
     std::vector<grant_done> early_grants;  // reported once it is written, before its sync
@@ -429,7 +481,8 @@ struct wal_writer::impl {
       return revoked_index->count(s) > 0;
     };
     auto& after_commit = r.after_commit;
-    std::vector<std::pair<session_id, uint32_t>> touched;  // for IO_FAILED
+    auto& touched = batch_touched;
+    touched.clear();
     uint64_t records = 0;
     std::vector<refusal> refused;
     // The one point where the batch before is reported, then this batch's first answers.
@@ -473,13 +526,16 @@ struct wal_writer::impl {
                   : static_cast<uint32_t>(std::min<uint64_t>(count, drop_after - first + 1));
           if (kept == 0) {
             st->last_lsn += count;
-            acks[a->session][s] = proto::position{a->shard, a->epoch, lsn_t{st->last_lsn}};
+            acks.push_back({a->session, s, {a->shard, a->epoch, lsn_t{st->last_lsn}}});
             continue;
           }
           st->last_lsn += count - kept;  // (the rest is added below as if all were written)
           a->records.views.resize(kept);
         }
-        records_section sec{s, a->epoch.value(), a->first_lsn.value(), {}, {}};
+        auto& sec = batch_section;
+        sec.shard = s;
+        sec.epoch = a->epoch.value();
+        sec.first_lsn = a->first_lsn.value();
         sec.records.assign(a->records.views.begin(), a->records.views.end());
         size_t region = append_section(body, sec);
         uint32_t written = static_cast<uint32_t>(a->records.size());
@@ -488,7 +544,7 @@ struct wal_writer::impl {
         st->last_lsn += written;
         records += written;
         n_appends.fetch_add(1, std::memory_order_relaxed);
-        acks[a->session][s] = proto::position{a->shard, a->epoch, lsn_t{st->last_lsn}};
+        acks.push_back({a->session, s, {a->shard, a->epoch, lsn_t{st->last_lsn}}});
         touched.emplace_back(a->session, s);
       } else if (auto* g = std::get_if<wal_grant>(&e)) {
         uint32_t s = g->shard.value();
@@ -519,6 +575,7 @@ struct wal_writer::impl {
     }
 
     held_refusals = nullptr;
+    r.settle();
 
     uint64_t reserving = 0;
     if (!broken && reservation_due(max_granted)) {  // a broken log writes nothing more
@@ -551,6 +608,7 @@ struct wal_writer::impl {
         for (auto& [session, sh] : touched)
           r.io_failed.emplace_back(session, sh, shards[sh].epoch);
         r.acks.clear();
+        r.sessions = 0;
         r.revokes.clear();
         r.after_commit.clear();
         for (auto& g : grants)

@@ -43,8 +43,12 @@ struct recording_sink : wal_sink {
   std::function<void(uint64_t)> when_refused;
   std::function<void(const proto::position&)> when_durable;
 
-  void on_durable(session_id, std::vector<proto::position> p) override {
+  /// Each DURABLE frame: its session and positions, in the order sent.
+  std::vector<std::pair<session_id, std::vector<proto::position>>> durable_frames;
+
+  void on_durable(session_id session, std::vector<proto::position> p) override {
     std::lock_guard<std::mutex> lk{mtx};
+    durable_frames.emplace_back(session, p);
     for (auto& x : p)
       if (when_durable) when_durable(x);
     for (auto& x : p)
@@ -401,6 +405,42 @@ TEST_CASE("group commit: everything queued while a batch is written shares the n
   auto after = wal->get_stats();
   CHECK(after.fsyncs - before.fsyncs == 1);
   CHECK(after.records - before.records == 64);
+}
+
+TEST_CASE("a batch tells each session DURABLE once, in session order, naming each of its shards "
+          "once, in shard order, at the last LSN the batch appended to it") {
+  temp_dir tmp;
+  recording_sink sink;
+  auto wal = open_log(tmp.path, 4, &sink);
+  std::vector<wal_entry> grants;
+  grants.push_back(wal_grant{1, 9, shard_id{0}});
+  grants.push_back(wal_grant{2, 5, shard_id{1}});
+  grants.push_back(wal_grant{3, 5, shard_id{2}});
+  grants.push_back(wal_grant{4, 9, shard_id{3}});
+  wal->submit(std::move(grants));
+  REQUIRE(sink.await([&] { return sink.granted.size() == 4; }));
+  std::map<uint32_t, uint64_t> epoch;
+  for (auto& g : sink.granted)
+    epoch[g.shard] = g.epoch;
+  auto before = wal->get_stats();
+  std::vector<wal_entry> batch;
+  batch.push_back(app(9, 1, 3, epoch[3], 1, "a"));
+  batch.push_back(app(5, 2, 1, epoch[1], 1, "b"));
+  batch.push_back(app(9, 3, 0, epoch[0], 1, "c"));
+  batch.push_back(app(9, 4, 3, epoch[3], 2, "d"));  // shard 3 again: its DURABLE names LSN 2
+  batch.push_back(app(5, 5, 2, epoch[2], 1, "e"));
+  wal->submit(std::move(batch));
+  REQUIRE(sink.await([&] { return sink.durable_frames.size() == 2; }));
+  CHECK(wal->get_stats().fsyncs - before.fsyncs == 1);  // one batch
+  std::lock_guard<std::mutex> lk{sink.mtx};
+  auto shown = [](const std::pair<session_id, std::vector<proto::position>>& f) {
+    std::string out = std::to_string(f.first) + ":";
+    for (auto& p : f.second)
+      out += " " + std::to_string(p.shard.value()) + "@" + std::to_string(p.lsn.value());
+    return out;
+  };
+  CHECK(shown(sink.durable_frames[0]) == "5: 1@1 2@1");
+  CHECK(shown(sink.durable_frames[1]) == "9: 0@1 3@2");
 }
 
 TEST_CASE(
