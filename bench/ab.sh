@@ -2,6 +2,8 @@
 # Two builds of fusee side by side on the server-core benchmarks, rounds alternating so the drift
 # of this noisy machine hits both alike: the disk floor, step latency, throughput at 64 and 256
 # records in flight. For "no worse than before" checks of a change against the commit before it.
+# Within each pair the order alternates too (A then B in odd rounds, B then A in even ones), so a
+# build is not always the one measured right after the other's run; the tables stay A | B.
 # B's bench programs drive both servers, so only the servers differ.
 # Usage: bench/ab.sh BUILD_A BUILD_B   (e.g. a worktree of the previous commit built in its build/)
 set -euo pipefail
@@ -22,6 +24,10 @@ trap cleanup EXIT
 
 source "$(dirname "$0")/lib.sh"
 
+# pair_order ROUND: A and B in the order this round runs them; build_of A|B: its build dir.
+pair_order() { if (($1 % 2)); then echo "A B"; else echo "B A"; fi; }
+build_of() { if [ "$1" = A ]; then echo "$A"; else echo "$B"; fi; }
+
 machine_line "$work"
 echo "command: bench/ab.sh $A $B (ROUNDS=$ROUNDS STEPS=$STEPS SECONDS_TP=$SECONDS_TP)"
 echo
@@ -30,14 +36,14 @@ echo "| --- | --- | --- | --- |"
 for r in $(seq 1 "$ROUNDS"); do
   floor=$("$B/app/fusee" disk-check --data-dir "$work/disk" --runs "$STEPS" --idle-ms 0 | head -1 |
           sed -E 's/.*p50 ([0-9]+) us.*/\1/')
-  row="| $r | $floor"
-  for build in "$A" "$B"; do
-    start_fusee "$build"
+  declare -A cell=()
+  for which in $(pair_order "$r"); do
+    start_fusee "$(build_of "$which")"
     step=$("$B/bench/step_latency" "$fusee_addr" "$STEPS" 100)
     stop_fusee
-    row="$row | $(json "$step" p50_us) / $(json "$step" p99_us)"
+    cell[$which]="$(json "$step" p50_us) / $(json "$step" p99_us)"
   done
-  echo "$row |"
+  echo "| $r | $floor | ${cell[A]} | ${cell[B]} |"
 done
 echo
 echo "| round | concurrency | A records/s | B records/s | B / A |"
@@ -45,13 +51,13 @@ echo "| --- | --- | --- | --- | --- |"
 for r in $(seq 1 "$ROUNDS"); do
   for conc in 64 256; do
     per_shard=$((conc / 64))
-    rates=()
-    for build in "$A" "$B"; do
-      start_fusee "$build"
+    declare -A rate=()
+    for which in $(pair_order "$r"); do
+      start_fusee "$(build_of "$which")"
       tp=$("$B/bench/throughput" "$fusee_addr" 4 "$SECONDS_TP" "$per_shard" 100 64)
       stop_fusee
-      rates+=("$(json "$tp" records_per_s)")
+      rate[$which]=$(json "$tp" records_per_s)
     done
-    echo "| $r | $conc | ${rates[0]} | ${rates[1]} | $(python3 -c "print(f'{${rates[1]}/max(${rates[0]},1):.2f}')") |"
+    echo "| $r | $conc | ${rate[A]} | ${rate[B]} | $(python3 -c "print(f'{${rate[B]}/max(${rate[A]},1):.2f}')") |"
   done
 done

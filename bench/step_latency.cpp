@@ -1,9 +1,11 @@
 // Step latency: one worker, one shard, sequential APPEND -> DURABLE over loopback TCP.
 //   step_latency HOST:PORT [steps] [record_bytes]
-// Prints p50/p99/mean (and p99.9, max) in microseconds as one line of JSON.
+// Prints p50/p99/mean (and p99.9, max) in microseconds as one line of JSON. With STEP_TRACE=FILE
+// set, each counted step's start (µs from the first) and latency (µs) go to FILE, a line each.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,9 @@ int main(int argc, char** argv) {
   proto::bytes rec(size, 'x');
   std::vector<double> us;
   us.reserve(steps);
+  std::vector<double> starts;  // µs from the first counted step, for STEP_TRACE
+  starts.reserve(steps);
+  std::chrono::steady_clock::time_point first;
   for (int i = 0; i < steps + 100; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     proto::append a{proto::request_head{0, g.shard, g.epoch}, proto::lsn_t{lsn + 1}, {rec}};
@@ -51,8 +56,21 @@ int main(int argc, char** argv) {
         if (!d->positions.empty() && d->positions.back().lsn.value() >= lsn) break;
     }
     auto t1 = std::chrono::steady_clock::now();
-    if (i >= 100)  // warm-up excluded
+    if (i == 100) first = t0;
+    if (i >= 100) {  // warm-up excluded
       us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      starts.push_back(std::chrono::duration<double, std::micro>(t0 - first).count());
+    }
+  }
+  if (const char* trace = std::getenv("STEP_TRACE")) {
+    FILE* f = std::fopen(trace, "w");
+    if (!f) {
+      std::fprintf(stderr, "step_latency: cannot write STEP_TRACE %s\n", trace);
+      return 1;
+    }
+    for (size_t i = 0; i < us.size(); ++i)
+      std::fprintf(f, "%.1f %.1f\n", starts[i], us[i]);
+    std::fclose(f);
   }
   std::sort(us.begin(), us.end());
   double mean = 0;
