@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <random>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -38,16 +40,24 @@ std::string fusee_binary() {
 }
 
 uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    throw std::runtime_error("no free loopback port");
-  ::close(fd);
-  return ntohs(a.sin_port);
+  static std::mutex mtx;
+  static std::set<uint16_t> given;
+  std::lock_guard<std::mutex> lk{mtx};
+  for (int tries = 0; tries < 1000; ++tries) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      if (fd >= 0) ::close(fd);
+      throw std::runtime_error("no free loopback port");
+    }
+    ::close(fd);
+    if (given.insert(ntohs(a.sin_port)).second) return ntohs(a.sin_port);
+  }
+  throw std::runtime_error("no loopback port this process was not given before");
 }
 
 int spawn_process(std::vector<std::string> args, const fs::path& log_path) {

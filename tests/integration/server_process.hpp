@@ -98,7 +98,9 @@ private:
 };
 
 /// A loopback TCP port that was free a moment ago (bound, then released): for configs that must
-/// name their ports before any process starts.
+/// name their ports before any process starts. Never one this process was given before: the
+/// kernel may hand a released port out again at once, and two nodes of one config on the same
+/// port are refused.
 uint16_t free_port();
 
 /// The fusee binary under test (set by CMake).
