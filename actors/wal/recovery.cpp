@@ -99,7 +99,8 @@ struct scanner {
       auto count = static_cast<uint32_t>(r->records.size());
       if (count == 0) return {};
       uint64_t offset = body_at + static_cast<uint64_t>(r->region.data() - body.data());
-      st.index.push_back(section_ref{r->first_lsn, count, seg_seq, offset, r->region.size()});
+      st.index.push_back(section_ref{r->first_lsn, seg_seq, offset, count,
+                                     static_cast<uint32_t>(r->region.size())});
       st.last_lsn = r->first_lsn + count - 1;
       auto& m = log.segments.active().max_lsn[r->shard];
       m = std::max(m, st.last_lsn);
