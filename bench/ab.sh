@@ -10,7 +10,7 @@ set -euo pipefail
 ulimit -n 65536 2>/dev/null || true
 A=${1:?usage: bench/ab.sh BUILD_A BUILD_B}
 B=${2:?usage: bench/ab.sh BUILD_A BUILD_B}
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-4}  # even: each build goes first in half the pairs
 STEPS=${STEPS:-3000}
 SECONDS_TP=${SECONDS_TP:-5}
 

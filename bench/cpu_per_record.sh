@@ -2,24 +2,43 @@
 # CPU per durable record: bench/throughput against a fresh server (4 connections x 16 shards,
 # CONC records in flight, 100-byte records, SECS seconds); the server's CPU time from
 # /proc/PID/stat and the client's from time(1), each divided by the records made durable.
-# Usage: bench/cpu_per_record.sh [BUILD_DIR]   (CONC=64 SECS=5)
+# Usage: bench/cpu_per_record.sh [BUILD_DIR] [BUILD_B]   (CONC=64 SECS=5)
+# With BUILD_B: PAIRS (4) pairs of both, A then B in odd pairs and B then A in even ones, each line
+# marked A or B; BUILD_DIR's bench/throughput drives both.
 set -euo pipefail
 B=${1:-build}
+B2=${2:-}
 CONC=${CONC:-64}
 SECS=${SECS:-5}
 work=$(mktemp -d /var/tmp/fusee-cpu.XXXXXX)
 server_pid=""
 trap '[ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$work"' EXIT
 source "$(dirname "$0")/lib.sh"
-start_fusee "$B"
-t0=$(awk '{print $14+$15}' "/proc/$server_pid/stat")
-/usr/bin/time -f "%U %S" -o "$work/ct" "$B/bench/throughput" "$fusee_addr" 4 "$SECS" $((CONC / 64)) 100 64 >"$work/tp"
-t1=$(awk '{print $14+$15}' "/proc/$server_pid/stat")
-stop_fusee
-per_fsync=$(records_per_batch)
-rec=$(json "$(cat "$work/tp")" records)
-rps=$(json "$(cat "$work/tp")" records_per_s)
-read -r cu cs <"$work/ct"
-python3 -c "
+
+# measure SERVER_BUILD: one run, one line.
+measure() {
+  start_fusee "$1"
+  local t0 t1 per_fsync rec rps cu cs
+  t0=$(awk '{print $14+$15}' "/proc/$server_pid/stat")
+  /usr/bin/time -f "%U %S" -o "$work/ct" "$B/bench/throughput" "$fusee_addr" 4 "$SECS" $((CONC / 64)) 100 64 >"$work/tp"
+  t1=$(awk '{print $14+$15}' "/proc/$server_pid/stat")
+  stop_fusee
+  per_fsync=$(records_per_batch)
+  rec=$(json "$(cat "$work/tp")" records)
+  rps=$(json "$(cat "$work/tp")" records_per_s)
+  read -r cu cs <"$work/ct"
+  python3 -c "
 rec = $rec; server = ($t1 - $t0) / $(getconf CLK_TCK); client = $cu + $cs
 print(f'records/s {$rps}  records per fsync $per_fsync  server CPU {server:.2f} s = {server / rec * 1e6:.2f} us/record  client CPU {client:.2f} s = {client / rec * 1e6:.2f} us/record')"
+}
+
+if [ -z "$B2" ]; then
+  measure "$B"
+  exit 0
+fi
+for p in $(seq 1 "${PAIRS:-4}"); do
+  if ((p % 2)); then order="A B"; else order="B A"; fi
+  for which in $order; do
+    echo "$which $(measure "$([ "$which" = A ] && echo "$B" || echo "$B2")")"
+  done
+done

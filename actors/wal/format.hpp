@@ -105,6 +105,15 @@ bytes encode(const segment_header& h);
 bytes encode_batch(uint64_t seq, uint32_t prev_crc, byte_view body);
 /// The same into `out` (replacing what it held; its capacity is reused).
 void encode_batch_into(bytes& out, uint64_t seq, uint32_t prev_crc, byte_view body);
+
+/// A buffer the log keeps from batch to batch for its capacity (the body, the encoded batch, the
+/// report's lists) is let go once a batch made it larger than this: a burst does not pin its size
+/// for good.
+inline constexpr size_t kept_buffer_limit = size_t{4} << 20;
+template <class V>
+void release_if_large(V& v) {
+  if (v.capacity() * sizeof(typename V::value_type) > kept_buffer_limit) V{}.swap(v);
+}
 /// Appends the section (tag included) to a batch body; returns the offset of a records
 /// section's region within `body` (0 for other sections).
 size_t append_section(bytes& body, const records_section& s);

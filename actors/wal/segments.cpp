@@ -89,6 +89,7 @@ proto::result<uint64_t> segment_set::write(byte_view body, bool start) {
   }
   if (start) seg.f.start_writeback(seg.size, batch.size());
   written_ = {batch.size(), decode_batch_header(batch)->crc};
+  release_if_large(batch_);
   return seg.size + batch_header_size;
 }
 

@@ -180,6 +180,7 @@ struct wal_writer::impl {
     }
     void clear() {
       acks.clear();
+      release_if_large(acks);
       sessions = 0;
       grants.clear();
       revokes.clear();
@@ -190,7 +191,8 @@ struct wal_writer::impl {
   };
   /// The committer's two reports (commit_loop), kept for their buffers.
   batch_report report_a, report_b;
-  /// The committer's buffers for the batch being made (process()), kept for their capacity.
+  /// The committer's buffers for the batch being made (process()), kept for their capacity (up to
+  /// kept_buffer_limit, format.hpp).
   bytes batch_body;
   struct pending_index {
     uint32_t shard;
@@ -465,6 +467,14 @@ struct wal_writer::impl {
     body.clear();
     auto& new_sections = batch_sections;
     new_sections.clear();
+    struct release_large {  // however process() ends
+      impl& w;
+      ~release_large() {
+        release_if_large(w.batch_body);
+        release_if_large(w.batch_sections);
+        release_if_large(w.batch_touched);
+      }
+    } release{*this};
     auto& acks = r.acks;
     auto& grants = r.grants;               // reported once the batch is durable
     std::vector<grant_done> early_grants;  // reported once it is written, before its sync
@@ -539,8 +549,12 @@ struct wal_writer::impl {
         sec.records.assign(a->records.views.begin(), a->records.views.end());
         size_t region = append_section(body, sec);
         uint32_t written = static_cast<uint32_t>(a->records.size());
-        new_sections.push_back({s, section_ref{a->first_lsn.value(), 0, region, written,
-                                               static_cast<uint32_t>(body.size() - region)}});
+        new_sections.push_back(
+            {s, section_ref{.first_lsn = a->first_lsn.value(),
+                            .segment = 0,  // set once written
+                            .offset = region,
+                            .count = written,
+                            .size = static_cast<uint32_t>(body.size() - region)}});
         st->last_lsn += written;
         records += written;
         n_appends.fetch_add(1, std::memory_order_relaxed);

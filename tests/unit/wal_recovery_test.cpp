@@ -393,6 +393,21 @@ TEST_CASE("the fixed header sizes are the ones their descriptions encode") {
   CHECK(meta->shards == 12);
 }
 
+TEST_CASE(
+    "a batch buffer kept for reuse is let go once it grew past the limit, and kept below it") {
+  proto::bytes small(kept_buffer_limit / 2, 1);
+  release_if_large(small);
+  CHECK(small.size() == kept_buffer_limit / 2);  // untouched
+  proto::bytes large;
+  large.reserve(kept_buffer_limit + 1);
+  release_if_large(large);
+  CHECK(large.capacity() == 0);
+  std::vector<uint64_t> entries;  // the limit is in bytes, not entries
+  entries.reserve(kept_buffer_limit / sizeof(uint64_t) + 1);
+  release_if_large(entries);
+  CHECK(entries.capacity() == 0);
+}
+
 TEST_CASE("a data dir whose fusee.meta is gone but whose segments are there is refused") {
   data_dir d;
   segment_file seg{1};

@@ -430,9 +430,10 @@ TEST_CASE("a batch tells each session DURABLE once, in session order, naming eac
   batch.push_back(app(9, 4, 3, epoch[3], 2, "d"));  // shard 3 again: its DURABLE names LSN 2
   batch.push_back(app(5, 5, 2, epoch[2], 1, "e"));
   wal->submit(std::move(batch));
-  REQUIRE(sink.await([&] { return sink.durable_frames.size() == 2; }));
+  REQUIRE(sink.await([&] { return sink.durable_frames.size() >= 2; }));
   CHECK(wal->get_stats().fsyncs - before.fsyncs == 1);  // one batch
   std::lock_guard<std::mutex> lk{sink.mtx};
+  REQUIRE(sink.durable_frames.size() == 2);
   auto shown = [](const std::pair<session_id, std::vector<proto::position>>& f) {
     std::string out = std::to_string(f.first) + ":";
     for (auto& p : f.second)
