@@ -25,7 +25,7 @@ void measure(const char* kind, size_t n) {
   auto start = clock::now();
   for (size_t i = 0; i < n; ++i) {
     auto t0 = clock::now();
-    idx.push_back(section_ref{i + 1, 1 + i / 100000, i * 130, 1, 130});
+    idx.push_back(section_ref{i + 1, 1, 1 + i / 100000, i * 130, 130});
     double us = std::chrono::duration<double, std::micro>(clock::now() - t0).count();
     if (us > longest) {
       longest = us;

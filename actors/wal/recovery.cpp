@@ -99,12 +99,11 @@ struct scanner {
       auto count = static_cast<uint32_t>(r->records.size());
       if (count == 0) return {};
       uint64_t offset = body_at + static_cast<uint64_t>(r->region.data() - body.data());
-      // A region lies within one batch, whose length is a u32.
       st.index.push_back(section_ref{.first_lsn = r->first_lsn,
+                                     .count = count,
                                      .segment = seg_seq,
                                      .offset = offset,
-                                     .count = count,
-                                     .size = static_cast<uint32_t>(r->region.size())});
+                                     .size = r->region.size()});
       st.last_lsn = r->first_lsn + count - 1;
       auto& m = log.segments.active().max_lsn[r->shard];
       m = std::max(m, st.last_lsn);

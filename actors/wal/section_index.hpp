@@ -10,16 +10,17 @@
 
 namespace fusee::server::wal {
 
-/// Where one records section's `(len bytes)*` region sits on disk. 32 bytes: every APPEND held in
-/// the log has one in memory until its segment retires, so the layout has no padding.
+/// Where one records section's `(len bytes)*` region sits on disk. (Every APPEND held in the log
+/// has one in memory until its segment retires. A 32-byte layout, count and size as u32, was tried
+/// in the eighteenth session: 8 bytes less per APPEND, but more CPU per record in 12 of 16 pairs;
+/// docs/benchmarks.md.)
 struct section_ref {
   uint64_t first_lsn = 0;
+  uint32_t count = 0;
   uint64_t segment = 0;  ///< segment seq
   uint64_t offset = 0;   ///< file offset of the first record's length
-  uint32_t count = 0;
-  uint32_t size = 0;  ///< bytes of the region (within one APPEND's body: < 4 GiB)
+  uint64_t size = 0;     ///< bytes of the region
 };
-static_assert(sizeof(section_ref) == 32);
 
 /// The sections of one shard in first_lsn order (and so in segment order).
 ///
@@ -32,7 +33,7 @@ static_assert(sizeof(section_ref) == 32);
 /// this project's VMs (bench/index_growth), a stall of every shard's DURABLE.
 class section_index {
 public:
-  static constexpr size_t chunk_size = 256;  ///< entries per chunk (8 KiB)
+  static constexpr size_t chunk_size = 256;  ///< entries per chunk (10 KiB)
 
   section_index() = default;
   /// The moved-from index is left empty.

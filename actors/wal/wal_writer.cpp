@@ -549,12 +549,11 @@ struct wal_writer::impl {
         sec.records.assign(a->records.views.begin(), a->records.views.end());
         size_t region = append_section(body, sec);
         uint32_t written = static_cast<uint32_t>(a->records.size());
-        new_sections.push_back(
-            {s, section_ref{.first_lsn = a->first_lsn.value(),
-                            .segment = 0,  // set once written
-                            .offset = region,
-                            .count = written,
-                            .size = static_cast<uint32_t>(body.size() - region)}});
+        new_sections.push_back({s, section_ref{.first_lsn = a->first_lsn.value(),
+                                               .count = written,
+                                               .segment = 0,  // set once written
+                                               .offset = region,
+                                               .size = body.size() - region}});
         st->last_lsn += written;
         records += written;
         n_appends.fetch_add(1, std::memory_order_relaxed);

@@ -52,7 +52,7 @@ TEST_CASE("a section index answers as a sorted vector does through growth and dr
       // Sections of 1-3 records; a new segment every ~37 sections.
       auto count = static_cast<uint32_t>(1 + rng() % 3);
       if (rng() % 37 == 0) ++segment;
-      section_ref r{lsn, segment, lsn * 7, count, count * 10};
+      section_ref r{lsn, count, segment, lsn * 7, count * 10ull};
       idx.push_back(r);
       model.push_back(r);
       lsn += count;
@@ -79,8 +79,8 @@ TEST_CASE("a section index answers as a sorted vector does through growth and dr
 TEST_CASE("a section index finds nothing before its first section and in an empty index") {
   section_index idx;
   CHECK(idx.find(5) == 0);  // size(): nothing held
-  idx.push_back({10, 1, 0, 2, 0});
-  idx.push_back({12, 1, 0, 1, 0});
+  idx.push_back({10, 2, 1, 0, 0});
+  idx.push_back({12, 1, 1, 0, 0});
   CHECK(idx.find(9) == idx.size());
   CHECK(idx.find(10) == 0);
   CHECK(idx.find(11) == 0);
@@ -92,13 +92,13 @@ TEST_CASE("a section index never moves a stored section once its first chunk is 
   // A vector growing by doubling would copy every entry to a new allocation (the commit's stall).
   section_index idx;
   for (uint64_t i = 0; i < chunk; ++i)
-    idx.push_back({i + 1, 1, i, 1, 1});
+    idx.push_back({i + 1, 1, 1, i, 1});
   const section_ref* first = &idx[0];
   const section_ref* last_of_first_chunk = &idx[chunk - 1];
-  idx.push_back({chunk + 1, 1, chunk, 1, 1});
+  idx.push_back({chunk + 1, 1, 1, chunk, 1});
   const section_ref* second_chunk = &idx[chunk];
   for (uint64_t i = chunk + 1; i < 40 * chunk; ++i)
-    idx.push_back({i + 1, 2 + i / chunk, i, 1, 1});
+    idx.push_back({i + 1, 1, 2 + i / chunk, i, 1});
   CHECK(&idx[0] == first);
   CHECK(&idx[chunk - 1] == last_of_first_chunk);
   CHECK(&idx[chunk] == second_chunk);
@@ -117,14 +117,14 @@ TEST_CASE("a section index never moves a stored section once its first chunk is 
 TEST_CASE("a section index keeps entries in place when a drop ends inside a chunk") {
   section_index idx;
   for (uint64_t i = 0; i < 4 * chunk; ++i)
-    idx.push_back({i + 1, 1 + i / 100, i, 1, 1});  // segments of 100 sections: not chunk-aligned
+    idx.push_back({i + 1, 1, 1 + i / 100, i, 1});  // segments of 100 sections: not chunk-aligned
   idx.drop_through(3);                             // sections 0-299: a chunk and 44 of the next
   REQUIRE(idx.size() == 4 * chunk - 300);
   CHECK(idx.front().first_lsn == 301);
   const section_ref* front = &idx[0];
   const section_ref* last = &idx[idx.size() - 1];
   for (uint64_t i = 4 * chunk; i < 6 * chunk + 5; ++i)  // across two more chunk boundaries
-    idx.push_back({i + 1, 1 + i / 100, i, 1, 1});
+    idx.push_back({i + 1, 1, 1 + i / 100, i, 1});
   CHECK(&idx[0] == front);
   CHECK(&idx[4 * chunk - 301] == last);
   CHECK(idx.find(301) == 0);
@@ -134,11 +134,11 @@ TEST_CASE("a section index keeps entries in place when a drop ends inside a chun
 TEST_CASE("a moved-from section index is empty and takes new sections") {
   section_index a;
   for (uint64_t i = 0; i < chunk + 3; ++i)
-    a.push_back({i + 1, 1, i, 1, 1});
+    a.push_back({i + 1, 1, 1, i, 1});
   section_index b{std::move(a)};
   CHECK(b.size() == chunk + 3);
   CHECK(a.empty());  // NOLINT(bugprone-use-after-move): the contract under test
-  a.push_back({7, 1, 0, 1, 1});
+  a.push_back({7, 1, 1, 0, 1});
   REQUIRE(a.size() == 1);
   CHECK(a.front().first_lsn == 7);
   section_index c;
@@ -151,11 +151,11 @@ TEST_CASE("a moved-from section index is empty and takes new sections") {
 TEST_CASE("a section index dropped to nothing starts again from a small first chunk") {
   section_index idx;
   for (uint64_t i = 0; i < 3 * chunk; ++i)
-    idx.push_back({i + 1, 1, i, 1, 1});
+    idx.push_back({i + 1, 1, 1, i, 1});
   idx.drop_through(1);
   CHECK(idx.empty());
   CHECK(idx.find(1) == 0);
-  idx.push_back({3 * chunk + 1, 2, 0, 1, 1});
+  idx.push_back({3 * chunk + 1, 1, 2, 0, 1});
   REQUIRE(idx.size() == 1);
   CHECK(idx.front().first_lsn == 3 * chunk + 1);
   CHECK(idx.find(3 * chunk + 1) == 0);
