@@ -106,9 +106,9 @@ bytes encode_batch(uint64_t seq, uint32_t prev_crc, byte_view body);
 /// The same into `out` (replacing what it held; its capacity is reused).
 void encode_batch_into(bytes& out, uint64_t seq, uint32_t prev_crc, byte_view body);
 
-/// A buffer the log keeps from batch to batch for its capacity (the body, the encoded batch, the
-/// report's lists) is let go once a batch made it larger than this: a burst does not pin its size
-/// for good.
+/// A buffer the log's committer keeps from batch to batch for its capacity (the body, the encoded
+/// batch, the section lists, the report's lists, the queue and the batches' entries) is let go
+/// once a batch made it larger than this: a burst does not pin its size for good.
 inline constexpr size_t kept_buffer_limit = size_t{4} << 20;
 template <class V>
 void release_if_large(V& v) {

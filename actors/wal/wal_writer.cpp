@@ -178,15 +178,17 @@ struct wal_writer::impl {
       }
       acks.resize(kept);
     }
-    void clear() {
+    void clear() {  // grants and revocations were moved out; the rest is let go if a burst grew it
       acks.clear();
       release_if_large(acks);
       sessions = 0;
       grants.clear();
       revokes.clear();
       io_failed.clear();
+      release_if_large(io_failed);
       failure.clear();
       after_commit.clear();
+      release_if_large(after_commit);
     }
   };
   /// The committer's two reports (commit_loop), kept for their buffers.
@@ -303,6 +305,7 @@ struct wal_writer::impl {
     batch_report* next = &report_b;
     bool owing = false;
     for (;;) {
+      bool ended = false;
       {
         std::lock_guard<std::mutex> lk{mtx};
         if (!queue.empty()) {
@@ -314,9 +317,15 @@ struct wal_writer::impl {
           committing = false;
           appends_hold.arm(told, now_ns(), last_commit_ns);
           told.clear();
+          release_if_large(queue);  // empty: a burst (a million revocations) leaves its capacity
           if (stopping) cv.notify_all();
-          return;
+          ended = true;
         }
+      }
+      if (ended) {  // both empty, the caller's to keep: not the burst's size, though
+        release_if_large(work);
+        release_if_large(done);
+        return;
       }
       // The last batch reports now if nothing more came; if it has checkpoints, loads or reads,
       // which must see the log as it was when they were queued (not the next batch's
@@ -473,6 +482,7 @@ struct wal_writer::impl {
         release_if_large(w.batch_body);
         release_if_large(w.batch_sections);
         release_if_large(w.batch_touched);
+        release_if_large(w.batch_section.records);
       }
     } release{*this};
     auto& acks = r.acks;
