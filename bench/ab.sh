@@ -24,8 +24,7 @@ trap cleanup EXIT
 
 source "$(dirname "$0")/lib.sh"
 
-# pair_order ROUND: A and B in the order this round runs them; build_of A|B: its build dir.
-pair_order() { if (($1 % 2)); then echo "A B"; else echo "B A"; fi; }
+# build_of A|B: its build dir (pair_order, lib.sh, gives the order).
 build_of() { if [ "$1" = A ]; then echo "$A"; else echo "$B"; fi; }
 
 machine_line "$work"

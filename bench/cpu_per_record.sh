@@ -37,8 +37,7 @@ if [ -z "$B2" ]; then
   exit 0
 fi
 for p in $(seq 1 "${PAIRS:-4}"); do
-  if ((p % 2)); then order="A B"; else order="B A"; fi
-  for which in $order; do
+  for which in $(pair_order "$p"); do
     printf '%s ' "$which"  # measure runs in this shell: set -e and the trap's server_pid hold
     if [ "$which" = A ]; then measure "$B"; else measure "$B2"; fi
   done

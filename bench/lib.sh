@@ -31,6 +31,9 @@ stop_fusee() { kill "$server_pid"; wait "$server_pid" || true; server_pid=""; }
 records_per_batch() {
   sed -nE 's/.* ([0-9.]+) records per batch.*/\1/p; s/.*records_per_batch=([0-9.]+).*/\1/p' "$work/fusee.log"
 }
+# pair_order N: A and B in the order the Nth pair of an A/B comparison runs them (A first in odd
+# pairs, B first in even ones: neither build is always measured right after the other's run).
+pair_order() { if (($1 % 2)); then echo "A B"; else echo "B A"; fi; }
 # json TEXT KEY: one field of a bench program's JSON line.
 json() { python3 -c "import json,sys; print(json.loads(sys.argv[1])['$2'])" "$1"; }
 # machine_line [DIR]: the "machine:" line of a report: cores, memory, kernel, the idle vCPU's halt

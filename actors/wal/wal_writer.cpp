@@ -152,7 +152,6 @@ struct wal_writer::impl {
     /// The DURABLE positions: in admission order while the batch is made; settle() sorts them by
     /// session and shard and keeps the last (highest) of each shard's.
     std::vector<ack> acks;
-    size_t sessions = 0;  ///< distinct sessions in `acks`, once settled
     std::vector<grant_done> grants;
     std::vector<revocation_done> revokes;
     std::vector<std::tuple<session_id, uint32_t, epoch_t>> io_failed;  ///< session, shard, epoch
@@ -166,14 +165,12 @@ struct wal_writer::impl {
         return std::tie(a.session, a.shard, a.pos.lsn) < std::tie(b.session, b.shard, b.pos.lsn);
       });
       size_t kept = 0;
-      sessions = 0;
       for (size_t i = 0; i < acks.size(); ++i) {
         if (kept > 0 && acks[kept - 1].session == acks[i].session &&
             acks[kept - 1].shard == acks[i].shard) {
           acks[kept - 1] = acks[i];  // a later append of the same shard in this batch
           continue;
         }
-        if (kept == 0 || acks[kept - 1].session != acks[i].session) ++sessions;
         acks[kept++] = acks[i];
       }
       acks.resize(kept);
@@ -181,7 +178,6 @@ struct wal_writer::impl {
     void clear() {  // grants and revocations were moved out; the rest is let go if a burst grew it
       acks.clear();
       release_if_large(acks);
-      sessions = 0;
       grants.clear();
       revokes.clear();
       io_failed.clear();
@@ -249,8 +245,10 @@ struct wal_writer::impl {
     }
   }
 
-  /// Sends what a batch reports, once it is durable (or failed).
+  /// Sends what a batch reports, once it is durable (or failed); the sessions told DURABLE go to
+  /// `told`.
   void report(batch_report& r) {
+    told.clear();
     for (size_t i = 0; i < r.acks.size();) {
       size_t end = i;
       while (end < r.acks.size() && r.acks[end].session == r.acks[i].session)
@@ -259,6 +257,7 @@ struct wal_writer::impl {
       pos.reserve(end - i);
       for (size_t k = i; k < end; ++k)
         pos.push_back(r.acks[k].pos);
+      told.push_back(r.acks[i].session);
       sink->on_durable(r.acks[i].session, std::move(pos));
       i = end;
     }
@@ -347,17 +346,18 @@ struct wal_writer::impl {
     }
   }
 
-  /// The frames a report sends to sessions (DURABLE, IO_FAILED).
+  /// The frames a report sends to sessions (DURABLE, one per session of the settled `acks`;
+  /// IO_FAILED).
   static size_t frames_of(const batch_report& r) {
-    return r.sessions + r.io_failed.size();
+    size_t sessions = 0;
+    for (size_t i = 0; i < r.acks.size(); ++i)
+      if (i == 0 || r.acks[i].session != r.acks[i - 1].session) ++sessions;
+    return sessions + r.io_failed.size();
   }
 
   /// Reports batch `r` (durable or failed), then serves its checkpoints, loads and reads, which
   /// point into `entries`; empties both.
   void deliver(batch_report& r, std::vector<wal_entry>& entries) {
-    told.clear();
-    for (auto& a : r.acks)
-      if (told.empty() || told.back() != a.session) told.push_back(a.session);
     report(r);
     for (auto* e : r.after_commit)
       serve_after_commit(*e);
@@ -631,7 +631,6 @@ struct wal_writer::impl {
         for (auto& [session, sh] : touched)
           r.io_failed.emplace_back(session, sh, shards[sh].epoch);
         r.acks.clear();
-        r.sessions = 0;
         r.revokes.clear();
         r.after_commit.clear();
         for (auto& g : grants)
