@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # CPU per durable record: bench/throughput against a fresh server (4 connections x 16 shards,
 # CONC records in flight, 100-byte records, SECS seconds); the server's CPU time from
-# /proc/PID/stat and the client's from time(1), each divided by the records made durable.
+# /proc/PID/stat and the client's from time(1), each divided by the records made durable; and
+# how a commit cycle splits (from /metrics): a batch's write + fdatasync on average, and the rest
+# of the cycle, off the disk (the DURABLE sends, the clients' turns, reading and admitting the
+# next batch), which moves less with the disk's speed than records/s does.
 # Usage: bench/cpu_per_record.sh [BUILD_DIR] [BUILD_B]   (CONC=64 SECS=5)
 # With BUILD_B: PAIRS (4) pairs of both, A then B in odd pairs and B then A in even ones, each line
 # marked A or B; BUILD_DIR's bench/throughput drives both.
@@ -22,14 +25,21 @@ measure() {
   t0=$(awk '{print $14+$15}' "/proc/$server_pid/stat")
   /usr/bin/time -f "%U %S" -o "$work/ct" "$B/bench/throughput" "$fusee_addr" 4 "$SECS" $((CONC / 64)) 100 64 >"$work/tp"
   t1=$(awk '{print $14+$15}' "/proc/$server_pid/stat")
+  local commits
+  commits=$(curl -s "http://$fusee_admin/metrics" | awk '/^fusee_log_fsync_seconds_sum/ {s = $2}
+    /^fusee_log_fsync_seconds_count/ {c = $2} END {if (c > 0) print s, c; else print 0, 0}')
   stop_fusee
   per_fsync=$(records_per_batch)
   rec=$(json "$(cat "$work/tp")" records)
   rps=$(json "$(cat "$work/tp")" records_per_s)
   read -r cu cs <"$work/ct"
+  local secs
+  secs=$(json "$(cat "$work/tp")" seconds)
   python3 -c "
 rec = $rec; server = ($t1 - $t0) / $(getconf CLK_TCK); client = $cu + $cs
-print(f'records/s {$rps}  records per fsync $per_fsync  server CPU {server:.2f} s = {server / rec * 1e6:.2f} us/record  client CPU {client:.2f} s = {client / rec * 1e6:.2f} us/record')"
+fsync_s, commits = $(tr ' ' ',' <<<"$commits")
+cycle = f'  per batch: write + fsync {fsync_s / commits * 1e6:.0f} us, off the disk {($secs - fsync_s) / commits * 1e6:.0f} us' if commits else ''
+print(f'records/s {$rps}  records per fsync $per_fsync  server CPU {server:.2f} s = {server / rec * 1e6:.2f} us/record  client CPU {client:.2f} s = {client / rec * 1e6:.2f} us/record{cycle}')"
 }
 
 if [ -z "$B2" ]; then
