@@ -197,7 +197,9 @@ struct wal_writer::impl {
     section_ref ref;  ///< offset relative to the batch body until it is written
   };
   std::vector<pending_index> batch_sections;
-  std::vector<std::pair<session_id, uint32_t>> batch_touched;  ///< for IO_FAILED
+  /// For IO_FAILED: session, shard and the epoch it appended under, once each (deduplicated
+  /// only if the batch fails).
+  std::vector<std::tuple<session_id, uint32_t, uint64_t>> batch_touched;
   records_section batch_section;
   struct refusal {
     session_id session;
@@ -205,7 +207,7 @@ struct wal_writer::impl {
     proto::error error;
   };
   /// While a batch is admitted, its refusals wait here for the batch before it to be reported
-  /// (so each session hears its answers in the order it submitted); null: sent at once.
+  /// (so nothing of a batch goes out before the batch before it); null: sent at once.
   std::vector<refusal>* held_refusals = nullptr;
 
   void refuse(session_id session, uint64_t request_id, proto::error e) {
@@ -568,7 +570,7 @@ struct wal_writer::impl {
         records += written;
         n_appends.fetch_add(1, std::memory_order_relaxed);
         acks.push_back({a->session, s, {a->shard, a->epoch, lsn_t{st->last_lsn}}});
-        touched.emplace_back(a->session, s);
+        touched.emplace_back(a->session, s, a->epoch.value());
       } else if (auto* g = std::get_if<wal_grant>(&e)) {
         uint32_t s = g->shard.value();
         if (check_shard(s)) {
@@ -592,7 +594,7 @@ struct wal_writer::impl {
           if (st.epoch == rv->epoch && (rv->holder == 0 || st.holder == rv->holder)) st.holder = 0;
         }
         revokes.push_back(revocation_done{rv->token, s});
-      } else {
+      } else if (admitted_after_commit(e)) {
         after_commit.push_back(&e);
       }
     }
@@ -624,15 +626,19 @@ struct wal_writer::impl {
           n_fsyncs++;  // counted as it returns (a report sent before it sees the count without it)
       }
       if (!written) {
-        // Nothing of this batch is acknowledged: its appends hear IO_FAILED, its grants were not
-        // made (epoch 0), its revocations and reads get no answer.
+        // Nothing of this batch is acknowledged: its appends hear IO_FAILED (once per session and
+        // shard, naming the epoch they were sent under), its grants were not made (epoch 0), its
+        // revocations are not answered (their shards stay busy: no new holder after a failed
+        // write); its checkpoints are refused (the log failed) and its loads and reads answered
+        // from what was durable before it.
         fail(written.err().message);
         r.failure = written.err().message;
-        for (auto& [session, sh] : touched)
-          r.io_failed.emplace_back(session, sh, shards[sh].epoch);
+        std::sort(touched.begin(), touched.end());
+        touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+        for (auto& [session, sh, epoch] : touched)
+          r.io_failed.emplace_back(session, sh, epoch_t{epoch});
         r.acks.clear();
         r.revokes.clear();
-        r.after_commit.clear();
         for (auto& g : grants)
           g.epoch = 0;
         return;
@@ -699,6 +705,18 @@ struct wal_writer::impl {
 
   // -- after the batch: checkpoints, loads, reads ---------------------------------------------
 
+  /// A checkpoint, load or read is checked against the leases where it stands in the batch (a
+  /// revocation or grant queued after it must not refuse it); false: refused. It is served once
+  /// the batch is durable (or failed), without a second look at the lease.
+  bool admitted_after_commit(const wal_entry& e) {
+    if (auto* c = std::get_if<wal_checkpoint>(&e))
+      return admit(c->session, c->request_id, c->shard, c->epoch) != nullptr;
+    if (auto* l = std::get_if<wal_load_checkpoint>(&e))
+      return admit(l->session, l->request_id, l->shard, l->epoch, false) != nullptr;
+    auto& r = std::get<wal_read>(e);
+    return admit(r.session, r.request_id, r.shard, r.epoch, false) != nullptr;
+  }
+
   void serve_after_commit(wal_entry& e) {
     if (auto* c = std::get_if<wal_checkpoint>(&e))
       serve_checkpoint(*c);
@@ -709,8 +727,11 @@ struct wal_writer::impl {
   }
 
   void serve_checkpoint(const wal_checkpoint& c) {
-    auto* st = admit(c.session, c.request_id, c.shard, c.epoch);
-    if (!st) return;
+    if (auto err = check_shard(c.shard.value())) {  // the log failed since it was admitted
+      refuse(c.session, c.request_id, *err);
+      return;
+    }
+    auto* st = &shards[c.shard.value()];
     if (c.lsn.value() > st->durable_lsn) {
       refuse(c.session, c.request_id,
              proto::error{err_code::bad_body, "checkpoint lsn " + std::to_string(c.lsn.value()) +
@@ -730,7 +751,6 @@ struct wal_writer::impl {
   }
 
   void serve_load(const wal_load_checkpoint& l) {
-    if (!admit(l.session, l.request_id, l.shard, l.epoch, false)) return;
     auto c = checkpoints.read(l.shard.value());
     if (!c) {
       refuse(l.session, l.request_id, c.err());
@@ -747,8 +767,7 @@ struct wal_writer::impl {
   /// RECOVER_LOG: durable records after `after`, the first always, then while they fit.
   void serve_read(const wal_read& r) {
     uint32_t s = r.shard.value();
-    auto* st = admit(r.session, r.request_id, r.shard, r.epoch, false);
-    if (!st) return;
+    auto* st = &shards[s];
     proto::log_page page{r.request_id, r.shard, lsn_t{r.after.value() + 1},
                          {},           0,       lsn_t{st->durable_lsn}};
     uint64_t want = r.after.value() + 1;

@@ -34,6 +34,7 @@ struct recording_sink : wal_sink {
   std::vector<grant_done> granted;
   std::vector<std::thread::id> granted_on;  ///< the thread that reported each grant
   std::vector<std::string> io_failed;
+  std::vector<std::pair<uint32_t, uint64_t>> io_failed_at;  ///< each IO_FAILED's shard and epoch
   std::vector<proto::any_message> answers;
   /// As reported: "durable S L", "granted S E", "refused ID", "revoked S", "ok ID" (an answer),
   /// "io_failed S".
@@ -91,8 +92,9 @@ struct recording_sink : wal_sink {
     answers.push_back(std::move(m));
     cv.notify_all();
   }
-  void on_io_failed(session_id, shard_id s, epoch_t, std::string m) override {
+  void on_io_failed(session_id, shard_id s, epoch_t e, std::string m) override {
     std::lock_guard<std::mutex> lk{mtx};
+    io_failed_at.emplace_back(s.value(), e.value());
     events.push_back("io_failed " + std::to_string(s.value()));
     io_failed.push_back(std::move(m));
     cv.notify_all();
@@ -746,6 +748,72 @@ TEST_CASE("records whose fdatasync failed are not recovered after a restart: the
         return sink.await([&] { return sink.io_failed.size() == 1; });
       },
       "fdatasync");
+}
+
+TEST_CASE("a batch whose fdatasync fails tells IO_FAILED once per session and shard, under the "
+          "epoch it appended with, refuses its checkpoint, answers its read from what was durable "
+          "before it and leaves its revocation unanswered") {
+  temp_dir tmp;
+  recording_sink sink;
+  auto wal = open_log(tmp.path, 1, &sink);
+  wal->submit(wal_grant{1, 7, shard_id{0}});
+  REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
+  uint64_t e = sink.granted[0].epoch;
+  wal->submit(app(7, 1, 0, e, 1, "durable-record"));
+  REQUIRE(sink.await([&] { return sink.durable.size() == 1; }));
+  REQUIRE(await_idle(*wal));
+  wal->inject_sync_failure();
+  // One batch: three appends of shard 0, a read and a checkpoint of it, its revocation and a
+  // grant of it to session 8 (which makes the shard's epoch e + 1 before the batch fails).
+  wal->enqueue(app(7, 2, 0, e, 2, "lost-a"));
+  wal->enqueue(app(7, 3, 0, e, 3, "lost-b"));
+  wal->enqueue(app(7, 4, 0, e, 4, "lost-c"));
+  wal->enqueue(wal_read{7, 5, shard_id{0}, epoch_t{e}, lsn_t{0}, 1 << 20});
+  wal->enqueue(wal_checkpoint{7, 6, shard_id{0}, epoch_t{e}, lsn_t{1}, {1, 2, 3}});
+  wal->enqueue(wal_revoke{9, shard_id{0}, epoch_t{e}, 7});
+  wal->enqueue(wal_grant{10, 8, shard_id{0}});
+  CHECK(wal->commit() == std::chrono::nanoseconds{0});
+  REQUIRE(sink.await([&] {
+    return sink.answers.size() == 1 && sink.refused.size() == 1 && sink.granted.size() == 2;
+  }));
+  REQUIRE(await_idle(*wal));
+  std::lock_guard<std::mutex> lk{sink.mtx};
+  CHECK(sink.io_failed_at == std::vector<std::pair<uint32_t, uint64_t>>{{0, e}});
+  CHECK(sink.revoked == 0);           // the shard stays busy: no new holder after a failed write
+  CHECK(sink.granted[1].epoch == 0);  // not made
+  auto* page = std::get_if<proto::log_page>(&sink.answers[0]);
+  REQUIRE(page != nullptr);
+  CHECK(page->durable_lsn == lsn_t{1});
+  REQUIRE(page->records.size() == 1);
+  CHECK(std::string(page->records[0].begin(), page->records[0].end()) == "durable-record");
+  CHECK(sink.refused[0].first == 6);
+  CHECK(sink.refused[0].second.message.find("the log failed") != std::string::npos);
+  CHECK(sink.durable.size() == 1);
+}
+
+TEST_CASE("a checkpoint or read queued before its lease's revocation in the same batch is served, "
+          "and one queued after it is refused") {
+  temp_dir tmp;
+  recording_sink sink;
+  auto wal = open_log(tmp.path, 1, &sink);
+  wal->submit(wal_grant{1, 7, shard_id{0}});
+  REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
+  uint64_t e = sink.granted[0].epoch;
+  wal->submit(app(7, 1, 0, e, 1, "record"));
+  REQUIRE(sink.await([&] { return sink.durable.size() == 1; }));
+  REQUIRE(await_idle(*wal));
+  wal->enqueue(wal_checkpoint{7, 100, shard_id{0}, epoch_t{e}, lsn_t{1}, {1, 2, 3}});
+  wal->enqueue(wal_read{7, 101, shard_id{0}, epoch_t{e}, lsn_t{0}, 1 << 20});
+  wal->enqueue(wal_revoke{22, shard_id{0}, epoch_t{e}, 7});
+  wal->enqueue(wal_checkpoint{7, 102, shard_id{0}, epoch_t{e}, lsn_t{1}, {4, 5, 6}});
+  CHECK(wal->commit() == std::chrono::nanoseconds{0});
+  REQUIRE(sink.await(
+      [&] { return sink.answers.size() == 2 && sink.refused.size() == 1 && sink.revoked == 1; }));
+  std::lock_guard<std::mutex> lk{sink.mtx};
+  CHECK(std::find(sink.events.begin(), sink.events.end(), "ok 100") != sink.events.end());
+  CHECK(std::holds_alternative<proto::log_page>(sink.answers[1]));
+  CHECK(sink.refused[0].first == 102);
+  CHECK(sink.refused[0].second.code == proto::err_code::stale_epoch);
 }
 
 TEST_CASE("a write cut short by the file size limit leaves no part of its batch behind: a batch "
