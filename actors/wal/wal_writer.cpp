@@ -247,8 +247,8 @@ struct wal_writer::impl {
     }
   }
 
-  /// Sends what a batch reports, once it is durable (or failed); the sessions told DURABLE go to
-  /// `told`.
+  /// Sends what a batch reports, once it is durable (or failed), but its revocations (deliver());
+  /// the sessions told DURABLE go to `told`.
   void report(batch_report& r) {
     told.clear();
     for (size_t i = 0; i < r.acks.size();) {
@@ -264,7 +264,6 @@ struct wal_writer::impl {
       i = end;
     }
     if (!r.grants.empty()) sink->on_granted(std::move(r.grants));
-    if (!r.revokes.empty()) sink->on_revoked(std::move(r.revokes));
     for (auto& [session, sh, epoch] : r.io_failed)
       sink->on_io_failed(session, shard_id{sh}, epoch, r.failure);
   }
@@ -358,11 +357,13 @@ struct wal_writer::impl {
   }
 
   /// Reports batch `r` (durable or failed), then serves its checkpoints, loads and reads, which
-  /// point into `entries`; empties both.
+  /// point into `entries`, then reports its revocations (each answered once everything queued
+  /// before it is durable or refused: a checkpoint queued before it included); empties both.
   void deliver(batch_report& r, std::vector<wal_entry>& entries) {
     report(r);
     for (auto* e : r.after_commit)
       serve_after_commit(*e);
+    if (!r.revokes.empty()) sink->on_revoked(std::move(r.revokes));
     r.clear();
     entries.clear();
   }

@@ -22,17 +22,17 @@
 // a session may hear an ERR for a request before the DURABLE or OK of an earlier one of the same
 // batch (answers carry request ids; DURABLE is a position, not an answer). Checkpoints, loads and
 // reads are checked against the leases where they stand in the queue and served once their batch
-// is durable. When more is queued once a batch that answers two or more sessions is durable, its
-// report waits until the next batch is written and its disk write begun (or, if that batch writes
-// nothing, admitted), and goes out before that one's fdatasync (the disk works while the answers
-// are sent); the next batch's own refusals and grants that write nothing follow it. A batch
-// answering one session, or with checkpoints, loads or reads (which must see the log as it was
-// when they were queued), reports before the next is admitted. A batch whose write or fdatasync
-// fails tells its appends' sessions IO_FAILED, refuses its checkpoints and answers its loads and
-// reads from what was durable; its revocations stay unanswered (lease_log.hpp). An I/O thread's
-// commit() may hold appends a little for the sessions the last report told DURABLE
-// (commit_hold.hpp); it then returns how long the thread may read on first. No CAF here: the glue
-// lives in log_sink.
+// is durable, before its revocations are reported. When more is queued once a batch that answers
+// two or more sessions is durable, its report waits until the next batch is written and its disk
+// write begun (or, if that batch writes nothing, admitted), and goes out before that one's
+// fdatasync (the disk works while the answers are sent); the next batch's own refusals and grants
+// that write nothing follow it. A batch answering one session, or with checkpoints, loads or reads
+// (which must see the log as it was when they were queued), reports before the next is admitted. A
+// batch whose write or fdatasync fails tells its appends' sessions IO_FAILED, refuses its
+// checkpoints and answers its loads and reads from what was durable; its revocations stay
+// unanswered (lease_log.hpp). An I/O thread's commit() may hold appends a little for the sessions
+// the last report told DURABLE (commit_hold.hpp); it then returns how long the thread may read on
+// first. No CAF here: the glue lives in log_sink.
 //
 // The pieces live in actors/wal/: the on-disk format (format.hpp), file I/O (file_io.hpp),
 // recovery (recovery.hpp), the segment files (segments.hpp), checkpoints (checkpoints.hpp), the

@@ -770,11 +770,12 @@ TEST_CASE("a batch whose fdatasync fails tells IO_FAILED once per session and sh
   wal->enqueue(app(7, 4, 0, e, 4, "lost-c"));
   wal->enqueue(wal_read{7, 5, shard_id{0}, epoch_t{e}, lsn_t{0}, 1 << 20});
   wal->enqueue(wal_checkpoint{7, 6, shard_id{0}, epoch_t{e}, lsn_t{1}, {1, 2, 3}});
+  wal->enqueue(wal_load_checkpoint{7, 7, shard_id{0}, epoch_t{e}});
   wal->enqueue(wal_revoke{9, shard_id{0}, epoch_t{e}, 7});
   wal->enqueue(wal_grant{10, 8, shard_id{0}});
   CHECK(wal->commit() == std::chrono::nanoseconds{0});
   REQUIRE(sink.await([&] {
-    return sink.answers.size() == 1 && sink.refused.size() == 1 && sink.granted.size() == 2;
+    return sink.answers.size() == 2 && sink.refused.size() == 1 && sink.granted.size() == 2;
   }));
   REQUIRE(await_idle(*wal));
   std::lock_guard<std::mutex> lk{sink.mtx};
@@ -786,13 +787,16 @@ TEST_CASE("a batch whose fdatasync fails tells IO_FAILED once per session and sh
   CHECK(page->durable_lsn == lsn_t{1});
   REQUIRE(page->records.size() == 1);
   CHECK(std::string(page->records[0].begin(), page->records[0].end()) == "durable-record");
+  auto* loaded = std::get_if<proto::checkpoint_data>(&sink.answers[1]);
+  REQUIRE(loaded != nullptr);
+  CHECK(loaded->lsn == lsn_t{0});  // none was stored
   CHECK(sink.refused[0].first == 6);
   CHECK(sink.refused[0].second.message.find("the log failed") != std::string::npos);
   CHECK(sink.durable.size() == 1);
 }
 
-TEST_CASE("a checkpoint or read queued before its lease's revocation in the same batch is served, "
-          "and one queued after it is refused") {
+TEST_CASE("a checkpoint, load or read queued before its lease's revocation in the same batch is "
+          "served before the revocation is reported, and a checkpoint queued after it is refused") {
   temp_dir tmp;
   recording_sink sink;
   auto wal = open_log(tmp.path, 1, &sink);
@@ -804,14 +808,21 @@ TEST_CASE("a checkpoint or read queued before its lease's revocation in the same
   REQUIRE(await_idle(*wal));
   wal->enqueue(wal_checkpoint{7, 100, shard_id{0}, epoch_t{e}, lsn_t{1}, {1, 2, 3}});
   wal->enqueue(wal_read{7, 101, shard_id{0}, epoch_t{e}, lsn_t{0}, 1 << 20});
+  wal->enqueue(wal_load_checkpoint{7, 103, shard_id{0}, epoch_t{e}});
   wal->enqueue(wal_revoke{22, shard_id{0}, epoch_t{e}, 7});
   wal->enqueue(wal_checkpoint{7, 102, shard_id{0}, epoch_t{e}, lsn_t{1}, {4, 5, 6}});
   CHECK(wal->commit() == std::chrono::nanoseconds{0});
   REQUIRE(sink.await(
-      [&] { return sink.answers.size() == 2 && sink.refused.size() == 1 && sink.revoked == 1; }));
+      [&] { return sink.answers.size() == 3 && sink.refused.size() == 1 && sink.revoked == 1; }));
   std::lock_guard<std::mutex> lk{sink.mtx};
-  CHECK(std::find(sink.events.begin(), sink.events.end(), "ok 100") != sink.events.end());
+  auto ok = std::find(sink.events.begin(), sink.events.end(), "ok 100");
+  auto revoked = std::find(sink.events.begin(), sink.events.end(), "revoked 0");
+  CHECK(ok < revoked);  // a RELEASE's OK never comes before the checkpoint queued ahead of it
+  CHECK(revoked != sink.events.end());
   CHECK(std::holds_alternative<proto::log_page>(sink.answers[1]));
+  auto* loaded = std::get_if<proto::checkpoint_data>(&sink.answers[2]);
+  REQUIRE(loaded != nullptr);
+  CHECK(loaded->lsn == lsn_t{1});  // the checkpoint just written
   CHECK(sink.refused[0].first == 102);
   CHECK(sink.refused[0].second.code == proto::err_code::stale_epoch);
 }
