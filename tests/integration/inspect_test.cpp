@@ -140,7 +140,9 @@ TEST_CASE("the JSON views and fusee inspect agree on a held shard, a backing-off
   REQUIRE(eps["rows"].size() == 1);
   auto e = eps["rows"][0];
   CHECK(e["url"] == "http://127.0.0.1:1/invoke");
-  CHECK(e["lastError"] == before["lastError"]);
+  // (A jittered backoff may retry between the reads: then the CLI saw the later failure, whose
+  // message names its own connect time.)
+  CHECK((e["lastError"] == before["lastError"] || e["lastError"] == after["lastError"]));
   CHECK(e["lastError"].get<std::string>().find("Couldn't connect") != std::string::npos);
   CHECK((e["state"] == before["state"] || e["state"] == after["state"]));
   CHECK(e["failed"].get<int>() >= before["failed"].get<int>());

@@ -817,6 +817,10 @@ TEST_CASE("a checkpoint, load or read queued before its lease's revocation in th
   std::lock_guard<std::mutex> lk{sink.mtx};
   auto ok = std::find(sink.events.begin(), sink.events.end(), "ok 100");
   auto revoked = std::find(sink.events.begin(), sink.events.end(), "revoked 0");
+  std::string all;
+  for (auto& x : sink.events)
+    all += x + "; ";
+  INFO(all);
   CHECK(ok < revoked);  // a RELEASE's OK never comes before the checkpoint queued ahead of it
   CHECK(revoked != sink.events.end());
   CHECK(std::holds_alternative<proto::log_page>(sink.answers[1]));
