@@ -750,18 +750,34 @@ TEST_CASE("records whose fdatasync failed are not recovered after a restart: the
       "fdatasync");
 }
 
+namespace {
+
+/// A one-shard log whose shard 0 session 7 holds under `epoch`, with `record` durable at LSN 1 and
+/// the log idle (so what is enqueued next is one batch when commit() takes it).
+struct one_record_log {
+  temp_dir tmp;
+  recording_sink sink;
+  std::unique_ptr<wal_writer> wal;
+  uint64_t epoch = 0;
+
+  explicit one_record_log(const std::string& record) {
+    wal = open_log(tmp.path, 1, &sink);
+    wal->submit(wal_grant{1, 7, shard_id{0}});
+    REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
+    epoch = sink.granted[0].epoch;
+    wal->submit(app(7, 1, 0, epoch, 1, record));
+    REQUIRE(sink.await([&] { return sink.durable.size() == 1; }));
+    REQUIRE(await_idle(*wal));
+  }
+};
+
+}  // namespace
+
 TEST_CASE("a batch whose fdatasync fails tells IO_FAILED once per session and shard, under the "
           "epoch it appended with, refuses its checkpoint, answers its read from what was durable "
           "before it and leaves its revocation unanswered") {
-  temp_dir tmp;
-  recording_sink sink;
-  auto wal = open_log(tmp.path, 1, &sink);
-  wal->submit(wal_grant{1, 7, shard_id{0}});
-  REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
-  uint64_t e = sink.granted[0].epoch;
-  wal->submit(app(7, 1, 0, e, 1, "durable-record"));
-  REQUIRE(sink.await([&] { return sink.durable.size() == 1; }));
-  REQUIRE(await_idle(*wal));
+  one_record_log log{"durable-record"};
+  auto& [tmp, sink, wal, e] = log;
   wal->inject_sync_failure();
   // One batch: three appends of shard 0, a read and a checkpoint of it, its revocation and a
   // grant of it to session 8 (which makes the shard's epoch e + 1 before the batch fails).
@@ -797,15 +813,8 @@ TEST_CASE("a batch whose fdatasync fails tells IO_FAILED once per session and sh
 
 TEST_CASE("a checkpoint, load or read queued before its lease's revocation in the same batch is "
           "served before the revocation is reported, and a checkpoint queued after it is refused") {
-  temp_dir tmp;
-  recording_sink sink;
-  auto wal = open_log(tmp.path, 1, &sink);
-  wal->submit(wal_grant{1, 7, shard_id{0}});
-  REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
-  uint64_t e = sink.granted[0].epoch;
-  wal->submit(app(7, 1, 0, e, 1, "record"));
-  REQUIRE(sink.await([&] { return sink.durable.size() == 1; }));
-  REQUIRE(await_idle(*wal));
+  one_record_log log{"record"};
+  auto& [tmp, sink, wal, e] = log;
   wal->enqueue(wal_checkpoint{7, 100, shard_id{0}, epoch_t{e}, lsn_t{1}, {1, 2, 3}});
   wal->enqueue(wal_read{7, 101, shard_id{0}, epoch_t{e}, lsn_t{0}, 1 << 20});
   wal->enqueue(wal_load_checkpoint{7, 103, shard_id{0}, epoch_t{e}});
