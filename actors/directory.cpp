@@ -35,7 +35,7 @@ struct lease_slot {
   epoch_t epoch{};
   bool serve_calls = false;
   bool draining = false;  ///< DRAIN: no more calls or messages to this holder
-  bool busy = false;      ///< a grant or revocation is in the log
+  bool busy = false;      ///< a grant or revocation is in the log, or the log failed it
   bool owned = true;      ///< this node serves the shard (always, outside a cluster)
 };
 
@@ -142,6 +142,9 @@ struct directory_state {
   uint64_t leases_granted = 0, leases_revoked = 0, calls = 0, calls_parked = 0, calls_expired = 0,
            relays = 0, forwarded_calls = 0, forwarded_messages = 0, messages_in = 0,
            parked_refused = 0;
+  /// Shards whose grant or revocation the log failed (it is broken until restart): busy for good,
+  /// offered to nobody (a broken log and a standby would otherwise ask each other for ever).
+  uint64_t shards_blocked = 0;
   static inline const char* name = "directory";
 };
 
@@ -662,6 +665,7 @@ actor_stats stats_of(self_ptr self) {
   a.num("revocationsInLog", st.revocations_in_log);
   a.num("leasesGranted", st.leases_granted);
   a.num("leasesRevoked", st.leases_revoked);
+  a.num("shardsBlocked", st.shards_blocked);
   a.num("calls", st.calls);
   a.num("callsParked", st.calls_parked);
   a.num("callsExpired", st.calls_expired);
@@ -881,18 +885,19 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         std::map<session_id, std::vector<proto::grant_entry>> pushes;
         std::set<session_id> waiting;   // workers whose LEASE may be complete now
         std::vector<uint32_t> serving;  // shards whose holder may get calls and messages now
+        size_t failed = 0;
         for (auto& g : made.grants) {
           auto& slot = st.slots[g.shard];
-          slot.busy = false;
           auto w = st.workers.find(g.session);
           if (w != st.workers.end()) {
             w->second.pending--;
             if (!w->second.answered) waiting.insert(g.session);
           }
-          if (g.epoch == 0) {  // the log could not write the grant
-            refresh_free(st, g.shard);
+          if (g.epoch == 0) {  // the log failed (until restart): the shard stays busy
+            failed++;
             continue;
           }
+          slot.busy = false;
           slot.epoch = epoch_t{g.epoch};
           slot.holder = g.session;
           st.leases_granted++;
@@ -919,6 +924,12 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
             pushes[g.session].push_back(e);
             serving.push_back(g.shard);
           }
+        }
+        if (failed > 0) {
+          st.shards_blocked += failed;
+          spdlog::error("the log failed: {} shard(s) not granted stay without a holder until "
+                        "restart",
+                        failed);
         }
         if (!unannounced.empty()) st.log->revoke(std::move(unannounced));
         std::vector<session_id> leased;
@@ -948,17 +959,37 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
       },
       [=](revocations_done& done) {
         auto& st = self->state;
+        bool failed = !done.failure.empty();
         for (auto& r : done.revoked) {
           if (auto i = st.revoke_answers.find(r.token); i != st.revoke_answers.end()) {
-            send_frame(self, i->second.to, proto::ok{i->second.request_id, {}});
+            if (failed)  // a RELEASE: its records queued before it were not written
+              send_frame(self, i->second.to,
+                         proto::make_err(i->second.request_id,
+                                         proto::error{proto::err_code::io,
+                                                      "shard " + std::to_string(r.shard) +
+                                                          " was not released cleanly: the log "
+                                                          "failed (" +
+                                                          done.failure +
+                                                          "); it gets no new holder until the "
+                                                          "server restarts"}));
+            else
+              send_frame(self, i->second.to, proto::ok{i->second.request_id, {}});
             st.revoke_answers.erase(i);
           }
           st.revocations_in_log--;
+          if (failed) {  // the lease ended here, but the shard stays busy
+            st.shards_blocked++;
+            continue;
+          }
           st.slots[r.shard].busy = false;
           st.leases_revoked++;
           spdlog::debug("lease ended shard={}", r.shard);
           refresh_free(st, r.shard);
         }
+        if (failed)
+          spdlog::error("the log failed ({}): {} shard(s) whose lease ended stay without a holder "
+                        "until restart",
+                        done.failure, done.revoked.size());
         offer_free(st);
       },
       [=](invoker_ready& inv) {

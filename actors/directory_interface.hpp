@@ -199,14 +199,16 @@ typename Inspector::result_type inspect(Inspector& f, grants_made& x) {
   return f(caf::meta::type_name("fusee.grants_made"), x.grants);
 }
 
-/// The revocations of one log batch: each is through the log.
+/// The revocations of one log batch: each is through the log, or, with a `failure`, the batch
+/// could not be written (the log is broken until restart: the shards get no new holder).
 struct revocations_done {
   std::vector<revocation_done> revoked;
+  std::string failure;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, revocations_done& x) {
-  return f(caf::meta::type_name("fusee.revocations_done"), x.revoked);
+  return f(caf::meta::type_name("fusee.revocations_done"), x.revoked, x.failure);
 }
 
 /// The invoker is up (from the server's start): the scheduler to bind invocations with, and the

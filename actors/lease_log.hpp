@@ -66,8 +66,8 @@ public:
   /// holds it under `epoch`); each answered with its `token` once every record queued before it
   /// is durable or refused, in order. Queued before this returns (a chunk of them at a time: a
   /// worker that leaves with a million leases is a few hundred queueings, not a million). A batch
-  /// that fails answers none of its revocations: their shards stay busy (no new holder after a
-  /// failed write).
+  /// that fails answers its revocations with the failure: the log is broken until restart, so
+  /// their shards get no new holder (nor does a grant the log could not make: epoch 0).
   virtual void revoke(std::vector<revocation> revocations) = 0;
   /// The last epoch that may have been granted for `shard` before this start (recovered from
   /// disk: any epoch up to it is stale now).

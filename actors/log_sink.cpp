@@ -67,8 +67,8 @@ void log_sink::on_granted(std::vector<grant_done> grants) {
   caf::anon_send(directory(), grants_made{std::move(grants)});
 }
 
-void log_sink::on_revoked(std::vector<revocation_done> revoked) {
-  caf::anon_send(directory(), revocations_done{std::move(revoked)});
+void log_sink::on_revoked(std::vector<revocation_done> revoked, std::string failure) {
+  caf::anon_send(directory(), revocations_done{std::move(revoked), std::move(failure)});
 }
 
 }  // namespace fusee::server

@@ -25,7 +25,7 @@ public:
   void on_durable(session_id s, std::vector<proto::position> positions) override;
   void on_refused(session_id s, uint64_t request_id, proto::error e) override;
   void on_granted(std::vector<grant_done> grants) override;
-  void on_revoked(std::vector<revocation_done> revoked) override;
+  void on_revoked(std::vector<revocation_done> revoked, std::string failure) override;
   void on_answer(session_id s, proto::any_message answer) override;
   void on_io_failed(session_id s, shard_id shard, epoch_t epoch, std::string message) override;
 

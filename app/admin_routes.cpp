@@ -83,8 +83,21 @@ http_reply invoker_metrics(caf::actor_system& sys, const admin_context& ctx) {
   return json(200, std::move(body));
 }
 
-/// /readyz: the log is recovered (the server answers only once it is), the listeners are up
-/// (likewise), and the invoker, when configured, has its wake records and dispatches.
+/// The log's failure, "" while it works (or nobody can tell).
+std::string log_failure(const admin_context& ctx) {
+  return ctx.log_failure ? ctx.log_failure() : std::string{};
+}
+
+/// /healthz: the process serves and its log works. A write or fdatasync that failed leaves the
+/// log refusing every append until restart, which a restart (recovery) mends: the probe fails.
+http_reply health(const admin_context& ctx) {
+  auto failure = log_failure(ctx);
+  if (failure.empty()) return json(200, R"({"status":"ok"})");
+  return json(503, R"({"status":"log failed","error":)" + proto::json_quote(failure) + "}");
+}
+
+/// /readyz: the log is recovered (the server answers only once it is) and works, the listeners
+/// are up (likewise), and the invoker, when configured, has its wake records and dispatches.
 http_reply readiness(caf::actor_system& sys, const admin_context& ctx) {
   bool invoker = !ctx.invoker_configured;
   if (ctx.scheduler) {
@@ -93,10 +106,13 @@ http_reply readiness(caf::actor_system& sys, const admin_context& ctx) {
         .receive([&](server::actor_stats& s) { invoker = s.state == "running"; },
                  [&](caf::error&) {});
   }
-  std::string body = std::string("{\"ready\":") + (invoker ? "true" : "false") +
+  auto failure = log_failure(ctx);
+  bool ready = invoker && failure.empty();
+  std::string body = std::string("{\"ready\":") + (ready ? "true" : "false") +
                      ",\"logRecovered\":true,\"listening\":true,\"invokerStarted\":" +
-                     (invoker ? "true" : "false") + "}";
-  return json(invoker ? 200 : 503, body);
+                     (invoker ? "true" : "false");
+  if (!failure.empty()) body += ",\"logFailed\":" + proto::json_quote(failure);
+  return json(ready ? 200 : 503, body + "}");
 }
 
 /// /metrics, gathered at most once a second.
@@ -215,7 +231,7 @@ http_server::handler admin_routes(caf::actor_system& sys, admin_context ctx) {
       return http_reply{200, "text/javascript; charset=utf-8", std::string(dashboard_js())};
     if (p == "/dashboard.css")
       return http_reply{200, "text/css; charset=utf-8", std::string(dashboard_css())};
-    if (p == "/healthz") return json(200, R"({"status":"ok"})");
+    if (p == "/healthz") return health(ctx);
     if (p == "/readyz") return readiness(sys, ctx);
     if (auto refused = check_bearer(ex, ctx.tokens.get(), proto::scope::read)) return *refused;
     if (p == "/metrics") return metrics->get(sys, ctx);

@@ -62,6 +62,9 @@ const row_metric log_metrics[] = {
 const row_metric directory_metrics[] = {
     {"leases_granted_total", "counter", "Leases granted (each a durable epoch).", "leasesGranted"},
     {"leases_revoked_total", "counter", "Leases ended by the log (revocations).", "leasesRevoked"},
+    {"shards_blocked", "gauge",
+     "Shards whose grant or revocation the failed log could not make: no holder until restart.",
+     "shardsBlocked"},
     {"calls_total", "counter", "Calls received (protocol and HTTP API).", "calls"},
     {"calls_parked_total", "counter", "Calls that waited for a holder.", "callsParked"},
     {"calls_expired_total", "counter", "Parked calls that no holder took in time.", "callsExpired"},

@@ -99,6 +99,12 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       spdlog::error("{}={} is set: {} that late, if this build has the test hooks (a test hook, "
                     "never set it in production)",
                     name, delay, what);
+  if (const char* at = std::getenv("FUSEE_TEST_FAIL_SYNC_AT_LSN"))
+    spdlog::error(
+        "FUSEE_TEST_FAIL_SYNC_AT_LSN={} is set: the first batch that takes a shard to that "
+        "LSN fails its fdatasync, if this build has the test hooks (a test hook, never "
+        "set it in production)",
+        at);
   spdlog::info("log recovered records={} batches={} segments={} data_dir={}", rep.records,
                rep.batches, rep.segments, cfg.data_dir);
   if (rep.torn_bytes > 0)
@@ -305,6 +311,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       if (acceptor->tls()) actx.terminators.emplace_back("workers", acceptor->tls());
       if (api && api->tls()) actx.terminators.emplace_back("http", api->tls());
       if (api) actx.api_bodies_refused = [a = api.get()] { return a->bodies_refused(); };
+      actx.log_failure = [w = wal.get()] { return w->failure(); };
       if (cluster_tls) actx.terminators.emplace_back("cluster", cluster_tls.get());
       auto own_tls = actx.own_tls;
       admin = http_server::start(admin_at->host, admin_at->port, admin_routes(sys, std::move(actx)),

@@ -107,10 +107,19 @@ struct wal_writer::impl {
     const char* v = std::getenv("FUSEE_TEST_SYNC_DELAY_MS");
     return v ? std::strtoll(v, nullptr, 10) : 0;
   }()};
+  /// Test hook (FUSEE_TEST_FAIL_SYNC_AT_LSN=N): the fdatasync of the first batch that takes any
+  /// shard's records to LSN N or past it fails (EIO), once; the server logs an error at start.
+  const uint64_t fail_sync_at_lsn = [] {
+    const char* v = std::getenv("FUSEE_TEST_FAIL_SYNC_AT_LSN");
+    return v ? std::strtoull(v, nullptr, 10) : 0;
+  }();
+  bool failed_sync_at_lsn = false;
 #else
   static constexpr bool drop_acknowledged = false;
   static constexpr uint64_t drop_after = 0;
   static constexpr std::chrono::milliseconds sync_delay{0};
+  static constexpr uint64_t fail_sync_at_lsn = 0;
+  bool failed_sync_at_lsn = false;
 #endif
   std::atomic<uint64_t> n_batches{0}, n_records{0}, n_fsyncs{0}, n_retired{0}, n_segments{0};
   std::atomic<uint64_t> n_appends{0}, n_refused{0}, n_bytes{0}, n_checkpoints{0};
@@ -363,7 +372,7 @@ struct wal_writer::impl {
     report(r);
     for (auto* e : r.after_commit)
       serve_after_commit(*e);
-    if (!r.revokes.empty()) sink->on_revoked(std::move(r.revokes));
+    if (!r.revokes.empty()) sink->on_revoked(std::move(r.revokes), r.failure);
     r.clear();
     entries.clear();
   }
@@ -569,6 +578,10 @@ struct wal_writer::impl {
                                                .size = body.size() - region}});
         st->last_lsn += written;
         records += written;
+        if (fail_sync_at_lsn != 0 && st->last_lsn >= fail_sync_at_lsn && !failed_sync_at_lsn) {
+          failed_sync_at_lsn = true;  // the test hook
+          inject_sync_failure = true;
+        }
         n_appends.fetch_add(1, std::memory_order_relaxed);
         acks.push_back({a->session, s, {a->shard, a->epoch, lsn_t{st->last_lsn}}});
         touched.emplace_back(a->session, s, a->epoch.value());
@@ -629,9 +642,9 @@ struct wal_writer::impl {
       if (!written) {
         // Nothing of this batch is acknowledged: its appends hear IO_FAILED (once per session and
         // shard, naming the epoch they were sent under), its grants were not made (epoch 0), its
-        // revocations are not answered (their shards stay busy: no new holder after a failed
-        // write); its checkpoints are refused (the log failed) and its loads and reads answered
-        // from what was durable before it.
+        // revocations are reported with the failure (their shards get no new holder: the log is
+        // broken until restart); its checkpoints are refused (the log failed) and its loads and
+        // reads answered from what was durable before it.
         fail(written.err().message);
         r.failure = written.err().message;
         std::sort(touched.begin(), touched.end());
@@ -639,7 +652,6 @@ struct wal_writer::impl {
         for (auto& [session, sh, epoch] : touched)
           r.io_failed.emplace_back(session, sh, epoch_t{epoch});
         r.acks.clear();
-        r.revokes.clear();
         for (auto& g : grants)
           g.epoch = 0;
         return;
@@ -964,6 +976,12 @@ wal_writer::stats wal_writer::get_stats() const {
   s.records_per_fsync = i.records_per_fsync.snapshot();
   s.roll_seconds = i.roll_seconds.snapshot();
   return s;
+}
+
+std::string wal_writer::failure() const {
+  if (!impl_->failed) return {};
+  std::lock_guard<std::mutex> lk{impl_->failure_mtx};
+  return impl_->failure_text;
 }
 
 uint64_t wal_writer::durable_lsn(uint32_t shard) const {

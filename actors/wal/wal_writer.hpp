@@ -29,10 +29,10 @@
 // that write nothing follow it. A batch answering one session, or with checkpoints, loads or reads
 // (which must see the log as it was when they were queued), reports before the next is admitted. A
 // batch whose write or fdatasync fails tells its appends' sessions IO_FAILED, refuses its
-// checkpoints and answers its loads and reads from what was durable; its revocations stay
-// unanswered (lease_log.hpp). An I/O thread's commit() may hold appends a little for the sessions
-// the last report told DURABLE (commit_hold.hpp); it then returns how long the thread may read on
-// first. No CAF here: the glue lives in log_sink.
+// checkpoints and answers its loads and reads from what was durable; its revocations are reported
+// with the failure (lease_log.hpp). An I/O thread's commit() may hold appends a little for the
+// sessions the last report told DURABLE (commit_hold.hpp); it then returns how long the thread may
+// read on first. No CAF here: the glue lives in log_sink.
 //
 // The pieces live in actors/wal/: the on-disk format (format.hpp), file I/O (file_io.hpp),
 // recovery (recovery.hpp), the segment files (segments.hpp), checkpoints (checkpoints.hpp), the
@@ -147,8 +147,9 @@ public:
   virtual void on_durable(session_id s, std::vector<proto::position> positions) = 0;
   virtual void on_refused(session_id s, uint64_t request_id, proto::error e) = 0;
   virtual void on_granted(std::vector<grant_done> grants) = 0;
-  /// The revocations of one batch, in the order they were queued.
-  virtual void on_revoked(std::vector<revocation_done> revoked) = 0;
+  /// The revocations of one batch, in the order they were queued; with a `failure` (the log's),
+  /// the batch could not be written (lease_log::revoke).
+  virtual void on_revoked(std::vector<revocation_done> revoked, std::string failure) = 0;
   /// An answer to a checkpoint, load or read: a whole message for the session.
   virtual void on_answer(session_id s, proto::any_message answer) = 0;
   /// A write or fsync failed: nothing after the session's last DURABLE for `shard` was written.
@@ -233,6 +234,8 @@ public:
     histogram roll_seconds;
   };
   stats get_stats() const;
+  /// The log's failure, "" while it works (any thread, cheap: for health checks).
+  std::string failure() const;
   /// The shard's durable LSN now (any thread; 0 for no such shard).
   uint64_t durable_lsn(uint32_t shard) const;
 

@@ -366,3 +366,69 @@ TEST_CASE("checkpoints survive restarts and retire the segments they cover") {
   REQUIRE(after.size() == 1);
   CHECK(after[0] == record("after"));
 }
+
+namespace {
+
+/// The directory's counter `key`, as /v1/actors shows it now.
+int64_t directory_stat(const server_process& server, const std::string& key) {
+  auto m = http_get(server.admin_port(), "/v1/actors?kind=directory");
+  REQUIRE(m.first == 200);
+  auto at = m.second.find("\"" + key + "\":");
+  REQUIRE_MESSAGE(at != std::string::npos, key << " in " << m.second);
+  return std::stoll(m.second.substr(at + key.size() + 3));
+}
+
+}  // namespace
+
+TEST_CASE("after a failed fdatasync the holder hears IO_FAILED, appends are refused, /healthz and "
+          "/readyz fail with the disk's error, and the failed log's shards go to no standby") {
+  // The test hook fails the fdatasync of the batch that takes a shard to LSN 2.
+  ::setenv("FUSEE_TEST_FAIL_SYNC_AT_LSN", "2", 1);  // the server process inherits it
+  server_fixture f{"[server]\nshards = 2\n"};
+  ::unsetenv("FUSEE_TEST_FAIL_SYNC_AT_LSN");
+  INFO("the server's log: " << f.server.log());
+  REQUIRE(f.server.log().find("FUSEE_TEST_FAIL_SYNC_AT_LSN=2 is set") != std::string::npos);
+  auto admin = f.server.admin_port();
+  CHECK(http_get(admin, "/healthz").first == 200);
+  auto w = f.connect();
+  auto lease = w.hello();
+  REQUIRE(lease.grants.size() == 2);
+  auto standby = f.connect();
+  REQUIRE(standby.hello().grants.empty());
+  auto e0 = epoch_of(lease.grants, 0), e1 = epoch_of(lease.grants, 1);
+  w.append(0, e0, 1, {record("durable")});
+  REQUIRE(w.wait_durable(0, 1));
+  w.append(0, e0, 2, {record("lost")});
+  auto failed = w.expect<proto::io_failed>();
+  CHECK(failed.shard.value() == 0);
+  CHECK(failed.epoch.value() == e0);
+  CHECK(failed.message.find("Input/output error") != std::string::npos);
+  w.append(0, e0, 2, {record("refused")}, 7);
+  auto refused = w.expect<proto::err>();
+  CHECK(refused.id == 7);
+  CHECK(refused.code == uint16_t(proto::err_code::io));
+  CHECK(w.durable[0] == 1);
+  // Where operators and orchestrators look.
+  auto [hs, health] = http_get(admin, "/healthz");
+  CHECK(hs == 503);
+  CHECK(health.find("\"status\":\"log failed\"") != std::string::npos);
+  CHECK(health.find("Input/output error") != std::string::npos);
+  auto [rs, ready] = http_get(admin, "/readyz");
+  CHECK(rs == 503);
+  CHECK(ready.find("\"ready\":false") != std::string::npos);
+  CHECK(ready.find("\"logFailed\":") != std::string::npos);
+  // A RELEASE after the failure: nothing of shard 1 waits, so it is answered; the shard is offered
+  // to the standby, the failed log cannot grant it, and it is asked no more (no loop between them).
+  REQUIRE(
+      w.conn.send(proto::release{proto::request_head{31, proto::shard_id{1}, proto::epoch_t{e1}}}));
+  CHECK(w.expect<proto::ok>().id == 31);
+  // The worker leaves: shard 0 goes the same way.
+  w.conn.close();
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (directory_stat(f.server, "shardsBlocked") < 2)
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+  CHECK(directory_stat(f.server, "shardsBlocked") == 2);
+  CHECK(directory_stat(f.server, "heldShards") == 0);
+  auto nothing = standby.next(300ms);  // any GRANT went out with the count above
+  CHECK_FALSE(nothing);
+}

@@ -264,10 +264,13 @@ struct fixture {
     return c;
   }
   /// The log writes everything queued as one batch and reports it, as the writer does (only the
-  /// first `n` entries when given: the rest go into a later batch).
-  void commit(uint64_t durable_lsn = 0, size_t n = SIZE_MAX, bool fail_grants = false) {
+  /// first `n` entries when given: the rest go into a later batch). With a `failure`, the batch
+  /// failed: its grants were not made and its revocations come back with the failure.
+  void commit(uint64_t durable_lsn = 0, size_t n = SIZE_MAX, std::string failure = {}) {
+    bool fail_grants = !failure.empty();
     grants_made made;
     revocations_done revoked;
+    revoked.failure = failure;
     std::vector<fake_log::entry> later;
     if (n < log.queued.size()) {
       later.assign(log.queued.begin() + static_cast<ptrdiff_t>(n), log.queued.end());
@@ -370,10 +373,54 @@ TEST_CASE("no call reaches a worker before the LEASE that names its shard, even 
 TEST_CASE("a worker whose grants fail in the log still gets its LEASE, without them") {
   fixture f{2};
   auto& a = f.worker();
-  f.commit(0, 1);               // shard 0 granted
-  f.commit(0, SIZE_MAX, true);  // shard 1's grant could not be written
+  f.commit(0, 1);                     // shard 0 granted
+  f.commit(0, SIZE_MAX, "injected");  // shard 1's grant could not be written
   auto lease = a.last<proto::lease>();
   CHECK(shards_of(lease.grants) == std::vector<uint32_t>{0});
+}
+
+TEST_CASE("a shard whose grant the log could not make stays busy: it is offered to nobody again, "
+          "so a failed log and a standby never ask each other in a loop") {
+  fixture f{2};
+  auto& a = f.worker();
+  f.commit();
+  auto& b = f.worker();  // a standby for any number of shards
+  f.end(a);
+  f.commit();  // the revocations: both shards are offered to b
+  REQUIRE(f.log.grants() == 4);
+  f.commit(0, SIZE_MAX, "fdatasync: Input/output error");  // the log failed: neither was made
+  CHECK(f.log.queued.empty());                             // not asked again
+  CHECK(f.log.grants() == 4);
+  CHECK(b.all<proto::grant>().empty());
+  auto& c = f.worker();  // nor offered to a newcomer
+  CHECK(f.log.queued.empty());
+  CHECK(c.last<proto::lease>().grants.empty());
+  auto stats = f.stats();
+  CHECK(stats.number("shardsBlocked") == 2);
+  CHECK(stats.number("heldShards") == 0);
+}
+
+TEST_CASE("a RELEASE whose revocation was in a batch the log could not write is answered ERR IO "
+          "with the log's failure, and its shard stays busy") {
+  fixture f{2};
+  auto& a = f.worker();
+  f.commit();
+  auto& b = f.worker();
+  caf::anon_send(f.dir, release_request{f.from(a, 10, 0, epoch_of(a, 0))});
+  f.run();
+  f.commit(0, SIZE_MAX, "fdatasync: Input/output error");
+  CHECK(a.all<proto::ok>().empty());
+  auto err = a.last<proto::err>();
+  CHECK(err.id == 10);
+  CHECK(err.code == uint16_t(proto::err_code::io));
+  CHECK(err.message.find("fdatasync: Input/output error") != std::string::npos);
+  CHECK(err.message.find("shard 0") != std::string::npos);
+  CHECK(f.log.queued.empty());  // b is not offered the shard
+  CHECK(b.all<proto::grant>().empty());
+  auto stats = f.stats();
+  CHECK(stats.number("revocationsInLog") == 0);
+  CHECK(stats.number("shardsBlocked") == 1);
+  CHECK(stats.number("leasesRevoked") == 0);
 }
 
 TEST_CASE("epochs continue from the ones the log recovered") {

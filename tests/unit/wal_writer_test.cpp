@@ -74,10 +74,12 @@ struct recording_sink : wal_sink {
     cv.notify_all();
   }
   size_t revoked = 0;
-  std::vector<uint64_t> revoked_tokens;  ///< in the order reported
-  size_t revoked_calls = 0;              ///< on_revoked calls (one per batch with revocations)
-  void on_revoked(std::vector<revocation_done> rs) override {
+  std::vector<uint64_t> revoked_tokens;      ///< in the order reported
+  size_t revoked_calls = 0;                  ///< on_revoked calls (one per batch with revocations)
+  std::vector<std::string> revoke_failures;  ///< each on_revoked call's failure ("" = through)
+  void on_revoked(std::vector<revocation_done> rs, std::string failure) override {
     std::lock_guard<std::mutex> lk{mtx};
+    revoke_failures.push_back(std::move(failure));
     for (auto& r : rs) {
       events.push_back("revoked " + std::to_string(r.shard));
       revoked_tokens.push_back(r.token);
@@ -629,6 +631,7 @@ TEST_CASE("revocations given to the log together are reported together and in or
   REQUIRE(sink.await([&] { return sink.revoked == 3 && sink.refused.size() == 1; }));
   CHECK(sink.revoked_calls == 1);
   CHECK(sink.revoked_tokens == std::vector<uint64_t>{10, 11, 12});
+  CHECK(sink.revoke_failures == std::vector<std::string>{""});  // through the log
   CHECK(sink.refused[0].first == 20);
   CHECK(sink.refused[0].second.code == proto::err_code::stale_epoch);
 }
@@ -775,7 +778,7 @@ struct one_record_log {
 
 TEST_CASE("a batch whose fdatasync fails tells IO_FAILED once per session and shard, under the "
           "epoch it appended with, refuses its checkpoint, answers its read from what was durable "
-          "before it and leaves its revocation unanswered") {
+          "before it and reports its revocation with the failure") {
   one_record_log log{"durable-record"};
   auto& [tmp, sink, wal, e] = log;
   wal->inject_sync_failure();
@@ -791,12 +794,15 @@ TEST_CASE("a batch whose fdatasync fails tells IO_FAILED once per session and sh
   wal->enqueue(wal_grant{10, 8, shard_id{0}});
   CHECK(wal->commit() == std::chrono::nanoseconds{0});
   REQUIRE(sink.await([&] {
-    return sink.answers.size() == 2 && sink.refused.size() == 1 && sink.granted.size() == 2;
+    return sink.answers.size() == 2 && sink.refused.size() == 1 && sink.granted.size() == 2 &&
+           sink.revoked == 1;
   }));
   REQUIRE(await_idle(*wal));
   std::lock_guard<std::mutex> lk{sink.mtx};
   CHECK(sink.io_failed_at == std::vector<std::pair<uint32_t, uint64_t>>{{0, e}});
-  CHECK(sink.revoked == 0);           // the shard stays busy: no new holder after a failed write
+  REQUIRE(sink.revoke_failures.size() == 1);  // the directory keeps the shard busy: no new holder
+  CHECK(sink.revoke_failures[0].find("Input/output error") != std::string::npos);
+  CHECK(sink.revoked_tokens == std::vector<uint64_t>{9});
   CHECK(sink.granted[1].epoch == 0);  // not made
   auto* page = std::get_if<proto::log_page>(&sink.answers[0]);
   REQUIRE(page != nullptr);
