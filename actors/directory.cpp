@@ -99,7 +99,7 @@ proto::message message_frame(remote_message&& m) {
                         m.outbox_id, std::move(m.payload)};
 }
 
-/// A RELEASE answers OK once its revocation is through the log.
+/// A RELEASE answers OK once its revocation is through the log (ERR IO if the log failed).
 struct revoke_answer {
   session_actor to;
   uint64_t request_id = 0;
@@ -400,7 +400,7 @@ void report_end(self_ptr self, uint32_t shard, const worker* holder, session_id 
 /// sends after it is refused at commit. (The wake record, and calls in flight to the holder, hear
 /// of the end here already.) `holder` is the holder's worker entry (already out of `workers` when
 /// it is being dropped), or null. `answer_to` hears OK (request `req`) once the revocation is
-/// through the log.
+/// through the log, or ERR IO if the log failed (the shard then stays busy).
 void revoke(self_ptr self, uint32_t shard, const worker* holder, std::vector<revocation>& out,
             session_actor answer_to = {}, uint64_t req = 0) {
   auto& st = self->state;
@@ -962,16 +962,16 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         bool failed = !done.failure.empty();
         for (auto& r : done.revoked) {
           if (auto i = st.revoke_answers.find(r.token); i != st.revoke_answers.end()) {
-            if (failed)  // a RELEASE: its records queued before it were not written
+            if (failed)  // records queued before it may not have been written
               send_frame(self, i->second.to,
                          proto::make_err(i->second.request_id,
                                          proto::error{proto::err_code::io,
-                                                      "shard " + std::to_string(r.shard) +
-                                                          " was not released cleanly: the log "
-                                                          "failed (" +
-                                                          done.failure +
-                                                          "); it gets no new holder until the "
-                                                          "server restarts"}));
+                                                      "the log failed (" + done.failure +
+                                                          "): the lease of shard " +
+                                                          std::to_string(r.shard) +
+                                                          " ended, records queued before the "
+                                                          "RELEASE may not be durable, and the "
+                                                          "shard gets no holder until restart"}));
             else
               send_frame(self, i->second.to, proto::ok{i->second.request_id, {}});
             st.revoke_answers.erase(i);

@@ -199,8 +199,8 @@ typename Inspector::result_type inspect(Inspector& f, grants_made& x) {
   return f(caf::meta::type_name("fusee.grants_made"), x.grants);
 }
 
-/// The revocations of one log batch: each is through the log, or, with a `failure`, the batch
-/// could not be written (the log is broken until restart: the shards get no new holder).
+/// The revocations of one log batch: each is through the log, or, with a `failure`, the log failed
+/// (in this batch or before: broken until restart, the shards get no new holder).
 struct revocations_done {
   std::vector<revocation_done> revoked;
   std::string failure;

@@ -65,9 +65,10 @@ public:
   /// Ends the live lease of each `shard` if it is still (`holder`, `epoch`) (holder 0: whoever
   /// holds it under `epoch`); each answered with its `token` once every record queued before it
   /// is durable or refused, in order. Queued before this returns (a chunk of them at a time: a
-  /// worker that leaves with a million leases is a few hundred queueings, not a million). A batch
-  /// that fails answers its revocations with the failure: the log is broken until restart, so
-  /// their shards get no new holder (nor does a grant the log could not make: epoch 0).
+  /// worker that leaves with a million leases is a few hundred queueings, not a million). Once a
+  /// write failed (in the revocation's batch or before), it is answered with the log's failure:
+  /// the log is broken until restart, so the shard gets no new holder (nor does a grant the log
+  /// could not make: epoch 0).
   virtual void revoke(std::vector<revocation> revocations) = 0;
   /// The last epoch that may have been granted for `shard` before this start (recovered from
   /// disk: any epoch up to it is stale now).

@@ -37,7 +37,8 @@ struct admin_context {
       std::make_shared<std::atomic<const tls::terminator*>>(nullptr);
   /// Requests the HTTP API refused for their body size (limits.http_body_kb); null: no API.
   std::function<uint64_t()> api_bodies_refused;
-  /// The log's failure ("" while it works): /healthz and /readyz fail with it. Null: never failed.
+  /// The log's failure ("" while it works): /healthz and /readyz fail once it has one. Null: the
+  /// log is never asked.
   std::function<std::string()> log_failure;
 };
 

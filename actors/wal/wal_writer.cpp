@@ -367,12 +367,13 @@ struct wal_writer::impl {
 
   /// Reports batch `r` (durable or failed), then serves its checkpoints, loads and reads, which
   /// point into `entries`, then reports its revocations (each answered once everything queued
-  /// before it is durable or refused: a checkpoint queued before it included); empties both.
+  /// before it is durable or refused: a checkpoint queued before it included; with the log's
+  /// failure once it failed, in this batch or before); empties both.
   void deliver(batch_report& r, std::vector<wal_entry>& entries) {
     report(r);
     for (auto* e : r.after_commit)
       serve_after_commit(*e);
-    if (!r.revokes.empty()) sink->on_revoked(std::move(r.revokes), r.failure);
+    if (!r.revokes.empty()) sink->on_revoked(std::move(r.revokes), broken ? broken_reason : "");
     r.clear();
     entries.clear();
   }
@@ -642,9 +643,9 @@ struct wal_writer::impl {
       if (!written) {
         // Nothing of this batch is acknowledged: its appends hear IO_FAILED (once per session and
         // shard, naming the epoch they were sent under), its grants were not made (epoch 0), its
-        // revocations are reported with the failure (their shards get no new holder: the log is
-        // broken until restart); its checkpoints are refused (the log failed) and its loads and
-        // reads answered from what was durable before it.
+        // revocations are reported with the failure (as every later one is: their shards get no
+        // new holder, the log is broken until restart); its checkpoints are refused (the log
+        // failed) and its loads and reads answered from what was durable before it.
         fail(written.err().message);
         r.failure = written.err().message;
         std::sort(touched.begin(), touched.end());

@@ -778,7 +778,7 @@ struct one_record_log {
 
 TEST_CASE("a batch whose fdatasync fails tells IO_FAILED once per session and shard, under the "
           "epoch it appended with, refuses its checkpoint, answers its read from what was durable "
-          "before it and reports its revocation with the failure") {
+          "before it and reports its revocation with the failure, as it does a later one") {
   one_record_log log{"durable-record"};
   auto& [tmp, sink, wal, e] = log;
   wal->inject_sync_failure();
@@ -798,23 +798,32 @@ TEST_CASE("a batch whose fdatasync fails tells IO_FAILED once per session and sh
            sink.revoked == 1;
   }));
   REQUIRE(await_idle(*wal));
+  {
+    std::lock_guard<std::mutex> lk{sink.mtx};
+    CHECK(sink.io_failed_at == std::vector<std::pair<uint32_t, uint64_t>>{{0, e}});
+    REQUIRE(sink.revoke_failures.size() == 1);  // the directory keeps the shard busy
+    CHECK(sink.revoke_failures[0].find("Input/output error") != std::string::npos);
+    CHECK(sink.revoked_tokens == std::vector<uint64_t>{9});
+    CHECK(sink.granted[1].epoch == 0);  // not made
+    auto* page = std::get_if<proto::log_page>(&sink.answers[0]);
+    REQUIRE(page != nullptr);
+    CHECK(page->durable_lsn == lsn_t{1});
+    REQUIRE(page->records.size() == 1);
+    CHECK(std::string(page->records[0].begin(), page->records[0].end()) == "durable-record");
+    auto* loaded = std::get_if<proto::checkpoint_data>(&sink.answers[1]);
+    REQUIRE(loaded != nullptr);
+    CHECK(loaded->lsn == lsn_t{0});  // none was stored
+    CHECK(sink.refused[0].first == 6);
+    CHECK(sink.refused[0].second.message.find("the log failed") != std::string::npos);
+    CHECK(sink.durable.size() == 1);
+  }
+  // A revocation after the failure is reported with it too (nothing is written for it).
+  wal->enqueue(wal_revoke{11, shard_id{0}, epoch_t{e + 1}, 0});
+  CHECK(wal->commit() == std::chrono::nanoseconds{0});
+  REQUIRE(sink.await([&] { return sink.revoked == 2; }));
   std::lock_guard<std::mutex> lk{sink.mtx};
-  CHECK(sink.io_failed_at == std::vector<std::pair<uint32_t, uint64_t>>{{0, e}});
-  REQUIRE(sink.revoke_failures.size() == 1);  // the directory keeps the shard busy: no new holder
-  CHECK(sink.revoke_failures[0].find("Input/output error") != std::string::npos);
-  CHECK(sink.revoked_tokens == std::vector<uint64_t>{9});
-  CHECK(sink.granted[1].epoch == 0);  // not made
-  auto* page = std::get_if<proto::log_page>(&sink.answers[0]);
-  REQUIRE(page != nullptr);
-  CHECK(page->durable_lsn == lsn_t{1});
-  REQUIRE(page->records.size() == 1);
-  CHECK(std::string(page->records[0].begin(), page->records[0].end()) == "durable-record");
-  auto* loaded = std::get_if<proto::checkpoint_data>(&sink.answers[1]);
-  REQUIRE(loaded != nullptr);
-  CHECK(loaded->lsn == lsn_t{0});  // none was stored
-  CHECK(sink.refused[0].first == 6);
-  CHECK(sink.refused[0].second.message.find("the log failed") != std::string::npos);
-  CHECK(sink.durable.size() == 1);
+  REQUIRE(sink.revoke_failures.size() == 2);
+  CHECK(sink.revoke_failures[1] == sink.revoke_failures[0]);
 }
 
 TEST_CASE("a checkpoint, load or read queued before its lease's revocation in the same batch is "
