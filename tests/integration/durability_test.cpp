@@ -122,13 +122,19 @@ TEST_CASE("kill -9 under load, 20 times: every record reported durable is recove
 
 namespace {
 
-/// A counter of the log's, as /v1/log shows it now (/metrics is cached for a second).
-uint64_t log_stat(const server_process& server, const std::string& key) {
-  auto m = http_get(server.admin_port(), "/v1/log");
+/// The number under `key` in an inspector view of the admin server's (`path`), as it is now
+/// (/metrics is cached for a second).
+int64_t admin_stat(const server_process& server, const std::string& path, const std::string& key) {
+  auto m = http_get(server.admin_port(), path);
   REQUIRE(m.first == 200);
   auto at = m.second.find("\"" + key + "\":");
-  REQUIRE_MESSAGE(at != std::string::npos, key);
-  return std::stoull(m.second.substr(at + key.size() + 3));
+  REQUIRE_MESSAGE(at != std::string::npos, key << " in " << m.second);
+  return std::stoll(m.second.substr(at + key.size() + 3));
+}
+
+/// A counter of the log's, as /v1/log shows it now.
+int64_t log_stat(const server_process& server, const std::string& key) {
+  return admin_stat(server, "/v1/log", key);
 }
 
 /// Appends `n` records to shard 0 one at a time, each waiting for its DURABLE; `after_hello` runs
@@ -372,13 +378,9 @@ TEST_CASE("checkpoints survive restarts and retire the segments they cover") {
 
 namespace {
 
-/// The directory's counter `key`, as /v1/actors shows it now.
+/// A counter of the directory's, as /v1/actors shows it now.
 int64_t directory_stat(const server_process& server, const std::string& key) {
-  auto m = http_get(server.admin_port(), "/v1/actors?kind=directory");
-  REQUIRE(m.first == 200);
-  auto at = m.second.find("\"" + key + "\":");
-  REQUIRE_MESSAGE(at != std::string::npos, key << " in " << m.second);
-  return std::stoll(m.second.substr(at + key.size() + 3));
+  return admin_stat(server, "/v1/actors?kind=directory", key);
 }
 
 }  // namespace
