@@ -24,6 +24,8 @@ using leased_atom = caf::atom_constant<caf::atom("leased")>;  ///< a worker hold
 using invoke_atom = caf::atom_constant<caf::atom("invoke")>;  ///< send this invocation's POST
 using fencelater_atom = caf::atom_constant<caf::atom("fencelater")>;  ///< close grace is over
 using gather_atom = caf::atom_constant<caf::atom("gather")>;          ///< the gather window is over
+/// The log failed (no lease can be granted until restart): send no invocation more.
+using halt_atom = caf::atom_constant<caf::atom("halt")>;
 /// A wake record: hand over your state and end (if you can rest); the directory: retire the
 /// records nobody told anything for a while (its own timer).
 using retire_atom = caf::atom_constant<caf::atom("retire")>;

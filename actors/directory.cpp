@@ -145,6 +145,9 @@ struct directory_state {
   /// Shards whose grant or revocation the log failed (it is broken until restart): busy for good,
   /// offered to nobody (a broken log and a standby would otherwise ask each other for ever).
   uint64_t shards_blocked = 0;
+  /// The first log failure heard of (from a grant it could not make, or a revocation reported
+  /// with it); the invoker is halted with it (halt_invoker()).
+  std::string log_failure;
   static inline const char* name = "directory";
 };
 
@@ -171,6 +174,16 @@ void tell(self_ptr self, uint32_t shard, record_message m) {
           self->send(rec, std::move(x));
       },
       std::move(m));
+}
+
+/// The log failed (broken until restart): no grant can be made any more, so an invoked worker
+/// would find nothing to lease: the scheduler stops sending invocations (told once; at
+/// invoker_ready if it comes later).
+void halt_invoker(self_ptr self, std::string failure) {
+  auto& st = self->state;
+  if (!st.log_failure.empty()) return;
+  st.log_failure = std::move(failure);
+  if (st.scheduler) self->send(st.scheduler, halt_atom::value, st.log_failure);
 }
 
 /// Once 10,000 or more records retired and none is being asked: their actors' memory goes back
@@ -927,6 +940,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         }
         if (failed > 0) {
           st.shards_blocked += failed;
+          halt_invoker(self, "the log failed: a lease grant could not be made");
           spdlog::error("the log failed: {} shard(s) not granted stay without a holder until "
                         "restart",
                         failed);
@@ -986,10 +1000,12 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           spdlog::debug("lease ended shard={}", r.shard);
           refresh_free(st, r.shard);
         }
-        if (failed)
+        if (failed) {
           spdlog::error("the log failed ({}): {} shard(s) whose lease ended stay without a holder "
                         "until restart",
                         done.failure, done.revoked.size());
+          halt_invoker(self, "the log failed (" + done.failure + ")");
+        }
         offer_free(st);
       },
       [=](invoker_ready& inv) {
@@ -998,6 +1014,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         st.scheduler = std::move(inv.scheduler);
         st.wake = std::move(inv.records);
         self->send(st.scheduler, caf::put_atom::value);  // dispatching may start
+        if (!st.log_failure.empty()) self->send(st.scheduler, halt_atom::value, st.log_failure);
         // Records start due; those of shards held already hear so (and then report idle).
         for (uint32_t shard = 0; shard < st.slots.size() && shard < st.wake->size(); ++shard)
           if (auto h = st.slots[shard].holder; h != 0) {

@@ -201,10 +201,13 @@ using endpoint_actor = invocation_actor::extend<
     caf::replies_to<stats_atom>::with<actor_stats>>;   ///< introspection
 
 /// What the directory needs of the scheduler: to say it knows the invoker (dispatching starts
-/// then, so the directory knows the invoker before any POST names an invocation) and to bind
-/// invoked workers (the scheduler knows which endpoint owns an invocation and delegates).
-using binder_actor = caf::typed_actor<caf::reacts_to<caf::put_atom>,
-                                      caf::replies_to<bind_request>::with<bind_result>>;
+/// then, so the directory knows the invoker before any POST names an invocation), to bind
+/// invoked workers (the scheduler knows which endpoint owns an invocation and delegates), and to
+/// stop it once the log failed (every invoked worker would find its shards ungrantable).
+using binder_actor = caf::typed_actor<
+    caf::reacts_to<caf::put_atom>,                     ///< dispatching may start
+    caf::replies_to<bind_request>::with<bind_result>,  ///< an invoked worker's HELLO
+    caf::reacts_to<halt_atom, std::string>>;           ///< the log failed (why): dispatch no more
 
 /// Knows which shards are ready (an index per endpoint, O(due) per dispatch) and groups them into
 /// invocations within each endpoint's free slots.

@@ -15,6 +15,7 @@
 #include "actors/http_client.hpp"
 #include "actors/invoker.hpp"
 #include "actors/invoker_rules.hpp"
+#include "actors/logging.hpp"
 #include "actors/shard.hpp"
 #include "actors/wake_records.hpp"
 #include "protocol/ids.hpp"
@@ -74,6 +75,9 @@ struct scheduler_state {
   /// reads five numbers, not every shard.
   std::array<uint64_t, 5> counts{};
   bool started = false;  ///< the directory knows the invoker: dispatching may begin
+  /// Why dispatching stopped for good (the log failed: no grant can be made until restart);
+  /// empty while it runs. Shards still become due and are counted; none is invoked.
+  std::string halted;
   std::vector<endpoint_slot> endpoints;
   std::unordered_map<uint64_t, uint32_t> owner;  ///< invocation -> endpoint index
   uint64_t handbacks = 0, crashes = 0, no_progress = 0;
@@ -169,6 +173,7 @@ void enqueue(scheduler_ptr self, uint32_t shard) {
 /// Groups each endpoint's ready shards into invocations, as many as its free slots allow.
 void dispatch(scheduler_ptr self) {
   auto& st = self->state;
+  if (!st.halted.empty()) return;
   auto now = self->clock().now();
   for (size_t e = 0; e < st.endpoints.size(); ++e) {
     auto& ep = st.endpoints[e];
@@ -216,7 +221,8 @@ std::string metrics_json(const scheduler_state& st, const std::vector<std::strin
   o << "],\"dueShards\":" << due << ",\"invokingShards\":" << invoking
     << ",\"backoffShards\":" << backing << ",\"handbacks\":" << st.handbacks
     << ",\"crashes\":" << st.crashes << ",\"noProgress\":" << st.no_progress
-    << ",\"parkedCalls\":" << parked_calls << "}";
+    << ",\"parkedCalls\":" << parked_calls
+    << ",\"halted\":" << (st.halted.empty() ? "false" : "true") << "}";
   return o.str();
 }
 
@@ -229,7 +235,7 @@ actor_stats stats_of(scheduler_ptr self) {
   uint64_t queued = 0;
   for (auto& ep : st.endpoints)
     queued += ep.ready.size();
-  a.state = st.started ? "running" : "starting";
+  a.state = !st.halted.empty() ? "halted" : st.started ? "running" : "starting";
   a.mailbox = self->mailbox().size();
   a.num("dueShards", ready);
   a.num("waitingShards", waiting);
@@ -240,6 +246,7 @@ actor_stats stats_of(scheduler_ptr self) {
   a.num("handbacks", st.handbacks);
   a.num("crashes", st.crashes);
   a.num("noProgress", st.no_progress);
+  if (!st.halted.empty()) a.text("haltedBecause", st.halted);
   return a;
 }
 
@@ -278,6 +285,14 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
         self->state.started = true;
         for (uint32_t s = 0; s < self->state.shards.size(); ++s)
           enqueue(self, s);
+      },
+      [=](halt_atom, const std::string& why) {
+        auto& st = self->state;
+        if (!st.halted.empty()) return;  // once
+        st.halted = why.empty() ? "the log failed" : why;
+        // (Invocations in flight end as their POSTs do; their workers get empty LEASEs.)
+        spdlog::error("the invoker sends no invocation until restart: {} invocations_in_flight={}",
+                      st.halted, st.owner.size());
       },
       [=](const shard_status& s) {
         auto& st = self->state;

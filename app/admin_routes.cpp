@@ -75,7 +75,7 @@ http_reply invoker_metrics(caf::actor_system& sys, const admin_context& ctx) {
   if (!ctx.scheduler)
     return json(200, R"({"endpoints":[],"dueShards":0,"invokingShards":0,"backoffShards":0,)"
                      R"("handbacks":0,"crashes":0,"noProgress":0,"parkedCalls":)" +
-                         std::to_string(parked) + "}");
+                         std::to_string(parked) + R"(,"halted":false})");
   std::string body;
   self->request(ctx.scheduler, std::chrono::seconds(5), server::metrics_atom::value, parked)
       .receive([&](std::string& j) { body = std::move(j); }, [&](caf::error&) {});

@@ -139,16 +139,23 @@ session_actor::behavior_type session_stub(session_actor::pointer, connection* c)
 /// The invoker's scheduler as the directory sees it: holds each bind until the test answers.
 using binder_stub_actor = binder_actor::extend<caf::reacts_to<caf::ok_atom, bind_result>>;
 
+/// What the directory told the scheduler.
+struct binder_log {
+  bool started = false;            ///< that it may dispatch
+  std::vector<std::string> halts;  ///< to stop, and why
+};
+
 struct binder_state {
   std::deque<caf::typed_response_promise<bind_result>> waiting;
-  bool* started = nullptr;
+  binder_log* log = nullptr;
 };
 
 binder_stub_actor::behavior_type binder_stub(binder_stub_actor::stateful_pointer<binder_state> self,
-                                             bool* started) {
-  self->state.started = started;
+                                             binder_log* log) {
+  self->state.log = log;
   return {
-      [=](caf::put_atom) { *self->state.started = true; },
+      [=](caf::put_atom) { self->state.log->started = true; },
+      [=](halt_atom, const std::string& why) { self->state.log->halts.push_back(why); },
       [=](const bind_request&) -> caf::typed_response_promise<bind_result> {
         auto rp = self->make_response_promise<bind_result>();
         self->state.waiting.push_back(rp);
@@ -661,13 +668,13 @@ namespace {
 struct invoked_fixture : fixture {
   std::vector<shard_actor> records;
   std::vector<wake_log> wake;
-  bool scheduler_started = false;
+  binder_log scheduler;
   endpoint_log ep;
   binder_stub_actor binder;
   invocation_actor endpoint;
 
   explicit invoked_fixture(uint32_t shards = 4) : fixture(shards), wake(shards) {
-    binder = sys.spawn(binder_stub, &scheduler_started);
+    binder = sys.spawn(binder_stub, &scheduler);
     endpoint = sys.spawn(endpoint_stub, &ep);
     for (auto& w : wake)
       records.push_back(sys.spawn(wake_stub, &w));
@@ -675,7 +682,7 @@ struct invoked_fixture : fixture {
         shards, [this](uint32_t s, const resting_record&) { return records.at(s); });
     caf::anon_send(dir, invoker_ready{binder, registry});
     run();
-    REQUIRE(scheduler_started);  // told it may dispatch
+    REQUIRE(scheduler.started);  // told it may dispatch
   }
   ~invoked_fixture() {
     caf::anon_send_exit(binder, caf::exit_reason::user_shutdown);
@@ -758,6 +765,48 @@ TEST_CASE("an invocation that ends while its grants are in the log leaves no lea
   auto& b = f.worker();  // and the shards are free again
   f.commit();
   CHECK(b.last<proto::lease>().grants.size() == 4);
+}
+
+TEST_CASE("once the log failed, the invoker is told to stop, once, with the first failure heard "
+          "(no invoked worker could lease a shard until restart)") {
+  invoked_fixture f{2};
+  auto& a = f.worker();
+  f.commit();
+  CHECK(f.scheduler.halts.empty());
+  caf::anon_send(f.dir, release_request{f.from(a, 10, 0, epoch_of(a, 0))});
+  f.run();
+  f.commit(0, SIZE_MAX, "fdatasync: Input/output error");
+  REQUIRE(f.scheduler.halts.size() == 1);
+  CHECK(f.scheduler.halts[0] == "the log failed (fdatasync: Input/output error)");
+  f.end(a);  // shard 1's revocation is reported with the failure too
+  f.commit(0, SIZE_MAX, "fdatasync: Input/output error");
+  auto& b = f.worker();  // a grant the broken log cannot make
+  f.commit(0, SIZE_MAX, "the log failed earlier");
+  CHECK(b.last<proto::lease>().grants.empty());
+  CHECK(f.scheduler.halts.size() == 1);
+}
+
+TEST_CASE("a grant the log could not make stops the invoker, also one that starts after it") {
+  invoked_fixture f{2};
+  f.worker();
+  f.commit(0, SIZE_MAX, "injected");
+  REQUIRE(f.scheduler.halts.size() == 1);
+  CHECK(f.scheduler.halts[0].find("a lease grant could not be made") != std::string::npos);
+
+  fixture g{2};  // the invoker is known only after the failure
+  g.worker();
+  g.commit(0, SIZE_MAX, "injected");
+  binder_log later;
+  auto binder = g.sys.spawn(binder_stub, &later);
+  auto registry = std::make_shared<wake_records>(2, [&](uint32_t, const resting_record&) {
+    return shard_actor{};  // (no record is told anything here)
+  });
+  caf::anon_send(g.dir, invoker_ready{binder, registry});
+  g.run();
+  CHECK(later.started);
+  CHECK(later.halts.size() == 1);
+  caf::anon_send_exit(binder, caf::exit_reason::user_shutdown);
+  g.run();
 }
 
 TEST_CASE("an invoked worker's IDLE report reaches its wake record and its endpoint when the "
@@ -852,8 +901,8 @@ shard_actor::behavior_type resting_stub(shard_actor::pointer self, resting_log* 
 /// spawns from), quiet after two periods of 1 s, and a client that calls shard 3.
 struct resting_node {
   fixture f{4, 30000, 2000};
-  bool started = false;
-  binder_stub_actor binder = f.sys.spawn(binder_stub, &started);
+  binder_log scheduler;
+  binder_stub_actor binder = f.sys.spawn(binder_stub, &scheduler);
   std::function<shard_actor(const resting_record&)> spawn;
   std::shared_ptr<wake_records> registry = std::make_shared<wake_records>(
       4, [this](uint32_t, const resting_record& rest) { return spawn(rest); });
@@ -949,8 +998,8 @@ shard_actor::behavior_type unanswering_stub(shard_actor::pointer self, retire_as
 TEST_CASE("quiet wake records are asked to rest 200 at a time, the next 200 20 ms after a full "
           "slice") {
   fixture f{450, 30000, 2000};  // periods of 1 s
-  bool started = false;
-  auto binder = f.sys.spawn(binder_stub, &started);
+  binder_log scheduler;
+  auto binder = f.sys.spawn(binder_stub, &scheduler);
   retire_asks asks;
   auto registry = std::make_shared<wake_records>(
       450, [&](uint32_t, const resting_record&) { return f.sys.spawn(unanswering_stub, &asks); });

@@ -453,6 +453,37 @@ TEST_CASE("a leased shard is never due") {
   CHECK(f.shards_of(0) == std::vector<uint32_t>{1});
 }
 
+TEST_CASE("once halted (the log failed) the scheduler sends no invocation, though shards still "
+          "become due, and says so in its stats") {
+  fixture f{settings(2, {endpoint("http://a/invoke", {})})};
+  f.settle();
+  caf::anon_send(f.scheduler, halt_atom::value, std::string{"the log failed (fdatasync: EIO)"});
+  f.sched.run();
+  f.due(0, proto::reason_call);
+  lease_end timer;
+  timer.due_in_ms = 0;
+  f.lease_ended(1, timer);
+  f.advance(10s);
+  CHECK(f.http.requests.empty());
+  CHECK(f.counts()["dueShards"] == 2);
+  actor_stats a;
+  f.sys.spawn(stats_asker, f.scheduler, &a);
+  f.sched.run();
+  CHECK(a.state == "halted");
+  REQUIRE(a.find("haltedBecause"));
+  CHECK(a.find("haltedBecause")->text == "the log failed (fdatasync: EIO)");
+  auto metrics = std::make_shared<std::string>();  // /v1/invoker's body
+  f.sys.spawn(
+      [s = f.scheduler](caf::event_based_actor* self, std::shared_ptr<std::string> out) {
+        self->request(s, caf::infinite, metrics_atom::value, uint64_t{0}).then([=](std::string& j) {
+          *out = std::move(j);
+        });
+      },
+      metrics);
+  f.sched.run();
+  CHECK(metrics->find("\"halted\":true") != std::string::npos);
+}
+
 TEST_CASE("endpoint choice: a start's type, then code the last holder lacked, then the last "
           "endpoint, then one with no types") {
   fixture f{settings(4, {endpoint("http://a/invoke", {"a"}), endpoint("http://b/invoke", {}),
