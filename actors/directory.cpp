@@ -145,8 +145,7 @@ struct directory_state {
   /// Shards whose grant or revocation the log failed (it is broken until restart): busy for good,
   /// offered to nobody (a broken log and a standby would otherwise ask each other for ever).
   uint64_t shards_blocked = 0;
-  /// The first log failure heard of (from a grant it could not make, or a revocation reported
-  /// with it); the invoker is halted with it (halt_invoker()).
+  /// Why the log failed (log_failed, once); the invoker is halted with it (halt_invoker()).
   std::string log_failure;
   static inline const char* name = "directory";
 };
@@ -177,8 +176,8 @@ void tell(self_ptr self, uint32_t shard, record_message m) {
 }
 
 /// The log failed (broken until restart): no grant can be made any more, so an invoked worker
-/// would find nothing to lease: the scheduler stops sending invocations (told once; at
-/// invoker_ready if it comes later).
+/// would find nothing to lease: the scheduler stops sending invocations (told at invoker_ready if
+/// that comes later).
 void halt_invoker(self_ptr self, std::string failure) {
   auto& st = self->state;
   if (!st.log_failure.empty()) return;
@@ -940,7 +939,6 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         }
         if (failed > 0) {
           st.shards_blocked += failed;
-          halt_invoker(self, "the log failed: a lease grant could not be made");
           spdlog::error("the log failed: {} shard(s) not granted stay without a holder until "
                         "restart",
                         failed);
@@ -1000,14 +998,13 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           spdlog::debug("lease ended shard={}", r.shard);
           refresh_free(st, r.shard);
         }
-        if (failed) {
+        if (failed)
           spdlog::error("the log failed ({}): {} shard(s) whose lease ended stay without a holder "
                         "until restart",
                         done.failure, done.revoked.size());
-          halt_invoker(self, "the log failed (" + done.failure + ")");
-        }
         offer_free(st);
       },
+      [=](const log_failed& f) { halt_invoker(self, "the log failed (" + f.failure + ")"); },
       [=](invoker_ready& inv) {
         // The invoker is up: every shard nobody holds is due once (`recovery`).
         auto& st = self->state;

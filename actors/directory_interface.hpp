@@ -199,6 +199,16 @@ typename Inspector::result_type inspect(Inspector& f, grants_made& x) {
   return f(caf::meta::type_name("fusee.grants_made"), x.grants);
 }
 
+/// The log failed (a write, fdatasync or roll; its message): it grants nothing until restart.
+struct log_failed {
+  std::string failure;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, log_failed& x) {
+  return f(caf::meta::type_name("fusee.log_failed"), x.failure);
+}
+
 /// The revocations of one log batch: each is through the log, or, with a `failure`, the log failed
 /// (in this batch or before: broken until restart, the shards get no new holder).
 struct revocations_done {
@@ -290,6 +300,7 @@ using directory_actor = fence_actor::extend<
     caf::reacts_to<session_ended>,       ///< a worker connection ended or fell silent
     caf::reacts_to<grants_made>,         ///< from the log
     caf::reacts_to<revocations_done>,    ///< from the log
+    caf::reacts_to<log_failed>,          ///< from the log, once: it failed
     caf::reacts_to<invoker_ready>,       ///< once, at start, when endpoints are configured
     caf::reacts_to<call_expired>,        ///< own timer
     caf::reacts_to<retire_atom>,         ///< own timer: wake records that were quiet rest

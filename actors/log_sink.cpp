@@ -63,6 +63,10 @@ void log_sink::on_io_failed(session_id s, shard_id shard, epoch_t epoch, std::st
   send_frame(s, proto::io_failed{0, shard, epoch, std::move(message)});
 }
 
+void log_sink::on_failed(std::string failure) {
+  caf::anon_send(directory(), log_failed{std::move(failure)});
+}
+
 void log_sink::on_granted(std::vector<grant_done> grants) {
   caf::anon_send(directory(), grants_made{std::move(grants)});
 }

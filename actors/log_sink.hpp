@@ -28,6 +28,7 @@ public:
   void on_revoked(std::vector<revocation_done> revoked, std::string failure) override;
   void on_answer(session_id s, proto::any_message answer) override;
   void on_io_failed(session_id s, shard_id shard, epoch_t epoch, std::string message) override;
+  void on_failed(std::string failure) override;
 
 private:
   void send_frame(session_id s, const proto::any_message& m);

@@ -23,6 +23,7 @@ void add_server_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<grants_made>("fusee.grants_made");
   cfg.add_message_type<revocation_done>("fusee.revocation_done");
   cfg.add_message_type<revocations_done>("fusee.revocations_done");
+  cfg.add_message_type<log_failed>("fusee.log_failed");
   cfg.add_message_type<call_expired>("fusee.call_expired");
   cfg.add_message_type<proto::frame>("fusee.frame");
   cfg.add_message_type<inbound>("fusee.inbound");

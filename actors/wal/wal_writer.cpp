@@ -706,6 +706,7 @@ struct wal_writer::impl {
   /// A write, fdatasync or roll failed: every later append is refused (what the failed batch
   /// reports is its caller's business).
   void fail(const std::string& err) {
+    if (!broken) sink->on_failed(err);
     broken = true;
     broken_reason = err;
     {

@@ -386,15 +386,23 @@ int64_t directory_stat(const server_process& server, const std::string& key) {
 }  // namespace
 
 TEST_CASE("after a failed fdatasync the holder hears IO_FAILED, appends and RELEASE get ERR IO, "
-          "/healthz and /readyz fail, and the failed log's shards go to no standby") {
-  // The test hook fails the fdatasync of the batch that takes a shard to LSN 2.
+          "/healthz and /readyz fail, the invoker halts, and the failed log's shards go to no "
+          "standby") {
+  temp_dir tmp;
+  auto secret = (tmp.path() / "ep.secret").string();
+  std::ofstream(secret) << "s3cret\n";
+  // The test hook fails the fdatasync of the batch that takes a shard to LSN 2. (Port 1 refuses
+  // connections: the endpoint's POSTs fail and back off.)
   ::setenv("FUSEE_TEST_FAIL_SYNC_AT_LSN", "2", 1);  // the server process inherits it
-  server_fixture f{"[server]\nshards = 2\n"};
+  server_fixture f{"[server]\nshards = 2\n[[endpoint]]\nurl = \"http://127.0.0.1:1/invoke\"\n"
+                   "secret_file = \"" +
+                   secret + "\"\n"};
   ::unsetenv("FUSEE_TEST_FAIL_SYNC_AT_LSN");
   INFO("the server's log: " << f.server.log());
   REQUIRE(f.server.log().find("FUSEE_TEST_FAIL_SYNC_AT_LSN=2 is set") != std::string::npos);
   auto admin = f.server.admin_port();
   CHECK(http_get(admin, "/healthz").first == 200);
+  CHECK(http_get(admin, "/v1/invoker").second.find("\"halted\":false") != std::string::npos);
   auto w = f.connect();
   auto lease = w.hello();
   REQUIRE(lease.grants.size() == 2);
@@ -426,6 +434,19 @@ TEST_CASE("after a failed fdatasync the holder hears IO_FAILED, appends and RELE
   auto [ls, log_row] = http_get(admin, "/v1/log");
   CHECK(ls == 200);
   CHECK(log_row.find("Input/output error") != std::string::npos);
+  // The invoker sends nothing more (no invoked worker could lease a shard until restart).
+  auto halted = [&] {
+    return http_get(admin, "/v1/invoker").second.find("\"halted\":true") != std::string::npos;
+  };
+  auto until = std::chrono::steady_clock::now() + 10s;
+  while (!halted()) {
+    REQUIRE(std::chrono::steady_clock::now() < until);
+    std::this_thread::sleep_for(10ms);  // pacing the polls
+  }
+  auto [as, scheduler] = http_get(admin, "/v1/actors?kind=scheduler");
+  CHECK(as == 200);
+  CHECK(scheduler.find("\"state\":\"halted\"") != std::string::npos);
+  CHECK(scheduler.find("Input/output error") != std::string::npos);
   // A RELEASE after the failure: the lease ends, but the shard gets no new holder.
   REQUIRE(
       w.conn.send(proto::release{proto::request_head{31, proto::shard_id{1}, proto::epoch_t{e1}}}));

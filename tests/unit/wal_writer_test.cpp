@@ -94,6 +94,12 @@ struct recording_sink : wal_sink {
     answers.push_back(std::move(m));
     cv.notify_all();
   }
+  std::vector<std::string> failures;  ///< on_failed's
+  void on_failed(std::string failure) override {
+    std::lock_guard<std::mutex> lk{mtx};
+    failures.push_back(std::move(failure));
+    cv.notify_all();
+  }
   void on_io_failed(session_id, shard_id s, epoch_t e, std::string m) override {
     std::lock_guard<std::mutex> lk{mtx};
     io_failed_at.emplace_back(s.value(), e.value());
@@ -801,6 +807,8 @@ TEST_CASE("a batch whose fdatasync fails tells IO_FAILED once per session and sh
   {
     std::lock_guard<std::mutex> lk{sink.mtx};
     CHECK(sink.io_failed_at == std::vector<std::pair<uint32_t, uint64_t>>{{0, e}});
+    REQUIRE(sink.failures.size() == 1);  // the directory halts the invoker
+    CHECK(sink.failures[0].find("Input/output error") != std::string::npos);
     REQUIRE(sink.revoke_failures.size() == 1);  // the directory keeps the shard busy
     CHECK(sink.revoke_failures[0].find("Input/output error") != std::string::npos);
     CHECK(sink.revoked_tokens == std::vector<uint64_t>{9});
@@ -824,6 +832,7 @@ TEST_CASE("a batch whose fdatasync fails tells IO_FAILED once per session and sh
   std::lock_guard<std::mutex> lk{sink.mtx};
   REQUIRE(sink.revoke_failures.size() == 2);
   CHECK(sink.revoke_failures[1] == sink.revoke_failures[0]);
+  CHECK(sink.failures.size() == 1);  // told once
 }
 
 TEST_CASE("a checkpoint, load or read queued before its lease's revocation in the same batch is "
@@ -955,6 +964,9 @@ TEST_CASE("a log whose segment roll failed does not try again with every later r
   CHECK(after.segments == before.segments);
   CHECK(after.fsyncs == before.fsyncs);
   CHECK(after.batches == before.batches);
+  std::lock_guard<std::mutex> lk{sink.mtx};
+  REQUIRE(sink.failures.size() == 1);
+  CHECK(sink.failures[0] == before.failure);
 }
 
 TEST_CASE("a spare whose background zero-fill failed is filled by the roll, the log goes on and "
