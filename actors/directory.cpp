@@ -145,7 +145,7 @@ struct directory_state {
   /// Shards whose grant or revocation the log failed (it is broken until restart): busy for good,
   /// offered to nobody (a broken log and a standby would otherwise ask each other for ever).
   uint64_t shards_blocked = 0;
-  /// Why the log failed (log_failed, once); the invoker is halted with it (halt_invoker()).
+  /// Why the log failed (log_failed's text); the invoker is halted with it (halt_invoker()).
   std::string log_failure;
   static inline const char* name = "directory";
 };
@@ -178,11 +178,14 @@ void tell(self_ptr self, uint32_t shard, record_message m) {
 /// The log failed (broken until restart): no grant can be made any more, so an invoked worker
 /// would find nothing to lease: the scheduler stops sending invocations (told at invoker_ready if
 /// that comes later).
+std::string halt_reason(const directory_state& st) {
+  return "the log failed (" + st.log_failure + ")";
+}
 void halt_invoker(self_ptr self, std::string failure) {
   auto& st = self->state;
-  if (!st.log_failure.empty()) return;
+  if (!st.log_failure.empty()) return;  // told once
   st.log_failure = std::move(failure);
-  if (st.scheduler) self->send(st.scheduler, halt_atom::value, st.log_failure);
+  if (st.scheduler) self->send(st.scheduler, halt_atom::value, halt_reason(st));
 }
 
 /// Once 10,000 or more records retired and none is being asked: their actors' memory goes back
@@ -1004,14 +1007,15 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
                         done.failure, done.revoked.size());
         offer_free(st);
       },
-      [=](const log_failed& f) { halt_invoker(self, "the log failed (" + f.failure + ")"); },
+      [=](log_failed& f) { halt_invoker(self, std::move(f.failure)); },
       [=](invoker_ready& inv) {
         // The invoker is up: every shard nobody holds is due once (`recovery`).
         auto& st = self->state;
         st.scheduler = std::move(inv.scheduler);
         st.wake = std::move(inv.records);
+        if (!st.log_failure.empty())  // first: nothing may be dispatched
+          self->send(st.scheduler, halt_atom::value, halt_reason(st));
         self->send(st.scheduler, caf::put_atom::value);  // dispatching may start
-        if (!st.log_failure.empty()) self->send(st.scheduler, halt_atom::value, st.log_failure);
         // Records start due; those of shards held already hear so (and then report idle).
         for (uint32_t shard = 0; shard < st.slots.size() && shard < st.wake->size(); ++shard)
           if (auto h = st.slots[shard].holder; h != 0) {

@@ -76,8 +76,8 @@ struct scheduler_state {
   std::array<uint64_t, 5> counts{};
   bool started = false;  ///< the directory knows the invoker: dispatching may begin
   /// Why dispatching stopped for good (the log failed: no grant can be made until restart);
-  /// empty while it runs. Shards still become due and are counted; none is invoked.
-  std::string halted;
+  /// none while it runs. Shards still become due and are counted; none is invoked.
+  std::optional<std::string> halted;
   std::vector<endpoint_slot> endpoints;
   std::unordered_map<uint64_t, uint32_t> owner;  ///< invocation -> endpoint index
   uint64_t handbacks = 0, crashes = 0, no_progress = 0;
@@ -173,7 +173,7 @@ void enqueue(scheduler_ptr self, uint32_t shard) {
 /// Groups each endpoint's ready shards into invocations, as many as its free slots allow.
 void dispatch(scheduler_ptr self) {
   auto& st = self->state;
-  if (!st.halted.empty()) return;
+  if (st.halted) return;
   auto now = self->clock().now();
   for (size_t e = 0; e < st.endpoints.size(); ++e) {
     auto& ep = st.endpoints[e];
@@ -221,8 +221,8 @@ std::string metrics_json(const scheduler_state& st, const std::vector<std::strin
   o << "],\"dueShards\":" << due << ",\"invokingShards\":" << invoking
     << ",\"backoffShards\":" << backing << ",\"handbacks\":" << st.handbacks
     << ",\"crashes\":" << st.crashes << ",\"noProgress\":" << st.no_progress
-    << ",\"parkedCalls\":" << parked_calls
-    << ",\"halted\":" << (st.halted.empty() ? "false" : "true") << "}";
+    << ",\"parkedCalls\":" << parked_calls << ",\"halted\":" << (st.halted ? "true" : "false")
+    << "}";
   return o.str();
 }
 
@@ -235,7 +235,7 @@ actor_stats stats_of(scheduler_ptr self) {
   uint64_t queued = 0;
   for (auto& ep : st.endpoints)
     queued += ep.ready.size();
-  a.state = !st.halted.empty() ? "halted" : st.started ? "running" : "starting";
+  a.state = st.halted ? "halted" : st.started ? "running" : "starting";
   a.mailbox = self->mailbox().size();
   a.num("dueShards", ready);
   a.num("waitingShards", waiting);
@@ -246,7 +246,7 @@ actor_stats stats_of(scheduler_ptr self) {
   a.num("handbacks", st.handbacks);
   a.num("crashes", st.crashes);
   a.num("noProgress", st.no_progress);
-  if (!st.halted.empty()) a.text("haltedBecause", st.halted);
+  if (st.halted) a.text("haltedBecause", *st.halted);
   return a;
 }
 
@@ -288,11 +288,12 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
       },
       [=](halt_atom, const std::string& why) {
         auto& st = self->state;
-        if (!st.halted.empty()) return;  // once
-        st.halted = why.empty() ? "the log failed" : why;
+        if (st.halted) return;  // once
+        st.halted = why;
         // (Invocations in flight end as their POSTs do; their workers get empty LEASEs.)
-        spdlog::error("the invoker sends no invocation until restart: {} invocations_in_flight={}",
-                      st.halted, st.owner.size());
+        spdlog::error("the invoker sends no invocation until restart reason={} "
+                      "invocations_in_flight={}",
+                      logging::quoted(why), st.owner.size());
       },
       [=](const shard_status& s) {
         auto& st = self->state;

@@ -97,13 +97,14 @@ http_reply health(const admin_context& ctx) {
 }
 
 /// /readyz: the log is recovered (the server answers only once it is) and works, the listeners
-/// are up (likewise), and the invoker, when configured, has its wake records and dispatches.
+/// are up (likewise), and the invoker, when configured, has its wake records and dispatches (or
+/// did until the log failed: invokerStarted stays true, logFailed says why it is not ready).
 http_reply readiness(caf::actor_system& sys, const admin_context& ctx) {
   bool invoker = !ctx.invoker_configured;
   if (ctx.scheduler) {
     caf::scoped_actor self{sys};
     self->request(ctx.scheduler, std::chrono::seconds(2), server::stats_atom::value)
-        .receive([&](server::actor_stats& s) { invoker = s.state == "running"; },
+        .receive([&](server::actor_stats& s) { invoker = s.state != "starting"; },
                  [&](caf::error&) {});
   }
   auto failure = log_failure(ctx);

@@ -47,8 +47,9 @@ const std::vector<std::string>& state_words() {
                                           "ok", "full", "failed",
                                           // sessions
                                           "handshake", "worker", "invoked", "client",
-                                          // directory, scheduler
-                                          "invoker", "no-invoker", "starting", "running"};
+                                          // directory, scheduler, cluster
+                                          "invoker", "no-invoker", "starting", "running", "halted",
+                                          "degraded"};
   return w;
 }
 

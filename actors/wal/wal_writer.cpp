@@ -703,10 +703,10 @@ struct wal_writer::impl {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
 
-  /// A write, fdatasync or roll failed: every later append is refused (what the failed batch
-  /// reports is its caller's business).
+  /// A write, fdatasync or roll failed: every later append is refused, and the sink is told (once;
+  /// what the failed batch reports is its caller's business).
   void fail(const std::string& err) {
-    if (!broken) sink->on_failed(err);
+    bool first = !broken;
     broken = true;
     broken_reason = err;
     {
@@ -716,6 +716,7 @@ struct wal_writer::impl {
     failed = true;
     for (auto& st : shards)
       st.last_lsn = st.durable_lsn;
+    if (first) sink->on_failed(err);  // once failure() says so too (/healthz)
   }
 
   // -- after the batch: checkpoints, loads, reads ---------------------------------------------

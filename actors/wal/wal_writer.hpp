@@ -154,8 +154,9 @@ public:
   virtual void on_answer(session_id s, proto::any_message answer) = 0;
   /// A write or fsync failed: nothing after the session's last DURABLE for `shard` was written.
   virtual void on_io_failed(session_id s, shard_id shard, epoch_t epoch, std::string message) = 0;
-  /// The log failed (a write, fdatasync or roll), once, before the failed batch's reports: it
-  /// refuses every append and grant until restart.
+  /// The log failed (a write, fdatasync or roll), once: it refuses every append and grant until
+  /// restart. Told before the failed batch's DURABLE, IO_FAILED, grants and revocations (after
+  /// its refusals and the grants it made without writing, which go out before the write).
   virtual void on_failed(std::string failure) = 0;
 };
 

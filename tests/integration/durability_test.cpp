@@ -447,6 +447,9 @@ TEST_CASE("after a failed fdatasync the holder hears IO_FAILED, appends and RELE
   CHECK(as == 200);
   CHECK(scheduler.find("\"state\":\"halted\"") != std::string::npos);
   CHECK(scheduler.find("Input/output error") != std::string::npos);
+  auto halted_ready = http_get(admin, "/readyz").second;  // not ready for the log, not the invoker
+  CHECK(halted_ready.find("\"invokerStarted\":true") != std::string::npos);
+  CHECK(halted_ready.find("\"logFailed\":true") != std::string::npos);
   // A RELEASE after the failure: the lease ends, but the shard gets no new holder.
   REQUIRE(
       w.conn.send(proto::release{proto::request_head{31, proto::shard_id{1}, proto::epoch_t{e1}}}));
@@ -464,6 +467,21 @@ TEST_CASE("after a failed fdatasync the holder hears IO_FAILED, appends and RELE
   }
   CHECK(directory_stat(f.server, "shardsBlocked") == 2);
   CHECK(directory_stat(f.server, "heldShards") == 0);
+  // Their wake records heard the lease end and became due, but the halted invoker sends no POST
+  // for them: a negative check, so it waits out the endpoint's backoff and the shards' own.
+  auto invoker_stat = [&](const std::string& key) {
+    return admin_stat(f.server, "/v1/invoker", key);
+  };
+  auto posts = invoker_stat("invocations");
+  auto due_by = std::chrono::steady_clock::now() + 10s;
+  while (invoker_stat("dueShards") + invoker_stat("backoffShards") < 2) {
+    REQUIRE(std::chrono::steady_clock::now() < due_by);
+    std::this_thread::sleep_for(10ms);  // pacing the polls
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(invoker_stat("backoffMs")) + 500ms);
+  CHECK(invoker_stat("invocations") == posts);
+  CHECK(invoker_stat("invokingShards") == 0);
+  CHECK(invoker_stat("dueShards") == 2);
   // Nothing is offered to the standby (the count above comes after any GRANT would have).
   auto nothing = standby.next(300ms);
   REQUIRE_FALSE(nothing);

@@ -143,6 +143,7 @@ using binder_stub_actor = binder_actor::extend<caf::reacts_to<caf::ok_atom, bind
 struct binder_log {
   bool started = false;            ///< that it may dispatch
   std::vector<std::string> halts;  ///< to stop, and why
+  std::vector<std::string> heard;  ///< "put" and "halt", in order
 };
 
 struct binder_state {
@@ -154,8 +155,14 @@ binder_stub_actor::behavior_type binder_stub(binder_stub_actor::stateful_pointer
                                              binder_log* log) {
   self->state.log = log;
   return {
-      [=](caf::put_atom) { self->state.log->started = true; },
-      [=](halt_atom, const std::string& why) { self->state.log->halts.push_back(why); },
+      [=](caf::put_atom) {
+        self->state.log->started = true;
+        self->state.log->heard.push_back("put");
+      },
+      [=](halt_atom, const std::string& why) {
+        self->state.log->halts.push_back(why);
+        self->state.log->heard.push_back("halt");
+      },
       [=](const bind_request&) -> caf::typed_response_promise<bind_result> {
         auto rp = self->make_response_promise<bind_result>();
         self->state.waiting.push_back(rp);
@@ -788,6 +795,8 @@ TEST_CASE("once the log failed, the invoker is told to stop, once, with the fail
   auto& b = f.worker();  // a grant the broken log cannot make
   f.commit(0, SIZE_MAX, "the log failed earlier");
   CHECK(b.last<proto::lease>().grants.empty());
+  caf::anon_send(f.dir, log_failed{"told twice"});
+  f.run();
   CHECK(f.scheduler.halts.size() == 1);
 }
 
@@ -802,8 +811,8 @@ TEST_CASE("an invoker that starts after the log failed is stopped as it starts")
   });
   caf::anon_send(g.dir, invoker_ready{binder, registry});
   g.run();
-  CHECK(later.started);
   CHECK(later.halts == std::vector<std::string>{"the log failed (injected)"});
+  CHECK(later.heard == std::vector<std::string>{"halt", "put"});  // nothing dispatched meanwhile
   caf::anon_send_exit(binder, caf::exit_reason::user_shutdown);
   g.run();
 }

@@ -142,6 +142,8 @@ TEST_CASE("a query names its mistakes: an unknown kind, state or parameter, a ba
   };
   CHECK(err({{"kind", "shards"}}).find("unknown kind \"shards\" (kinds: directory") == 0);
   CHECK(err({{"state", "busy"}}).find("unknown state \"busy\"") == 0);
+  for (auto state : {"halted", "degraded", "running", "held"})  // each actor's states are words
+    CHECK(parse_query({{"state", state}}).has_value());
   CHECK(err({{"colour", "red"}}).find("unknown parameter \"colour\"") == 0);
   CHECK(err({{"shard", "9-3"}}).find("is not a shard number or a range") != std::string::npos);
   CHECK(err({{"limit", "5001"}}) == "limit 5001 is over 5000; page with offset");
