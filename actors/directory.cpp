@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <variant>
@@ -145,8 +146,9 @@ struct directory_state {
   /// Shards whose grant or revocation the log failed (it is broken until restart): busy for good,
   /// offered to nobody (a broken log and a standby would otherwise ask each other for ever).
   uint64_t shards_blocked = 0;
-  /// Why the log failed (log_failed's text); the invoker is halted with it (halt_invoker()).
-  std::string log_failure;
+  /// Why the log failed (log_failed's text), once it did; the invoker is halted with it
+  /// (halt_invoker()).
+  std::optional<std::string> log_failure;
   static inline const char* name = "directory";
 };
 
@@ -175,15 +177,17 @@ void tell(self_ptr self, uint32_t shard, record_message m) {
       std::move(m));
 }
 
+/// What the scheduler is told once the log failed.
+std::string halt_reason(const directory_state& st) {
+  return "the log failed (" + st.log_failure.value_or("") + ")";
+}
+
 /// The log failed (broken until restart): no grant can be made any more, so an invoked worker
 /// would find nothing to lease: the scheduler stops sending invocations (told at invoker_ready if
 /// that comes later).
-std::string halt_reason(const directory_state& st) {
-  return "the log failed (" + st.log_failure + ")";
-}
 void halt_invoker(self_ptr self, std::string failure) {
   auto& st = self->state;
-  if (!st.log_failure.empty()) return;  // told once
+  if (st.log_failure) return;  // told once
   st.log_failure = std::move(failure);
   if (st.scheduler) self->send(st.scheduler, halt_atom::value, halt_reason(st));
 }
@@ -1013,7 +1017,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         auto& st = self->state;
         st.scheduler = std::move(inv.scheduler);
         st.wake = std::move(inv.records);
-        if (!st.log_failure.empty())  // first: nothing may be dispatched
+        if (st.log_failure)  // first: nothing may be dispatched
           self->send(st.scheduler, halt_atom::value, halt_reason(st));
         self->send(st.scheduler, caf::put_atom::value);  // dispatching may start
         // Records start due; those of shards held already hear so (and then report idle).
