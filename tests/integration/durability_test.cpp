@@ -8,6 +8,7 @@
 
 #include "server_process.hpp"
 #include "worker.hpp"
+#include "worker_process.hpp"
 
 using namespace fusee;
 using namespace fusee::test;
@@ -435,14 +436,11 @@ TEST_CASE("after a failed fdatasync the holder hears IO_FAILED, appends and RELE
   CHECK(ls == 200);
   CHECK(log_row.find("Input/output error") != std::string::npos);
   // The invoker sends nothing more (no invoked worker could lease a shard until restart).
-  auto halted = [&] {
-    return http_get(admin, "/v1/invoker").second.find("\"halted\":true") != std::string::npos;
-  };
-  auto until = std::chrono::steady_clock::now() + 10s;
-  while (!halted()) {
-    REQUIRE(std::chrono::steady_clock::now() < until);
-    std::this_thread::sleep_for(10ms);  // pacing the polls
-  }
+  REQUIRE(await(
+      [&] {
+        return http_get(admin, "/v1/invoker").second.find("\"halted\":true") != std::string::npos;
+      },
+      10s));
   auto [as, scheduler] = http_get(admin, "/v1/actors?kind=scheduler");
   CHECK(as == 200);
   CHECK(scheduler.find("\"state\":\"halted\"") != std::string::npos);
@@ -460,11 +458,7 @@ TEST_CASE("after a failed fdatasync the holder hears IO_FAILED, appends and RELE
   // The worker leaves: shard 0 goes the same way.
   keep_w.reset();
   w.conn.close();
-  auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (directory_stat(f.server, "shardsBlocked") < 2) {
-    REQUIRE(std::chrono::steady_clock::now() < deadline);
-    std::this_thread::sleep_for(10ms);  // pacing the polls
-  }
+  REQUIRE(await([&] { return directory_stat(f.server, "shardsBlocked") >= 2; }, 10s));
   CHECK(directory_stat(f.server, "shardsBlocked") == 2);
   CHECK(directory_stat(f.server, "heldShards") == 0);
   // Their wake records heard the lease end and became due, but the halted invoker sends no POST
@@ -473,11 +467,8 @@ TEST_CASE("after a failed fdatasync the holder hears IO_FAILED, appends and RELE
     return admin_stat(f.server, "/v1/invoker", key);
   };
   auto posts = invoker_stat("invocations");
-  auto due_by = std::chrono::steady_clock::now() + 10s;
-  while (invoker_stat("dueShards") + invoker_stat("backoffShards") < 2) {
-    REQUIRE(std::chrono::steady_clock::now() < due_by);
-    std::this_thread::sleep_for(10ms);  // pacing the polls
-  }
+  REQUIRE(
+      await([&] { return invoker_stat("dueShards") + invoker_stat("backoffShards") >= 2; }, 10s));
   std::this_thread::sleep_for(std::chrono::milliseconds(invoker_stat("backoffMs")) + 500ms);
   CHECK(invoker_stat("invocations") == posts);
   CHECK(invoker_stat("invokingShards") == 0);
