@@ -1,10 +1,12 @@
 #include "actors/wal/file_io.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,6 +39,31 @@ proto::result<file> file::open(const fs::path& path, int flags, int mode) {
   int fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
   if (fd < 0) return io_error("open", path);
   return file{fd};
+}
+
+proto::result<file> lock_data_dir(const fs::path& dir) {
+  auto path = dir / "fusee.lock";
+  auto f = file::open(path, O_RDWR | O_CREAT);
+  if (!f) return f.err();
+  while (::flock(f->fd(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) return io_error("flock", path);
+    // Who holds it, as far as its last holder wrote (informational only).
+    proto::bytes held(32, 0);
+    ssize_t n = ::pread(f->fd(), held.data(), held.size(), 0);
+    std::string pid(held.begin(), held.begin() + std::max<ssize_t>(n, 0));
+    pid.erase(std::find_if(pid.begin(), pid.end(), [](char c) { return c < '0' || c > '9'; }),
+              pid.end());
+    return proto::error{proto::err_code::io,
+                        "the data dir " + dir.string() + " is in use by another process" +
+                            (pid.empty() ? std::string{} : " (pid " + pid + ")") +
+                            ": two servers on one log would overwrite each other's records. "
+                            "Stop the other server or give this one another data dir."};
+  }
+  auto pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(f->fd(), 0) == 0)
+    (void)f->write_at(proto::as_bytes(pid), 0, path);  // informational: who holds it
+  return f;
 }
 
 proto::result<void> file::write_at(proto::byte_view data, uint64_t offset,

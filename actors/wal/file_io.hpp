@@ -50,6 +50,11 @@ private:
   int fd_ = -1;
 };
 
+/// The data dir's lock: `dir`/fusee.lock, held (flock, exclusive) for as long as the returned
+/// file is open, and released by the kernel when the process ends however it ends. Refused if
+/// another process holds it: two servers on one log would each overwrite what the other wrote.
+proto::result<file> lock_data_dir(const fs::path& dir);
+
 /// The whole file.
 proto::result<proto::bytes> read_file(const fs::path& path);
 

@@ -242,12 +242,17 @@ proto::result<recovered_log> recover(const wal_options& opts) {
   fs::create_directories(wal_dir, ec);
   if (!ec) fs::create_directories(opts.dir / "checkpoints", ec);
   if (ec) return refuse("cannot create " + wal_dir.string() + ": " + ec.message());
+  auto lock = lock_data_dir(opts.dir);  // before anything in it is read, removed or written
+  if (!lock) return lock.err();
   auto segs = list_segments(wal_dir);
   if (!segs) return segs.err();
   if (auto r = check_meta(opts, segs->size()); !r) return r.err();
 
-  recovered_log log{
-      std::vector<shard_log>(opts.shards), 0, segment_set{wal_dir, opts.segment_bytes}, {}};
+  recovered_log log{std::vector<shard_log>(opts.shards),
+                    0,
+                    segment_set{wal_dir, opts.segment_bytes},
+                    {},
+                    std::move(*lock)};
   scanner scan{opts, log};
   for (size_t i = 0; i < segs->size(); ++i) {
     auto [seq, path] = (*segs)[i];

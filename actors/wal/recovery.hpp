@@ -33,6 +33,7 @@ struct recovered_log {
   uint64_t epoch_reserved = 0;
   segment_set segments;  ///< at least one: a new data dir gets its first segment
   wal_recovery_report report;
+  file lock;  ///< the data dir's (lock_data_dir), taken before anything in it was read
 };
 
 proto::result<recovered_log> recover(const wal_options& opts);

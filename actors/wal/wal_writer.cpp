@@ -134,11 +134,13 @@ struct wal_writer::impl {
   histogram_recorder<32> roll_seconds{"roll_seconds", latency_bounds()};
   /// Each shard's durable LSN, readable from any thread (introspection).
   std::unique_ptr<std::atomic<uint64_t>[]> durable;
+  file dir_lock;  ///< held while the log is open: no second server writes the data dir
 
   impl(const wal_options& o, wal_sink* s, recovered_log&& log)
       : opts(o), sink(s), shards(std::move(log.shards)), epoch_floor(log.epoch_reserved),
         reserved(log.epoch_reserved), segments(std::move(log.segments)),
-        checkpoints(o.dir / "checkpoints"), durable(new std::atomic<uint64_t>[shards.size()]) {
+        checkpoints(o.dir / "checkpoints"), durable(new std::atomic<uint64_t>[shards.size()]),
+        dir_lock(std::move(log.lock)) {
     appends_hold = commit_hold{o.hold_min_window_ns};
     n_segments = segments.count();
     for (size_t i = 0; i < shards.size(); ++i)

@@ -276,6 +276,25 @@ TEST_CASE("the shard count is fixed per data dir") {
   CHECK(err.find("created with 4 shards") != std::string::npos);
 }
 
+TEST_CASE("a second server on a data dir in use is refused before it touches the log, and the "
+          "first serves on") {
+  temp_dir tmp;
+  server_process first(tmp.path() / "data", "[server]\nshards = 4\n");
+  REQUIRE(first.start().empty());
+  auto spare = tmp.path() / "data" / "wal" / "next.prep";
+  bool had_spare = std::filesystem::exists(spare);
+  server_process second(tmp.path() / "data", "[server]\nshards = 4\n");
+  auto err = second.start();
+  CHECK_MESSAGE(err.find("is in use by another process (pid " + std::to_string(first.pid()) +
+                         ")") != std::string::npos,
+                err);
+  if (had_spare) CHECK(std::filesystem::exists(spare));  // the first's spare is left alone
+  peer w{first.connect()};
+  auto lease = w.hello();
+  w.append(0, epoch_of(lease, 0), 1, {record("still the only writer")});
+  CHECK(w.wait_durable(0, 1));
+}
+
 TEST_CASE("bad settings are refused at start with the key named") {
   temp_dir tmp;
   auto empty_secret = (tmp.path() / "empty.secret").string();
