@@ -43,6 +43,8 @@ inline constexpr std::string_view checkpoint_magic = "FCK1";
 /// Encoded sizes of the fixed headers (format_test checks them against the descriptions).
 inline constexpr size_t segment_header_size = 16;
 inline constexpr size_t batch_header_size = 24;
+/// A batch's body length is a u32: a longer body cannot be written (segment_set::write refuses it).
+inline constexpr uint64_t max_batch_body = UINT32_MAX;
 
 struct segment_header {
   uint32_t version = format_version;

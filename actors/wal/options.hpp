@@ -11,12 +11,18 @@ namespace fusee::server {
 
 struct node_settings;
 
+/// Appends one batch takes at most before the rest waits for the next batch (the batch adds at
+/// most one APPEND and small entries to it, well within the format's u32 body length).
+inline constexpr uint64_t max_batch_appends_bytes = uint64_t{1} << 30;
+
 struct wal_options {
   std::filesystem::path
       dir;  ///< data dir; the log lives in dir/wal, checkpoints in dir/checkpoints
   uint32_t shards = 0;
   uint64_t segment_bytes = 16ull << 20;  ///< preallocated size; a new segment starts past it
   uint32_t max_read_bytes = 16u << 20;   ///< cap on one RECOVER_LOG page (the first record always)
+  /// The appends' bytes one batch takes (at most max_batch_appends_bytes; tests set less).
+  uint64_t batch_appends_bytes = max_batch_appends_bytes;
   /// Tests only: the shortest wait of a commit held for the sessions just told DURABLE
   /// (commit_hold.hpp; the server's is the last commit's time, which a test's disk may make µs).
   int64_t hold_min_window_ns = 0;

@@ -79,6 +79,10 @@ proto::result<uint64_t> segment_set::write(byte_view body, bool start) {
     return proto::error{proto::err_code::io,
                         "write " + seg.path.string() + ": Input/output error (injected)"};
   }
+  if (body.size() > max_batch_body)  // its length would not fit the header (the writer's cap)
+    return proto::error{proto::err_code::io, "a batch of " + std::to_string(body.size()) +
+                                                 " bytes exceeds the log format's limit of " +
+                                                 std::to_string(max_batch_body)};
   auto& batch = batch_;
   encode_batch_into(batch, next_batch_seq_, prev_crc_, body);
   if (auto r = seg.f.write_at(batch, seg.size, seg.path); !r) {

@@ -24,6 +24,9 @@ using proto::err_code;
 using namespace wal;
 
 namespace {
+static_assert(max_batch_appends_bytes + 2 * uint64_t{proto::max_body_size} < wal::max_batch_body,
+              "a batch's body fits the format's u32 length");
+
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -80,7 +83,8 @@ struct wal_writer::impl {
   bool committing = false;        ///< a thread is committing batches (guarded by mtx)
   /// The next commit's wait for the sessions the last report told DURABLE (guarded by mtx).
   commit_hold appends_hold;
-  size_t queued_others = 0;  ///< entries in `queue` that are not appends (guarded by mtx)
+  size_t queued_others = 0;   ///< entries in `queue` that are not appends (guarded by mtx)
+  uint64_t queued_bytes = 0;  ///< the appends' frame bytes in `queue` (guarded by mtx)
   /// Sessions the last report told DURABLE, and how long that batch's write and fdatasync took
   /// (the committer's).
   std::vector<session_id> told;
@@ -232,10 +236,12 @@ struct wal_writer::impl {
   /// Queues `e` (under mtx); true if the writer thread sleeps with nobody committing, so it must
   /// be woken for it.
   bool push(wal_entry&& e) {
-    if (auto* a = std::get_if<wal_append>(&e))
+    if (auto* a = std::get_if<wal_append>(&e)) {
       appends_hold.appended(a->session);
-    else
+      queued_bytes += a->records.storage.size();
+    } else {
       queued_others++;
+    }
     queue.push_back(std::move(e));
     queued.store(queue.size(), std::memory_order_release);
     return sleeping && !committing;
@@ -320,9 +326,7 @@ struct wal_writer::impl {
       {
         std::lock_guard<std::mutex> lk{mtx};
         if (!queue.empty()) {
-          work.swap(queue);
-          queued.store(0, std::memory_order_release);
-          queued_others = 0;
+          take_batch(work);
           appends_hold.taken();
         } else if (!owing) {
           committing = false;
@@ -356,6 +360,33 @@ struct wal_writer::impl {
       owing = true;
       work.swap(done);  // `done` was emptied when its report went out
     }
+  }
+
+  /// Moves what is queued into `work` (empty), under mtx: all of it, or, if its appends hold
+  /// more than the batch's limit, the entries up to the first that reaches it; the rest stays
+  /// queued, first in line for the next batch. (A batch's length is a u32 on disk.)
+  void take_batch(std::vector<wal_entry>& work) {
+    uint64_t limit = std::min(opts.batch_appends_bytes, max_batch_appends_bytes);
+    if (queued_bytes <= limit) {
+      work.swap(queue);
+      queued_others = 0;
+      queued_bytes = 0;
+    } else {
+      uint64_t taken = 0;
+      size_t n = 0;
+      while (n < queue.size() && taken < limit) {
+        if (auto* a = std::get_if<wal_append>(&queue[n]))
+          taken += a->records.storage.size();
+        else
+          queued_others--;
+        ++n;
+      }
+      work.assign(std::make_move_iterator(queue.begin()),
+                  std::make_move_iterator(queue.begin() + static_cast<std::ptrdiff_t>(n)));
+      queue.erase(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(n));
+      queued_bytes -= taken;
+    }
+    queued.store(queue.size(), std::memory_order_release);
   }
 
   /// The frames a report sends to sessions (DURABLE, one per session of the settled `acks`;
@@ -757,13 +788,21 @@ struct wal_writer::impl {
                                                   std::to_string(st->durable_lsn)});
       return;
     }
+    if (c.lsn.value() < st->ckpt_lsn) {  // its records may be retired: it would not recover them
+      refuse(c.session, c.request_id,
+             proto::error{err_code::bad_body, "checkpoint lsn " + std::to_string(c.lsn.value()) +
+                                                  " is below the shard's checkpoint at LSN " +
+                                                  std::to_string(st->ckpt_lsn) +
+                                                  " (a checkpoint never goes back)"});
+      return;
+    }
     if (auto r = checkpoints.write(c.shard.value(), c.lsn.value(), c.data); !r) {
       refuse(c.session, c.request_id, r.err());
       return;
     }
     n_fsyncs += 2;
     n_checkpoints.fetch_add(1, std::memory_order_relaxed);
-    st->ckpt_lsn = std::max(st->ckpt_lsn, c.lsn.value());
+    st->ckpt_lsn = c.lsn.value();
     retire();  // before the OK, so a caller that saw the OK sees the segments gone
     sink->on_answer(c.session, proto::ok{c.request_id, {}});
   }

@@ -1005,3 +1005,83 @@ TEST_CASE("packed records keep their order and bytes, and a move keeps their vie
   for (size_t i = 0; i < in.size(); ++i)
     CHECK(proto::bytes(moved.views[i].begin(), moved.views[i].end()) == in[i]);
 }
+
+TEST_CASE(
+    "appends queued beyond a batch's byte limit wait for the next batch, in order, each batch "
+    "durable on its own") {
+  temp_dir tmp;
+  recording_sink sink;
+  wal_options opts{tmp.path, 1};
+  opts.batch_appends_bytes = 1000;
+  auto opened = wal_writer::open(opts, &sink);
+  REQUIRE(opened);
+  auto& wal = *opened;
+  wal->submit(wal_grant{1, 7, shard_id{0}});
+  REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
+  uint64_t epoch = sink.granted[0].epoch;
+  REQUIRE(await_idle(*wal));
+  auto before = wal->get_stats();
+  std::vector<wal_entry> appends;  // queued under one hold of the lock: one batch without a limit
+  for (uint64_t lsn = 1; lsn <= 8; ++lsn)
+    appends.push_back(app(7, lsn, 0, epoch, lsn, std::string(400, char('a' + lsn))));
+  wal->submit(std::move(appends));
+  REQUIRE(sink.await([&] { return !sink.durable.empty() && sink.durable.back().lsn == lsn_t{8}; }));
+  // 400 + 400 + 400 reaches 1000: three appends a batch, then three, then two
+  std::vector<uint64_t> told;
+  {
+    std::lock_guard<std::mutex> lk{sink.mtx};
+    for (auto& p : sink.durable)
+      told.push_back(p.lsn.value());
+    CHECK(sink.refused.empty());
+  }
+  CHECK(told == std::vector<uint64_t>{3, 6, 8});
+  CHECK(wal->get_stats().fsyncs - before.fsyncs == 3);
+  wal.reset();
+  recording_sink again;  // every record is recovered, in order
+  auto reopened = wal_writer::open(opts, &again);
+  REQUIRE(reopened);
+  (*reopened)->submit(wal_grant{2, 8, shard_id{0}});
+  REQUIRE(again.await([&] { return again.granted.size() == 1; }));
+  (*reopened)->submit(
+      wal_read{8, 50, shard_id{0}, epoch_t{again.granted[0].epoch}, lsn_t{0}, 1 << 20});
+  REQUIRE(again.await([&] { return again.answers.size() == 1; }));
+  auto* page = std::get_if<proto::log_page>(&again.answers[0]);
+  REQUIRE(page != nullptr);
+  REQUIRE(page->records.size() == 8);
+  for (uint64_t i = 0; i < 8; ++i)
+    CHECK(page->records[i] == proto::bytes(400, uint8_t('a' + i + 1)));
+}
+
+TEST_CASE("a checkpoint below the shard's checkpoint is refused: the records between them may be "
+          "retired, and the one on disk stays") {
+  temp_dir tmp;
+  recording_sink sink;
+  auto wal = open_log(tmp.path, 1, &sink);
+  wal->submit(wal_grant{1, 7, shard_id{0}});
+  REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
+  epoch_t e{sink.granted[0].epoch};
+  wal->submit(app(7, 1, 0, e.value(), 1, "one"));
+  wal->submit(app(7, 2, 0, e.value(), 2, "two"));
+  REQUIRE(sink.await([&] { return !sink.durable.empty() && sink.durable.back().lsn == lsn_t{2}; }));
+  wal->submit(wal_checkpoint{7, 100, shard_id{0}, e, lsn_t{2}, {2}});
+  REQUIRE(sink.await([&] { return sink.answers.size() == 1; }));
+  wal->submit(wal_checkpoint{7, 101, shard_id{0}, e, lsn_t{1}, {1}});
+  REQUIRE(sink.await([&] { return sink.refused.size() == 1; }));
+  CHECK(sink.refused[0].first == 101);
+  CHECK(sink.refused[0].second.code == proto::err_code::bad_body);
+  CHECK(sink.refused[0].second.message ==
+        "checkpoint lsn 1 is below the shard's checkpoint at LSN 2 (a checkpoint never goes back)");
+  wal->submit(wal_checkpoint{7, 102, shard_id{0}, e, lsn_t{2}, {22}});  // the same LSN again: fine
+  REQUIRE(sink.await([&] { return sink.answers.size() == 2; }));
+  wal.reset();
+  recording_sink again;
+  auto reopened = open_log(tmp.path, 1, &again);
+  reopened->submit(wal_grant{2, 8, shard_id{0}});
+  REQUIRE(again.await([&] { return again.granted.size() == 1; }));
+  reopened->submit(wal_load_checkpoint{8, 103, shard_id{0}, epoch_t{again.granted[0].epoch}});
+  REQUIRE(again.await([&] { return again.answers.size() == 1; }));
+  auto* loaded = std::get_if<proto::checkpoint_data>(&again.answers[0]);
+  REQUIRE(loaded != nullptr);
+  CHECK(loaded->lsn == lsn_t{2});
+  CHECK(loaded->data == proto::bytes{22});
+}
