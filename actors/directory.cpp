@@ -56,7 +56,8 @@ struct worker {
   uint32_t remaining_ms = 0;    ///< budget left when bound
   int32_t endpoint_index = -1;  ///< the invocation's endpoint, -1 = not invoked
   invocation_actor endpoint;
-  std::vector<std::pair<uint64_t, std::vector<uint32_t>>> drains;  ///< DRAIN ids waiting
+  /// DRAINs waiting: the request's id and the first relay id routed after it (relay ids grow).
+  std::vector<std::pair<uint64_t, uint64_t>> drains;
 };
 
 /// What the directory tells a wake record, held while the record is asked to rest.
@@ -279,12 +280,12 @@ void answer_error(self_ptr self, const session_actor& client, uint64_t id, proto
 }
 
 /// True if the asking connection holds `from.shard` under `from.epoch`; otherwise answers the
-/// request with ERR (PROTOCOL.md §3: STALE_EPOCH or NOT_HOLDER; BAD_BODY for no such shard).
+/// request with ERR (PROTOCOL.md §3: STALE_EPOCH or NOT_HOLDER, also for no such shard).
 bool admit(self_ptr self, const origin& from) {
   auto& st = self->state;
   std::optional<proto::error> err;
   if (from.shard >= st.slots.size()) {
-    err = proto::error{proto::err_code::bad_body, "no shard " + std::to_string(from.shard)};
+    err = unknown_shard(from.shard, st.slots.size());
   } else {
     auto& slot = st.slots[from.shard];
     err = refuse_shard_request(from.shard, epoch_t{from.epoch}, slot.epoch, slot.holder != 0,
@@ -488,7 +489,8 @@ std::vector<proto::shard_epoch> held_leases(const directory_state& st, const wor
   return out;
 }
 
-/// Answers the DRAINs of session `s` whose calls routed before them are all answered.
+/// Answers the DRAINs of session `s` once every call routed to it before them is answered,
+/// whichever shards those calls were for (PROTOCOL.md §3).
 void answer_drains(self_ptr self, session_id s) {
   auto& st = self->state;
   auto w = st.workers.find(s);
@@ -497,9 +499,7 @@ void answer_drains(self_ptr self, session_id s) {
   for (auto i = drains.begin(); i != drains.end();) {
     bool busy = false;
     for (auto& [relay, c] : st.inflight)
-      if (c.holder == s &&
-          std::find(i->second.begin(), i->second.end(), c.shard) != i->second.end())
-        busy = true;
+      if (c.holder == s && relay < i->second) busy = true;
     if (busy) {
       ++i;
       continue;
@@ -759,7 +759,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           send_frame(self, d.from.reply_to, proto::ok{d.from.request, {}});
           return;
         }
-        w->second.drains.emplace_back(d.from.request, std::move(d.shards));
+        w->second.drains.emplace_back(d.from.request, st.next_relay);
         answer_drains(self, s);
       },
       [=](idle_request& idle) {

@@ -28,4 +28,12 @@ inline std::optional<proto::error> refuse_shard_request(uint32_t shard, proto::e
                                                        std::to_string(asked.value())};
 }
 
+/// A shard request for a shard this server does not have: not held (PROTOCOL.md §3), so
+/// NOT_HOLDER, and the connection stays open.
+inline proto::error unknown_shard(uint32_t shard, size_t shard_count) {
+  return proto::error{proto::err_code::not_holder, "no shard " + std::to_string(shard) +
+                                                       " (this server has " +
+                                                       std::to_string(shard_count) + ")"};
+}
+
 }  // namespace fusee::server

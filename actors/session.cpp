@@ -403,14 +403,8 @@ void refuse_unauthenticated(session_ptr self, uint64_t id, const std::string& wh
 /// The token extension's two requests (AUTH, AUTH_PROOF).
 void handle_auth(session_ptr self, proto::any_message& msg) {
   auto& st = self->state;
+  // (On a node without tokens on_inbound refused both kinds before decoding them.)
   if (auto* a = std::get_if<proto::auth_hello>(&msg)) {
-    if (st.auth == auth_phase::open) {  // as a server without the extension answers
-      refuse_and_close(self, a->head.id,
-                       proto::error{proto::err_code::unknown_kind,
-                                    "frame kind 48 (AUTH) is not a request this server knows: "
-                                    "it has no tokens"});
-      return;
-    }
     if (st.auth != auth_phase::needed) {
       refuse_unauthenticated(self, a->head.id, "a second AUTH on one connection");
       return;
@@ -423,13 +417,7 @@ void handle_auth(session_ptr self, proto::any_message& msg) {
   }
   auto& r = std::get<proto::auth_response>(msg);
   if (st.auth != auth_phase::challenged) {
-    if (st.auth == auth_phase::open)
-      refuse_and_close(self, r.head.id,
-                       proto::error{proto::err_code::unknown_kind,
-                                    "frame kind 49 (AUTH_PROOF) is not a request this server "
-                                    "knows: it has no tokens"});
-    else
-      refuse_unauthenticated(self, r.head.id, "AUTH_PROOF without AUTH before it");
+    refuse_unauthenticated(self, r.head.id, "AUTH_PROOF without AUTH before it");
     return;
   }
   auto tokens = st.tokens->tokens();
@@ -614,7 +602,18 @@ void on_inbound(session_ptr self, inbound& in) {
   st.read_at = in.read_at;
   for (auto& f : in.frames) {
     bool log_request = log_requests::has_kind(f.kind);
-    if (!st.closing) {
+    if (st.closing) {
+    } else if (st.auth == auth_phase::open &&
+               (f.kind == static_cast<uint8_t>(proto::kind::auth) ||
+                f.kind == static_cast<uint8_t>(proto::kind::auth_proof))) {
+      // A node without tokens speaks the normative protocol: these kinds are unknown to it
+      // whatever their bodies hold (PROTOCOL.md §2).
+      refuse_and_close(self, proto::peek_id(f.body).value_or(0),
+                       proto::error{proto::err_code::unknown_kind,
+                                    "frame kind " + std::to_string(f.kind) + " (" +
+                                        proto::kind_name(f.kind) +
+                                        ") is not a request this server knows: it has no tokens"});
+    } else {
       auto m = proto::decode_request(f.kind, f.body);
       if (!m)
         refuse_and_close(self, proto::peek_id(f.body).value_or(0), m.err());

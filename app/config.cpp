@@ -3,6 +3,7 @@
 #include "actors/logging.hpp"
 #include "actors/token_store.hpp"
 #include "client/secret_file.hpp"
+#include "protocol/messages.hpp"
 #include "tls/context.hpp"
 
 #include <algorithm>
@@ -51,8 +52,8 @@ constexpr uint64_t u32_max = 0xFFFFFFFFull;
 const setting<server_config> server_settings[] = {
     {"server", "data_dir", &server_config::data_dir, 0, 0, "data directory, created if missing",
      true},
-    {"server", "shards", &server_config::shards, 1, 0xFFFFFFFEull,
-     "shards of the data dir; fixed once the dir exists"},
+    {"server", "shards", &server_config::shards, 1, proto::max_shard_count,
+     "shards of the data dir (a LEASE of every one fits a frame); fixed once the dir exists"},
     {"server", "listen", &server_config::listen, 0, 0, "host:port for workers and clients"},
     {"server", "admin_listen", &server_config::admin_listen, 0, 0,
      "host:port of the admin HTTP server"},

@@ -33,7 +33,7 @@ std::optional<std::string> load_toml_text(std::string_view text, const std::stri
 /// names the setting (and the endpoint, by position and url).
 std::optional<std::string> validate(server_config& cfg);
 
-/// One line per setting: "[server] shards = 16  -- shards of the data dir (1..4294967294)".
+/// One line per setting: "[server] shards = 16  -- shards of the data dir (1..5033163)".
 std::string describe_settings();
 
 }  // namespace fusee::app

@@ -380,14 +380,7 @@ struct decoder {
     v.assign(view.begin(), view.end());
     return true;
   }
-  bool operator()(const char* n, byte_view& v) {
-    if (!r.blob_view(v, n)) return false;
-    if (v.size() > max_record_size)
-      return r.fail(err_code::bad_body, std::string{n} + ": " + std::to_string(v.size()) +
-                                            " bytes exceed the record limit of " +
-                                            std::to_string(max_record_size));
-    return true;
-  }
+  bool operator()(const char* n, byte_view& v) { return r.blob_view(v, n); }
   template <class T>
   bool operator()(const char* n, std::vector<T>& v) {
     uint32_t count = 0;
@@ -427,7 +420,7 @@ struct checker {
   bool operator()(const char*, std::string&) { return true; }
   bool operator()(const char*, bytes& v) {
     if (v.size() <= max_record_size) return true;
-    failure = error{err_code::bad_body, "a byte field exceeds the record limit"};
+    failure = error{err_code::too_large, "a byte field exceeds the record limit"};
     return false;
   }
   template <class T>
@@ -455,6 +448,7 @@ result<T> decode_body_as(kind k, byte_view body) {
   reader r{body};
   auto label = kind_name(static_cast<uint8_t>(k));
   r.set_context(label);
+  r.set_blob_limit(max_record_size);  // PROTOCOL.md §10: a longer bytes or str is TOO_LARGE
   decoder d{r};
   T x{};
   if (!describe(d, x)) return *r.error();

@@ -305,6 +305,11 @@ struct lease {
   bool operator==(const lease&) const = default;
 };
 
+/// The most shards a node may have: a LEASE granting every one of them (28 bytes, then 20 per
+/// grant) still fits one frame (PROTOCOL.md §2: len ≤ 96 MiB). The largest GRANT, REVOKED and
+/// DURABLE are no longer than that LEASE.
+inline constexpr uint32_t max_shard_count = (max_body_size - 28) / 20;
+
 struct grant {
   static constexpr kind tag = kind::grant;
   uint64_t id = 0;

@@ -94,6 +94,9 @@ bool reader::varint(uint64_t& v, const char* field) {
 bool reader::blob_view(byte_view& v, const char* field) {
   uint64_t len = 0;
   if (!varint(len, field)) return false;
+  if (len > blob_limit_)
+    return fail(err_code::too_large, std::string{field} + ": length " + std::to_string(len) +
+                                         " exceeds the limit of " + std::to_string(blob_limit_));
   if (len > remaining())
     return fail(err_code::bad_body, std::string{field} + ": length " + std::to_string(len) +
                                         " but " + std::to_string(remaining()) + " bytes left");

@@ -58,7 +58,8 @@ public:
   bool u64(uint64_t& v, const char* field);
   /// Unsigned LEB128, at most 10 bytes; overlong (non-minimal) and overflowing input fail.
   bool varint(uint64_t& v, const char* field);
-  /// `varint length` then that many bytes, viewed in place.
+  /// `varint length` then that many bytes, viewed in place. A length over the blob limit fails
+  /// with TOO_LARGE, before the bytes left are looked at.
   bool blob_view(byte_view& v, const char* field);
   bool blob(bytes& v, const char* field);
   /// A blob holding valid UTF-8.
@@ -80,6 +81,8 @@ public:
   const std::optional<proto::error>& error() const { return error_; }
   /// Prefixes later error messages ("APPEND").
   void set_context(std::string_view ctx) { ctx_ = ctx; }
+  /// The longest blob or str this reader accepts (PROTOCOL.md §10: a record's limit on the wire).
+  void set_blob_limit(uint64_t limit) { blob_limit_ = limit; }
 
 private:
   bool need(size_t n, const char* what, const char* field);
@@ -88,6 +91,7 @@ private:
   byte_view in_;
   size_t pos_ = 0;
   std::string_view ctx_;
+  uint64_t blob_limit_ = UINT64_MAX;
   std::optional<proto::error> error_;
 };
 

@@ -474,9 +474,7 @@ struct wal_writer::impl {
   }
 
   std::optional<proto::error> check_shard(uint32_t shard) const {
-    if (shard >= shards.size())
-      return proto::error{err_code::bad_body, "no shard " + std::to_string(shard) + " (there are " +
-                                                  std::to_string(shards.size()) + ")"};
+    if (shard >= shards.size()) return unknown_shard(shard, shards.size());
     if (broken)
       return proto::error{err_code::io, "the log failed earlier (" + broken_reason +
                                             "); appends are refused until restart"};
@@ -484,17 +482,20 @@ struct wal_writer::impl {
   }
 
   /// The shard's state if `session` holds `shard` under `epoch` (and, to write, the log still
-  /// works); otherwise the request is refused (to the session) and nullptr returned. Reads of
-  /// durable data are served even after a write failure.
+  /// works); otherwise the request is refused (to the session) and nullptr returned. The holder
+  /// is checked first (PROTOCOL.md §3), then the log; reads of durable data are served even
+  /// after a write failure.
   shard_log* admit(session_id session, uint64_t request_id, shard_id shard, epoch_t epoch,
                    bool to_write = true) {
     uint32_t s = shard.value();
     std::optional<proto::error> err;
-    if (s >= shards.size() || to_write) err = check_shard(s);
-    if (!err) {
+    if (s >= shards.size()) {
+      err = unknown_shard(s, shards.size());
+    } else {
       auto& st = shards[s];
       err = refuse_shard_request(s, epoch, current_epoch(st), st.holder != 0,
                                  st.holder == session && session != 0);
+      if (!err && to_write) err = check_shard(s);
     }
     if (err) {
       refuse(session, request_id, *err);

@@ -64,6 +64,32 @@ TEST_CASE("bad frames and bodies: a clear ERR, that connection closes, others ke
     CHECK(err.code == uint16_t(err_code::unknown_kind));
     CHECK(err.id == 77);
   }
+  SUBCASE("the token extension's kinds are unknown here, whatever their bodies hold") {
+    for (uint8_t kind : {uint8_t{48}, uint8_t{49}}) {
+      CAPTURE(int(kind));
+      proto::bytes body;
+      proto::writer wr{body};
+      wr.u64(76);  // an id and nothing else: neither AUTH nor AUTH_PROOF would decode
+      auto err = refused(s, frame_with_body(kind, body));
+      CHECK(err.code == uint16_t(err_code::unknown_kind));
+      CHECK(err.id == 76);
+      CHECK(err.message.find("it has no tokens") != std::string::npos);
+    }
+  }
+  SUBCASE("a bytes field longer than a record is TOO_LARGE, though the frame is short") {
+    proto::bytes body;
+    proto::writer wr{body};
+    wr.u64(75);
+    wr.u32(0xFFFFFFFF);
+    wr.u64(0);
+    wr.u32(1);                              // version
+    wr.u32(0);                              // offers
+    wr.u32(0);                              // max_shards
+    wr.varint(proto::max_record_size + 1);  // the name's length, and no bytes after it
+    auto err = refused(s, frame_with_body(1, body));
+    CHECK(err.code == uint16_t(err_code::too_large));
+    CHECK(err.id == 75);
+  }
   SUBCASE("a body that does not decode") {
     proto::bytes body;
     proto::writer wr{body};

@@ -54,8 +54,18 @@ TEST_CASE("appends that break the rules are refused with the right code, the con
   CHECK(gap.code == uint16_t(err_code::lsn_gap));
   w.append(0, e + 5, 1, {record("future epoch")}, 12);
   CHECK(w.expect<proto::err>().code == uint16_t(err_code::not_holder));
+  // A shard the server does not have is not held (PROTOCOL.md §3), at the log and at the
+  // directory alike.
   w.append(9, e, 1, {record("no such shard")}, 13);
-  CHECK(w.expect<proto::err>().code == uint16_t(err_code::bad_body));
+  auto none = w.expect<proto::err>();
+  CHECK(none.id == 13);
+  CHECK(none.code == uint16_t(err_code::not_holder));
+  CHECK(none.message == "no shard 9 (this server has 4)");
+  REQUIRE(w.conn.send(
+      proto::release{proto::request_head{15, proto::shard_id{0xFFFFFFFF}, proto::epoch_t{e}}}));
+  auto no_release = w.expect<proto::err>();
+  CHECK(no_release.id == 15);
+  CHECK(no_release.code == uint16_t(err_code::not_holder));
   w.append(0, e, 1, {record("fine")}, 14);
   REQUIRE(w.wait_durable(0, 1));
 }
@@ -304,6 +314,8 @@ TEST_CASE("bad settings are refused at start with the key named") {
   for (auto [toml, want] : std::vector<std::pair<std::string, std::string>>{
            {"[server]\nshard = 4\n", "unknown key `server.shard`"},
            {"[server]\nshards = 0\n", "`server.shards` = 0 is outside"},
+           // a LEASE of every shard would not fit one frame (PROTOCOL.md §2)
+           {"[server]\nshards = 5033164\n", "`server.shards` = 5033164 is outside 1..5033163"},
            {"[server]\nshards = \"4\"\n", "`server.shards` has the wrong type"},
            // a float where an integer belongs (converting 1e42 was undefined behaviour)
            {"[limits]\nmax_connections = 1e42\n",

@@ -538,6 +538,25 @@ TEST_CASE("after DRAIN no call is relayed to the worker, and its OK waits for th
   CHECK(b.last<proto::relayed_call>().relay != rc.relay);
 }
 
+TEST_CASE("a DRAIN's OK waits for every call routed to the worker before it, on any shard, and "
+          "for none routed after it") {
+  fixture f{2};
+  auto& a = f.worker();
+  f.commit();
+  auto& client = f.connect();
+  f.call(client, 100, 1);  // on a shard the DRAIN will not name
+  auto before = a.last<proto::relayed_call>();
+  caf::anon_send(f.dir, drain_request{f.from(a, 20), {0}});
+  f.run();
+  CHECK(a.all<proto::ok>().empty());  // shard 1's call came before it
+  f.call(client, 101, 1);             // shard 1 is not draining: relayed, but after the DRAIN
+  REQUIRE(a.all<proto::relayed_call>().size() == 2);
+  caf::anon_send(f.dir, call_reply_request{f.from(a, 0, 1, epoch_of(a, 1)), before.relay, true,
+                                           proto::bytes{'1'}});
+  f.run();
+  CHECK(a.last<proto::ok>().id == 20);  // the later call is still in flight
+}
+
 TEST_CASE("fencing revokes in the log before the worker hears REVOKED, and keeps its "
           "connection") {
   fixture f{2};

@@ -67,6 +67,47 @@ TEST_CASE("a body with bytes left over is BAD_BODY") {
   CHECK(r.err().message.find("PING") != std::string::npos);
 }
 
+TEST_CASE("a bytes or str length over the record limit is TOO_LARGE, before the bytes left are "
+          "counted") {
+  auto with_length = [](uint64_t len) {
+    bytes body;
+    writer w{body};
+    w.u64(9);       // id
+    w.u32(0);       // shard
+    w.u64(1);       // epoch
+    w.u64(1);       // first_lsn
+    w.u32(1);       // one record
+    w.varint(len);  // its length, and no bytes
+    return decode(2, body);
+  };
+  auto over = with_length(max_record_size + 1);
+  REQUIRE_FALSE(over);
+  CHECK(over.err().code == err_code::too_large);
+  CHECK(over.err().message.find("exceeds the limit of " + std::to_string(max_record_size)) !=
+        std::string::npos);
+  auto at = with_length(max_record_size);  // allowed, but the bytes are not there
+  REQUIRE_FALSE(at);
+  CHECK(at.err().code == err_code::bad_body);
+  // a str is a bytes (PROTOCOL.md §1): CALL's method
+  bytes call_body;
+  writer w{call_body};
+  w.u64(3);
+  w.u32(0);
+  w.u64(0);
+  w.varint(uint64_t{1} << 40);
+  CHECK(decode(8, call_body).err().code == err_code::too_large);
+}
+
+TEST_CASE("a LEASE granting max_shard_count shards fits one frame, one more does not") {
+  lease l{1, max_shard_count, 1000, 5000, 0, {}};
+  auto empty = body_of(l).size();
+  l.grants.push_back(grant_entry{});
+  size_t per_grant = body_of(l).size() - empty;
+  CHECK(per_grant == 20);
+  CHECK(empty + per_grant * max_shard_count <= max_body_size);
+  CHECK(empty + per_grant * (uint64_t{max_shard_count} + 1) > max_body_size);
+}
+
 TEST_CASE("HELLO: version is checked right after the head, then offers") {
   SUBCASE("version 2 is VERSION even when the rest would not decode") {
     bytes body;

@@ -1085,3 +1085,23 @@ TEST_CASE("a checkpoint below the shard's checkpoint is refused: the records bet
   CHECK(loaded->lsn == lsn_t{2});
   CHECK(loaded->data == proto::bytes{22});
 }
+
+TEST_CASE("once the log failed, the holder's append is refused with the failure, anyone else's "
+          "with the lease rule, as before it") {
+  one_record_log log{"durable-record"};
+  auto& [tmp, sink, wal, e] = log;
+  wal->inject_sync_failure();
+  wal->submit(app(7, 2, 0, e, 2, "lost"));
+  REQUIRE(sink.await([&] { return !sink.io_failed.empty(); }));
+  wal->submit(app(7, 3, 0, e, 2, "the holder"));
+  wal->submit(app(9, 4, 0, e, 2, "another connection"));
+  wal->submit(app(7, 5, 0, e + 1, 2, "an epoch never granted"));
+  wal->submit(app(7, 6, 3, e, 1, "no such shard"));
+  REQUIRE(sink.await([&] { return sink.refused.size() == 4; }));
+  std::lock_guard<std::mutex> lk{sink.mtx};
+  CHECK(sink.refused[0].second.code == proto::err_code::io);
+  CHECK(sink.refused[1].second.code == proto::err_code::not_holder);
+  CHECK(sink.refused[2].second.code == proto::err_code::not_holder);
+  CHECK(sink.refused[3].second.code == proto::err_code::not_holder);
+  CHECK(sink.refused[3].second.message == "no shard 3 (this server has 1)");
+}
