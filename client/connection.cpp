@@ -28,7 +28,8 @@ connection::~connection() {
 }
 
 connection::connection(connection&& other) noexcept
-    : fd_(other.fd_), ssl_(other.ssl_), binding_(std::move(other.binding_)), closed_(other.closed_),
+    : fd_(other.fd_), ssl_(other.ssl_), ssl_mu_(std::move(other.ssl_mu_)),
+      binding_(std::move(other.binding_)), closed_(other.closed_),
       decoder_(std::move(other.decoder_)) {
   other.fd_ = -1;
   other.ssl_ = nullptr;
@@ -39,6 +40,7 @@ connection& connection::operator=(connection&& other) noexcept {
     close();
     fd_ = other.fd_;
     ssl_ = other.ssl_;
+    ssl_mu_ = std::move(other.ssl_mu_);
     binding_ = std::move(other.binding_);
     closed_ = other.closed_;
     decoder_ = std::move(other.decoder_);
@@ -86,6 +88,10 @@ proto::result<connection> connection::open(const std::string& host, uint16_t por
       return error{err_code::unauthorized,
                    "TLS with " + where + " failed: " + tls::failure(c->ssl_, r, true)};
     c->binding_ = tls::exporter(c->ssl_);
+    c->ssl_mu_ = std::make_unique<std::mutex>();
+    // From here SSL_read and SSL_write never wait on the socket, so neither holds ssl_mu_
+    // through a wait; poll() does the waiting.
+    ::fcntl(c->fd_, F_SETFL, ::fcntl(c->fd_, F_GETFL) | O_NONBLOCK);
   }
   if (!sec.token.empty()) {
     auto proven = authenticate(*c, sec.token, timeout, c->binding_);
@@ -111,9 +117,21 @@ bool connection::send_raw(const proto::bytes& b) {
   size_t off = 0;
   if (ssl_ != nullptr) {
     while (off < b.size()) {
-      int n = SSL_write(ssl_, b.data() + off, static_cast<int>(b.size() - off));
-      if (n <= 0) return false;
-      off += static_cast<size_t>(n);
+      int n = 0, e = SSL_ERROR_NONE;
+      {
+        std::lock_guard lk{*ssl_mu_};
+        n = SSL_write(ssl_, b.data() + off, static_cast<int>(b.size() - off));
+        if (n <= 0) e = SSL_get_error(ssl_, n);
+      }
+      if (n > 0) {
+        off += static_cast<size_t>(n);
+        continue;
+      }
+      if (e != SSL_ERROR_WANT_WRITE && e != SSL_ERROR_WANT_READ) return false;
+      // Retried with the same bytes (as OpenSSL asks) once the socket can take more; a
+      // bounded wait, since the reading thread may take what a WANT_READ waits for.
+      pollfd p{fd_, static_cast<short>(e == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN), 0};
+      if (::poll(&p, 1, 10) < 0 && errno != EINTR) return false;
     }
     return true;
   }
@@ -151,30 +169,38 @@ proto::result<proto::any_message> connection::receive(std::chrono::milliseconds 
   }
 }
 
+proto::result<bool> connection::tls_read(uint8_t* buf, size_t size) {
+  std::lock_guard lk{*ssl_mu_};
+  int n = SSL_read(ssl_, buf, static_cast<int>(size));
+  if (n > 0) {
+    decoder_.feed(buf, static_cast<size_t>(n));
+    return true;
+  }
+  int e = SSL_get_error(ssl_, n);
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return true;  // a partial record
+  closed_ = true;
+  if (e == SSL_ERROR_ZERO_RETURN) return true;
+  auto why = tls::failure(ssl_, n, true);
+  if (why.find("closed during the TLS exchange") != std::string::npos) return true;
+  return error{err_code::unauthorized, "TLS: " + why};
+}
+
 proto::result<bool> connection::read_some(int left_ms) {
   uint8_t buf[64 * 1024];
   for (;;) {
     // Bytes OpenSSL has decrypted already are not on the socket: take them without waiting.
-    if (ssl_ == nullptr || SSL_pending(ssl_) == 0) {
+    bool pending = false;
+    if (ssl_ != nullptr) {
+      std::lock_guard lk{*ssl_mu_};
+      pending = SSL_pending(ssl_) > 0;
+    }
+    if (!pending) {
       pollfd p{fd_, POLLIN, 0};
       int rc = ::poll(&p, 1, left_ms);
       if (rc < 0 && errno == EINTR) continue;
       if (rc == 0) return false;
     }
-    if (ssl_ != nullptr) {
-      int n = SSL_read(ssl_, buf, sizeof(buf));
-      if (n > 0) {
-        decoder_.feed(buf, static_cast<size_t>(n));
-        return true;
-      }
-      int e = SSL_get_error(ssl_, n);
-      if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return true;  // a partial record
-      closed_ = true;
-      if (e == SSL_ERROR_ZERO_RETURN) return true;
-      auto why = tls::failure(ssl_, n, true);
-      if (why.find("closed during the TLS exchange") != std::string::npos) return true;
-      return error{err_code::unauthorized, "TLS: " + why};
-    }
+    if (ssl_ != nullptr) return tls_read(buf, sizeof(buf));
     ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0)

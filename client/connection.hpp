@@ -1,9 +1,13 @@
 // A small blocking protocol client for workers and clients (tests, tools, the load generator).
-// One connection, frames in and out; no threads, no CAF.
+// One connection, frames in and out; no threads of its own, no CAF. One thread may send while
+// another receives (a worker's keep-alive pings while its loop reads); two sends at once are the
+// caller's to serialize.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,8 +67,14 @@ private:
   /// Reads what the socket (or TLS) has; false when nothing came before `left` ms.
   proto::result<bool> read_some(int left_ms);
 
+  /// The TLS session's own send and receive steps, under ssl_mu_ (an SSL object is not safe to
+  /// use from two threads at once); on a TLS connection the socket does not block, so the lock is
+  /// never held through a wait.
+  proto::result<bool> tls_read(uint8_t* buf, size_t size);
+
   int fd_ = -1;
   SSL* ssl_ = nullptr;
+  std::unique_ptr<std::mutex> ssl_mu_;  ///< with ssl_: one SSL_* call at a time
   proto::bytes binding_;
   bool closed_ = false;
   bool timed_out_ = false;

@@ -169,3 +169,37 @@ TEST_CASE("a TLS handshake that never comes is cut after limits.hello_timeout_ms
       metrics.find("fusee_tls_handshakes_total{listener=\"workers\",outcome=\"timed_out\"} 1\n") !=
       std::string::npos);
 }
+
+TEST_CASE("over TLS one thread may send while another receives, as a worker's keep-alive pings "
+          "while its loop reads: every PING is answered, with no TLS error") {
+  fixture f;
+  auto c = f.open(f.certs.client());
+  REQUIRE_MESSAGE(c, (c ? "" : c.err().to_string()));
+  REQUIRE(client::client_hello(*c, "two-threads", 5s));
+  constexpr uint64_t pings = 3000;
+  std::thread sender([&] {
+    for (uint64_t id = 1; id <= pings; ++id)
+      if (!c->send(proto::ping{proto::request_head{id}})) return;
+  });
+  uint64_t answered = 0;
+  std::string failure;
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (answered < pings && std::chrono::steady_clock::now() < deadline) {
+    auto r = c->receive(1s);
+    if (!r) {
+      if (c->timed_out()) continue;
+      failure = r.err().to_string();
+      break;
+    }
+    auto* ok = std::get_if<proto::ok>(&*r);
+    if (ok == nullptr) {
+      failure = "got " + proto::kind_name(static_cast<uint8_t>(proto::kind_of(*r)));
+      break;
+    }
+    CHECK(ok->id == answered + 1);  // in order
+    ++answered;
+  }
+  sender.join();
+  CHECK_MESSAGE(failure.empty(), failure);
+  CHECK(answered == pings);
+}
