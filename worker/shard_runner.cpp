@@ -830,12 +830,14 @@ bool shard_runner::attempt_step(run_state& run) {
   std::string message;
   bool retry = false;
   try {
-    json v = run.body();
-    std::string text = dump(v);
+    std::string text = dump(run.body());
     if (text.size() > max_value_size)
       throw permanent_error("its result of " + std::to_string(text.size()) +
                             " bytes is over the journal's limit of " +
                             std::to_string(max_value_size));
+    // The value as the journal holds it (dump() writes NaN as null and replaces bytes that are
+    // not UTF-8): a replay reads that, so the live run sees the same.
+    json v = json::parse(text);
     uint64_t lsn = commit(
         rec::op_done{run.id, run.wait_seq, op_kind::step, run.step_name, 1, std::move(text)});
     if (settings_.on_step_durable)
@@ -869,8 +871,10 @@ bool shard_runner::attempt_step(run_state& run) {
                   " in " + std::to_string(delay) + " ms; last error: " + message + ")";
     return false;
   }
-  uint64_t lsn = commit(
-      rec::op_done{run.id, run.wait_seq, op_kind::step, run.step_name, 0, dump(json(message))});
+  std::string text = dump(json(message));
+  message = json::parse(text).get<std::string>();  // as a replay will read it back
+  uint64_t lsn =
+      commit(rec::op_done{run.id, run.wait_seq, op_kind::step, run.step_name, 0, std::move(text)});
   if (settings_.on_step_durable)
     step_watch_.push_back({lsn, run.id, run.step_name, std::chrono::steady_clock::now()});
   run.op_ok = false;

@@ -80,6 +80,22 @@ registry make_types(bodies& b, std::string second_step = "b") {
     }
     co_return out;
   });
+  // A step whose value and error JSON cannot hold as they are (NaN, bytes that are not UTF-8):
+  // the workflow branches on what it got back.
+  r.add("odd", [](context& ctx, json) -> task<json> {
+    std::string nan_step = "nan", bad_step = "bad utf-8";
+    json v = co_await ctx.step(nan_step, [] { return json(std::nan("")); });
+    std::string caught;
+    step_options once;
+    once.attempts = 1;
+    try {
+      co_await ctx.step(
+          bad_step, []() -> json { throw std::runtime_error("bad \xff byte"); }, once);
+    } catch (const step_failed& e) {
+      caught = e.what();
+    }
+    co_return json{{"value", v.is_null() ? "null" : "a number"}, {"caught", caught}};
+  });
   r.add("sender", [](context& ctx, json) -> task<json> {
     std::string target = "someone", name = "hello", child_type = "pair", child = "kid";
     // GCC 12 cannot keep a string literal inside a co_await expression: build values first.
@@ -222,6 +238,20 @@ TEST_CASE("a step runs once and a replay of the journal returns its result witho
   CHECK(t.b.of("w1", "b") == 2);
   t.call(3, "result", {{"id", "w1"}});
   CHECK(t.answer(3)["result"] == json({{"x", 2}, {"y", 20}}));
+}
+
+TEST_CASE("a step's value and error are what a replay will read from the journal, also where "
+          "JSON cannot hold them as they were (NaN, bytes that are not UTF-8)") {
+  rig t;
+  t.call(1, "start", {{"id", "w1"}, {"type", "odd"}});
+  auto live = t.answer(1);
+  REQUIRE(live["status"] == "completed");
+  CHECK(live["result"]["value"] == "null");  // NaN is journaled as null: live it is null too
+  auto caught = live["result"]["caught"].get<std::string>();
+  CHECK(caught.find("bad \xef\xbf\xbd byte") != std::string::npos);  // U+FFFD, as journaled
+  t.recover(t.journal);
+  t.call(2, "result", {{"id", "w1"}});
+  CHECK(t.answer(2)["result"] == live["result"]);
 }
 
 TEST_CASE("a step is reported durable once, when the DURABLE covering its record comes, and a "
