@@ -119,10 +119,12 @@ uint8_t on_lease_end(shard_ptr self, const lease_end& e) {
       return shard_status::no_progress;
     }
     st.failures = 0;
+    st.not_before = {};  // progress ends an earlier failure's backoff
     return shard_status::handback;
   }
   // Idle: due again at its next timer, or now if another endpoint has code the holder lacked.
   st.failures = 0;
+  st.not_before = {};
   st.awaiting = e.types;
   st.due = e.due_in_ms != proto::nothing_due;
   auto from = e.reported_at != 0 ? std::min(clock_at(e.reported_at), now) : now;

@@ -589,6 +589,24 @@ TEST_CASE("an invoked worker's crash backs its shard off, doubling with jitter")
   CHECK(f.http.requests.size() == 2);
 }
 
+TEST_CASE("a crash's backoff ends when a later holder reports progress: its handback is "
+          "invoked at once") {
+  fixture f{settings(1, {endpoint("http://a/invoke", {})})};
+  f.settle();
+  lease_end crash;
+  crash.crashed = true;
+  crash.invoked = true;
+  f.lease_ended(0, crash);  // backs off 100 ms ± 20 %
+  f.leased(0);              // a long-lived worker takes the shard meanwhile
+  lease_end handback;
+  handback.flags = proto::idle_busy;
+  handback.steps = 3;
+  f.lease_ended(0, handback);  // and hands it back with work left, 0 ms after the crash
+  f.advance(rules::gather_window);
+  REQUIRE(f.http.requests.size() == 1);  // not after the crash's backoff
+  CHECK(f.body(0).reasons == proto::reason_handback);
+}
+
 TEST_CASE("a handback with the budget spent and no step backs off from 1 s (no progress)") {
   fixture f{settings(1, {endpoint("http://a/invoke", {})})};
   f.settle();
