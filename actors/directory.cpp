@@ -121,6 +121,10 @@ struct directory_state {
   uint64_t next_order = 1;
   uint64_t next_token = 1;
   std::unordered_map<uint64_t, revoke_answer> revoke_answers;  ///< by revocation token
+  /// How each lease being revoked ended, by revocation token: its wake record hears it once the
+  /// log has made the revocation (until then the shard is busy: an invocation could lease
+  /// nothing, and would be sent again and again).
+  std::unordered_map<uint64_t, std::pair<uint32_t, lease_end>> ended;
   uint64_t revocations_in_log = 0;  ///< asked of the log, not yet through
   // Only shards with something parked have an entry (100,000 empty deques would cost ~100 MB).
   std::unordered_map<uint32_t, std::deque<parked_call>> parked_calls;
@@ -387,48 +391,60 @@ void offer_free(directory_state& st) {
   });
 }
 
-/// Tells the invoker how `holder`'s lease of `shard` ended: with its IDLE report for it, or
-/// without one (a crash, a revocation, a worker that never reports). An invoked worker's report
-/// also goes to its invocation's endpoint (steps and open time are its metrics).
-void report_end(self_ptr self, uint32_t shard, const worker* holder, session_id holder_id,
-                epoch_t epoch) {
+/// How `holder`'s lease of `shard` ended, for the invoker: with its IDLE report for it, or
+/// without one (a crash, a revocation, a worker that never reports); the report is used up. An
+/// invoked worker's report also goes to its invocation's endpoint now (steps and open time are
+/// its metrics). Nothing if the invoker does not run.
+std::optional<lease_end> end_of(self_ptr self, uint32_t shard, const worker* holder,
+                                session_id holder_id, epoch_t epoch) {
   auto& st = self->state;
   auto r = st.reports.find(shard);
   bool reported =
       r != st.reports.end() && r->second.session == holder_id && r->second.epoch == epoch;
-  bool invoked = holder != nullptr && holder->invocation != 0;
+  std::optional<lease_end> end;
   if (st.wake) {
-    lease_end end;
+    end.emplace();
     if (reported)
-      end = r->second.end;
+      *end = r->second.end;
     else
-      end.crashed = true;
-    end.invoked = invoked;
-    if (reported && invoked && holder->endpoint)
-      self->send(holder->endpoint, shard_reported{end.steps, end.open_us});
-    tell(self, shard, std::move(end));
-    // Work that arrived while the holder drained is still waiting for the next holder.
-    if (auto c = st.parked_calls.find(shard); c != st.parked_calls.end() && !c->second.empty())
-      tell(self, shard, record_due{proto::reason_call, c->second.front().type});
-    if (st.parked_messages.count(shard)) tell(self, shard, record_due{proto::reason_message, {}});
+      end->crashed = true;
+    end->invoked = holder != nullptr && holder->invocation != 0;
+    if (reported && end->invoked && holder->endpoint)
+      self->send(holder->endpoint, shard_reported{end->steps, end->open_us});
   }
   if (r != st.reports.end()) st.reports.erase(r);
+  return end;
+}
+
+/// Tells `shard`'s wake record, once the log has made the revocation (or failed it: the halted
+/// invoker sends nothing then), how its lease ended (if it had a holder) and what waits for the
+/// next holder: calls and messages parked meanwhile.
+void tell_revoked(self_ptr self, uint32_t shard, std::optional<lease_end> end) {
+  auto& st = self->state;
+  if (!st.wake) return;
+  if (end) tell(self, shard, std::move(*end));
+  if (auto c = st.parked_calls.find(shard); c != st.parked_calls.end() && !c->second.empty())
+    tell(self, shard, record_due{proto::reason_call, c->second.front().type});
+  if (st.parked_messages.count(shard)) tell(self, shard, record_due{proto::reason_message, {}});
 }
 
 /// Ends `shard`'s lease in the directory at once; its revocation joins `out`, which the caller
 /// gives the log (lease_log::revoke) before the holder hears REVOKED, so that whatever the holder
-/// sends after it is refused at commit. (The wake record, and calls in flight to the holder, hear
-/// of the end here already.) `holder` is the holder's worker entry (already out of `workers` when
-/// it is being dropped), or null. `answer_to` hears OK (request `req`) once the revocation is
-/// through the log, or ERR IO if the log failed (the shard then stays busy).
+/// sends after it is refused at commit. (Calls in flight to the holder hear of the end here
+/// already; the wake record once the log has made the revocation, tell_revoked().) `holder` is
+/// the holder's worker entry (already out of `workers` when it is being dropped), or null.
+/// `answer_to` hears OK (request `req`) once the revocation is through the log, or ERR IO if the
+/// log failed (the shard then stays busy).
 void revoke(self_ptr self, uint32_t shard, const worker* holder, std::vector<revocation>& out,
             session_actor answer_to = {}, uint64_t req = 0) {
   auto& st = self->state;
   auto& slot = st.slots[shard];
   session_id holder_id = slot.holder;
-  if (holder_id != 0) report_end(self, shard, holder, holder_id, slot.epoch);
-  slot.draining = false;
   uint64_t token = st.next_token++;
+  if (holder_id != 0)
+    if (auto end = end_of(self, shard, holder, holder_id, slot.epoch))
+      st.ended.emplace(token, std::pair{shard, std::move(*end)});
+  slot.draining = false;
   if (answer_to) st.revoke_answers[token] = revoke_answer{std::move(answer_to), req};
   st.revocations_in_log++;
   slot.busy = true;
@@ -640,7 +656,8 @@ void deliver(self_ptr self, remote_message&& m) {
   }
   st.parked_messages[target].push_back(std::move(m));
   st.parked_total++;
-  if (t.holder == 0) tell(self, target, record_due{proto::reason_message, {}});
+  // (A shard being granted or revoked is not due: the log's answer tells its record.)
+  if (t.holder == 0 && !t.busy) tell(self, target, record_due{proto::reason_message, {}});
 }
 
 /// ACK to the sender's lease, if the lease that sent the message still holds the shard.
@@ -797,7 +814,8 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           dispatch_call(self, shard, std::move(p));
           return;
         }
-        if (slot.holder == 0) tell(self, shard, record_due{proto::reason_call, p.type});  // due
+        if (slot.holder == 0 && !slot.busy)  // due (if busy, the log's answer tells its record)
+          tell(self, shard, record_due{proto::reason_call, p.type});
         if (auto why = parking_refused(st, shard)) {
           st.parked_refused++;
           answer_error(self, p.client, p.request_id, proto::call_status::parked_too_long,
@@ -996,14 +1014,21 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
             st.revoke_answers.erase(i);
           }
           st.revocations_in_log--;
+          std::optional<lease_end> end;
+          if (auto e = st.ended.find(r.token); e != st.ended.end()) {
+            end = std::move(e->second.second);
+            st.ended.erase(e);
+          }
           if (failed) {  // the lease ended here, but the shard stays busy
             st.shards_blocked++;
+            tell_revoked(self, r.shard, std::move(end));  // due, but the invoker is halted
             continue;
           }
           st.slots[r.shard].busy = false;
           st.leases_revoked++;
           spdlog::debug("lease ended shard={}", r.shard);
           refresh_free(st, r.shard);
+          tell_revoked(self, r.shard, std::move(end));
         }
         if (failed)
           spdlog::error("the log failed ({}): {} shard(s) whose lease ended stay without a holder "

@@ -871,6 +871,10 @@ TEST_CASE("an invoked worker's IDLE report reaches its wake record and its endpo
   f.answer(f.bound({1}));
   f.commit();
   f.end(b);
+  // not before the log has made the revocation: the shard is busy until then, and an
+  // invocation it made due could lease nothing
+  CHECK(f.wake[1].ended.size() == 1);
+  f.commit();
   REQUIRE(f.wake[1].ended.size() == 2);
   CHECK(f.wake[1].ended[1].crashed);
   CHECK(f.ep.reports.size() == 1);
@@ -883,6 +887,24 @@ TEST_CASE("a call parked for a shard nobody holds makes its wake record due, wit
   caf::anon_send(f.dir, call_request{f.from(client, 1, 3), "start", "billing", {}, 0});
   f.run();
   CHECK(f.wake[3].due == std::vector<uint8_t>{proto::reason_call});
+}
+
+TEST_CASE("a call for a shard whose revocation is in the log makes its record due only once the "
+          "log has made it, after the lease's end") {
+  invoked_fixture f;
+  auto& b = f.invoked(79);
+  f.answer(f.bound({1}));
+  f.commit();
+  f.end(b);  // the revocation is in the log: shard 1 is busy
+  auto& client = f.connect();
+  caf::anon_send(f.dir, call_request{f.from(client, 1, 1), "start", "billing", {}, 0});
+  f.run();
+  CHECK(f.wake[1].ended.empty());
+  CHECK(f.wake[1].due.empty());
+  f.commit();
+  REQUIRE(f.wake[1].ended.size() == 1);
+  CHECK(f.wake[1].ended[0].crashed);
+  CHECK(f.wake[1].due == std::vector<uint8_t>{proto::reason_call});
 }
 
 namespace {
