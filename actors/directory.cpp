@@ -1034,6 +1034,8 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           spdlog::error("the log failed ({}): {} shard(s) whose lease ended stay without a holder "
                         "until restart",
                         done.failure, done.revoked.size());
+        // A million leases' ends leave a million buckets behind: give them back once all are told.
+        if (st.ended.empty() && st.ended.bucket_count() > 4096) decltype(st.ended){}.swap(st.ended);
         offer_free(st);
       },
       [=](log_failed& f) { halt_invoker(self, std::move(f.failure)); },
