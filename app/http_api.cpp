@@ -55,6 +55,7 @@ http_reply api_reply(const std::string& method, uint8_t status, const std::strin
     }
     if (code == "not_found") http = 404;
     if (code == "conflict" || code == "finished") http = 409;
+    if (code == "too_large") http = 500;  // the answer could not be carried back
     return json_reply(http, body);
   }
   case call_status::parked_too_long:

@@ -325,8 +325,16 @@ void shard_runner::gate(proto::any_message m) {
 }
 
 void shard_runner::reply(uint64_t relay, bool ok, const json& body) {
+  auto text = dump(body);
+  if (text.size() > settings_.max_reply_bytes) {
+    ok = false;
+    text = dump(call_error("too_large", "the answer of " + std::to_string(text.size()) +
+                                            " bytes is over the limit of " +
+                                            std::to_string(settings_.max_reply_bytes) +
+                                            " bytes one reply can carry"));
+  }
   gate(proto::call_reply{proto::request_head{0, shard_, epoch_}, relay, uint8_t(ok ? 1 : 0),
-                         to_bytes(dump(body))});
+                         to_bytes(text)});
 }
 
 proto::append shard_runner::take_append() {

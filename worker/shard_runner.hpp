@@ -65,6 +65,10 @@ struct runner_settings {
   /// can then start new runs), and so are the marks that recognise a resent message; 0 keeps
   /// them forever.
   uint64_t retention_ms = 7ull * 24 * 3600 * 1000;
+  /// The longest answer to a call (a CALL_REPLY's body): a longer one would make a frame over
+  /// the protocol's limit, which the server refuses by closing the connection (every lease on
+  /// it lost). Such an answer is replaced by an error ("too_large"). Tests set less.
+  uint64_t max_reply_bytes = proto::max_record_size;
   /// Told when a step's outcome is durable (the DURABLE covering its record came), with the
   /// time since the body returned; called on the runner's thread. Unset costs nothing. Load
   /// tools use it to know which steps must never run again and how long durability took.

@@ -327,6 +327,29 @@ TEST_CASE(
   CHECK(t.reply(1));
 }
 
+TEST_CASE("an answer too long for one reply is replaced by a too_large error, so the worker keeps "
+          "its connection") {
+  rig t;
+  t.settings.max_reply_bytes = 300;
+  t.fresh();
+  t.runner->start(0);
+  // a running workflow whose input alone is longer than a reply may be
+  t.call(1, "start",
+         {{"id", "w1"},
+          {"type", "waiter"},
+          {"input", {{"sleep_ms", 1000}, {"pad", std::string(400, 'p')}}}});
+  CHECK(t.answer(1)["status"] == "running");  // short enough
+  t.call(2, "describe", {{"id", "w1"}});
+  t.durable();
+  auto r = t.reply(2);
+  REQUIRE(r.has_value());
+  INFO(std::string(r->body.begin(), r->body.end()));
+  CHECK(r->ok == 0);
+  auto body = json::parse(r->body.begin(), r->body.end());
+  CHECK(body["code"] == "too_large");
+  CHECK(body["error"].get<std::string>().find("over the limit of 300 bytes") != std::string::npos);
+}
+
 TEST_CASE("a sleep is a durable timer that fires at its due time and a replay after it does not "
           "wait") {
   rig t;
