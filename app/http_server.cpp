@@ -1,5 +1,7 @@
 #include "app/http_server.hpp"
 
+#include "protocol/json_text.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -61,7 +63,8 @@ struct http_server::impl {
     for (auto& p : left) {
       std::lock_guard lock(p->mu);
       if (p->suspended && !p->gone) {
-        p->reply = http_reply{503, "application/json", R"({"error":"the server is stopping"})"};
+        p->reply =
+            http_reply{503, "application/json", proto::json_error("the server is stopping") + "\n"};
         p->suspended = false;
         MHD_resume_connection(p->conn);
       }
@@ -147,9 +150,10 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
   }
   if (st->too_large) {
     self->bodies_refused.fetch_add(1, std::memory_order_relaxed);
-    return respond(
-        conn, http_reply{413, "application/json",
-                         "{\"error\":\"body over " + std::to_string(self->max_body) + " bytes\"}"});
+    return respond(conn, http_reply{413, "application/json",
+                                    proto::json_error("body over " +
+                                                      std::to_string(self->max_body) + " bytes") +
+                                        "\n"});
   }
   if (!self->ah) return respond(conn, self->h(st->ex));
   if (st->pending) {  // resumed: the reply is there

@@ -110,5 +110,7 @@ TEST_CASE("the HTTP server refuses oversized bodies with 413") {
   results got;
   server::http_client client;
   client.submit(signed_post(got, 1, srv->port(), "s3cret"));
-  CHECK(got.await(1).status == 413);
+  auto r = got.await(1);
+  CHECK(r.status == 413);
+  CHECK(r.body == "{\"error\":\"body over 16 bytes\"}\n");  // JSON ending with a newline
 }
