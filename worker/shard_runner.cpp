@@ -574,7 +574,8 @@ uint64_t shard_runner::next_due_ms() const {
 }
 
 bool shard_runner::quiet() const {
-  return started_ && records_.empty() && gated_.empty() && ready_.empty() && result_waits_.empty();
+  return started_ && records_.empty() && durable_ >= last_lsn() && gated_.empty() &&
+         ready_.empty() && result_waits_.empty();
 }
 
 std::vector<std::string> shard_runner::missing_types() const {

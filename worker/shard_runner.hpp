@@ -129,7 +129,8 @@ public:
   uint64_t next_wake_ms() const;
   /// What IDLE reports as due: next_wake_ms(), or a resend of unacknowledged messages.
   uint64_t next_due_ms() const;
-  /// Nothing is waiting for the disk and nothing will leave without a new event or timer.
+  /// Nothing is waiting for the disk (every record appended is durable) and nothing will leave
+  /// without a new event or timer.
   bool quiet() const;
   /// Types of running workflows this worker has no code for.
   std::vector<std::string> missing_types() const;

@@ -350,6 +350,20 @@ TEST_CASE("an answer too long for one reply is replaced by a too_large error, so
   CHECK(body["error"].get<std::string>().find("over the limit of 300 bytes") != std::string::npos);
 }
 
+TEST_CASE("a runner is quiet only once every record it appended is durable") {
+  rig t;
+  t.call(1, "start", {{"id", "w1"}, {"type", "waiter"}, {"input", {{"sleep_ms", 1000}}}});
+  CHECK(t.answer(1)["status"] == "running");
+  CHECK(t.runner->quiet());
+  t.env.now += 1000;
+  t.runner->tick();  // the sleep ends and the wait for the signal begins: records, no answer
+  t.append();        // sent, not durable yet
+  REQUIRE(t.runner->ready_frames().empty());
+  CHECK_FALSE(t.runner->quiet());  // an invoked worker must not leave yet
+  t.runner->on_durable(t.journal.size());
+  CHECK(t.runner->quiet());
+}
+
 TEST_CASE("a sleep is a durable timer that fires at its due time and a replay after it does not "
           "wait") {
   rig t;
