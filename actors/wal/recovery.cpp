@@ -239,9 +239,15 @@ proto::result<recovered_log> recover(const wal_options& opts) {
   auto wal_dir = opts.dir / "wal";
   checkpoint_store checkpoints{opts.dir / "checkpoints"};
   std::error_code ec;
+  bool new_dir = !fs::exists(opts.dir, ec);
   fs::create_directories(wal_dir, ec);
   if (!ec) fs::create_directories(opts.dir / "checkpoints", ec);
   if (ec) return refuse("cannot create " + wal_dir.string() + ": " + ec.message());
+  if (new_dir) {  // the data dir's own entry durable too (wal/ and checkpoints/: the meta's sync)
+    auto dir = fs::absolute(opts.dir, ec);
+    if (!dir.has_filename()) dir = dir.parent_path();  // "data/" names "data"
+    if (auto r = sync_dir(dir.parent_path()); !r) return r.err();
+  }
   auto lock = lock_data_dir(opts.dir);  // before anything in it is read, removed or written
   if (!lock) return lock.err();
   auto segs = list_segments(wal_dir);
