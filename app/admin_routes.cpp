@@ -66,7 +66,14 @@ http_reply single_route(caf::actor_system& sys, const admin_context& ctx, inspec
   return json(200, row_json(r->rows.front()));
 }
 
+/// The log's failure, "" while it works (or nobody can tell).
+std::string log_failure(const admin_context& ctx) {
+  return ctx.log_failure ? ctx.log_failure() : std::string{};
+}
+
 /// /v1/invoker: the scheduler's and endpoints' metrics with the original's camelCase keys.
+/// Without endpoints there is no scheduler: `halted` then says whether the log failed (no
+/// invocation could go out until restart), as a scheduler's would.
 http_reply invoker_metrics(caf::actor_system& sys, const admin_context& ctx) {
   caf::scoped_actor self{sys};
   uint64_t parked = 0;
@@ -75,17 +82,13 @@ http_reply invoker_metrics(caf::actor_system& sys, const admin_context& ctx) {
   if (!ctx.scheduler)
     return json(200, R"({"endpoints":[],"dueShards":0,"invokingShards":0,"backoffShards":0,)"
                      R"("handbacks":0,"crashes":0,"noProgress":0,"parkedCalls":)" +
-                         std::to_string(parked) + R"(,"halted":false})");
+                         std::to_string(parked) + R"(,"halted":)" +
+                         (log_failure(ctx).empty() ? "false" : "true") + "}");
   std::string body;
   self->request(ctx.scheduler, std::chrono::seconds(5), server::metrics_atom::value, parked)
       .receive([&](std::string& j) { body = std::move(j); }, [&](caf::error&) {});
   if (body.empty()) return json(503, R"({"error":"the invoker did not answer"})");
   return json(200, std::move(body));
-}
-
-/// The log's failure, "" while it works (or nobody can tell).
-std::string log_failure(const admin_context& ctx) {
-  return ctx.log_failure ? ctx.log_failure() : std::string{};
 }
 
 /// /healthz: the process serves and its log works. A failed write, fdatasync or segment roll

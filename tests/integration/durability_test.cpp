@@ -386,6 +386,25 @@ int64_t directory_stat(const server_process& server, const std::string& key) {
 
 }  // namespace
 
+TEST_CASE("a node without endpoints says halted in /v1/invoker once its log failed, as a "
+          "scheduler would") {
+  ::setenv("FUSEE_TEST_FAIL_SYNC_AT_LSN", "2", 1);  // the server process inherits it
+  server_fixture f{"[server]\nshards = 1\n"};
+  ::unsetenv("FUSEE_TEST_FAIL_SYNC_AT_LSN");
+  auto admin = f.server.admin_port();
+  CHECK(http_get(admin, "/v1/invoker").second.find("\"halted\":false") != std::string::npos);
+  auto w = f.connect();
+  auto lease = w.hello();
+  auto e = epoch_of(lease.grants, 0);
+  w.append(0, e, 1, {record("durable")});
+  REQUIRE(w.wait_durable(0, 1));
+  w.append(0, e, 2, {record("lost")});
+  w.expect<proto::io_failed>();
+  auto [status, body] = http_get(admin, "/v1/invoker");
+  CHECK(status == 200);
+  CHECK_MESSAGE(body.find("\"halted\":true") != std::string::npos, body);
+}
+
 TEST_CASE("after a failed fdatasync the holder hears IO_FAILED, appends and RELEASE get ERR IO, "
           "/healthz and /readyz fail, the invoker halts, and the failed log's shards go to no "
           "standby") {
