@@ -428,6 +428,8 @@ void tell_revoked(self_ptr self, uint32_t shard, std::optional<lease_end> end) {
   if (st.parked_messages.count(shard)) tell(self, shard, record_due{proto::reason_message, {}});
 }
 
+void answer_drains(self_ptr self, session_id s);
+
 /// Ends `shard`'s lease in the directory at once; its revocation joins `out`, which the caller
 /// gives the log (lease_log::revoke) before the holder hears REVOKED, so that whatever the holder
 /// sends after it is refused at commit. (Calls in flight to the holder hear of the end here
@@ -455,16 +457,19 @@ void revoke(self_ptr self, uint32_t shard, const worker* holder, std::vector<rev
   slot.serve_calls = false;
   if (auto w = st.workers.find(holder_id); w != st.workers.end()) w->second.held.erase(shard);
   // Calls in flight to the lost holder may have run: say so.
+  bool answered = false;
   for (auto i = st.inflight.begin(); i != st.inflight.end();) {
     if (i->second.holder == holder_id && i->second.shard == shard) {
       answer_error(self, i->second.client, i->second.request_id, proto::call_status::holder_lost,
                    "the holder of shard " + std::to_string(shard) +
                        " was lost while the call was in flight; it may have run");
       i = st.inflight.erase(i);
+      answered = true;
     } else {
       ++i;
     }
   }
+  if (answered) answer_drains(self, holder_id);  // a DRAIN may have waited for those calls
 }
 
 /// Revokes `shard` from its current holder (looked up in `workers`), given to the log at once.

@@ -170,14 +170,20 @@ proto::result<proto::any_message> connection::receive(std::chrono::milliseconds 
 }
 
 proto::result<bool> connection::tls_read(uint8_t* buf, size_t size) {
-  std::lock_guard lk{*ssl_mu_};
+  std::unique_lock lk{*ssl_mu_};
   int n = SSL_read(ssl_, buf, static_cast<int>(size));
   if (n > 0) {
     decoder_.feed(buf, static_cast<size_t>(n));
     return true;
   }
   int e = SSL_get_error(ssl_, n);
-  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return true;  // a partial record
+  if (e == SSL_ERROR_WANT_READ) return true;  // a partial record: poll() waits for the rest
+  if (e == SSL_ERROR_WANT_WRITE) {            // it must send first: wait until it can, unlocked
+    lk.unlock();
+    pollfd p{fd_, POLLOUT, 0};
+    (void)::poll(&p, 1, 10);
+    return true;
+  }
   closed_ = true;
   if (e == SSL_ERROR_ZERO_RETURN) return true;
   auto why = tls::failure(ssl_, n, true);

@@ -243,9 +243,11 @@ proto::result<recovered_log> recover(const wal_options& opts) {
   fs::create_directories(wal_dir, ec);
   if (!ec) fs::create_directories(opts.dir / "checkpoints", ec);
   if (ec) return refuse("cannot create " + wal_dir.string() + ": " + ec.message());
-  if (new_dir) {  // the data dir's own entry durable too (wal/ and checkpoints/: the meta's sync)
-    auto dir = fs::absolute(opts.dir, ec);
-    if (!dir.has_filename()) dir = dir.parent_path();  // "data/" names "data"
+  // The data dir's own entry made durable too (wal/ and checkpoints/: the meta file's sync). Only
+  // the last level of a new path is covered; its parents are the operator's.
+  if (new_dir) {
+    auto dir = fs::absolute(opts.dir, ec).lexically_normal();
+    if (!dir.has_filename()) dir = dir.parent_path();  // "data/" and "data/." name "data"
     if (auto r = sync_dir(dir.parent_path()); !r) return r.err();
   }
   auto lock = lock_data_dir(opts.dir);  // before anything in it is read, removed or written

@@ -24,7 +24,16 @@ using proto::err_code;
 using namespace wal;
 
 namespace {
-static_assert(max_batch_appends_bytes + 2 * uint64_t{proto::max_body_size} < wal::max_batch_body,
+/// At least what an APPEND adds to a batch's body: its records section (a header of at most 32
+/// bytes, a u32 length and the bytes of each record); `storage` holds at least every record's
+/// bytes (the frame body they were read from, or the records packed).
+uint64_t batch_bytes_of(const wal_append& a) {
+  return a.records.storage.size() + 4 * uint64_t{a.records.size()} + 32;
+}
+
+// The batch that reaches the limit adds at most one APPEND (a frame: at most 96 MiB of records,
+// each at least 1 byte of it, so at most 4 x that in lengths) and the small entries among them.
+static_assert(max_batch_appends_bytes + 6 * uint64_t{proto::max_body_size} < wal::max_batch_body,
               "a batch's body fits the format's u32 length");
 
 int64_t now_ns() {
@@ -60,6 +69,9 @@ wal_options wal_options::of(const node_settings& settings) {
 }
 
 struct wal_writer::impl {
+  /// Held while the log is open (first member: released after everything else, the segments'
+  /// background fill included), so no second server writes the data dir meanwhile.
+  file dir_lock;
   wal_options opts;
   wal_sink* sink = nullptr;
   std::vector<shard_log> shards;
@@ -138,13 +150,12 @@ struct wal_writer::impl {
   histogram_recorder<32> roll_seconds{"roll_seconds", latency_bounds()};
   /// Each shard's durable LSN, readable from any thread (introspection).
   std::unique_ptr<std::atomic<uint64_t>[]> durable;
-  file dir_lock;  ///< held while the log is open: no second server writes the data dir
 
   impl(const wal_options& o, wal_sink* s, recovered_log&& log)
-      : opts(o), sink(s), shards(std::move(log.shards)), epoch_floor(log.epoch_reserved),
-        reserved(log.epoch_reserved), segments(std::move(log.segments)),
-        checkpoints(o.dir / "checkpoints"), durable(new std::atomic<uint64_t>[shards.size()]),
-        dir_lock(std::move(log.lock)) {
+      : dir_lock(std::move(log.lock)), opts(o), sink(s), shards(std::move(log.shards)),
+        epoch_floor(log.epoch_reserved), reserved(log.epoch_reserved),
+        segments(std::move(log.segments)), checkpoints(o.dir / "checkpoints"),
+        durable(new std::atomic<uint64_t>[shards.size()]) {
     appends_hold = commit_hold{o.hold_min_window_ns};
     n_segments = segments.count();
     for (size_t i = 0; i < shards.size(); ++i)
@@ -238,7 +249,7 @@ struct wal_writer::impl {
   bool push(wal_entry&& e) {
     if (auto* a = std::get_if<wal_append>(&e)) {
       appends_hold.appended(a->session);
-      queued_bytes += a->records.storage.size();
+      queued_bytes += batch_bytes_of(*a);
     } else {
       queued_others++;
     }
@@ -374,9 +385,9 @@ struct wal_writer::impl {
     } else {
       uint64_t taken = 0;
       size_t n = 0;
-      while (n < queue.size() && taken < limit) {
+      while (n < queue.size() && (n == 0 || taken < limit)) {  // at least one entry
         if (auto* a = std::get_if<wal_append>(&queue[n]))
-          taken += a->records.storage.size();
+          taken += batch_bytes_of(*a);
         else
           queued_others--;
         ++n;

@@ -557,6 +557,23 @@ TEST_CASE("a DRAIN's OK waits for every call routed to the worker before it, on 
   CHECK(a.last<proto::ok>().id == 20);  // the later call is still in flight
 }
 
+TEST_CASE("a DRAIN waiting for a call is answered when the call's lease ends and the call is "
+          "answered for the worker") {
+  fixture f{2};
+  auto& a = f.worker();
+  f.commit();
+  auto& client = f.connect();
+  f.call(client, 100, 1);
+  caf::anon_send(f.dir, drain_request{f.from(a, 20), {0}});
+  f.run();
+  CHECK(a.all<proto::ok>().empty());
+  caf::anon_send(f.dir, release_request{f.from(a, 21, 1, epoch_of(a, 1))});  // shard 1 goes
+  f.run();
+  CHECK(client.last<proto::call_result>().status == uint8_t(proto::call_status::holder_lost));
+  REQUIRE_FALSE(a.all<proto::ok>().empty());
+  CHECK(a.all<proto::ok>().front().id == 20);  // the DRAIN's, before the RELEASE's own OK
+}
+
 TEST_CASE("fencing revokes in the log before the worker hears REVOKED, and keeps its "
           "connection") {
   fixture f{2};
