@@ -124,7 +124,7 @@ struct directory_state {
   /// How each lease being revoked ended, by revocation token: its wake record hears it once the
   /// log has made the revocation (until then the shard is busy: an invocation could lease
   /// nothing, and would be sent again and again).
-  std::unordered_map<uint64_t, std::pair<uint32_t, lease_end>> ended;
+  std::unordered_map<uint64_t, lease_end> ended;
   uint64_t revocations_in_log = 0;  ///< asked of the log, not yet through
   // Only shards with something parked have an entry (100,000 empty deques would cost ~100 MB).
   std::unordered_map<uint32_t, std::deque<parked_call>> parked_calls;
@@ -445,7 +445,7 @@ void revoke(self_ptr self, uint32_t shard, const worker* holder, std::vector<rev
   uint64_t token = st.next_token++;
   if (holder_id != 0)
     if (auto end = end_of(self, shard, holder, holder_id, slot.epoch))
-      st.ended.emplace(token, std::pair{shard, std::move(*end)});
+      st.ended.emplace(token, std::move(*end));
   slot.draining = false;
   if (answer_to) st.revoke_answers[token] = revoke_answer{std::move(answer_to), req};
   st.revocations_in_log++;
@@ -1021,7 +1021,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           st.revocations_in_log--;
           std::optional<lease_end> end;
           if (auto e = st.ended.find(r.token); e != st.ended.end()) {
-            end = std::move(e->second.second);
+            end = std::move(e->second);
             st.ended.erase(e);
           }
           if (failed) {  // the lease ended here, but the shard stays busy

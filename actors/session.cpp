@@ -602,12 +602,13 @@ void on_inbound(session_ptr self, inbound& in) {
   st.read_at = in.read_at;
   for (auto& f : in.frames) {
     bool log_request = log_requests::has_kind(f.kind);
+    // A node without tokens speaks the normative protocol: the token extension's kinds are
+    // unknown to it whatever their bodies hold (PROTOCOL.md §2).
+    bool token_kind = f.kind == static_cast<uint8_t>(proto::kind::auth) ||
+                      f.kind == static_cast<uint8_t>(proto::kind::auth_proof);
     if (st.closing) {
-    } else if (st.auth == auth_phase::open &&
-               (f.kind == static_cast<uint8_t>(proto::kind::auth) ||
-                f.kind == static_cast<uint8_t>(proto::kind::auth_proof))) {
-      // A node without tokens speaks the normative protocol: these kinds are unknown to it
-      // whatever their bodies hold (PROTOCOL.md §2).
+      // nothing more is read from a connection being closed
+    } else if (token_kind && st.auth == auth_phase::open) {
       refuse_and_close(self, proto::peek_id(f.body).value_or(0),
                        proto::error{proto::err_code::unknown_kind,
                                     "frame kind " + std::to_string(f.kind) + " (" +

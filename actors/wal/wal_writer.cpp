@@ -96,7 +96,7 @@ struct wal_writer::impl {
   /// The next commit's wait for the sessions the last report told DURABLE (guarded by mtx).
   commit_hold appends_hold;
   size_t queued_others = 0;   ///< entries in `queue` that are not appends (guarded by mtx)
-  uint64_t queued_bytes = 0;  ///< the appends' frame bytes in `queue` (guarded by mtx)
+  uint64_t queued_bytes = 0;  ///< batch_bytes_of() the appends in `queue` (guarded by mtx)
   /// Sessions the last report told DURABLE, and how long that batch's write and fdatasync took
   /// (the committer's).
   std::vector<session_id> told;

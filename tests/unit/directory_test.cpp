@@ -207,6 +207,9 @@ invocation_actor::behavior_type endpoint_stub(invocation_actor::pointer, endpoin
   };
 }
 
+/// The epoch `c` holds `shard` under, from its LEASE or GRANTs (defined below); 0 if none.
+uint64_t epoch_of(const connection& c, uint32_t shard);
+
 struct fixture {
   test_config cfg;
   caf::actor_system sys{cfg};
@@ -308,6 +311,17 @@ struct fixture {
   }
   void end(connection& c, bool silent = false) {
     caf::anon_send(dir, session_ended{c.id, silent});
+    run();
+  }
+  /// DRAIN `shards` from worker `w` (request `id`).
+  void drain(connection& w, uint64_t id, std::vector<uint32_t> shards) {
+    caf::anon_send(dir, drain_request{from(w, id), std::move(shards)});
+    run();
+  }
+  /// Worker `w`'s successful CALL_REPLY to `relay`, sent under its lease of `shard`.
+  void reply(connection& w, uint32_t shard, uint64_t relay) {
+    caf::anon_send(dir, call_reply_request{from(w, 0, shard, epoch_of(w, shard)), relay, true,
+                                           proto::bytes{'1'}});
     run();
   }
   void call(connection& client, uint64_t id, uint32_t shard, uint32_t park_ms = 0) {
@@ -518,14 +532,11 @@ TEST_CASE("after DRAIN no call is relayed to the worker, and its OK waits for th
   auto& client = f.connect();
   f.call(client, 100, 0);
   auto rc = a.last<proto::relayed_call>();
-  caf::anon_send(f.dir, drain_request{f.from(a, 20), {0}});
-  f.run();
+  f.drain(a, 20, {0});
   CHECK(a.all<proto::ok>().empty());  // the call routed before it is not answered yet
   f.call(client, 101, 0);
   CHECK(a.all<proto::relayed_call>().size() == 1);  // parked, not relayed
-  caf::anon_send(f.dir, call_reply_request{f.from(a, 0, 0, epoch_of(a, 0)), rc.relay, true,
-                                           proto::bytes{'1'}});
-  f.run();
+  f.reply(a, 0, rc.relay);
   CHECK(a.last<proto::ok>().id == 20);
   auto res = client.last<proto::call_result>();
   CHECK(res.id == 100);
@@ -546,14 +557,11 @@ TEST_CASE("a DRAIN's OK waits for every call routed to the worker before it, on 
   auto& client = f.connect();
   f.call(client, 100, 1);  // on a shard the DRAIN will not name
   auto before = a.last<proto::relayed_call>();
-  caf::anon_send(f.dir, drain_request{f.from(a, 20), {0}});
-  f.run();
+  f.drain(a, 20, {0});
   CHECK(a.all<proto::ok>().empty());  // shard 1's call came before it
   f.call(client, 101, 1);             // shard 1 is not draining: relayed, but after the DRAIN
   REQUIRE(a.all<proto::relayed_call>().size() == 2);
-  caf::anon_send(f.dir, call_reply_request{f.from(a, 0, 1, epoch_of(a, 1)), before.relay, true,
-                                           proto::bytes{'1'}});
-  f.run();
+  f.reply(a, 1, before.relay);
   CHECK(a.last<proto::ok>().id == 20);  // the later call is still in flight
 }
 
@@ -564,8 +572,7 @@ TEST_CASE("a DRAIN waiting for a call is answered when the call's lease ends and
   f.commit();
   auto& client = f.connect();
   f.call(client, 100, 1);
-  caf::anon_send(f.dir, drain_request{f.from(a, 20), {0}});
-  f.run();
+  f.drain(a, 20, {0});
   CHECK(a.all<proto::ok>().empty());
   caf::anon_send(f.dir, release_request{f.from(a, 21, 1, epoch_of(a, 1))});  // shard 1 goes
   f.run();
