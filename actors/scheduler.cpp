@@ -183,7 +183,7 @@ void dispatch(scheduler_ptr self) {
       continue;
     }
     uint32_t free = ep.cfg.concurrency - ep.in_flight;
-    size_t cap = ep.cfg.max_shards == 0 ? SIZE_MAX : size_t{free} * ep.cfg.max_shards;
+    size_t cap = size_t{free} * rules::invocation_shards(ep.cfg.max_shards);
     std::vector<uint32_t> picked;
     while (!ep.ready.empty() && picked.size() < cap) {
       auto s = ep.ready.front();

@@ -310,6 +310,11 @@ struct lease {
 /// DURABLE are no longer than that LEASE.
 inline constexpr uint32_t max_shard_count = (max_body_size - 28) / 20;
 
+/// The most shards one invocation holds, whatever `endpoint.max_shards` says: its IDLE (41 bytes
+/// per shard before the missing types) must fit one frame, with room for the types.
+inline constexpr uint32_t max_invocation_shards = 1'000'000;
+static_assert(uint64_t{max_invocation_shards} * 41 < max_body_size / 2);
+
 struct grant {
   static constexpr kind tag = kind::grant;
   uint64_t id = 0;

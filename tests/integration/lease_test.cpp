@@ -334,6 +334,10 @@ TEST_CASE("bad settings are refused at start with the key named") {
            {"[[endpoint]]\nurl = \"http://127.0.0.1:9/\"\nsecret_file = \"" + secret +
                 "\"\nconcurrency = 0\n",
             "`endpoint.concurrency` = 0 is outside 1..4294967295"},
+           // an invocation's IDLE lists every shard it held, in one frame
+           {"[[endpoint]]\nurl = \"http://127.0.0.1:9/\"\nsecret_file = \"" + secret +
+                "\"\nmax_shards = 1000001\n",
+            "`endpoint.max_shards` = 1000001 is outside 0..1000000"},
            {"[[endpoint]]\nurl = \"http://127.0.0.1:9/\"\nsecret_file = \"" + secret +
                 "\"\ntypes = \"order\"\n",
             "`endpoint.types` has the wrong type"},

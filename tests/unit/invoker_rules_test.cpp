@@ -5,8 +5,10 @@
 #include <set>
 
 #include "actors/invoker_rules.hpp"
+#include "protocol/messages.hpp"
 
 using namespace fusee::server::rules;
+namespace proto = fusee::proto;
 
 TEST_CASE("backoff doubles per failure, is capped, and jitters within ±20 %") {
   std::mt19937_64 rng{7};
@@ -68,6 +70,20 @@ TEST_CASE("due shards are grouped into at most free-slot invocations of at most 
   CHECK(two_slots[1] == std::vector<uint32_t>{3, 4});
   CHECK(group(shards, 0, 0).empty());
   CHECK(group({}, 4, 0).empty());
+}
+
+TEST_CASE("an invocation holds at most max_invocation_shards, so its IDLE fits one frame") {
+  CHECK(invocation_shards(0) == proto::max_invocation_shards);
+  CHECK(invocation_shards(100) == 100);
+  CHECK(invocation_shards(UINT32_MAX) == proto::max_invocation_shards);
+  std::vector<uint32_t> shards(proto::max_invocation_shards + 1);
+  for (uint32_t i = 0; i < shards.size(); ++i)
+    shards[i] = i;
+  auto groups = group(shards, 4, 0);
+  REQUIRE(groups.size() == 2);
+  CHECK(groups[0].size() == proto::max_invocation_shards);
+  CHECK(groups[1] == std::vector<uint32_t>{proto::max_invocation_shards});
+  CHECK(group(shards, 1, 0).size() == 1);  // the last shard waits for a free slot
 }
 
 TEST_CASE("earliest_timer keeps only the earliest pending tick and ignores stale ones") {
