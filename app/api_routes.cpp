@@ -12,8 +12,20 @@ namespace fusee::app {
 
 namespace {
 
+/// An error answered at once; its `code` follows from the status (docs/operations.md).
 api_route refuse(unsigned status, const std::string& message) {
-  return api_route{std::nullopt, api_refusal{status, proto::json_error(message)}};
+  const char* code = status == 400 ? "bad_request" : status == 404 ? "no_route" : "bad_method";
+  return api_route{std::nullopt, api_refusal{status, proto::json_error(message, code)}};
+}
+
+/// A query argument the route does not take, named with the ones it does.
+std::optional<std::string> unknown_argument(const http_exchange& ex, std::string_view takes) {
+  for (auto& [key, value] : ex.query)
+    if (key != takes)
+      return "unknown query argument '" + key + "' for " + ex.method + " " + ex.path +
+             (takes.empty() ? std::string{" (it takes none)"}
+                            : " (it takes " + std::string{takes} + ")");
+  return std::nullopt;
 }
 
 /// Path segments of /a/b/c (empty segments dropped).
@@ -81,6 +93,8 @@ api_route route_api_request(const http_exchange& ex) {
     if (!check("workflow id", id)) return refuse(400, err);
     r.workflow = id;
     r.method = seg.size() == 3 ? "result" : "describe";
+    if (auto bad = unknown_argument(ex, r.method == "result" ? "wait_ms" : ""))
+      return refuse(400, *bad);
     if (auto w = ex.query.find("wait_ms"); w != ex.query.end()) {
       uint64_t v = 0;
       auto [p, ec] = std::from_chars(w->second.data(), w->second.data() + w->second.size(), v);
@@ -97,6 +111,7 @@ api_route route_api_request(const http_exchange& ex) {
     return refuse(405,
                   ex.method + " " + ex.path + ": use GET to read a workflow, POST to change it");
   if (seg.size() == 4 && seg[3] == "cancel") {
+    if (auto bad = unknown_argument(ex, "")) return refuse(400, *bad);
     if (!check("workflow id", id)) return refuse(400, err);
     r.method = "cancel";
     r.workflow = id;
@@ -104,6 +119,7 @@ api_route route_api_request(const http_exchange& ex) {
     return api_route{r, std::nullopt};
   }
   if (seg.size() == 5 && seg[3] == "signals") {
+    if (auto bad = unknown_argument(ex, "")) return refuse(400, *bad);
     if (!check("workflow id", id) || !check("signal name", seg[4])) return refuse(400, err);
     auto payload = json_body(ex.body, &err);
     if (!payload) return refuse(400, err);
@@ -114,6 +130,7 @@ api_route route_api_request(const http_exchange& ex) {
     return api_route{r, std::nullopt};
   }
   if (seg.size() == 4) {  // POST /v1/workflows/{type}/{id}
+    if (auto bad = unknown_argument(ex, "")) return refuse(400, *bad);
     const std::string& type = seg[2];
     const std::string& wid = seg[3];
     if (!check("workflow type", type) || !check("workflow id", wid)) return refuse(400, err);

@@ -13,7 +13,8 @@ std::optional<http_reply> check_bearer(const http_exchange& ex, server::token_st
     tokens->count_refusal();
     server::logging::warn_limited("bearer " + why,
                                   fmt::format("refused an HTTP request: {} ({})", why, what));
-    http_reply r{status, "application/json", proto::json_error(why)};
+    http_reply r{status, "application/json",
+                 proto::json_error(why, status == 401 ? "unauthenticated" : "forbidden")};
     if (status == 401) r.headers["WWW-Authenticate"] = "Bearer realm=\"fusee\"";
     return r;
   };

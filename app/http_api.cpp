@@ -24,6 +24,19 @@ http_reply json_reply(unsigned status, std::string body) {
   return http_reply{status, "application/json", std::move(body)};
 }
 
+/// The server's own call errors ({"error": ...}, PROTOCOL.md's CALL_RESULT statuses 2-4) with
+/// the `code` every HTTP error carries; anything else as it came.
+std::string with_code(const std::string& body, std::string_view code) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(body);
+  auto doc = parser.parse(padded);
+  std::string_view message;
+  if (doc.error() || !doc.value().is_object() || doc.value()["error"].get(message) ||
+      !doc.value()["code"].error())
+    return body;
+  return proto::json_error(message, code);
+}
+
 }  // namespace
 
 http_reply api_reply(const std::string& method, uint8_t status, const std::string& body) {
@@ -59,12 +72,14 @@ http_reply api_reply(const std::string& method, uint8_t status, const std::strin
     return json_reply(http, body);
   }
   case call_status::parked_too_long:
+    return json_reply(503, with_code(body, "no_holder"));
   case call_status::holder_lost:
-    return json_reply(503, body);
+    return json_reply(503, with_code(body, "holder_lost"));
   case call_status::bad_request:
-    return json_reply(400, body);
+    return json_reply(400, with_code(body, "bad_request"));
   }
-  return json_reply(502, proto::json_error("unknown call status " + std::to_string(status)));
+  return json_reply(
+      502, proto::json_error("unknown call status " + std::to_string(status), "bad_status"));
 }
 
 struct http_api::impl final : server::call_results {
@@ -93,8 +108,8 @@ struct http_api::impl final : server::call_results {
       pending.erase(it);
     }
     if (!r) {
-      w->respond(
-          json_reply(504, proto::json_error("no answer from the workflow's worker in time")));
+      w->respond(json_reply(
+          504, proto::json_error("no answer from the workflow's worker in time", "timeout")));
       return;
     }
     std::string body(r->body.begin(), r->body.end());

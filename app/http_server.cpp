@@ -63,8 +63,8 @@ struct http_server::impl {
     for (auto& p : left) {
       std::lock_guard lock(p->mu);
       if (p->suspended && !p->gone) {
-        p->reply =
-            http_reply{503, "application/json", proto::json_error("the server is stopping") + "\n"};
+        p->reply = http_reply{503, "application/json",
+                              proto::json_error("the server is stopping", "stopping") + "\n"};
         p->suspended = false;
         MHD_resume_connection(p->conn);
       }
@@ -150,10 +150,11 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
   }
   if (st->too_large) {
     self->bodies_refused.fetch_add(1, std::memory_order_relaxed);
-    return respond(conn, http_reply{413, "application/json",
-                                    proto::json_error("body over " +
-                                                      std::to_string(self->max_body) + " bytes") +
-                                        "\n"});
+    return respond(
+        conn, http_reply{413, "application/json",
+                         proto::json_error("body over " + std::to_string(self->max_body) + " bytes",
+                                           "body_too_large") +
+                             "\n"});
   }
   if (!self->ah) return respond(conn, self->h(st->ex));
   if (st->pending) {  // resumed: the reply is there
@@ -242,7 +243,8 @@ bool start_tls(http_server::impl* im, const std::string& host, uint16_t port, tl
                std::string* err) {
   tls::terminator::options o;
   o.ctx = std::move(ctx);
-  std::string body = "{\"error\":\"this server speaks HTTPS (TLS 1.3), not HTTP\"}\n";
+  std::string body =
+      proto::json_error("this server speaks HTTPS (TLS 1.3), not HTTP", "https_only") + "\n";
   o.plaintext_answer = "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
                        "Connection: close\r\nContent-Length: " +
                        std::to_string(body.size()) + "\r\n\r\n" + body;

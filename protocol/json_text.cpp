@@ -33,4 +33,12 @@ std::string json_error(std::string_view message) {
   return out + "}";
 }
 
+std::string json_error(std::string_view message, std::string_view code) {
+  std::string out = json_error(message);
+  out.pop_back();
+  out += ",\"code\":";
+  append_json_string(out, code);
+  return out + "}";
+}
+
 }  // namespace fusee::proto

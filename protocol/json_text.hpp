@@ -16,4 +16,7 @@ std::string json_quote(std::string_view s);
 /// {"error":"<message>"}, the body of CALL_RESULT statuses 2-4 and of handler refusals.
 std::string json_error(std::string_view message);
 
+/// {"error":"<message>","code":"<code>"}: an HTTP error a program can tell apart by `code`.
+std::string json_error(std::string_view message, std::string_view code);
+
 }  // namespace fusee::proto

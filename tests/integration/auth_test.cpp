@@ -277,6 +277,7 @@ TEST_CASE("the HTTP API and the admin server take bearer tokens of the same scop
   auto [none, none_body] = test::http_request("GET", api, "/v1/workflows/w1", "", 5000);
   CHECK(none == 401);
   CHECK(none_body.find("Authorization: Bearer") != std::string::npos);
+  CHECK(none_body.find("\"code\":\"unauthenticated\"") != std::string::npos);
   auto [wrong, wrong_body] = test::http_request("GET", api, "/v1/workflows/w1", "", 5000,
                                                 {bearer("not-a-token-0123456789abcdef")});
   CHECK(wrong == 401);
@@ -284,10 +285,12 @@ TEST_CASE("the HTTP API and the admin server take bearer tokens of the same scop
                                                         "null", 5000, {bearer(read_secret)});
   CHECK(read_post == 403);
   CHECK(read_post_body.find("has the read scope") != std::string::npos);
+  CHECK(read_post_body.find("\"code\":\"forbidden\"") != std::string::npos);
   // A client token is let through (no worker holds the shard: the call parks, then 503).
   auto [client_post, client_body] = test::http_request("POST", api, "/v1/workflows/steps/w1",
                                                        "null", 60000, {bearer(client_secret)});
   CHECK(client_post == 503);
+  CHECK(client_body.find("\"code\":\"no_holder\"") != std::string::npos);
   CHECK(test::http_request("GET", admin, "/v1/overview", "", 5000).first == 401);
   CHECK(test::http_request("GET", admin, "/metrics", "", 5000).first == 401);
   CHECK(test::http_request("GET", admin, "/v1/overview", "", 5000, {bearer(read_secret)}).first ==

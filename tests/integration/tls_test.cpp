@@ -64,6 +64,7 @@ TEST_CASE("a plaintext connection to a TLS listener is refused clearly") {
   auto [status, body] = test::http_get(f.server.admin_port(), "/healthz");
   CHECK(status == 400);
   CHECK(body.find("this server speaks HTTPS (TLS 1.3), not HTTP") != std::string::npos);
+  CHECK(body.find("\"code\":\"https_only\"") != std::string::npos);
 }
 
 TEST_CASE("a worker leases over mutual TLS and its token proof is bound to the TLS session") {

@@ -63,11 +63,15 @@ TEST_CASE("each HTTP API route becomes the CALL of its method with the arguments
   CHECK(cancel.call->args == R"({"id":"order-1"})");
 }
 
-TEST_CASE("bad HTTP API requests are refused with a fitting status before any call is made") {
+TEST_CASE("bad HTTP API requests are refused with a fitting status and code before any call") {
   auto status = [](http_exchange e) {
     auto r = route_api_request(e);
     REQUIRE(r.refusal);
     CHECK(r.refusal->body.find("\"error\"") != std::string::npos);
+    const char* code = r.refusal->status == 400   ? "\"code\":\"bad_request\""
+                       : r.refusal->status == 404 ? "\"code\":\"no_route\""
+                                                  : "\"code\":\"bad_method\"";
+    CHECK_MESSAGE(r.refusal->body.find(code) != std::string::npos, r.refusal->body);
     return r.refusal->status;
   };
   CHECK(status(ex("POST", "/v1/workflows/steps/x", "{not json")) == 400);
@@ -81,6 +85,16 @@ TEST_CASE("bad HTTP API requests are refused with a fitting status before any ca
   CHECK(status(ex("GET", "/v1/workflows/x/frobnicate")) == 404);
   CHECK(status(ex("POST", "/v1/workflows/a/b/c/d")) == 404);
   CHECK(status(ex("DELETE", "/v1/workflows/x")) == 405);
+  // a misspelt argument is refused, not ignored (`wait=5000` would not wait)
+  CHECK(status(ex("GET", "/v1/workflows/x", "", {{"wait", "5000"}})) == 400);
+  CHECK(status(ex("GET", "/v1/workflows/x/describe", "", {{"wait_ms", "5"}})) == 400);
+  CHECK(status(ex("POST", "/v1/workflows/x/cancel", "", {{"force", "1"}})) == 400);
+  CHECK(status(ex("POST", "/v1/workflows/x/signals/go", "", {{"a", ""}})) == 400);
+  CHECK(status(ex("POST", "/v1/workflows/steps/x", "", {{"id", "y"}})) == 400);
+  auto named = route_api_request(ex("GET", "/v1/workflows/x", "", {{"wait", "5000"}}));
+  REQUIRE(named.refusal);
+  CHECK(named.refusal->body.find("unknown query argument 'wait' for GET /v1/workflows/x (it "
+                                 "takes wait_ms)") != std::string::npos);
 }
 
 TEST_CASE(
@@ -96,6 +110,16 @@ TEST_CASE(
   CHECK(api_reply("start", 2, R"({"error":"parked"})").status == 503);
   CHECK(api_reply("start", 3, R"({"error":"lost"})").status == 503);
   CHECK(api_reply("start", 4, R"({"error":"bad"})").status == 400);
+  // the server's own refusals get the code every HTTP error carries; the worker's keep theirs
+  CHECK(api_reply("start", 2, R"({"error":"parked"})").body ==
+        "{\"error\":\"parked\",\"code\":\"no_holder\"}\n");
+  CHECK(api_reply("start", 3, R"({"error":"lost"})").body ==
+        "{\"error\":\"lost\",\"code\":\"holder_lost\"}\n");
+  CHECK(api_reply("start", 4, R"({"error":"bad"})").body ==
+        "{\"error\":\"bad\",\"code\":\"bad_request\"}\n");
+  CHECK(api_reply("start", 1, R"({"error":"no","code":"conflict"})").body ==
+        "{\"error\":\"no\",\"code\":\"conflict\"}\n");
+  CHECK(api_reply("start", 9, "").body.find("\"code\":\"bad_status\"") != std::string::npos);
   auto r = api_reply("result", 0, R"({"id":"a"})");
   CHECK(r.body.back() == '\n');
 }
@@ -145,5 +169,6 @@ TEST_CASE("stopping the async HTTP server answers the requests still waiting wit
   h.srv.reset();
   auto [status, body] = answer.get();
   CHECK(status == 503);
+  CHECK(body == "{\"error\":\"the server is stopping\",\"code\":\"stopping\"}\n");
   (*h.waiting)(http_reply{200, "application/json", "{}"});  // after the stop: nothing happens
 }

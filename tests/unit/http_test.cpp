@@ -112,5 +112,7 @@ TEST_CASE("the HTTP server refuses oversized bodies with 413") {
   client.submit(signed_post(got, 1, srv->port(), "s3cret"));
   auto r = got.await(1);
   CHECK(r.status == 413);
-  CHECK(r.body == "{\"error\":\"body over 16 bytes\"}\n");  // JSON ending with a newline
+  CHECK(r.body ==
+        "{\"error\":\"body over 16 bytes\",\"code\":\"body_too_large\"}\n");  // JSON ending with a
+                                                                              // newline
 }
