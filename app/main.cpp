@@ -122,6 +122,11 @@ int main(int argc, char** argv) {
   worker->add_option("--name", wcfg.name, "this worker's name (in the server's logs)");
   worker->add_option("--max-shards", wcfg.max_shards, "hold at most this many shards (0: all)");
   worker
+      ->add_option("--max-appends-in-flight", wcfg.max_appends_in_flight,
+                   "APPENDs not yet durable at once; at most the server's "
+                   "limits.max_appends_in_flight")
+      ->check(CLI::Range(uint32_t{1}, UINT32_MAX));
+  worker
       ->add_option("--checkpoint-every", wcfg.checkpoint_every,
                    "write a shard's checkpoint after this many records")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));

@@ -17,6 +17,7 @@ int run_worker(const worker_command& cfg) {
   opts.server = cfg.server;
   opts.name = cfg.name;
   opts.max_shards = cfg.max_shards;
+  opts.max_appends_in_flight = cfg.max_appends_in_flight;
   opts.runner.checkpoint_every = cfg.checkpoint_every;
   opts.runner.checkpoint_after_ms = cfg.checkpoint_after_ms;
   opts.runner.retention_ms = cfg.retention_ms;

@@ -299,6 +299,7 @@ void session::drop(uint32_t s, const std::string& why, bool release) {
   if (release)
     send(proto::release{proto::request_head{next_id_++, it->second->shard(), it->second->epoch()}});
   shards_.erase(it);
+  forget_appends(s, UINT64_MAX);
   recovering_.erase(s);
   steps_at_lease_.erase(s);
   open_us_.erase(s);
@@ -318,7 +319,40 @@ void session::handle(proto::any_message& m) {
 
 void session::on(proto::durable& d) {
   for (auto& p : d.positions)
-    if (auto* r = held(p.shard, p.epoch)) r->on_durable(p.lsn.value());
+    if (auto* r = held(p.shard, p.epoch)) {
+      r->on_durable(p.lsn.value());
+      forget_appends(p.shard.value(), p.lsn.value());
+    }
+}
+
+void session::send_appends() {
+  // Round the shards from where the last full window stopped, so no shard waits behind others
+  // that keep appending. One APPEND per 8 MiB of records, far below the frame limit.
+  auto it = shards_.lower_bound(flush_from_);
+  for (size_t n = 0; n < shards_.size(); ++n, ++it) {
+    if (it == shards_.end()) it = shards_.begin();
+    auto& [s, runner] = *it;
+    while (runner->has_records()) {
+      if (appends_out_ >= options_.max_appends_in_flight) {
+        flush_from_ = s;
+        return;
+      }
+      auto a = runner->take_append(8u << 20);
+      a.head.id = tagged(a.head.shard, a.head.epoch);
+      unsynced_[s].push_back(a.first_lsn.value() + a.records.size() - 1);
+      ++appends_out_;
+      send(std::move(a));
+    }
+  }
+}
+
+void session::forget_appends(uint32_t s, uint64_t durable) {
+  auto it = unsynced_.find(s);
+  if (it == unsynced_.end()) return;
+  auto& q = it->second;
+  for (; !q.empty() && q.front() <= durable; q.pop_front())
+    --appends_out_;
+  if (q.empty()) unsynced_.erase(it);
 }
 
 void session::on(proto::grant& g) {
@@ -432,26 +466,8 @@ uint64_t session::expect_ok(uint64_t id) {
 }
 
 void session::flush() {
+  send_appends();
   for (auto& [s, runner] : shards_) {
-    if (runner->has_records()) {
-      // One APPEND per 8 MiB of records, far below the frame limit.
-      auto a = runner->take_append();
-      uint64_t lsn = a.first_lsn.value();
-      for (size_t i = 0; i < a.records.size();) {
-        proto::append part{
-            proto::request_head{tagged(a.head.shard, a.head.epoch), a.head.shard, a.head.epoch},
-            proto::lsn_t{lsn},
-            {}};
-        size_t bytes = 0;
-        while (i < a.records.size() &&
-               (part.records.empty() || bytes + a.records[i].size() <= (8u << 20))) {
-          bytes += a.records[i].size();
-          part.records.push_back(std::move(a.records[i++]));
-        }
-        lsn += part.records.size();
-        send(part);
-      }
-    }
     auto& ready = runner->ready_frames();
     for (auto& f : ready) {
       std::visit(

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -137,6 +138,10 @@ private:
   void take(const proto::grant_entry& g);
 
   runner_settings settings() const;
+  /// Each shard's queued records as APPENDs, while fewer than max_appends_in_flight are out.
+  void send_appends();
+  /// APPENDs of shard `s` up to `durable` are no longer out.
+  void forget_appends(uint32_t s, uint64_t durable);
 
   void read_log(uint32_t s, uint64_t after);
 
@@ -173,7 +178,8 @@ private:
   void send(const proto::any_message& m) { proto::append_frame(out_, m); }
   uint64_t expect_ok(uint64_t id);
 
-  /// APPENDs for every shard with records, then the frames that may leave; one write.
+  /// APPENDs for the shards with records (within max_appends_in_flight), then the frames that
+  /// may leave; one write.
   void flush();
 
   clock::duration since_sent() const;
@@ -201,6 +207,11 @@ private:
   uint32_t remaining_ms_ = 0;
   std::atomic<uint64_t> next_id_{100};
   std::map<uint32_t, std::unique_ptr<shard_runner>> shards_;
+  /// The last LSN of each APPEND sent per shard and not yet durable; their count, which
+  /// options_.max_appends_in_flight bounds; the shard the next flush starts from when it did.
+  std::map<uint32_t, std::deque<uint64_t>> unsynced_;
+  size_t appends_out_ = 0;
+  uint32_t flush_from_ = 0;
   std::map<uint32_t, recovery> recovering_;
   std::map<uint32_t, uint64_t> steps_at_lease_, open_us_;
   std::map<uint64_t, proto::shard_epoch> pending_;  // recovery requests: id -> lease

@@ -337,11 +337,21 @@ void shard_runner::reply(uint64_t relay, bool ok, const json& body) {
                          to_bytes(text)});
 }
 
-proto::append shard_runner::take_append() {
-  proto::append a{proto::request_head{0, shard_, epoch_}, proto::lsn_t{records_first_},
-                  std::move(records_)};
-  records_.clear();
-  records_first_ = next_lsn_;
+proto::append shard_runner::take_append(size_t max_bytes) {
+  proto::append a{proto::request_head{0, shard_, epoch_}, proto::lsn_t{records_first_}, {}};
+  size_t n = 0, bytes = 0;
+  while (n < records_.size() &&
+         (max_bytes == 0 || n == 0 || bytes + records_[n].size() <= max_bytes))
+    bytes += records_[n++].size();
+  if (n == records_.size()) {
+    a.records = std::move(records_);
+    records_.clear();
+  } else {
+    a.records.assign(std::make_move_iterator(records_.begin()),
+                     std::make_move_iterator(records_.begin() + static_cast<ptrdiff_t>(n)));
+    records_.erase(records_.begin(), records_.begin() + static_cast<ptrdiff_t>(n));
+  }
+  records_first_ += n;
   return a;
 }
 

@@ -109,8 +109,9 @@ public:
 
   // -- what leaves ---------------------------------------------------------------------------
   bool has_records() const { return !records_.empty(); }
-  /// The queued records as one APPEND.
-  proto::append take_append();
+  /// The queued records from the first as one APPEND of at most `max_bytes` of records (at
+  /// least one record; 0: all of them).
+  proto::append take_append(size_t max_bytes = 0);
   /// Frames that may go out now (their records are durable). The caller sends and clears.
   std::vector<proto::any_message>& ready_frames() { return ready_; }
 

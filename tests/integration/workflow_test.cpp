@@ -521,3 +521,51 @@ TEST_CASE("a fleet runs 100 workers on one thread: they keep their leases by pin
   for (auto& [step, n] : runs)
     CHECK_MESSAGE(n == 1, step << " ran " << n << " times");
 }
+
+TEST_CASE("a worker whose shards all step at once keeps its APPENDs within the server's "
+          "max_appends_in_flight and no shard is given up") {
+  temp_dir dir;
+  constexpr uint32_t shards = 16;
+  server_process server(dir.path() / "data", "[server]\nshards = " + std::to_string(shards) +
+                                                 "\n[limits]\nmax_appends_in_flight = 1\n");
+  REQUIRE(server.start() == "");
+  worker::registry types;
+  types.add("steps", [](worker::context& ctx, json) -> worker::task<json> {
+    for (int k = 0; k < 5; ++k) {
+      std::string name = "s" + std::to_string(k);
+      co_await ctx.step(name, [k] { return k; });
+    }
+    co_return json{};
+  });
+  std::mutex mu;
+  std::string log;
+  worker::worker_options o;
+  o.server = "127.0.0.1:" + std::to_string(server.port());
+  o.name = "w";
+  o.max_appends_in_flight = 1;  // the server's limit: at one more it would refuse
+  o.log = [&](const std::string& line) {
+    std::lock_guard lock(mu);
+    log += line + "\n";
+  };
+  worker::fleet fleet(types, {o});
+  struct running {
+    worker::fleet& f;
+    std::thread t;
+    ~running() {
+      f.stop();
+      if (t.joinable()) t.join();
+    }
+  } loop{fleet, std::thread([&] { fleet.run(); })};
+  REQUIRE(await([&] { return fleet.connected() == 1; }));
+  auto c = connect_client(server.port());
+  for (int i = 0; i < 64; ++i)  // every shard has runs stepping at once
+    CHECK(must(c.start("steps", "r" + std::to_string(i), json{})).ok());
+  for (int i = 0; i < 64; ++i) {  // (without the window: shards given up, runs stuck)
+    auto r = must(c.result("r" + std::to_string(i), 15000));
+    REQUIRE_MESSAGE(r.body.value("status", "") == "completed", r.body.dump());
+  }
+  auto metrics = http_get(server.admin_port(), "/metrics").second;
+  CHECK(metrics.find("limit_refused_total{limit=\"appends_in_flight\"} 0") != std::string::npos);
+  std::lock_guard lock(mu);
+  CHECK_MESSAGE(log.find("refused") == std::string::npos, log);
+}

@@ -134,13 +134,18 @@ struct rig {
     runner =
         std::make_unique<shard_runner>(proto::shard_id{0}, proto::epoch_t{1}, types, env, settings);
   }
-  /// Takes what was appended into the journal.
+  /// Takes what was appended into the journal: one record (the most one byte's limit takes),
+  /// then the rest, so every test checks that a partial take leaves the others queued in order.
   void append() {
-    if (!runner->has_records()) return;
-    auto a = runner->take_append();
-    CHECK(a.first_lsn.value() == journal.size() + 1);
-    for (auto& r : a.records)
-      journal.push_back(r);
+    for (size_t limit : {size_t{1}, size_t{0}}) {
+      if (!runner->has_records()) return;
+      auto a = runner->take_append(limit);
+      CHECK(a.first_lsn.value() == journal.size() + 1);
+      if (limit == 1) CHECK(a.records.size() == 1);
+      for (auto& r : a.records)
+        journal.push_back(r);
+    }
+    CHECK_FALSE(runner->has_records());
   }
   void durable() {
     append();
