@@ -68,15 +68,22 @@ proto::result<std::vector<std::pair<uint64_t, fs::path>>> list_segments(const fs
   return out;
 }
 
-/// True if a whole batch with a valid checksum starts anywhere in data[from, end).
-bool valid_batch_after(byte_view data, size_t from) {
-  for (size_t p = from; p + batch_header_size <= data.size(); ++p) {
+/// True if a whole batch with a valid checksum that could have been written after the damaged
+/// one (at `damaged`, expected to be batch `damaged_seq`; 0: unknown) starts after it.
+bool valid_batch_after(byte_view data, size_t damaged, uint64_t damaged_seq) {
+  for (size_t p = damaged + 1; p + batch_header_size <= data.size(); ++p) {
     if (!std::equal(batch_magic.begin(), batch_magic.end(),
                     data.begin() + static_cast<ptrdiff_t>(p)))
       continue;
     auto h = decode_batch_header(data.subspan(p));
-    if (h && h->len <= data.size() - p - batch_header_size &&
-        batch_checksum_ok(*h, data.subspan(p + batch_header_size, h->len)))
+    if (!h || h->len > data.size() - p - batch_header_size ||
+        !batch_checksum_ok(*h, data.subspan(p + batch_header_size, h->len)))
+      continue;
+    // A batch written after the damaged one has a later seq, and no more later than the batches
+    // that fit between them (each takes a header at least). Another one, a batch's bytes inside
+    // a record, say, is not evidence.
+    if (damaged_seq == 0 ||
+        (h->seq > damaged_seq && h->seq - damaged_seq <= (p - damaged) / batch_header_size))
       return true;
   }
   return false;
@@ -201,7 +208,7 @@ struct scanner {
         return refuse(at(path, pos) + ": " + problem +
                       "; this is not the last segment, so acknowledged records may be damaged. "
                       "Refusing to start.");
-      if (valid_batch_after(data, pos + 1))
+      if (valid_batch_after(data, pos, next_batch_seq))
         return refuse(at(path, pos) + ": " + problem +
                       ", and a valid batch follows: this is damage, not a torn write, so "
                       "acknowledged records may be lost. Refusing to start.");

@@ -198,6 +198,28 @@ TEST_CASE("damage followed by a valid batch is refused, not cut: acknowledged re
   CHECK(contains(why, "not a torn write"));
 }
 
+TEST_CASE("a torn last batch whose record holds a valid batch's bytes is still a torn write") {
+  data_dir d;
+  segment_file seg{1};
+  seg.batch({snapshot_section{}}).batch({records(0, 1, 1, {"kept"})});
+  // A record that is itself a whole batch (say, a backup of another log's bytes), as batch 1.
+  bytes inner_body;
+  append_section(inner_body, records(0, 1, 1, {"a batch inside a record"}));
+  auto inner = encode_batch(1, 0, inner_body);
+  std::string inner_text(inner.begin(), inner.end());
+  segment_file torn = seg;
+  torn.batch({records(0, 1, 2, {inner_text, "and a record after it"})});
+  size_t tail_at = torn.batch_at.back();
+  // All but the last 5 bytes of batch 3 reached the disk: the inner batch is whole.
+  seg.raw(bytes(torn.data.begin() + static_cast<ptrdiff_t>(tail_at), torn.data.end() - 5))
+      .zeros(256);
+  seg.write(d);
+  auto log = d.recover();
+  REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
+  CHECK(log->report.torn_bytes > 0);
+  CHECK(log->shards[0].last_lsn == 1);
+}
+
 TEST_CASE("a batch that does not follow the one before it is refused (broken chain), also "
           "across segments") {
   SUBCASE("within a segment") {
