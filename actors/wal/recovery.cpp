@@ -68,9 +68,14 @@ proto::result<std::vector<std::pair<uint64_t, fs::path>>> list_segments(const fs
   return out;
 }
 
-/// True if a whole batch with a valid checksum that could have been written after the damaged
-/// one (at `damaged`, expected to be batch `damaged_seq`; 0: unknown) starts after it.
+/// True if a whole batch with a valid checksum that could have been written after the damage
+/// starts after it: damage at `damaged` (below segment_header_size: the segment's header), where
+/// batch `damaged_seq` was expected (0: unknown, any batch counts).
 bool valid_batch_after(byte_view data, size_t damaged, uint64_t damaged_seq) {
+  // With the header damaged, the expected batch itself may be intact after it.
+  bool header = damaged < segment_header_size;
+  size_t base = header ? segment_header_size : damaged;
+  uint64_t lowest = header ? damaged_seq : damaged_seq + 1;
   for (size_t p = damaged + 1; p + batch_header_size <= data.size(); ++p) {
     if (!std::equal(batch_magic.begin(), batch_magic.end(),
                     data.begin() + static_cast<ptrdiff_t>(p)))
@@ -79,11 +84,11 @@ bool valid_batch_after(byte_view data, size_t damaged, uint64_t damaged_seq) {
     if (!h || h->len > data.size() - p - batch_header_size ||
         !batch_checksum_ok(*h, data.subspan(p + batch_header_size, h->len)))
       continue;
-    // A batch written after the damaged one has a later seq, and no more later than the batches
-    // that fit between them (each takes a header at least). Another one, a batch's bytes inside
-    // a record, say, is not evidence.
+    // A batch written after the damage has a seq from `lowest` on, and no further on than the
+    // batches that fit before it (each takes a header at least). Another one, a batch's bytes
+    // inside a record, say, is not evidence.
     if (damaged_seq == 0 ||
-        (h->seq > damaged_seq && h->seq - damaged_seq <= (p - damaged) / batch_header_size))
+        (h->seq >= lowest && h->seq - damaged_seq <= (p - base) / batch_header_size))
       return true;
   }
   return false;

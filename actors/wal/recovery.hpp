@@ -4,8 +4,9 @@
 // - zeros after the last batch of a segment: its clean end (segments are preallocated);
 // - a partial, unreadable or mismatching batch at the end of the last segment, with nothing
 //   valid after it: a torn write; it is cut off (zeroed and synced) and reported;
-// - the same anywhere else, or followed by a valid batch: acknowledged records may be damaged,
-//   so the start is refused;
+// - the same anywhere else, or followed by a valid batch that could have been written after it
+//   (its seq next or later, within the batches that fit between them): acknowledged records may
+//   be damaged, so the start is refused;
 // - a batch with a valid checksum that does not follow the one before it (sequence or chain
 //   CRC), within a segment or across segments: refused (a batch or a whole segment is missing);
 // - a checksummed batch whose body does not parse: refused;

@@ -220,6 +220,48 @@ TEST_CASE("a torn last batch whose record holds a valid batch's bytes is still a
   CHECK(log->shards[0].last_lsn == 1);
 }
 
+TEST_CASE("a valid batch's bytes after a torn tail with a seq too far on to follow it are no "
+          "evidence of damage, one that could follow it is") {
+  // Batch 3 torn; after it, in its record, a valid batch numbered `inner_seq`.
+  auto outcome = [](uint64_t inner_seq) {
+    data_dir d;
+    segment_file seg{1};
+    seg.batch({snapshot_section{}}).batch({records(0, 1, 1, {"kept"})});
+    bytes inner_body;
+    append_section(inner_body, records(0, 1, 1, {"a batch inside a record"}));
+    auto inner = encode_batch(inner_seq, 0, inner_body);
+    segment_file torn = seg;
+    torn.batch({records(0, 1, 2, {std::string(inner.begin(), inner.end()), "after it"})});
+    seg.raw(bytes(torn.data.begin() + static_cast<ptrdiff_t>(torn.batch_at.back()),
+                  torn.data.end() - 5))
+        .zeros(256);
+    seg.write(d);
+    return d.recover();
+  };
+  // Between batch 3's start and the inner batch there is room for 2 or 3 batches' headers: a
+  // batch 4 could be there, a batch 1000 not.
+  CHECK(outcome(1000));
+  auto four = outcome(4);
+  REQUIRE_FALSE(four);
+  CHECK(contains(four.err().message, "not a torn write"));
+}
+
+TEST_CASE("a damaged header of the last segment followed by its first batch is refused") {
+  data_dir d;
+  segment_file first{1};
+  first.batch({snapshot_section{}}).batch({records(0, 1, 1, {"one"})}).zeros(64);
+  first.write(d);
+  // Segment 2 holds only the batch the chain expects next (3): with the header damaged, that
+  // batch is the evidence, though its seq is not later than the expected one.
+  segment_file second{2, first.next_batch, first.prev_crc};
+  second.batch({snapshot_section{{snapshot_entry{0, 1, 1}}}}).zeros(256);
+  second.data[2] ^= 0xFF;  // the header, synced before the segment was renamed into place
+  auto path = second.write(d);
+  auto why = d.refused();
+  CHECK(contains(why, path.string()));
+  CHECK(contains(why, "not a torn write"));
+}
+
 TEST_CASE("a batch that does not follow the one before it is refused (broken chain), also "
           "across segments") {
   SUBCASE("within a segment") {
