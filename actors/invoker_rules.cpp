@@ -37,15 +37,15 @@ int choose_endpoint(const std::vector<std::vector<std::string>>& endpoint_types,
   return 0;
 }
 
-uint32_t invocation_shards(uint32_t max_shards) {
-  return max_shards == 0 ? proto::max_invocation_shards
-                         : std::min(max_shards, proto::max_invocation_shards);
+uint32_t invocation_shards(uint32_t max_shards, uint32_t max_frame_mb) {
+  uint32_t most = proto::max_invocation_shards(max_frame_mb);
+  return max_shards == 0 ? most : std::min(max_shards, most);
 }
 
 std::vector<std::vector<uint32_t>> group(const std::vector<uint32_t>& shards, uint32_t free_slots,
                                          uint32_t max_shards) {
   std::vector<std::vector<uint32_t>> out;
-  size_t per = invocation_shards(max_shards);
+  size_t per = max_shards == 0 ? std::max<size_t>(shards.size(), 1) : max_shards;
   for (size_t i = 0; i < shards.size() && out.size() < free_slots; i += per)
     out.emplace_back(shards.begin() + static_cast<ptrdiff_t>(i),
                      shards.begin() + static_cast<ptrdiff_t>(std::min(shards.size(), i + per)));

@@ -70,12 +70,12 @@ int choose_endpoint(const std::vector<std::vector<std::string>>& endpoint_types,
                     const std::vector<std::string>& starts,
                     const std::vector<std::string>& awaiting, int last_endpoint);
 
-/// The most shards in one invocation for an endpoint's `max_shards` (0 = none of its own):
-/// never more than proto::max_invocation_shards, so the invocation's IDLE fits one frame.
-uint32_t invocation_shards(uint32_t max_shards);
+/// The most shards in one invocation for an endpoint's `max_shards` (0 = none of its own) on a
+/// node of `max_frame_mb`: never more than proto::max_invocation_shards, so its IDLE fits a frame.
+uint32_t invocation_shards(uint32_t max_shards, uint32_t max_frame_mb);
 
 /// Due shards for one endpoint as invocations: at most `free_slots` groups of at most
-/// invocation_shards(max_shards) shards each, in order; shards that do not fit wait.
+/// `max_shards` shards each (0 = no limit), in order; shards that do not fit wait.
 std::vector<std::vector<uint32_t>> group(const std::vector<uint32_t>& shards, uint32_t free_slots,
                                          uint32_t max_shards);
 

@@ -20,7 +20,7 @@ struct endpoint_settings {
   std::string secret;  ///< the file's bytes less trailing CR/LF (read by validation); never logged
   uint32_t concurrency = 16;
   uint32_t budget_ms = 60000;
-  uint32_t max_shards = 0;  ///< 0 = no limit
+  uint32_t max_shards = 0;  ///< 0 = rules::invocation_shards' most
   uint32_t grace_ms = 30000;
   std::string ca_file;
   std::string cert_file;

@@ -183,7 +183,7 @@ void dispatch(scheduler_ptr self) {
       continue;
     }
     uint32_t free = ep.cfg.concurrency - ep.in_flight;
-    size_t cap = size_t{free} * rules::invocation_shards(ep.cfg.max_shards);
+    size_t cap = size_t{free} * ep.cfg.max_shards;
     std::vector<uint32_t> picked;
     while (!ep.ready.empty() && picked.size() < cap) {
       auto s = ep.ready.front();
@@ -261,6 +261,9 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
                             http, self, directory);
     self->link_to(a);
     st.endpoints.push_back(endpoint_slot{a, cfg.endpoints[i], 0, {}, {}});
+    // Never 0 from here: every invocation fits its IDLE in one frame.
+    st.endpoints.back().cfg.max_shards =
+        rules::invocation_shards(cfg.endpoints[i].max_shards, cfg.max_frame_mb);
   }
   // Every shard is due once at start (`recovery`), as its wake record is at spawn; nothing is
   // dispatched before the directory says it knows the invoker (put_atom: so it does before any

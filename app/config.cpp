@@ -117,8 +117,8 @@ const setting<endpoint_config> endpoint_settings[] = {
      "invocations in flight at once"},
     {"endpoint", "budget_ms", &endpoint_config::budget_ms, 1, u32_max,
      "how long one invocation may run"},
-    {"endpoint", "max_shards", &endpoint_config::max_shards, 0, proto::max_invocation_shards,
-     "shards per invocation; 0 = as many as one invocation may hold (1,000,000)"},
+    {"endpoint", "max_shards", &endpoint_config::max_shards, 0, proto::max_invocation_shards(96),
+     "shards per invocation, at most 10,000 per MiB of limits.max_frame_mb; 0 = that many"},
     {"endpoint", "grace_ms", &endpoint_config::grace_ms, 0, u32_max,
      "how much longer than the budget to wait for an answer before fencing"},
     {"endpoint", "ca_file", &endpoint_config::ca_file, 0, 0, "https: CA of the endpoint", true},
@@ -487,6 +487,11 @@ std::optional<std::string> validate(server_config& cfg) {
     std::string which = "[[endpoint]] #" + std::to_string(i + 1) +
                         (ep.url.empty() ? std::string{} : " (" + ep.url + ")") + ": ";
     if (auto err = check_ranges(endpoint_settings, ep, "")) return which + *err;
+    if (ep.max_shards > proto::max_invocation_shards(cfg.max_frame_mb))
+      return which + "`endpoint.max_shards` = " + std::to_string(ep.max_shards) + " is over the " +
+             std::to_string(proto::max_invocation_shards(cfg.max_frame_mb)) +
+             " shards an invocation's IDLE can list in one frame of `limits.max_frame_mb` = " +
+             std::to_string(cfg.max_frame_mb);
     if (ep.url.empty()) return which + "`endpoint.url` is required";
     bool https = starts_with(ep.url, "https://");
     if (!https && !starts_with(ep.url, "http://"))

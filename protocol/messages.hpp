@@ -310,10 +310,13 @@ struct lease {
 /// DURABLE are no longer than that LEASE.
 inline constexpr uint32_t max_shard_count = (max_body_size - 28) / 20;
 
-/// The most shards one invocation holds, whatever `endpoint.max_shards` says: its IDLE (41 bytes
-/// per shard before the missing types) must fit one frame, with room for the types.
-inline constexpr uint32_t max_invocation_shards = 1'000'000;
-static_assert(uint64_t{max_invocation_shards} * 41 < max_body_size / 2);
+/// The most shards one invocation may hold on a node whose frames are at most `frame_mb` MiB
+/// (limits.max_frame_mb): its worker's IDLE lists them all in one frame, 41 bytes each before the
+/// workflow types it had no code for; 10,000 per MiB leave each about 60 bytes for those.
+constexpr uint32_t max_invocation_shards(uint32_t frame_mb) {
+  return frame_mb * 10'000;
+}
+static_assert(uint64_t{max_invocation_shards(96)} * 100 < max_body_size);
 
 struct grant {
   static constexpr kind tag = kind::grant;

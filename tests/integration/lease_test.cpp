@@ -336,8 +336,13 @@ TEST_CASE("bad settings are refused at start with the key named") {
             "`endpoint.concurrency` = 0 is outside 1..4294967295"},
            // an invocation's IDLE lists every shard it held, in one frame
            {"[[endpoint]]\nurl = \"http://127.0.0.1:9/\"\nsecret_file = \"" + secret +
-                "\"\nmax_shards = 1000001\n",
-            "`endpoint.max_shards` = 1000001 is outside 0..1000000"},
+                "\"\nmax_shards = 960001\n",
+            "`endpoint.max_shards` = 960001 is outside 0..960000"},
+           {"[limits]\nmax_frame_mb = 1\n[[endpoint]]\nurl = \"http://127.0.0.1:9/\"\nsecret_file "
+            "= \"" +
+                secret + "\"\nmax_shards = 10001\n",
+            "`endpoint.max_shards` = 10001 is over the 10000 shards an invocation's IDLE can list "
+            "in one frame of `limits.max_frame_mb` = 1"},
            {"[[endpoint]]\nurl = \"http://127.0.0.1:9/\"\nsecret_file = \"" + secret +
                 "\"\ntypes = \"order\"\n",
             "`endpoint.types` has the wrong type"},

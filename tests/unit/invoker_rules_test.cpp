@@ -5,6 +5,7 @@
 #include <set>
 
 #include "actors/invoker_rules.hpp"
+#include "protocol/frame.hpp"
 #include "protocol/messages.hpp"
 
 using namespace fusee::server::rules;
@@ -72,18 +73,29 @@ TEST_CASE("due shards are grouped into at most free-slot invocations of at most 
   CHECK(group({}, 4, 0).empty());
 }
 
-TEST_CASE("an invocation holds at most max_invocation_shards, so its IDLE fits one frame") {
-  CHECK(invocation_shards(0) == proto::max_invocation_shards);
-  CHECK(invocation_shards(100) == 100);
-  CHECK(invocation_shards(UINT32_MAX) == proto::max_invocation_shards);
-  std::vector<uint32_t> shards(proto::max_invocation_shards + 1);
+TEST_CASE("an invocation holds at most 10,000 shards per MiB of frame, so its IDLE fits one") {
+  CHECK(invocation_shards(0, 96) == 960'000);
+  CHECK(invocation_shards(0, 1) == 10'000);
+  CHECK(invocation_shards(100, 96) == 100);
+  CHECK(invocation_shards(20'000, 1) == 10'000);
+  // The largest IDLE of that many shards, each with a 40-byte type, fits a frame.
+  for (uint32_t mb : {1u, 16u, 96u}) {
+    proto::idle idle;
+    idle.entries.resize(
+        invocation_shards(0, mb),
+        proto::idle_entry{
+            proto::shard_id{0}, proto::epoch_t{1}, 3, 1, 1, 1, {std::string(40, 't')}});
+    proto::bytes frame;
+    proto::append_frame(frame, proto::any_message{std::move(idle)});
+    CHECK(frame.size() - proto::frame_header_size <= (uint64_t{mb} << 20));
+  }
+  // The scheduler groups with the rule's answer: never one group of every due shard.
+  std::vector<uint32_t> shards(10'001);
   for (uint32_t i = 0; i < shards.size(); ++i)
     shards[i] = i;
-  auto groups = group(shards, 4, 0);
+  auto groups = group(shards, 4, invocation_shards(0, 1));
   REQUIRE(groups.size() == 2);
-  CHECK(groups[0].size() == proto::max_invocation_shards);
-  CHECK(groups[1] == std::vector<uint32_t>{proto::max_invocation_shards});
-  CHECK(group(shards, 1, 0).size() == 1);  // the last shard waits for a free slot
+  CHECK(groups[1] == std::vector<uint32_t>{10'000});
 }
 
 TEST_CASE("earliest_timer keeps only the earliest pending tick and ignores stale ones") {
