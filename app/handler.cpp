@@ -144,6 +144,7 @@ int run_handler(const handler_config& cfg) {
   worker::worker_options wopts;
   wopts.name = "fusee-handler";
   wopts.linger_ms = cfg.linger_ms;
+  wopts.max_appends_in_flight = cfg.max_appends_in_flight;
   wopts.security = cfg.security;
   std::string err;
   auto srv = http_server::start(

@@ -69,7 +69,8 @@ http_reply api_reply(const std::string& method, uint8_t status, const std::strin
     if (code == "not_found") http = 404;
     if (code == "conflict" || code == "finished") http = 409;
     if (code == "too_large") http = 500;  // the answer could not be carried back
-    return json_reply(http, body);
+    // (a worker of another implementation may leave the code out)
+    return json_reply(http, code.empty() ? with_code(body, "failed") : body);
   }
   case call_status::parked_too_long:
     return json_reply(503, with_code(body, "no_holder"));

@@ -27,6 +27,16 @@
 
 namespace fusee::app {
 
+namespace {
+
+/// What a request gets while the server stops (its reply or the request itself too late).
+http_reply stopping_reply() {
+  return http_reply{503, "application/json",
+                    proto::json_error("the server is stopping", "stopping") + "\n"};
+}
+
+}  // namespace
+
 /// A request of the async server waiting for its reply.
 struct pending_reply {
   std::mutex mu;
@@ -63,8 +73,7 @@ struct http_server::impl {
     for (auto& p : left) {
       std::lock_guard lock(p->mu);
       if (p->suspended && !p->gone) {
-        p->reply = http_reply{503, "application/json",
-                              proto::json_error("the server is stopping", "stopping") + "\n"};
+        p->reply = stopping_reply();
         p->suspended = false;
         MHD_resume_connection(p->conn);
       }
@@ -167,9 +176,7 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
   st->pending->server = self;
   {
     std::lock_guard l2(self->mu);
-    if (self->stopping)
-      return respond(
-          conn, http_reply{503, "application/json", "{\"error\":\"the server is stopping\"}\n"});
+    if (self->stopping) return respond(conn, stopping_reply());
     self->open.insert(st->pending);
   }
   self->ah(st->ex, http_responder{st->pending});
@@ -178,8 +185,7 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
   {
     std::lock_guard l2(self->mu);
     if (self->stopping)  // MHD_stop_daemon must not find a suspended connection
-      return respond(
-          conn, http_reply{503, "application/json", "{\"error\":\"the server is stopping\"}\n"});
+      return respond(conn, stopping_reply());
   }
   st->pending->suspended = true;
   MHD_suspend_connection(conn);

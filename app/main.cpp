@@ -95,6 +95,11 @@ int main(int argc, char** argv) {
       ->required();
   handler->add_option("--ready-file", hcfg.ready_file, "write listen=host:port here once serving");
   handler->add_option("--linger-ms", hcfg.linger_ms, "leave after this long without a call");
+  handler
+      ->add_option("--max-appends-in-flight", hcfg.max_appends_in_flight,
+                   "APPENDs not yet durable at once; below the server's "
+                   "limits.max_appends_in_flight")
+      ->check(CLI::Range(uint32_t{1}, UINT32_MAX));
   handler->add_option("--fail-status", hcfg.fail_status, "answer every POST with this status");
   handler->add_option("--due-in-ms", hcfg.due_in_ms, "report a timer this far ahead in IDLE");
   handler->add_option("--report-flags", hcfg.report_flags, "IDLE flags: 1 BUSY, 2 EXPIRED")
@@ -123,7 +128,7 @@ int main(int argc, char** argv) {
   worker->add_option("--max-shards", wcfg.max_shards, "hold at most this many shards (0: all)");
   worker
       ->add_option("--max-appends-in-flight", wcfg.max_appends_in_flight,
-                   "APPENDs not yet durable at once; at most the server's "
+                   "APPENDs not yet durable at once; below the server's "
                    "limits.max_appends_in_flight")
       ->check(CLI::Range(uint32_t{1}, UINT32_MAX));
   worker

@@ -13,7 +13,7 @@ struct worker_command {
   std::string server = "127.0.0.1:7400";
   std::string name = "fusee-worker";
   uint32_t max_shards = 0;
-  uint32_t max_appends_in_flight = 16384;
+  uint32_t max_appends_in_flight = 8192;
   uint64_t checkpoint_every = 1000;
   uint64_t checkpoint_after_ms = 60000;
   uint64_t retention_ms = 7ull * 24 * 3600 * 1000;

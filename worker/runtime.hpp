@@ -28,9 +28,10 @@ struct worker_options {
   std::string server = "127.0.0.1:7400";
   std::string name = "fusee-worker";
   uint32_t max_shards = 0;  ///< 0: every free shard
-  /// APPENDs sent on the connection and not yet durable; more records wait in their shards.
-  /// At most the server's `limits.max_appends_in_flight` (same default), which refuses more.
-  uint32_t max_appends_in_flight = 16384;
+  /// APPENDs sent on the connection and not yet durable (at least 1); more records wait in their
+  /// shards. The server refuses APPENDs over its `limits.max_appends_in_flight` (16384): half
+  /// of that leaves room for the APPENDs of shards given up while they still wait there.
+  uint32_t max_appends_in_flight = 8192;
   runner_settings runner;
   uint32_t recover_page_bytes = 4u << 20;
   /// How long to wait for the LEASE answering HELLO.

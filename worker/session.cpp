@@ -262,6 +262,7 @@ void session::take(const proto::grant_entry& g) {
   uint32_t s = g.shard.value();
   auto runner = std::make_unique<shard_runner>(g.shard, g.epoch, types_, *this, settings());
   recovering_[s] = recovery{clock::now(), g.durable_lsn.value(), 0};
+  forget_appends(s, UINT64_MAX);  // (a grant over a held shard: PROTOCOL.md has none)
   shards_[s] = std::move(runner);
   uint64_t id = next_id_++;
   pending_[id] = proto::shard_epoch{g.shard, g.epoch};
@@ -326,14 +327,18 @@ void session::on(proto::durable& d) {
 }
 
 void session::send_appends() {
-  // Round the shards from where the last full window stopped, so no shard waits behind others
-  // that keep appending. One APPEND per 8 MiB of records, far below the frame limit.
-  auto it = shards_.lower_bound(flush_from_);
-  for (size_t n = 0; n < shards_.size(); ++n, ++it) {
-    if (it == shards_.end()) it = shards_.begin();
-    auto& [s, runner] = *it;
-    while (runner->has_records()) {
-      if (appends_out_ >= options_.max_appends_in_flight) {
+  // Rounds of one APPEND (at most 8 MiB of records, far below the frame limit) per shard with
+  // records, from the shard the last full window stopped at: no shard waits behind others that
+  // keep appending. A window of 0 would never send: it counts as 1.
+  size_t window = std::max<uint32_t>(options_.max_appends_in_flight, 1);
+  for (bool sent = true; sent;) {
+    sent = false;
+    auto it = shards_.lower_bound(flush_from_);
+    for (size_t n = 0; n < shards_.size(); ++n, ++it) {
+      if (it == shards_.end()) it = shards_.begin();
+      auto& [s, runner] = *it;
+      if (!runner->has_records()) continue;
+      if (appends_out_ >= window) {
         flush_from_ = s;
         return;
       }
@@ -342,6 +347,7 @@ void session::send_appends() {
       unsynced_[s].push_back(a.first_lsn.value() + a.records.size() - 1);
       ++appends_out_;
       send(std::move(a));
+      sent = true;
     }
   }
 }

@@ -31,8 +31,8 @@ struct runner_env {
   virtual ~runner_env() = default;
   virtual uint64_t now_ms() = 0;  ///< unix ms
   virtual uint64_t random() = 0;
-  /// Called before a step body runs: send the records and frames that are ready, so the disk
-  /// works while the body does.
+  /// Called before a step body runs: send the records (within the connection's window of
+  /// APPENDs) and frames that are ready, so the disk works while the body does.
   virtual void before_step() = 0;
   virtual uint64_t next_request_id() = 0;
   /// A line for the operator (stderr in the programs).
