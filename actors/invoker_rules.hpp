@@ -72,6 +72,7 @@ int choose_endpoint(const std::vector<std::vector<std::string>>& endpoint_types,
 
 /// The most shards in one invocation for an endpoint's `max_shards` (0 = none of its own) on a
 /// node of `max_frame_mb`: never more than proto::max_invocation_shards, so its IDLE fits a frame.
+/// The scheduler keeps this as each endpoint's max_shards (never 0).
 uint32_t invocation_shards(uint32_t max_shards, uint32_t max_frame_mb);
 
 /// Due shards for one endpoint as invocations: at most `free_slots` groups of at most

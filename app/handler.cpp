@@ -176,7 +176,8 @@ int run_handler(const handler_config& cfg) {
         auto out = rt.invoke(*req);
         return json_reply(out.http_status, out.body);
       },
-      &err);
+      // An invocation's body lists its shards: up to 960,000 numbers of up to 7 digits.
+      &err, size_t{32} << 20);
   if (!srv) {
     std::fprintf(stderr, "fusee handler: %s\n", err.c_str());
     return 1;

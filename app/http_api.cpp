@@ -69,8 +69,11 @@ http_reply api_reply(const std::string& method, uint8_t status, const std::strin
     if (code == "not_found") http = 404;
     if (code == "conflict" || code == "finished") http = 409;
     if (code == "too_large") http = 500;  // the answer could not be carried back
-    // (a worker of another implementation may leave the code out)
-    return json_reply(http, code.empty() ? with_code(body, "failed") : body);
+    if (!code.empty()) return json_reply(http, body);
+    // A worker of another implementation may leave the code out, or send no {"error": ...}.
+    auto coded = with_code(body, "failed");
+    return json_reply(
+        http, coded != body ? coded : proto::json_error("the worker refused: " + body, "failed"));
   }
   case call_status::parked_too_long:
     return json_reply(503, with_code(body, "no_holder"));

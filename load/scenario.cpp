@@ -6,6 +6,8 @@
 #define TOML_EXCEPTIONS 1
 #include <toml++/toml.h>
 
+#include "protocol/messages.hpp"
+
 namespace fusee::load {
 
 namespace {
@@ -34,7 +36,8 @@ const key keys[] = {
     {"endpoints", "count", &scenario::endpoints, 0, 64},
     {"endpoints", "concurrency", &scenario::endpoint_concurrency, 1, 100000},
     {"endpoints", "budget_ms", &scenario::budget_ms, 100, 3600000},
-    {"endpoints", "max_shards", &scenario::endpoint_max_shards, 0, 1000000},
+    {"endpoints", "max_shards", &scenario::endpoint_max_shards, 0,
+     proto::max_invocation_shards(96)},
     {"endpoints", "fail_rate", &scenario::fail_rate, 0, 1},
     {"endpoints", "hang_rate", &scenario::hang_rate, 0, 1},
     {"endpoints", "crash_rate", &scenario::crash_rate, 0, 1},

@@ -35,7 +35,7 @@ struct scenario {
   uint32_t endpoints = 0;
   uint32_t endpoint_concurrency = 16;
   uint32_t budget_ms = 5000;
-  uint32_t endpoint_max_shards = 0;  ///< shards per invocation, 0 = no limit
+  uint32_t endpoint_max_shards = 0;  ///< shards per invocation, 0 = as many as one may hold
   double fail_rate = 0;              ///< share of POSTs answered 500 without running
   double hang_rate = 0;              ///< share of POSTs not answered until budget + grace passed
   double crash_rate = 0;  ///< share of POSTs whose worker drops its connection mid-invocation

@@ -311,8 +311,9 @@ struct lease {
 inline constexpr uint32_t max_shard_count = (max_body_size - 28) / 20;
 
 /// The most shards one invocation may hold on a node whose frames are at most `frame_mb` MiB
-/// (limits.max_frame_mb): its worker's IDLE lists them all in one frame, 41 bytes each before the
-/// workflow types it had no code for; 10,000 per MiB leave each about 60 bytes for those.
+/// (limits.max_frame_mb): its worker's IDLE lists them all in one frame, at most 48 bytes each
+/// before the workflow types it had no code for; 10,000 per MiB leave each about 56 bytes for
+/// those, and the worker leaves out types that do not fit (worker::session::report_idle).
 constexpr uint32_t max_invocation_shards(uint32_t frame_mb) {
   return frame_mb * 10'000;
 }

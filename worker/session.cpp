@@ -170,6 +170,13 @@ bool session::settle(std::chrono::milliseconds limit) {
 bool session::report_idle(bool expired, std::chrono::milliseconds limit) {
   proto::idle idle{proto::request_head{next_id_++, proto::no_shard, proto::epoch_t{0}}, {}};
   uint64_t now = now_ms();
+  // The IDLE must fit one frame of the node's: at least 1 MiB, and at least 104 bytes for each
+  // shard of an invocation (proto::max_invocation_shards). Each entry takes at most 48 bytes
+  // before its types; the types that do not fit what is left are left out (they are reported
+  // again by the next invocation that meets them).
+  size_t n = shards_.size();
+  size_t types_room = std::max<size_t>(size_t{1} << 20, n * 104) - n * 48 - 64;
+  size_t types_left_out = 0;
   for (auto& [s, runner] : shards_) {
     proto::idle_entry e;
     e.shard = runner->shard();
@@ -183,9 +190,19 @@ bool session::report_idle(bool expired, std::chrono::milliseconds limit) {
     e.flags = (expired ? proto::idle_expired : 0) | (busy ? proto::idle_busy : 0);
     e.steps = steps_of(s);
     e.open_us = open_us_[s];
-    e.types = runner->missing_types();
+    for (auto& t : runner->missing_types()) {
+      if (t.size() + 5 > types_room) {
+        ++types_left_out;
+        continue;
+      }
+      types_room -= t.size() + 5;  // its length (a varint) and its bytes
+      e.types.push_back(t);
+    }
     idle.entries.push_back(std::move(e));
   }
+  if (types_left_out > 0)
+    log("IDLE: " + std::to_string(types_left_out) +
+        " missing workflow types left out so that it fits one frame");
   uint64_t id = expect_ok(idle.head.id);
   send(idle);
   flush();

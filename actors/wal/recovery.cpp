@@ -76,7 +76,7 @@ bool valid_batch_after(byte_view data, size_t damaged, uint64_t damaged_seq) {
   bool header = damaged < segment_header_size;
   size_t base = header ? segment_header_size : damaged;
   uint64_t lowest = header ? damaged_seq : damaged_seq + 1;
-  for (size_t p = damaged + 1; p + batch_header_size <= data.size(); ++p) {
+  for (size_t p = std::max(damaged + 1, base); p + batch_header_size <= data.size(); ++p) {
     if (!std::equal(batch_magic.begin(), batch_magic.end(),
                     data.begin() + static_cast<ptrdiff_t>(p)))
       continue;

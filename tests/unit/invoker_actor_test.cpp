@@ -533,6 +533,15 @@ TEST_CASE("due shards are grouped into at most the free slots, at most max_shard
   CHECK(f.shards_of(2) == std::vector<uint32_t>{6, 7});
 }
 
+TEST_CASE("with max_shards = 0 an invocation holds at most what its IDLE can list in a frame") {
+  auto s = settings(10'001, {endpoint("http://a/invoke", {}, 2, 0)});
+  s.max_frame_mb = 1;  // 10,000 shards per invocation
+  fixture f{s};
+  REQUIRE(f.http.requests.size() == 2);
+  CHECK(f.body(0).shards.size() == 10'000);
+  CHECK(f.shards_of(1) == std::vector<uint32_t>{10'000});
+}
+
 TEST_CASE("the scheduler's counts of due, waiting, backing-off and invoking shards follow each "
           "change") {
   using counts = std::map<std::string, double>;
