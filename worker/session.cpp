@@ -167,16 +167,25 @@ bool session::settle(std::chrono::milliseconds limit) {
   return true;
 }
 
+size_t fit_idle_types(std::vector<proto::idle_entry>& entries) {
+  // A frame of the node's is at least 1 MiB, and at least 104 bytes for each shard of an
+  // invocation (proto::max_invocation_shards); each entry takes at most 48 bytes before its
+  // types, each type its length (a varint, at most 5 bytes) and its bytes.
+  size_t n = entries.size();
+  size_t room = std::max<size_t>(size_t{1} << 20, n * 104) - n * 48 - 64;
+  size_t left_out = 0;
+  for (auto& e : entries)
+    std::erase_if(e.types, [&](const std::string& t) {
+      if (t.size() + 5 > room) return ++left_out, true;
+      room -= t.size() + 5;
+      return false;
+    });
+  return left_out;
+}
+
 bool session::report_idle(bool expired, std::chrono::milliseconds limit) {
   proto::idle idle{proto::request_head{next_id_++, proto::no_shard, proto::epoch_t{0}}, {}};
   uint64_t now = now_ms();
-  // The IDLE must fit one frame of the node's: at least 1 MiB, and at least 104 bytes for each
-  // shard of an invocation (proto::max_invocation_shards). Each entry takes at most 48 bytes
-  // before its types; the types that do not fit what is left are left out (they are reported
-  // again by the next invocation that meets them).
-  size_t n = shards_.size();
-  size_t types_room = std::max<size_t>(size_t{1} << 20, n * 104) - n * 48 - 64;
-  size_t types_left_out = 0;
   for (auto& [s, runner] : shards_) {
     proto::idle_entry e;
     e.shard = runner->shard();
@@ -190,19 +199,13 @@ bool session::report_idle(bool expired, std::chrono::milliseconds limit) {
     e.flags = (expired ? proto::idle_expired : 0) | (busy ? proto::idle_busy : 0);
     e.steps = steps_of(s);
     e.open_us = open_us_[s];
-    for (auto& t : runner->missing_types()) {
-      if (t.size() + 5 > types_room) {
-        ++types_left_out;
-        continue;
-      }
-      types_room -= t.size() + 5;  // its length (a varint) and its bytes
-      e.types.push_back(t);
-    }
+    e.types = runner->missing_types();
     idle.entries.push_back(std::move(e));
   }
-  if (types_left_out > 0)
-    log("IDLE: " + std::to_string(types_left_out) +
-        " missing workflow types left out so that it fits one frame");
+  if (size_t left_out = fit_idle_types(idle.entries))
+    log("IDLE: " + std::to_string(left_out) +
+        " missing workflow types left out so that it fits one frame (the next invocation that "
+        "meets their runs reports them)");
   uint64_t id = expect_ok(idle.head.id);
   send(idle);
   flush();

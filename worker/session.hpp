@@ -26,6 +26,11 @@
 
 namespace fusee::worker {
 
+/// Leaves out of an IDLE's entries the missing workflow types that might not fit one frame of
+/// the node's (at least 1 MiB, and 104 bytes per shard of an invocation: the node's cap on an
+/// invocation's shards, proto::max_invocation_shards); returns how many it left out.
+size_t fit_idle_types(std::vector<proto::idle_entry>& entries);
+
 /// The wait before a long-lived worker connects again: 100 ms doubling to 5 s after a connect
 /// that failed or a connection that served under a second (a server that keeps closing it, say
 /// for a frame it refuses, must not become a tight loop); none, and back to 100 ms, after one

@@ -4,10 +4,12 @@
 
 #include <map>
 
+#include "protocol/frame.hpp"
 #include "protocol/shard_hash.hpp"
 #include "protocol/signature.hpp"
 #include "worker/journal.hpp"
 #include "worker/runtime.hpp"
+#include "worker/session.hpp"
 #include "worker/shard_runner.hpp"
 
 using namespace fusee;
@@ -769,4 +771,38 @@ TEST_CASE("the mark that recognises a resent message is kept for the retention p
   t.env.lines.clear();
   t.runner->on_message(3, 1, 40, text(signal.dump()));  // now handled as new (and dropped)
   CHECK(t.env.lines.size() == 1);
+}
+
+TEST_CASE("an IDLE's missing types are cut to what fits the smallest frame a node may have") {
+  auto body_size = [](const std::vector<proto::idle_entry>& entries) {
+    proto::bytes frame;
+    proto::append_frame(frame,
+                        proto::any_message{proto::idle{
+                            proto::request_head{1, proto::no_shard, proto::epoch_t{0}}, entries}});
+    return frame.size() - proto::frame_header_size;
+  };
+  // 10,000 shards (an invocation's most at 1 MiB frames), the widest numbers, each shard with two
+  // 100-byte types: about 2 MiB of types.
+  proto::idle_entry widest{proto::shard_id{UINT32_MAX},
+                           proto::epoch_t{UINT64_MAX},
+                           proto::idle_busy | proto::idle_expired,
+                           UINT64_MAX,
+                           UINT64_MAX,
+                           UINT64_MAX,
+                           {std::string(100, 'a'), std::string(100, 'b')}};
+  std::vector<proto::idle_entry> entries(10'000, widest);
+  CHECK(body_size(entries) > (size_t{1} << 20));
+  CHECK(worker::fit_idle_types(entries) > 0);
+  CHECK(body_size(entries) <= (size_t{1} << 20));
+  CHECK(entries.front().types.size() == 2);  // kept in order until the room is spent
+  CHECK(entries.back().types.empty());
+  // The same shards with no type, and a few shards with short types, lose nothing.
+  widest.types.clear();
+  std::vector<proto::idle_entry> bare(10'000, widest);
+  CHECK(worker::fit_idle_types(bare) == 0);
+  CHECK(body_size(bare) <= (size_t{1} << 20));
+  widest.types = {"order", "invoice"};
+  std::vector<proto::idle_entry> few(3, widest);
+  CHECK(worker::fit_idle_types(few) == 0);
+  CHECK(few[2].types.size() == 2);
 }
