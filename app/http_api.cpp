@@ -24,15 +24,15 @@ http_reply json_reply(unsigned status, std::string body) {
   return http_reply{status, "application/json", std::move(body)};
 }
 
-/// The server's own call errors ({"error": ...}, PROTOCOL.md's CALL_RESULT statuses 2-4) with
-/// the `code` every HTTP error carries; anything else as it came.
+/// An {"error": ...} without a code of its own (a non-empty string), such as the server's call
+/// errors (PROTOCOL.md's CALL_RESULT statuses 2-4), with `code`; anything else as it came.
 std::string with_code(const std::string& body, std::string_view code) {
   simdjson::dom::parser parser;
   simdjson::padded_string padded(body);
   auto doc = parser.parse(padded);
-  std::string_view message;
+  std::string_view message, own;
   if (doc.error() || !doc.value().is_object() || doc.value()["error"].get(message) ||
-      !doc.value()["code"].error())
+      (!doc.value()["code"].get(own) && !own.empty()))
     return body;
   return proto::json_error(message, code);
 }

@@ -77,7 +77,8 @@ std::unique_ptr<sim_endpoint> sim_endpoint::start(const worker::registry& types,
         }
         return app::http_reply{out.http_status, "application/json", out.body};
       },
-      err);
+      // An invocation's body lists its shards: up to 960,000 numbers of up to 7 digits.
+      err, size_t{32} << 20);
   if (!e->http_) return nullptr;
   return e;
 }

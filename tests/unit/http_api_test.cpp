@@ -122,6 +122,8 @@ TEST_CASE(
   CHECK(api_reply("start", 9, "").body.find("\"code\":\"bad_status\"") != std::string::npos);
   CHECK(api_reply("start", 1, R"({"error":"no"})").body ==
         "{\"error\":\"no\",\"code\":\"failed\"}\n");
+  CHECK(api_reply("start", 1, R"({"error":"no","code":5})").body ==
+        "{\"error\":\"no\",\"code\":\"failed\"}\n");
   CHECK(api_reply("start", 1, "no such thing").body ==
         "{\"error\":\"the worker refused: no such thing\",\"code\":\"failed\"}\n");
   auto r = api_reply("result", 0, R"({"id":"a"})");
