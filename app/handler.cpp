@@ -176,8 +176,7 @@ int run_handler(const handler_config& cfg) {
         auto out = rt.invoke(*req);
         return json_reply(out.http_status, out.body);
       },
-      // An invocation's body lists its shards: up to 960,000 numbers of up to 7 digits.
-      &err, size_t{32} << 20);
+      &err, proto::max_invocation_body);
   if (!srv) {
     std::fprintf(stderr, "fusee handler: %s\n", err.c_str());
     return 1;

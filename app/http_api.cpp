@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include <caf/all.hpp>
@@ -25,15 +26,15 @@ http_reply json_reply(unsigned status, std::string body) {
 }
 
 /// An {"error": ...} without a code of its own (a non-empty string), such as the server's call
-/// errors (PROTOCOL.md's CALL_RESULT statuses 2-4), with `code`; anything else as it came.
-std::string with_code(const std::string& body, std::string_view code) {
+/// errors (PROTOCOL.md's CALL_RESULT statuses 2-4), with `code`; nullopt for any other body.
+std::optional<std::string> with_code(const std::string& body, std::string_view code) {
   simdjson::dom::parser parser;
   simdjson::padded_string padded(body);
   auto doc = parser.parse(padded);
   std::string_view message, own;
   if (doc.error() || !doc.value().is_object() || doc.value()["error"].get(message) ||
       (!doc.value()["code"].get(own) && !own.empty()))
-    return body;
+    return std::nullopt;
   return proto::json_error(message, code);
 }
 
@@ -71,16 +72,16 @@ http_reply api_reply(const std::string& method, uint8_t status, const std::strin
     if (code == "too_large") http = 500;  // the answer could not be carried back
     if (!code.empty()) return json_reply(http, body);
     // A worker of another implementation may leave the code out, or send no {"error": ...}.
-    auto coded = with_code(body, "failed");
-    return json_reply(
-        http, coded != body ? coded : proto::json_error("the worker refused: " + body, "failed"));
+    return json_reply(http,
+                      with_code(body, "failed")
+                          .value_or(proto::json_error("the worker refused: " + body, "failed")));
   }
   case call_status::parked_too_long:
-    return json_reply(503, with_code(body, "no_holder"));
+    return json_reply(503, with_code(body, "no_holder").value_or(body));
   case call_status::holder_lost:
-    return json_reply(503, with_code(body, "holder_lost"));
+    return json_reply(503, with_code(body, "holder_lost").value_or(body));
   case call_status::bad_request:
-    return json_reply(400, with_code(body, "bad_request"));
+    return json_reply(400, with_code(body, "bad_request").value_or(body));
   }
   return json_reply(
       502, proto::json_error("unknown call status " + std::to_string(status), "bad_status"));

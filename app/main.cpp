@@ -79,6 +79,14 @@ int main(int argc, char** argv) {
                   "$FUSEE_TLS_SERVER_NAME)");
   };
 
+  // The worker library's window of APPENDs (worker_options::max_appends_in_flight).
+  auto add_window_option = [](CLI::App* c, uint32_t& window) {
+    c->add_option("--max-appends-in-flight", window,
+                  "APPENDs not yet durable at once; below the server's "
+                  "limits.max_appends_in_flight")
+        ->check(CLI::Range(uint32_t{1}, UINT32_MAX));
+  };
+
   fusee::app::handler_config hcfg;
   auto* handler = app.add_subcommand(
       "handler", "an HTTP endpoint that runs invocations (the demo workflows, or a test mode)");
@@ -95,11 +103,7 @@ int main(int argc, char** argv) {
       ->required();
   handler->add_option("--ready-file", hcfg.ready_file, "write listen=host:port here once serving");
   handler->add_option("--linger-ms", hcfg.linger_ms, "leave after this long without a call");
-  handler
-      ->add_option("--max-appends-in-flight", hcfg.max_appends_in_flight,
-                   "APPENDs not yet durable at once; below the server's "
-                   "limits.max_appends_in_flight")
-      ->check(CLI::Range(uint32_t{1}, UINT32_MAX));
+  add_window_option(handler, hcfg.max_appends_in_flight);
   handler->add_option("--fail-status", hcfg.fail_status, "answer every POST with this status");
   handler->add_option("--due-in-ms", hcfg.due_in_ms, "report a timer this far ahead in IDLE");
   handler->add_option("--report-flags", hcfg.report_flags, "IDLE flags: 1 BUSY, 2 EXPIRED")
@@ -126,11 +130,7 @@ int main(int argc, char** argv) {
   worker->add_option("--server", wcfg.server, "host:port of the server");
   worker->add_option("--name", wcfg.name, "this worker's name (in the server's logs)");
   worker->add_option("--max-shards", wcfg.max_shards, "hold at most this many shards (0: all)");
-  worker
-      ->add_option("--max-appends-in-flight", wcfg.max_appends_in_flight,
-                   "APPENDs not yet durable at once; below the server's "
-                   "limits.max_appends_in_flight")
-      ->check(CLI::Range(uint32_t{1}, UINT32_MAX));
+  add_window_option(worker, wcfg.max_appends_in_flight);
   worker
       ->add_option("--checkpoint-every", wcfg.checkpoint_every,
                    "write a shard's checkpoint after this many records")

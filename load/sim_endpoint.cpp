@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "app/http_server.hpp"
+#include "protocol/invocation_request.hpp"
 #include "worker/runtime.hpp"
 
 namespace fusee::load {
@@ -77,8 +78,7 @@ std::unique_ptr<sim_endpoint> sim_endpoint::start(const worker::registry& types,
         }
         return app::http_reply{out.http_status, "application/json", out.body};
       },
-      // An invocation's body lists its shards: up to 960,000 numbers of up to 7 digits.
-      err, size_t{32} << 20);
+      err, proto::max_invocation_body);
   if (!e->http_) return nullptr;
   return e;
 }

@@ -5,8 +5,13 @@
 #include <simdjson.h>
 
 #include "protocol/json_text.hpp"
+#include "protocol/messages.hpp"
 
 namespace fusee::proto {
+
+// The most shards, each "4999999," (the last shard of the largest node), and a kilobyte for the
+// other keys.
+static_assert(uint64_t{max_invocation_shards(96)} * 8 + 1024 < max_invocation_body);
 
 namespace {
 

@@ -3,6 +3,7 @@
 //  "reasons":["call","timer"],"server":"127.0.0.1:7400"}
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -40,6 +41,10 @@ struct invocation_request {
   std::string server;   ///< host:port to connect back to
   bool operator==(const invocation_request&) const = default;
 };
+
+/// The longest body an endpoint need take: an invocation's most shards (max_invocation_shards,
+/// 960,000 at 96 MiB frames) as numbers of up to 7 digits, with room to spare.
+inline constexpr size_t max_invocation_body = size_t{32} << 20;
 
 /// The body, compact, keys in the order above, reasons in bit order.
 std::string to_json(const invocation_request& r);

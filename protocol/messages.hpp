@@ -313,12 +313,12 @@ inline constexpr uint32_t max_shard_count = (max_body_size - 28) / 20;
 /// The most shards one invocation may hold on a node whose frames are at most `frame_mb` MiB
 /// (limits.max_frame_mb): its worker's IDLE lists them all in one frame, at most 48 bytes each
 /// before the workflow types it had no code for; 10,000 per MiB leave each about 56 bytes for
-/// those, and the worker leaves out types that do not fit (worker::fit_idle_types, which counts
-/// on 104 bytes per shard).
+/// those, and the worker leaves out types that do not fit (worker::fit_idle_types).
 constexpr uint32_t max_invocation_shards(uint32_t frame_mb) {
   return frame_mb * 10'000;
 }
-static_assert(104 * max_invocation_shards(1) <= (1u << 20));
+/// The frame bytes each shard of an invocation can count on (104), at any `limits.max_frame_mb`.
+inline constexpr uint32_t idle_bytes_per_shard = (1u << 20) / max_invocation_shards(1);
 static_assert(uint64_t{max_invocation_shards(96)} * 100 < max_body_size);
 
 struct grant {

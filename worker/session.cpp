@@ -168,11 +168,11 @@ bool session::settle(std::chrono::milliseconds limit) {
 }
 
 size_t fit_idle_types(std::vector<proto::idle_entry>& entries) {
-  // A frame of the node's is at least 1 MiB, and at least 104 bytes for each shard of an
-  // invocation (proto::max_invocation_shards); each entry takes at most 48 bytes before its
-  // types, each type its length (a varint, at most 5 bytes) and its bytes.
+  // A frame of the node's is at least 1 MiB, and at least idle_bytes_per_shard for each shard
+  // of an invocation; each entry takes at most 48 bytes before its types, each type its length
+  // (a varint, at most 5 bytes) and its bytes.
   size_t n = entries.size();
-  size_t room = std::max<size_t>(size_t{1} << 20, n * 104) - n * 48 - 64;
+  size_t room = std::max<size_t>(size_t{1} << 20, n * proto::idle_bytes_per_shard) - n * 48 - 64;
   size_t left_out = 0;
   for (auto& e : entries)
     std::erase_if(e.types, [&](const std::string& t) {
@@ -351,8 +351,9 @@ void session::send_appends() {
   // records, from the shard the last full window stopped at: no shard waits behind others that
   // keep appending. A window of 0 would never send: it counts as 1.
   size_t window = std::max<uint32_t>(options_.max_appends_in_flight, 1);
-  for (bool sent = true; sent;) {
-    sent = false;
+  // Another round only while a shard has more than one APPEND's worth (most flushes: one pass).
+  for (bool more = true; more;) {
+    more = false;
     auto it = shards_.lower_bound(flush_from_);
     for (size_t n = 0; n < shards_.size(); ++n, ++it) {
       if (it == shards_.end()) it = shards_.begin();
@@ -367,7 +368,7 @@ void session::send_appends() {
       unsynced_[s].push_back(a.first_lsn.value() + a.records.size() - 1);
       ++appends_out_;
       send(std::move(a));
-      sent = true;
+      more = more || runner->has_records();
     }
   }
 }

@@ -98,6 +98,17 @@ std::string endpoint_config(const std::filesystem::path& dir, uint16_t handler_p
          endpoint_extra;
 }
 
+/// A fleet run on a thread of its own, stopped and joined on every way out, a failed REQUIRE too.
+struct running_fleet {
+  worker::fleet& f;
+  std::thread t;
+  explicit running_fleet(worker::fleet& fl) : f(fl), t([this] { f.run(); }) {}
+  ~running_fleet() {
+    f.stop();
+    if (t.joinable()) t.join();
+  }
+};
+
 size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + 1))
@@ -484,14 +495,7 @@ TEST_CASE("a fleet runs 100 workers on one thread: they keep their leases by pin
     options[i].max_shards = 1;  // 64 hold a shard, 36 stand by
   }
   worker::fleet fleet(types, options);
-  struct running {  // stopped and joined on every way out, a failed REQUIRE too
-    worker::fleet& f;
-    std::thread t;
-    ~running() {
-      f.stop();
-      if (t.joinable()) t.join();
-    }
-  } loop{fleet, std::thread([&] { fleet.run(); })};
+  running_fleet loop{fleet};
   REQUIRE(await([&] { return fleet.connected() == 100; }));
 
   auto c = connect_client(server.port());
@@ -548,14 +552,7 @@ TEST_CASE("a worker whose shards all step at once keeps its APPENDs within the s
     log += line + "\n";
   };
   worker::fleet fleet(types, {o});
-  struct running {
-    worker::fleet& f;
-    std::thread t;
-    ~running() {
-      f.stop();
-      if (t.joinable()) t.join();
-    }
-  } loop{fleet, std::thread([&] { fleet.run(); })};
+  running_fleet loop{fleet};
   REQUIRE(await([&] { return fleet.connected() == 1; }));
   auto c = connect_client(server.port());
   for (int i = 0; i < 64; ++i)  // every shard has runs stepping at once
