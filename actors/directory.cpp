@@ -38,6 +38,7 @@ struct lease_slot {
   bool draining = false;  ///< DRAIN: no more calls or messages to this holder
   bool busy = false;      ///< a grant or revocation is in the log, or the log failed it
   bool owned = true;      ///< this node serves the shard (always, outside a cluster)
+  bool withheld = false;  ///< leased to nobody for now (cluster: withheld.hpp)
 };
 
 struct worker {
@@ -134,8 +135,10 @@ struct directory_state {
   uint64_t next_relay = 1;
   uint64_t next_call_seq = 1;
   shard_owners owners;
-  forwarder_actor forwarder;           ///< the other nodes (cluster_ready); null outside a cluster
-  binder_actor scheduler;              ///< the invoker; null when no endpoint is configured
+  withheld_shards withheld;     ///< as the cluster actor last said (starting_hold() at first)
+  uint64_t withheld_count = 0;  ///< shards withheld now
+  forwarder_actor forwarder;    ///< the other nodes (cluster_ready); null outside a cluster
+  binder_actor scheduler;       ///< the invoker; null when no endpoint is configured
   std::shared_ptr<wake_records> wake;  ///< the shards' wake records (the invoker's); null: none
   /// Records asked to rest (wake_records.hpp): what they are told meanwhile waits here and goes to
   /// their next actor (or this one, if it declined) with the answer.
@@ -343,7 +346,7 @@ uint32_t capacity(const worker& w) {
 void refresh_free(directory_state& st, uint32_t shard) {
   auto& slot = st.slots[shard];
   uint64_t bit = uint64_t{1} << (shard % 64);
-  if (slot.holder == 0 && !slot.busy && slot.owned)
+  if (slot.holder == 0 && !slot.busy && slot.owned && !slot.withheld)
     st.free_bits[shard / 64] |= bit;
   else
     st.free_bits[shard / 64] &= ~bit;
@@ -567,7 +570,7 @@ void start_worker(self_ptr self, session_id s, std::vector<uint32_t> only) {
   auto& w = st.workers[s];
   auto offer = [&](uint32_t shard) {
     auto& slot = st.slots[shard];
-    if (slot.holder == 0 && !slot.busy) grant(st, s, w, shard);
+    if (slot.holder == 0 && !slot.busy && !slot.withheld) grant(st, s, w, shard);
   };
   if (w.invocation == 0) {  // every free shard, up to max_shards
     for_each_free(st, [&](uint32_t shard) {
@@ -681,6 +684,51 @@ uint64_t parked_count(const Map& parked) {
   return n;
 }
 
+/// Withholds what `w` names (cluster: withheld.hpp) and gives back what it no longer names: a
+/// withheld shard is offered to nobody, its lease ends (the log first, then REVOKED with the
+/// reason; a lease not yet announced leaves the worker's coming LEASE), and the scheduler invokes
+/// nobody for it. A shard given back is offered like any free one.
+void withhold(self_ptr self, withheld_shards w) {
+  auto& st = self->state;
+  std::vector<bool> next(st.slots.size());
+  for (auto& part : w.parts)
+    for (auto r : part.ranges)
+      for (uint64_t s = r.first; s <= r.last && s < next.size(); ++s)
+        next[s] = st.slots[s].owned;
+  std::vector<revocation> out;
+  std::map<session_id, std::vector<proto::shard_epoch>> told;  // REVOKED, by holder
+  st.withheld_count = 0;
+  for (uint32_t s = 0; s < st.slots.size(); ++s) {
+    auto& slot = st.slots[s];
+    st.withheld_count += next[s];
+    if (slot.withheld == next[s]) continue;
+    slot.withheld = next[s];
+    refresh_free(st, s);
+    if (!slot.withheld || slot.holder == 0) continue;
+    auto h = st.workers.find(slot.holder);
+    worker* holder = h == st.workers.end() ? nullptr : &h->second;
+    if (holder && holder->answered)
+      told[slot.holder].push_back(proto::shard_epoch{shard_id{s}, slot.epoch});
+    else if (holder)
+      std::erase_if(holder->initial, [s](auto& e) { return e.shard.value() == s; });
+    revoke(self, s, holder, out);
+  }
+  if (!out.empty()) st.log->revoke(std::move(out));  // the log hears first
+  for (auto& [holder, leases] : told) {
+    auto* part = withholding(w, leases.front().shard.value());
+    send_frame(self, st.workers[holder].actor,
+               proto::revoked{0, std::move(leases), part ? part->why : "withheld"});
+  }
+  if (w != st.withheld && !w.parts.empty())
+    spdlog::info("shards withheld count={} first_reason={}", st.withheld_count,
+                 logging::quoted(w.parts.front().why));
+  else if (w != st.withheld)
+    spdlog::info("no shard withheld any more");
+  st.withheld = std::move(w);
+  if (st.scheduler) self->send(st.scheduler, st.withheld);
+  offer_free(st);
+}
+
 /// The directory's stats (docs/operations.md, "directory").
 actor_stats stats_of(self_ptr self) {
   auto& st = self->state;
@@ -714,6 +762,7 @@ actor_stats stats_of(self_ptr self) {
   a.num("parkedRefused", st.parked_refused);
   if (st.owners.clustered()) {
     a.num("ownedShards", st.owners.own_shard_count());
+    a.num("withheldShards", st.withheld_count);
     a.num("forwardedCalls", st.forwarded_calls);
     a.num("forwardedMessages", st.forwarded_messages);
     a.num("messagesFromNodes", st.messages_in);
@@ -728,8 +777,12 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
   st.owners = shard_owners(st.cfg);
   st.slots.resize(st.cfg.shards);
   st.free_bits.assign((st.cfg.shards + 63) / 64, 0);
+  // In a cluster nothing is leased until the node has heard every peer (the cluster actor says).
+  st.withheld = starting_hold(st.owners);
   for (uint32_t s = 0; s < st.cfg.shards; ++s) {
     st.slots[s].owned = st.owners.mine(s);
+    st.slots[s].withheld = st.slots[s].owned && withholding(st.withheld, s) != nullptr;
+    st.withheld_count += st.slots[s].withheld;
     st.slots[s].epoch = log->recovered_epoch(shard_id{s});
     refresh_free(st, s);
   }
@@ -812,6 +865,13 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           self->send(st.forwarder, std::move(c));
           return;
         }
+        if (auto* w = st.slots[shard].withheld ? withholding(st.withheld, shard) : nullptr;
+            w && w->conflict) {  // it may last: no parking
+          answer_error(self, c.from.reply_to, c.from.request, proto::call_status::parked_too_long,
+                       "shard " + std::to_string(shard) + " is withheld: " + w->why +
+                           "; the call did not run");
+          return;
+        }
         parked_call p{c.from.reply_to,   c.from.request,    std::move(c.method),
                       std::move(c.type), std::move(c.args), st.next_call_seq++};
         auto& slot = st.slots[shard];
@@ -891,6 +951,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           ack_sender(self, a);
       },
       [=](cluster_ready& c) { self->state.forwarder = std::move(c.forwarder); },
+      [=](withheld_shards& w) { withhold(self, std::move(w)); },
       [=](ack_request& a) {
         auto& st = self->state;
         if (!admit(self, a.from)) return;
@@ -945,10 +1006,10 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           st.leases_granted++;
           spdlog::debug("lease granted shard={} epoch={} session={}", g.shard, g.epoch, g.session);
           refresh_free(st, g.shard);
-          if (w == st.workers.end() || w->second.fenced) {
-            // The worker left, or its invocation ended, meanwhile: the new lease ends at once,
-            // unannounced (for a fenced worker, as its other leases did: an invoked lease ended
-            // without a report).
+          if (w == st.workers.end() || w->second.fenced || slot.withheld) {
+            // The worker left, or its invocation ended, or the shard is withheld, meanwhile: the
+            // new lease ends at once, unannounced (for a fenced worker, as its other leases did:
+            // an invoked lease ended without a report).
             revoke(self, g.shard, w == st.workers.end() ? nullptr : &w->second, unannounced);
             continue;
           }
@@ -1051,6 +1112,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         st.wake = std::move(inv.records);
         if (st.log_failure)  // first: nothing may be dispatched
           self->send(st.scheduler, halt_atom::value, halt_reason(st));
+        if (!st.withheld.parts.empty()) self->send(st.scheduler, st.withheld);  // also first
         self->send(st.scheduler, caf::put_atom::value);  // dispatching may start
         // Records start due; those of shards held already hear so (and then report idle).
         for (uint32_t shard = 0; shard < st.slots.size() && shard < st.wake->size(); ++shard)
@@ -1085,6 +1147,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           v.serve_calls = slot.serve_calls;
           v.draining = slot.draining;
           v.busy = slot.busy;
+          v.withheld = slot.withheld;
           out.push_back(v);
         }
         for (auto& [shard, q] : st.parked_calls)

@@ -305,6 +305,7 @@ using directory_actor = fence_actor::extend<
     caf::reacts_to<call_expired>,        ///< own timer
     caf::reacts_to<retire_atom>,         ///< own timer: wake records that were quiet rest
     caf::reacts_to<cluster_ready>,       ///< once, at start, in a cluster
+    caf::reacts_to<withheld_shards>,     ///< from the cluster actor: lease these to nobody
     caf::reacts_to<remote_message>,      ///< a message from another node's shard
     caf::reacts_to<remote_ack>,          ///< an ack for a sender on this node
     caf::replies_to<parked_atom>::with<uint64_t>,    ///< calls parked now (/v1/invoker)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actors/atoms.hpp"
+#include "actors/cluster/withheld.hpp"
 #include "actors/http_client.hpp"
 #include "actors/inspect/stats.hpp"
 #include "actors/lease_log.hpp"
@@ -207,7 +208,8 @@ using endpoint_actor = invocation_actor::extend<
 using binder_actor = caf::typed_actor<
     caf::reacts_to<caf::put_atom>,                     ///< dispatching may start
     caf::replies_to<bind_request>::with<bind_result>,  ///< an invoked worker's HELLO
-    caf::reacts_to<halt_atom, std::string>>;           ///< the log failed (why): dispatch no more
+    caf::reacts_to<halt_atom, std::string>,            ///< the log failed (why): dispatch no more
+    caf::reacts_to<withheld_shards>>;  ///< invoke none of these (cluster: withheld.hpp)
 
 /// Knows which shards are ready (an index per endpoint, O(due) per dispatch) and groups them into
 /// invocations within each endpoint's free slots.

@@ -32,6 +32,7 @@ void add_server_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<remote_message>("fusee.remote_message");
   cfg.add_message_type<remote_ack>("fusee.remote_ack");
   cfg.add_message_type<cluster_ready>("fusee.cluster_ready");
+  cfg.add_message_type<withheld_shards>("fusee.withheld_shards");
   cfg.add_message_type<peer_hello>("fusee.peer_hello");
   cfg.add_message_type<peer_welcome>("fusee.peer_welcome");
   cfg.add_message_type<cluster_member>("fusee.cluster_member");

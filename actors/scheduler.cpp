@@ -39,6 +39,7 @@ struct shard_entry {
   uint8_t state = shard_status::idle;
   uint8_t reasons = 0;
   bool invoking = false;
+  bool withheld = false;  ///< invoked for by nobody for now (cluster: withheld.hpp)
 };
 
 /// A shard's due time in the timer heap; stale once the shard's `timer` generation moved on.
@@ -81,6 +82,7 @@ struct scheduler_state {
   std::vector<endpoint_slot> endpoints;
   std::unordered_map<uint64_t, uint32_t> owner;  ///< invocation -> endpoint index
   uint64_t handbacks = 0, crashes = 0, no_progress = 0;
+  uint64_t withheld = 0;         ///< shards withheld now
   bool dispatch_queued = false;  ///< a coalesced dispatch is in the mailbox
   bool gathering = false;        ///< a gather window is open (its timer is pending)
   rules::earliest_timer timer;   ///< the next due time or end of an endpoint backoff (ticks >= 1)
@@ -160,7 +162,8 @@ void request_gather(scheduler_ptr self) {
 void enqueue(scheduler_ptr self, uint32_t shard) {
   auto& st = self->state;
   auto& x = st.shards[shard];
-  if (x.state != shard_status::ready || x.invoking || x.queued_in == x.endpoint) return;
+  if (x.state != shard_status::ready || x.invoking || x.withheld || x.queued_in == x.endpoint)
+    return;
   if (x.endpoint < 0 || static_cast<size_t>(x.endpoint) >= st.endpoints.size()) return;
   x.queued_in = x.endpoint;
   st.endpoints[x.endpoint].ready.push_back(shard);
@@ -191,7 +194,8 @@ void dispatch(scheduler_ptr self) {
       auto& x = st.shards[s];
       if (x.queued_in != static_cast<int16_t>(e)) continue;  // stale entry
       x.queued_in = -1;
-      if (x.state == shard_status::ready && !x.invoking && x.endpoint == static_cast<int16_t>(e))
+      if (x.state == shard_status::ready && !x.invoking && !x.withheld &&
+          x.endpoint == static_cast<int16_t>(e))
         picked.push_back(s);
     }
     for (auto& group : rules::group(picked, free, ep.cfg.max_shards)) {
@@ -246,6 +250,7 @@ actor_stats stats_of(scheduler_ptr self) {
   a.num("handbacks", st.handbacks);
   a.num("crashes", st.crashes);
   a.num("noProgress", st.no_progress);
+  a.num("withheldShards", st.withheld);
   if (st.halted) a.text("haltedBecause", *st.halted);
   return a;
 }
@@ -297,6 +302,28 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
         spdlog::error("the invoker sends no invocation until restart reason={} "
                       "invocations_in_flight={}",
                       logging::quoted(why), st.owner.size());
+      },
+      [=](const withheld_shards& w) {
+        // What the directory withholds: no invocation for it; what it gives back is enqueued
+        // again if it is ready (invocations already out end as they would).
+        auto& st = self->state;
+        std::vector<bool> next(st.shards.size());
+        for (auto& part : w.parts)
+          for (auto r : part.ranges)
+            for (uint64_t s = r.first; s <= r.last && s < next.size(); ++s)
+              next[s] = true;
+        st.withheld = 0;
+        bool given_back = false;
+        for (uint32_t s = 0; s < st.shards.size(); ++s) {
+          st.withheld += next[s];
+          if (st.shards[s].withheld == next[s]) continue;
+          st.shards[s].withheld = next[s];
+          if (!next[s]) {
+            enqueue(self, s);
+            given_back = true;
+          }
+        }
+        if (given_back) request_dispatch(self);
       },
       [=](const shard_status& s) {
         auto& st = self->state;

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstring>
+#include <utility>
 
 #include <openssl/sha.h>
 
@@ -55,6 +56,25 @@ std::vector<owned> sorted_ranges(const cluster_map& map) {
   return all;
 }
 
+/// `ranges` sorted by first shard, overlapping and adjacent ones merged.
+std::vector<shard_range> merged(std::vector<shard_range> ranges) {
+  std::sort(ranges.begin(), ranges.end(), [](auto a, auto b) { return a.first < b.first; });
+  std::vector<shard_range> out;
+  for (auto r : ranges)
+    if (!out.empty() && uint64_t{out.back().last} + 1 >= r.first)
+      out.back().last = std::max(out.back().last, r.last);
+    else
+      out.push_back(r);
+  return out;
+}
+
+/// The ranges of the node named `name` in `map`, merged; none if the map does not name it.
+std::vector<shard_range> ranges_of(const cluster_map& map, const std::string& name) {
+  for (auto& n : map.nodes)
+    if (n.name == name) return merged(n.shards);
+  return {};
+}
+
 }  // namespace
 
 result<std::vector<shard_range>> parse_shard_ranges(std::string_view text) {
@@ -100,16 +120,8 @@ std::string cluster_map::canonical() const {
   std::string out;
   for (auto* n : by_name) {
     // Sorted and adjacent ranges merged: "0-7, 8-15" and "0-15" are the same map.
-    auto sorted = n->shards;
-    std::sort(sorted.begin(), sorted.end(), [](auto a, auto b) { return a.first < b.first; });
-    std::vector<shard_range> ranges;
-    for (auto r : sorted)
-      if (!ranges.empty() && uint64_t{ranges.back().last} + 1 >= r.first)
-        ranges.back().last = std::max(ranges.back().last, r.last);
-      else
-        ranges.push_back(r);
     out += n->name + " cluster=" + n->cluster + " listen=" + n->listen + " http=" + n->http +
-           " shards=" + format_shard_ranges(ranges) + "\n";
+           " shards=" + format_shard_ranges(merged(n->shards)) + "\n";
   }
   return out;
 }
@@ -119,6 +131,62 @@ std::string cluster_map::digest() const {
   unsigned char md[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), md);
   return to_hex(md, sizeof(md));
+}
+
+result<cluster_map> parse_canonical(std::string_view text) {
+  cluster_map map;
+  size_t line_no = 0;
+  while (!text.empty()) {
+    auto end = text.find('\n');
+    auto line = text.substr(0, end);
+    text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
+    ++line_no;
+    auto bad = [&](const std::string& why) {
+      return error{err_code::bad_body, "line " + std::to_string(line_no) + " of the map (\"" +
+                                           std::string(line) + "\"): " + why};
+    };
+    // "name cluster=A listen=B http=C shards=R": no field holds a space but the last.
+    cluster_node n;
+    auto space = line.find(' ');
+    n.name = std::string(line.substr(0, space));
+    if (n.name.empty() || space == std::string_view::npos) return bad("no node name and fields");
+    auto rest = line.substr(space + 1);
+    std::pair<const char*, std::string*> fields[] = {
+        {"cluster=", &n.cluster}, {"listen=", &n.listen}, {"http=", &n.http}};
+    for (auto [key, to] : fields) {
+      if (rest.substr(0, std::strlen(key)) != key) return bad(std::string("no ") + key);
+      rest.remove_prefix(std::strlen(key));
+      auto sp = rest.find(' ');
+      if (sp == std::string_view::npos) return bad("it ends early");
+      *to = std::string(rest.substr(0, sp));
+      rest.remove_prefix(sp + 1);
+    }
+    if (rest.substr(0, 7) != "shards=") return bad("no shards=");
+    auto shards = parse_shard_ranges(rest.substr(7));
+    if (!shards) return bad(shards.err().message);
+    n.shards = std::move(*shards);
+    map.nodes.push_back(std::move(n));
+  }
+  return map;
+}
+
+std::vector<shard_range> contested_shards(const cluster_map& ours, const std::string& self,
+                                          const cluster_map& theirs) {
+  auto own = ranges_of(ours, self);
+  auto kept = ranges_of(theirs, self);  // what their map also gives `self`
+  std::vector<shard_range> out;
+  size_t k = 0;
+  for (auto r : own) {
+    uint64_t from = r.first;  // the first shard of r not yet placed
+    while (k < kept.size() && kept[k].last < from)
+      ++k;
+    for (size_t j = k; j < kept.size() && kept[j].first <= r.last && from <= r.last; ++j) {
+      if (kept[j].first > from) out.push_back({static_cast<uint32_t>(from), kept[j].first - 1});
+      from = std::max<uint64_t>(from, uint64_t{kept[j].last} + 1);
+    }
+    if (from <= r.last) out.push_back({static_cast<uint32_t>(from), r.last});
+  }
+  return out;
 }
 
 std::optional<std::string> check_cluster_map(const cluster_map& map, uint32_t shard_count) {

@@ -45,6 +45,16 @@ result<std::vector<shard_range>> parse_shard_ranges(std::string_view text);
 /// The ranges written back ("0-7, 12").
 std::string format_shard_ranges(const std::vector<shard_range>& ranges);
 
+/// A map written by cluster_map::canonical() read back (a peer's map, to find the shards both
+/// claim); an error names the line it cannot read.
+result<cluster_map> parse_canonical(std::string_view text);
+
+/// The shards `ours` gives to node `self` that `theirs` gives to another node or to none: two
+/// nodes serving these maps could both lease them. Ascending, adjacent ones merged; empty when
+/// `ours` gives `self` nothing.
+std::vector<shard_range> contested_shards(const cluster_map& ours, const std::string& self,
+                                          const cluster_map& theirs);
+
 /// What is wrong with `map` for `shard_count` shards, or nullopt: names present and unique, at
 /// least one node, ranges inside 0..shard_count-1 and covering every shard exactly once (an
 /// overlap names both nodes and the shards, a gap names the shards no node owns).

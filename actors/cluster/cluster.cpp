@@ -15,6 +15,7 @@
 
 #include "actors/call_gateway.hpp"
 #include "actors/cluster/shard_owners.hpp"
+#include "actors/cluster/withheld.hpp"
 #include "actors/logging.hpp"
 #include "actors/session.hpp"
 #include "client/address.hpp"
@@ -60,7 +61,15 @@ struct peer {
   ms backoff{100};
   std::string refused_digest;  ///< the last differing digest it sent, logged once
   std::string refusal_logged;  ///< the last refusal it answered our dial with, logged once
+  bool heard = false;          ///< up, refused or not reached at least once since start
   uint64_t calls_forwarded = 0, calls_failed_fast = 0, messages_forwarded = 0, messages_dropped = 0;
+};
+
+/// This node's shards that a node serving another map gives to another node (by that node's
+/// name: it may be one this map does not name).
+struct contest {
+  std::vector<proto::shard_range> shards;
+  std::string digest;  ///< of its map
 };
 
 /// A CALL forwarded to another node, waiting for its CALL_RESULT.
@@ -80,6 +89,10 @@ struct cluster_state {
   std::string digest, canonical;
   std::vector<peer> peers;  ///< by index in the map; this node's entry is unused
   std::unordered_map<uint64_t, forwarded_call> waiting;
+  std::map<std::string, contest> contests;  ///< by node name; none with empty `shards`
+  bool settled = false;                     ///< every peer heard since start
+  caf::actor_clock::time_point started{};
+  withheld_shards told;  ///< what the directory last heard (it starts with starting_hold())
   uint64_t next_ticket = 1;
   bool ticking = false;  ///< a tick is pending (only while calls wait: a timer delays shutdown)
   session_id id = 0;
@@ -103,6 +116,82 @@ void set_state(self_ptr self, size_t i, link state, std::string error) {
   if (p.state != state) p.since_ms = static_cast<int64_t>(proto::unix_ms());
   p.state = state;
   p.error = std::move(error);
+}
+
+/// Tells the directory what this node withholds now (withheld.hpp), if that changed: the shards
+/// a node with another map gives to another node, and every shard until each peer was heard.
+void publish_withheld(self_ptr self) {
+  auto& st = self->state;
+  withheld_shards w;
+  for (auto& [name, c] : st.contests)  // first: a call for them fails rather than parks
+    w.parts.push_back(withheld{c.shards,
+                               "node " + name + " serves a different cluster map (digest " +
+                                   c.digest.substr(0, 12) + "), which gives shard(s) " +
+                                   proto::format_shard_ranges(c.shards) +
+                                   " to another node: node " + st.cfg.cluster_node +
+                                   " leases them to no worker until both serve the same map",
+                               true});
+  if (!st.settled)
+    for (auto& part : starting_hold(st.owners).parts)
+      w.parts.push_back(std::move(part));
+  if (w == st.told) return;
+  st.told = w;
+  self->send(st.directory, std::move(w));
+}
+
+/// Peer `i` was heard (up, refused or not reached): once every peer was, the shards held back at
+/// start may be leased.
+void heard(self_ptr self, size_t i) {
+  auto& st = self->state;
+  st.peers[i].heard = true;
+  if (st.settled) return;
+  for (size_t j = 0; j < st.peers.size(); ++j)
+    if (j != st.owners.self() && !st.peers[j].heard) return;
+  st.settled = true;
+  spdlog::info("cluster heard every peer since start; leasing this node's shards ms={}",
+               std::chrono::duration_cast<ms>(self->clock().now() - st.started).count());
+  publish_withheld(self);
+}
+
+/// Node `name` serves the map `canonical` (digest `digest`; "": worked out here), not ours: the
+/// shards ours gives this node and its gives another are withheld while it does (a map that cannot
+/// be read: all of this node's shards). Logged when that changes.
+void contested_by(self_ptr self, const std::string& name, const std::string& digest,
+                  const std::string& canonical) {
+  auto& st = self->state;
+  auto theirs = proto::parse_canonical(canonical);
+  contest c{proto::contested_shards(st.cfg.cluster, st.cfg.cluster_node,
+                                    theirs ? *theirs : proto::cluster_map{}),
+            !digest.empty() ? digest
+            : theirs        ? theirs->digest()
+                            : "(unreadable)"};
+  auto old = st.contests.find(name);
+  if (old != st.contests.end() && old->second.shards == c.shards && old->second.digest == c.digest)
+    return;
+  if (c.shards.empty()) {
+    if (old != st.contests.end()) st.contests.erase(old);
+  } else {
+    spdlog::error(
+        "cluster shards withheld: node {}'s map gives them to another node shards={} "
+        "digest={}{}",
+        name, logging::quoted(proto::format_shard_ranges(c.shards)), c.digest.substr(0, 12),
+        theirs
+            ? ""
+            : " reason=" + logging::quoted("its map could not be read: " + theirs.err().message));
+    st.contests[name] = std::move(c);
+  }
+  publish_withheld(self);
+}
+
+/// Node `name` serves this node's map (again): what its other map withheld is given back.
+void agreed_with(self_ptr self, const std::string& name) {
+  auto& st = self->state;
+  auto c = st.contests.find(name);
+  if (c == st.contests.end()) return;
+  spdlog::info("cluster shards no longer withheld: node {} serves this node's map shards={}", name,
+               logging::quoted(proto::format_shard_ranges(c->second.shards)));
+  st.contests.erase(c);
+  publish_withheld(self);
 }
 
 /// How long one dial step (probe, middleman connect, handshake) may take: the peer timeout, at
@@ -152,6 +241,7 @@ void lost(self_ptr self, size_t i, const std::string& why) {
     it = st.waiting.erase(it);
   }
   schedule_dial(self, i);
+  heard(self, i);
 }
 
 /// The lines of `theirs` that `ours` lacks and the other way round, for the log.
@@ -184,6 +274,7 @@ void refused(self_ptr self, size_t i, const std::string& why) {
   p.refusal_logged = why;
   p.backoff = ms(2000);
   schedule_dial(self, i);
+  heard(self, i);
 }
 
 /// The handshake on a connected link: our map's digest against theirs.
@@ -195,6 +286,8 @@ void handshake(self_ptr self, size_t i, uint64_t gen, cluster_actor h) {
             auto& st = self->state;
             auto& p = st.peers[i];
             if (p.generation != gen) return;
+            if (!w.canonical.empty())  // its map differs: ours gives it, its own answer says
+              contested_by(self, p.node.name, "", w.canonical);
             if (!w.refusal.empty()) return refused(self, i, w.refusal);
             if (w.node != p.node.name)  // two map entries name one node, or an address is wrong
               return refused(self, i,
@@ -209,6 +302,8 @@ void handshake(self_ptr self, size_t i, uint64_t gen, cluster_actor h) {
             set_state(self, i, link::up, "");
             self->monitor(h);
             spdlog::info("cluster peer up node={} cluster={}", p.node.name, p.node.cluster);
+            agreed_with(self, p.node.name);
+            heard(self, i);
           },
           [=](caf::error& e) {
             if (self->state.peers[i].generation == gen) lost(self, i, self->system().render(e));
@@ -373,6 +468,12 @@ actor_stats stats_of(self_ptr self) {
   a.num("callsFailedFast", fast);
   a.num("messagesForwarded", msgs);
   a.num("messagesDropped", dropped);
+  a.num("heardEveryPeer", st.settled);
+  std::string withheld;  // "3-4 (node c's map)"
+  for (auto& [name, c] : st.contests)
+    withheld += (withheld.empty() ? "" : "; ") + proto::format_shard_ranges(c.shards) + " (node " +
+                name + "'s map)";
+  a.text("withheld", withheld);
   return a;
 }
 
@@ -385,6 +486,9 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg, direct
   st.digest = st.cfg.cluster.digest();
   st.canonical = st.cfg.cluster.canonical();
   st.id = new_session_id();
+  st.started = self->clock().now();
+  st.told = starting_hold(st.owners);  // what the directory starts with
+  st.settled = st.told.parts.empty();
   st.peers.resize(st.cfg.cluster.nodes.size());
   for (size_t i = 0; i < st.peers.size(); ++i) {
     st.peers[i].node = st.cfg.cluster.nodes[i];
@@ -465,12 +569,16 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg, direct
           if (p == nullptr || p->refused_digest != h.digest)
             spdlog::error("cluster peer refused: its map differs node={} reason={}", h.node,
                           logging::quoted(w.refusal));
+          w.canonical = st.canonical;
           if (p != nullptr) {
             p->refused_digest = h.digest;
             if (p->state == link::up) lost(self, *i, "it now serves another map");
           }
+          contested_by(self, h.node, h.digest, h.canonical);
+          if (p != nullptr) heard(self, *i);
           return w;
         }
+        agreed_with(self, h.node);
         w.inspector = st.inspector;
         if (p == nullptr) return w;
         // A peer that dials in is back: dial it now rather than at the end of a backoff; one

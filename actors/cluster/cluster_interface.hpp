@@ -30,16 +30,18 @@ typename Inspector::result_type inspect(Inspector& f, peer_hello& x) {
 }
 
 /// The answer: empty `refusal` = the link is up; `inspector` is the node's inspector (for
-/// `fusee inspect --cluster`).
+/// `fusee inspect --cluster`); `canonical` its map when the maps differ (to find the shards both
+/// claim: withheld.hpp).
 struct peer_welcome {
   std::string node;
   std::string refusal;
   caf::strong_actor_ptr inspector;
+  std::string canonical;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, peer_welcome& x) {
-  return f(caf::meta::type_name("fusee.peer_welcome"), x.node, x.refusal, x.inspector);
+  return f(caf::meta::type_name("fusee.peer_welcome"), x.node, x.refusal, x.inspector, x.canonical);
 }
 
 /// One node as this node sees it (/v1/cluster, `fusee inspect --cluster`).

@@ -35,6 +35,11 @@ std::optional<size_t> shard_owners::index_of(const std::string& name) const {
   return std::nullopt;
 }
 
+const std::string& shard_owners::self_name() const {
+  static const std::string none;
+  return nodes_.empty() ? none : nodes_[self_].name;
+}
+
 std::string shard_owners::describe(size_t node) const {
   if (node >= nodes_.size()) return "this node";
   return "node " + nodes_[node].name + " (workers " + nodes_[node].listen + ")";

@@ -33,6 +33,8 @@ public:
   uint64_t own_shard_count() const { return own_count_; }
   /// The index in the map of the node named `name`, or nullopt.
   std::optional<size_t> index_of(const std::string& name) const;
+  /// The name of this node in the map ("" outside a cluster).
+  const std::string& self_name() const;
   /// The nodes of the map (empty outside a cluster).
   const std::vector<proto::cluster_node>& nodes() const { return nodes_; }
   /// "node b (workers 127.0.0.1:7500)"

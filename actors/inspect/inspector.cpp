@@ -257,6 +257,7 @@ actor_stats materialize(inspector_ptr self, run& r, const candidate& c) {
     a.num("parkedMessages", lease.parked_messages);
     a.num("servesCalls", lease.serve_calls);
     a.num("draining", lease.draining);
+    a.num("withheld", lease.withheld);
     if (auto* inv = r.invoker_of(s)) {
       a.text("invocation", inv->invocation
                                ? proto::format_invocation_id(proto::invocation_id{inv->invocation})

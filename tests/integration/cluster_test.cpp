@@ -36,11 +36,15 @@ struct cluster3 {
     uint16_t listen, http, cluster;
   };
   temp_dir dir;
+  std::vector<std::string> other_ranges;
   std::vector<ports> at;
   std::vector<std::unique_ptr<server_process>> nodes;
 
-  /// `extra` is added to every node's config; `map_of(i)` may change one node's map.
-  explicit cluster3(const std::string& extra = "", std::string other_map_for = "") {
+  /// `extra` is added to every node's config; node `other_map_for` gets another map: one that
+  /// gives the nodes `other_ranges` (a, b, c) or, without them, names another HTTP address for a.
+  explicit cluster3(const std::string& extra = "", std::string other_map_for = "",
+                    std::vector<std::string> other_ranges = {})
+      : other_ranges(std::move(other_ranges)) {
     // Every node's map names all the ports before any node starts, so another process (a test
     // running beside this one) can take one in between: then the cluster starts again on new
     // ports, a few times at most, from empty data and log dirs.
@@ -76,10 +80,12 @@ struct cluster3 {
     std::string t = "[server]\nshards = " + std::to_string(shards) + "\n[cluster]\nnode = \"" +
                     names[self] + "\"\ncluster_listen = \"" + addr(at[self].cluster) +
                     "\"\npeer_timeout_ms = 1000\n";
-    const char* ranges[] = {"0-3", "4-7", "8-11"};
+    std::vector<std::string> ranges{"0-3", "4-7", "8-11"};
+    if (other_map && !other_ranges.empty()) ranges = other_ranges;
     for (size_t i = 0; i < 3; ++i) {
       std::string http = addr(at[i].http);
-      if (other_map && i == 0) http = "127.0.0.1:1";  // a differing line in one node's map
+      if (other_map && i == 0 && other_ranges.empty())
+        http = "127.0.0.1:1";  // a differing line in one node's map
       t += "[[cluster.nodes]]\nname = \"" + names[i] + "\"\ncluster = \"" + addr(at[i].cluster) +
            "\"\nlisten = \"" + listen(i) + "\"\nhttp = \"" + http + "\"\nshards = \"" + ranges[i] +
            "\"\n";
@@ -103,6 +109,13 @@ struct cluster3 {
     for (int n = 0;; ++n) {
       auto id = prefix + "-" + std::to_string(n);
       if (proto::shard_for(id, shards).value() / 4 == node) return id;
+    }
+  }
+  /// A workflow id on shard `shard` ("prefix-N").
+  static std::string id_at(uint32_t shard, const std::string& prefix) {
+    for (int n = 0;; ++n) {
+      auto id = prefix + "-" + std::to_string(n);
+      if (proto::shard_for(id, shards).value() == shard) return id;
     }
   }
 
@@ -334,6 +347,51 @@ TEST_CASE("a node whose map differs is refused by the others, and calls for its 
   CHECK(
       view.find(R"("name":"c","state":"refused","error":"node c serves a different cluster map)") !=
       std::string::npos);
+}
+
+TEST_CASE("a shard two maps give to two nodes is leased by neither while both run: calls for it "
+          "fail naming the other map, the rest is served, and once the maps agree it is leased") {
+  cluster3 c("", "c", {"0-2", "4-7", "3, 8-11"});  // c's map gives it shard 3, a's gives it a
+  auto logged = [&](size_t node, const std::string& line) {
+    return await([&] { return c.nodes[node]->log().find(line) != std::string::npos; });
+  };
+  REQUIRE(
+      logged(0, "cluster shards withheld: node c's map gives them to another node shards=\"3\""));
+  REQUIRE(
+      logged(2, "cluster shards withheld: node a's map gives them to another node shards=\"3\""));
+  REQUIRE(logged(0, "cluster heard every peer since start"));
+  REQUIRE(logged(2, "cluster heard every peer since start"));
+  worker_process w(c.at[0].listen, "w");
+  REQUIRE(w.logged("w@b: connected"));
+  REQUIRE(w.logged("w@c: connected"));
+  auto on3 = cluster3::id_at(3, "contested");
+  for (size_t node : {0, 2}) {  // a and c each serve shard 3 by their own map: neither leases it
+    auto r = must(c.client(node).start("steps", on3, json{{"steps", 1}}));
+    CHECK(r.status == proto::call_status::parked_too_long);
+    CHECK_MESSAGE(r.body.value("error", "")
+                          .find("shard 3 is withheld: node " + std::string(node == 0 ? "c" : "a") +
+                                " serves a different cluster map") != std::string::npos,
+                  r.body.dump());
+  }
+  for (uint32_t shard : {0u, 5u, 8u}) {  // a's, b's and c's other shards are served (each by a
+    auto id = cluster3::id_at(shard, "agreed");  // client of its node: b and c do not link)
+    auto client = c.client(shard / 4);
+    auto r = must(client.start("steps", id, json{{"steps", 1}}));
+    REQUIRE_MESSAGE(r.ok(), r.body.dump());
+    CHECK(must(client.result(id, 10000)).body.value("status", "") == "completed");
+  }
+  CHECK(c.nodes[1]->log().find("cluster shards withheld") == std::string::npos);  // b: nothing
+  // c restarts with the map a and b serve: a leases shard 3 again.
+  c.nodes[2]->kill9();
+  c.nodes[2] = std::make_unique<server_process>(c.dir.path() / "c", c.config(2, false));
+  c.nodes[2]->use_ports(c.at[2].listen, c.at[2].http);
+  REQUIRE(c.nodes[2]->start() == "");
+  REQUIRE(logged(0, "cluster shards no longer withheld: node c serves this node's map"));
+  auto client = c.client(1);
+  auto started = must(client.start("steps", on3, json{{"steps", 1}}, 10000));
+  REQUIRE_MESSAGE(started.ok(), started.body.dump());
+  auto done = must(client.result(on3, 10000));
+  CHECK_MESSAGE(done.body.value("status", "") == "completed", done.body.dump());
 }
 
 TEST_CASE("a silent node (SIGSTOP) is down after the peer timeout: calls for its shards fail "

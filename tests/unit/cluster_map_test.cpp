@@ -111,3 +111,46 @@ TEST_CASE("a node's view of the owners: its own shards, the owner of the others,
   CHECK(refused->message ==
         "shard 20 is served by node c (workers 127.0.0.1:7400), not by node b: connect there");
 }
+
+TEST_CASE("a map's canonical text reads back as the same map, and a line it cannot read is named") {
+  cluster_map a{{node("a", "0-7"), node("b", "8-15, 24-31"), node("c", "16-23")}};
+  a.nodes[1].http = "127.0.0.1:7402";
+  auto back = parse_canonical(a.canonical());
+  REQUIRE(back);
+  CHECK(back->canonical() == a.canonical());
+  CHECK(back->nodes[1].shards == std::vector<shard_range>{{8, 15}, {24, 31}});
+  CHECK(back->nodes[1].http == "127.0.0.1:7402");
+  CHECK(back->nodes[0].http.empty());
+  CHECK(parse_canonical("")->nodes.empty());
+  CHECK(parse_canonical("a cluster=x listen=y http= shards=0-7\nb listen=y\n").err().message ==
+        "line 2 of the map (\"b listen=y\"): no cluster=");
+  CHECK(parse_canonical("a cluster=x listen=y http= shards=7-0").err().message ==
+        "line 1 of the map (\"a cluster=x listen=y http= shards=7-0\"): the range \"7-0\" runs "
+        "backwards");
+  CHECK_FALSE(parse_canonical("a cluster=x listen=y"));
+  CHECK_FALSE(parse_canonical("a"));
+}
+
+TEST_CASE("the shards two maps give one node and another (or none) are contested: exactly those") {
+  cluster_map ours{{node("a", "0-7, 16-19"), node("b", "8-15"), node("c", "20-23")}};
+  // the same shards, other addresses: nothing contested
+  auto readdressed = ours;
+  readdressed.nodes[2].listen = "127.0.0.1:1";
+  CHECK(contested_shards(ours, "a", readdressed).empty());
+  // theirs gives 3-4 and 17 to c, and knows no shard past 19
+  cluster_map theirs{{node("a", "0-2, 5-7, 16, 18-19"), node("b", "8-15"), node("c", "3-4, 17")}};
+  CHECK(contested_shards(ours, "a", theirs) == std::vector<shard_range>{{3, 4}, {17, 17}});
+  // b's shards are b's in both: nothing for b; c's 20-23 are nobody's there
+  CHECK(contested_shards(ours, "b", theirs).empty());
+  CHECK(contested_shards(ours, "c", theirs) == std::vector<shard_range>{{20, 23}});
+  // a map that does not name this node contests everything it serves; one that names nothing
+  // here contests nothing
+  cluster_map without_a{{node("b", "0-15"), node("c", "16-23")}};
+  CHECK(contested_shards(ours, "a", without_a) == std::vector<shard_range>{{0, 7}, {16, 19}});
+  CHECK(contested_shards(ours, "d", theirs).empty());
+  // ranges that meet at the edges, and the last shard of 32 bits
+  cluster_map edge_ours{{node("a", "0-4294967295")}};
+  cluster_map edge_theirs{{node("a", "0, 10-20, 4294967295"), node("b", "1-9, 21-4294967294")}};
+  CHECK(contested_shards(edge_ours, "a", edge_theirs) ==
+        std::vector<shard_range>{{1, 9}, {21, 4294967294u}});
+}

@@ -143,7 +143,8 @@ using binder_stub_actor = binder_actor::extend<caf::reacts_to<caf::ok_atom, bind
 /// What the directory told the scheduler.
 struct binder_log {
   std::vector<std::string> halts;  ///< to stop, and why
-  std::vector<std::string> heard;  ///< "put" and "halt", in order
+  std::vector<std::string> heard;  ///< "put", "halt" and "withheld", in order
+  std::vector<withheld_shards> withheld;
   /// Told that it may dispatch.
   bool started() const { return std::find(heard.begin(), heard.end(), "put") != heard.end(); }
 };
@@ -158,6 +159,10 @@ binder_stub_actor::behavior_type binder_stub(binder_stub_actor::stateful_pointer
   self->state.log = log;
   return {
       [=](caf::put_atom) { self->state.log->heard.push_back("put"); },
+      [=](const withheld_shards& w) {
+        self->state.log->withheld.push_back(w);
+        self->state.log->heard.push_back("withheld");
+      },
       [=](halt_atom, const std::string& why) {
         self->state.log->halts.push_back(why);
         self->state.log->heard.push_back("halt");
@@ -222,7 +227,8 @@ struct fixture {
   session_id next_id = 1;
   bool log_failed_told = false;
 
-  explicit fixture(uint32_t shards = 4, uint32_t park_ms = 30000, uint32_t retire_idle_ms = 60000) {
+  explicit fixture(uint32_t shards = 4, uint32_t park_ms = 30000, uint32_t retire_idle_ms = 60000,
+                   std::function<void(node_settings&)> tweak = {}) {
     log.events = &events;
     log.frames_pending = [this] {
       size_t n = 0;
@@ -237,6 +243,7 @@ struct fixture {
     s.shards = shards;
     s.park_ms = park_ms;
     s.retire_idle_ms = retire_idle_ms;
+    if (tweak) tweak(s);
     dir = spawn_directory(sys, s, &log);
     sched.run();
   }
@@ -727,7 +734,8 @@ struct invoked_fixture : fixture {
   binder_stub_actor binder;
   invocation_actor endpoint;
 
-  explicit invoked_fixture(uint32_t shards = 4) : fixture(shards), wake(shards) {
+  explicit invoked_fixture(uint32_t shards = 4, std::function<void(node_settings&)> tweak = {})
+      : fixture(shards, 30000, 60000, std::move(tweak)), wake(shards) {
     binder = sys.spawn(binder_stub, &scheduler);
     endpoint = sys.spawn(endpoint_stub, &ep);
     for (auto& w : wake)
@@ -1121,4 +1129,117 @@ TEST_CASE(
   CHECK(spawns == 1);
   CHECK(n.registry->find(3) == actor);  // the same actor
   CHECK(first.got.due.size() == 2);     // and the held call reached it
+}
+
+namespace {
+
+/// Shards `first`-`last` withheld because another node's map gives them elsewhere (`conflict`),
+/// or because the node is starting.
+withheld_shards withholding_of(uint32_t first, uint32_t last, bool conflict = true) {
+  return withheld_shards{{withheld{{{first, last}}, "node c serves a different map", conflict}}};
+}
+
+/// Node a of a two-node cluster: a serves shards 0-1, b 2-3.
+void node_a_of_two(node_settings& s) {
+  s.clustered = true;
+  s.cluster_node = "a";
+  s.cluster.nodes = {proto::cluster_node{"a", "127.0.0.1:1", "127.0.0.1:2", "", {{0, 1}}},
+                     proto::cluster_node{"b", "127.0.0.1:3", "127.0.0.1:4", "", {{2, 3}}}};
+}
+
+}  // namespace
+
+TEST_CASE("a withheld shard's lease ends in the log before REVOKED gives the reason, a call for "
+          "it fails at once, and once given back it is granted again") {
+  fixture f;
+  auto& a = f.worker();
+  f.commit();
+  REQUIRE(a.last<proto::lease>().grants.size() == 4);
+  auto e1 = epoch_of(a, 1);
+  f.events.clear();
+  caf::anon_send(f.dir, withholding_of(1, 2));
+  f.run();
+  CHECK(f.events == journal{"revoke 1", "revoke 2", "REVOKED to 1"});
+  auto r = a.last<proto::revoked>();
+  CHECK(r.reason == "node c serves a different map");
+  REQUIRE(r.shards.size() == 2);
+  CHECK(r.shards[0].shard.value() == 1);
+  CHECK(r.shards[0].epoch.value() == e1);
+  CHECK(r.shards[1].shard.value() == 2);
+  f.commit();  // the revocations: nobody is offered 1 or 2
+  CHECK(f.log.grants() == 4);
+  auto& b = f.worker();
+  CHECK(b.last<proto::lease>().grants.empty());
+  auto& client = f.connect();
+  f.call(client, 5, 2);
+  auto res = client.last<proto::call_result>();
+  CHECK(res.status == uint8_t(proto::call_status::parked_too_long));
+  CHECK(std::string(res.body.begin(), res.body.end()) ==
+        R"({"error":"shard 2 is withheld: node c serves a different map; the call did not run"})");
+  f.call(client, 6, 3);  // still held by a: relayed, not refused
+  CHECK(client.all<proto::call_result>().size() == 1);
+  caf::anon_send(f.dir, withheld_shards{});  // given back: to a, the first waiting worker
+  f.run();
+  CHECK(f.log.grants() == 6);
+  f.commit();
+  auto g = a.last<proto::grant>();
+  CHECK(shards_of(g.grants) == std::vector<uint32_t>{1, 2});
+  CHECK(g.grants[0].epoch.value() == e1 + 1);
+  CHECK(b.all<proto::grant>().empty());
+}
+
+TEST_CASE("a grant that is in the log when its shard is withheld ends unannounced as it arrives, "
+          "and the worker's LEASE leaves it out") {
+  fixture f;
+  auto& a = f.worker();  // grants for 0-3 in the log
+  caf::anon_send(f.dir, withholding_of(0, 0));
+  f.run();
+  f.commit();  // the grants arrive: 0's ends at once
+  CHECK(shards_of(a.last<proto::lease>().grants) == std::vector<uint32_t>{1, 2, 3});
+  CHECK(a.all<proto::revoked>().empty());
+  REQUIRE(f.log.queued.size() == 1);
+  CHECK_FALSE(f.log.queued[0].grant);
+  CHECK(f.log.queued[0].shard == 0);
+}
+
+TEST_CASE("a node of a cluster leases nothing until it has heard its peers: the LEASE is empty and "
+          "a call parks, and both are served once the hold ends") {
+  fixture f{4, 30000, 60000, node_a_of_two};
+  CHECK(f.stats().number("withheldShards", -1) == 2);  // a's two, not b's
+  auto& a = f.worker();
+  CHECK(a.last<proto::lease>().grants.empty());
+  CHECK(f.log.grants() == 0);
+  auto& client = f.connect();
+  f.call(client, 5, 1);  // parks: the hold is short, not a conflict
+  CHECK(client.frames.empty());
+  caf::anon_send(f.dir, withheld_shards{});  // the cluster actor heard every peer
+  f.run();
+  f.commit();
+  CHECK(shards_of(a.last<proto::grant>().grants) == std::vector<uint32_t>{0, 1});  // not b's
+  CHECK(f.stats().number("withheldShards", -1) == 0);
+  CHECK(a.last<proto::relayed_call>().shard.value() == 1);
+}
+
+TEST_CASE("the scheduler hears what is withheld before it may dispatch, and every change after") {
+  invoked_fixture f{4, node_a_of_two};
+  REQUIRE(f.scheduler.withheld.size() == 1);
+  CHECK(f.scheduler.heard == std::vector<std::string>{"withheld", "put"});
+  auto& hold = f.scheduler.withheld[0].parts;
+  REQUIRE(hold.size() == 1);
+  CHECK(hold[0].ranges == std::vector<proto::shard_range>{{0, 1}});
+  CHECK_FALSE(hold[0].conflict);
+  CHECK(hold[0].why == "node a has not yet heard from every node of its cluster since it started");
+  caf::anon_send(f.dir, withholding_of(1, 1));
+  f.run();
+  REQUIRE(f.scheduler.withheld.size() == 2);
+  CHECK(f.scheduler.withheld[1] == withholding_of(1, 1));
+  // an invoked worker is granted nothing withheld, even when its invocation names it
+  caf::anon_send(f.dir, withheld_shards{});
+  f.run();
+  caf::anon_send(f.dir, withholding_of(1, 1));
+  f.run();
+  auto& w = f.invoked(77);
+  f.answer(f.bound({0, 1}));
+  f.commit();
+  CHECK(shards_of(w.last<proto::lease>().grants) == std::vector<uint32_t>{0});
 }

@@ -453,6 +453,31 @@ TEST_CASE("a leased shard is never due") {
   CHECK(f.shards_of(0) == std::vector<uint32_t>{1});
 }
 
+TEST_CASE("a withheld shard is invoked for by nobody while it is withheld, and at once after") {
+  fixture f{settings(3, {endpoint("http://a/invoke", {})})};
+  f.settle();
+  withheld_shards w{{withheld{{{0, 1}}, "node c serves a different map", true}}};
+  caf::anon_send(f.scheduler, w);
+  f.sched.run();
+  f.due(0, proto::reason_call);
+  f.due(2, proto::reason_call);  // not withheld: invoked alone
+  REQUIRE(f.http.requests.size() == 1);
+  CHECK(f.shards_of(0) == std::vector<uint32_t>{2});
+  f.due(1, proto::reason_message);
+  f.advance(10s);
+  CHECK(f.http.requests.size() == 1);
+  CHECK(f.counts()["dueShards"] == 2);  // still due: counted, not invoked
+  actor_stats a;
+  f.sys.spawn(stats_asker, f.scheduler, &a);
+  f.sched.run();
+  REQUIRE(a.find("withheldShards"));
+  CHECK(a.find("withheldShards")->number == 2);
+  caf::anon_send(f.scheduler, withheld_shards{});  // given back: both go out at once
+  f.sched.run();
+  REQUIRE(f.http.requests.size() == 2);
+  CHECK(f.shards_of(1) == std::vector<uint32_t>{0, 1});
+}
+
 TEST_CASE("once halted (the log failed) the scheduler sends no invocation, though shards still "
           "become due, and says so in its stats") {
   fixture f{settings(2, {endpoint("http://a/invoke", {})})};
