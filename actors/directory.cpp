@@ -647,9 +647,16 @@ std::optional<std::string> parking_refused(const directory_state& st, uint32_t s
   return std::nullopt;
 }
 
+/// The part of what is withheld that withholds `shard` for a conflict of maps, or null.
+const withheld* conflict_of(const directory_state& st, uint32_t shard) {
+  if (!st.slots[shard].withheld) return nullptr;
+  auto* part = withholding(st.withheld, shard);
+  return part && part->conflict ? part : nullptr;
+}
+
 /// A message for `m.target`, a shard of this node: to its holder, or parked until it has one
-/// (the shard becomes due, reason `message`). Over the parking limits it is dropped: its
-/// sender resends it until it is acknowledged.
+/// (the shard becomes due, reason `message`). Over the parking limits, or for a shard withheld for
+/// a conflict of maps, it is dropped: its sender resends it until it is acknowledged.
 void deliver(self_ptr self, remote_message&& m) {
   auto& st = self->state;
   auto& t = st.slots[m.target];
@@ -658,7 +665,7 @@ void deliver(self_ptr self, remote_message&& m) {
     return;
   }
   auto target = m.target;
-  if (parking_refused(st, target)) {
+  if (parking_refused(st, target) || conflict_of(st, target)) {  // the sender resends it
     st.parked_refused++;
     return;
   }
@@ -686,8 +693,10 @@ uint64_t parked_count(const Map& parked) {
 
 /// Withholds what `w` names (cluster: withheld.hpp) and gives back what it no longer names: a
 /// withheld shard is offered to nobody, its lease ends (the log first, then REVOKED with the
-/// reason; a lease not yet announced leaves the worker's coming LEASE), and the scheduler invokes
-/// nobody for it. A shard given back is offered like any free one.
+/// reason; a lease not yet announced leaves the worker's coming LEASE; the wake record hears of
+/// an end that is no failure of the worker's), and the scheduler invokes nobody for it. For a
+/// conflict of maps, which may last, calls parked for it fail and messages parked for it are
+/// dropped (their senders resend). A shard given back is offered like any free one.
 void withhold(self_ptr self, withheld_shards w) {
   auto& st = self->state;
   std::vector<bool> next(st.slots.size());
@@ -696,7 +705,7 @@ void withhold(self_ptr self, withheld_shards w) {
       for (uint64_t s = r.first; s <= r.last && s < next.size(); ++s)
         next[s] = st.slots[s].owned;
   std::vector<revocation> out;
-  std::map<session_id, std::vector<proto::shard_epoch>> told;  // REVOKED, by holder
+  std::map<std::pair<session_id, const withheld*>, std::vector<proto::shard_epoch>> told;
   st.withheld_count = 0;
   for (uint32_t s = 0; s < st.slots.size(); ++s) {
     auto& slot = st.slots[s];
@@ -706,25 +715,45 @@ void withhold(self_ptr self, withheld_shards w) {
     refresh_free(st, s);
     if (!slot.withheld || slot.holder == 0) continue;
     auto h = st.workers.find(slot.holder);
-    worker* holder = h == st.workers.end() ? nullptr : &h->second;
-    if (holder && holder->answered)
-      told[slot.holder].push_back(proto::shard_epoch{shard_id{s}, slot.epoch});
-    else if (holder)
-      std::erase_if(holder->initial, [s](auto& e) { return e.shard.value() == s; });
-    revoke(self, s, holder, out);
+    if (h != st.workers.end() && h->second.answered)
+      told[{slot.holder, withholding(w, s)}].push_back(proto::shard_epoch{shard_id{s}, slot.epoch});
+    else if (h != st.workers.end())
+      std::erase_if(h->second.initial, [s](auto& e) { return e.shard.value() == s; });
+    // (No worker entry: its end is not an invoked worker's crash, which would back it off.)
+    revoke(self, s, nullptr, out);
   }
   if (!out.empty()) st.log->revoke(std::move(out));  // the log hears first
-  for (auto& [holder, leases] : told) {
-    auto* part = withholding(w, leases.front().shard.value());
-    send_frame(self, st.workers[holder].actor,
-               proto::revoked{0, std::move(leases), part ? part->why : "withheld"});
-  }
+  for (auto& [to, leases] : told)
+    send_frame(self, st.workers[to.first].actor,
+               proto::revoked{0, std::move(leases), to.second ? to.second->why : "withheld"});
   if (w != st.withheld && !w.parts.empty())
     spdlog::info("shards withheld count={} first_reason={}", st.withheld_count,
                  logging::quoted(w.parts.front().why));
   else if (w != st.withheld)
     spdlog::info("no shard withheld any more");
   st.withheld = std::move(w);
+  for (auto i = st.parked_calls.begin(); i != st.parked_calls.end();) {
+    auto* part = conflict_of(st, i->first);
+    if (!part) {
+      ++i;
+      continue;
+    }
+    for (auto& c : i->second)
+      answer_error(self, c.client, c.request_id, proto::call_status::parked_too_long,
+                   "shard " + std::to_string(i->first) + " is withheld: " + part->why +
+                       "; the call did not run");
+    st.parked_total -= i->second.size();
+    i = st.parked_calls.erase(i);
+  }
+  for (auto i = st.parked_messages.begin(); i != st.parked_messages.end();) {
+    if (!conflict_of(st, i->first)) {
+      ++i;
+      continue;
+    }
+    st.parked_total -= i->second.size();
+    st.parked_refused += i->second.size();
+    i = st.parked_messages.erase(i);
+  }
   if (st.scheduler) self->send(st.scheduler, st.withheld);
   offer_free(st);
 }
@@ -777,11 +806,13 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
   st.owners = shard_owners(st.cfg);
   st.slots.resize(st.cfg.shards);
   st.free_bits.assign((st.cfg.shards + 63) / 64, 0);
-  // In a cluster nothing is leased until the node has heard every peer (the cluster actor says).
+  // In a cluster nothing is leased until the node has heard every peer (the cluster actor says):
+  // the hold is every shard this node serves.
   st.withheld = starting_hold(st.owners);
+  bool hold = !st.withheld.parts.empty();
   for (uint32_t s = 0; s < st.cfg.shards; ++s) {
     st.slots[s].owned = st.owners.mine(s);
-    st.slots[s].withheld = st.slots[s].owned && withholding(st.withheld, s) != nullptr;
+    st.slots[s].withheld = hold && st.slots[s].owned;
     st.withheld_count += st.slots[s].withheld;
     st.slots[s].epoch = log->recovered_epoch(shard_id{s});
     refresh_free(st, s);
@@ -865,8 +896,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           self->send(st.forwarder, std::move(c));
           return;
         }
-        if (auto* w = st.slots[shard].withheld ? withholding(st.withheld, shard) : nullptr;
-            w && w->conflict) {  // it may last: no parking
+        if (auto* w = conflict_of(st, shard)) {  // it may last: no parking
           answer_error(self, c.from.reply_to, c.from.request, proto::call_status::parked_too_long,
                        "shard " + std::to_string(shard) + " is withheld: " + w->why +
                            "; the call did not run");

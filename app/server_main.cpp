@@ -293,6 +293,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
                      cfg.cluster_node, parse_host_port(cfg.cluster_listen)->host, cluster_port,
                      cfg.cluster.digest(), cfg.cluster.nodes.size(),
                      cluster_tls ? "mutual" : "off");
+      caf::anon_send(cluster, server::dial_atom::value);  // published: the peers may dial back
     }
     // The admin HTTP server (admin_routes.cpp).
     std::unique_ptr<http_server> admin;

@@ -7,7 +7,8 @@
 
 namespace fusee::proto {
 
-/// Appends `s` as a JSON string literal, quotes included (", \ and control characters escaped).
+/// Appends `s` as a JSON string literal, quotes included (", \ and control characters escaped;
+/// bytes that are not valid UTF-8 written as \ufffd, so the text is always valid JSON).
 void append_json_string(std::string& out, std::string_view s);
 
 /// `s` as a JSON string literal.

@@ -91,6 +91,7 @@ struct cluster_state {
   std::unordered_map<uint64_t, forwarded_call> waiting;
   std::map<std::string, contest> contests;  ///< by node name; none with empty `shards`
   bool settled = false;                     ///< every peer heard since start
+  bool dialled = false;                     ///< told to dial (dial_atom, once published)
   caf::actor_clock::time_point started{};
   withheld_shards told;  ///< what the directory last heard (it starts with starting_hold())
   uint64_t next_ticket = 1;
@@ -501,10 +502,7 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg, direct
     if (i == st.owners.self()) {
       st.peers[i].state = link::self;
       st.peers[i].error.clear();
-      continue;
     }
-    ++st.peers[i].generation;
-    dial(self, i);
   }
   self->set_down_handler([=](caf::down_msg& m) {
     auto& st = self->state;
@@ -617,6 +615,17 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg, direct
       },
       [=](caf::put_atom, caf::strong_actor_ptr& inspector) {
         if (!from_peer(self)) self->state.inspector = std::move(inspector);  // this node only
+      },
+      [=](dial_atom) {  // published now: dial every peer (once)
+        auto& st = self->state;
+        if (from_peer(self) || st.dialled) return;
+        st.dialled = true;
+        st.started = self->clock().now();
+        for (size_t i = 0; i < st.peers.size(); ++i)
+          if (i != st.owners.self() && !st.peers[i].dialing) {
+            ++st.peers[i].generation;
+            dial(self, i);
+          }
       },
       [=](probe_atom, uint32_t i, std::string& failed) {
         auto& st = self->state;

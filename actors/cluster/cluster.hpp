@@ -18,10 +18,13 @@
 
 namespace fusee::server {
 
-/// Spawns the cluster actor of a node with `[cluster]`; it starts dialling its peers at once,
-/// each at its map `cluster` address or, when `dial_via` names the peer, there (a loopback TLS
-/// tunnel to it). The caller publishes it on `cluster_listen` (or behind a TLS listener there)
-/// and sends it this node's inspector (caf::put_atom, strong_actor_ptr) when there is one.
+/// Spawns the cluster actor of a node with `[cluster]`. The caller publishes it on
+/// `cluster_listen` (or behind a TLS listener there), sends it this node's inspector
+/// (caf::put_atom, strong_actor_ptr) when there is one, and then `dial_atom`: only then does it
+/// dial its peers, each at its map `cluster` address or, when `dial_via` names the peer, there (a
+/// loopback TLS tunnel to it). Published first, so that of two nodes starting together the one
+/// that dials second always reaches the first (a node finds a peer's different map before it
+/// leases anything: withheld.hpp).
 cluster_actor spawn_cluster(caf::actor_system& sys, const node_settings& cfg,
                             directory_actor directory,
                             std::map<std::string, std::string> dial_via = {});

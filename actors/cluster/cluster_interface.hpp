@@ -99,8 +99,9 @@ using cluster_actor = session_actor::extend_with<forwarder_actor>::extend<
     caf::replies_to<peer_hello>::with<peer_welcome>,                   ///< a peer dialled this node
     caf::replies_to<members_atom>::with<std::vector<cluster_member>>,  ///< introspection
     caf::reacts_to<caf::put_atom, caf::strong_actor_ptr>,  ///< this node's inspector, at start
-    caf::reacts_to<dial_atom, uint32_t, uint64_t>,         ///< own timer: dial peer i (generation)
-    caf::reacts_to<probe_atom, uint32_t, std::string>,     ///< peer i's probe: "" or why not
+    caf::reacts_to<dial_atom>,  ///< once, after it is published: dial every peer now
+    caf::reacts_to<dial_atom, uint32_t, uint64_t>,      ///< own timer: dial peer i (generation)
+    caf::reacts_to<probe_atom, uint32_t, std::string>,  ///< peer i's probe: "" or why not
     caf::reacts_to<tick_atom>>;  ///< own timer: forwarded calls past their deadline
 
 }  // namespace fusee::server

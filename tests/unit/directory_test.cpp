@@ -1178,6 +1178,7 @@ TEST_CASE("a withheld shard's lease ends in the log before REVOKED gives the rea
         R"({"error":"shard 2 is withheld: node c serves a different map; the call did not run"})");
   f.call(client, 6, 3);  // still held by a: relayed, not refused
   CHECK(client.all<proto::call_result>().size() == 1);
+  CHECK(a.last<proto::relayed_call>().shard.value() == 3);
   caf::anon_send(f.dir, withheld_shards{});  // given back: to a, the first waiting worker
   f.run();
   CHECK(f.log.grants() == 6);
@@ -1242,4 +1243,59 @@ TEST_CASE("the scheduler hears what is withheld before it may dispatch, and ever
   f.answer(f.bound({0, 1}));
   f.commit();
   CHECK(shards_of(w.last<proto::lease>().grants) == std::vector<uint32_t>{0});
+}
+
+TEST_CASE("a shard withheld between its grant and its worker's LEASE leaves the LEASE, with no "
+          "REVOKED") {
+  fixture f;
+  auto& a = f.worker();
+  f.commit(0, 1);  // shard 0's grant is made; the LEASE waits for the other three
+  caf::anon_send(f.dir, withholding_of(0, 0));
+  f.run();
+  f.commit();
+  CHECK(shards_of(a.last<proto::lease>().grants) == std::vector<uint32_t>{1, 2, 3});
+  CHECK(a.all<proto::revoked>().empty());
+  CHECK(f.log.all.back().shard == 0);  // its lease ended in the log
+  CHECK_FALSE(f.log.all.back().grant);
+}
+
+TEST_CASE("when a conflict of maps withholds a shard, calls parked for it fail and messages parked "
+          "for it are dropped, while a hold at start keeps them") {
+  fixture f;
+  auto& client = f.connect();
+  f.call(client, 5, 1);
+  caf::anon_send(f.dir, remote_message{1, 9, 1, 7, proto::bytes{'x'}});
+  f.run();
+  CHECK(f.stats().number("parkedMessages") == 1);
+  caf::anon_send(f.dir, withholding_of(1, 1, false));  // a hold, not a conflict: they stay
+  f.run();
+  CHECK(client.frames.empty());
+  CHECK(f.stats().number("parkedMessages") == 1);
+  caf::anon_send(f.dir, withholding_of(1, 1));
+  f.run();
+  auto res = client.last<proto::call_result>();
+  CHECK(res.id == 5);
+  CHECK(res.status == uint8_t(proto::call_status::parked_too_long));
+  CHECK(std::string(res.body.begin(), res.body.end()).find("shard 1 is withheld") !=
+        std::string::npos);
+  CHECK(f.stats().number("parkedMessages") == 0);
+  CHECK(f.stats().number("parkedRefused") == 1);
+  caf::anon_send(f.dir, remote_message{1, 9, 1, 8, proto::bytes{'y'}});  // dropped: resent later
+  f.run();
+  CHECK(f.stats().number("parkedMessages") == 0);
+}
+
+TEST_CASE("an invoked worker's lease ended by a withholding is no crash of the worker's") {
+  invoked_fixture f;
+  auto& a = f.invoked(77);
+  f.answer(f.bound({1}));
+  f.commit();
+  REQUIRE(shards_of(a.last<proto::lease>().grants) == std::vector<uint32_t>{1});
+  caf::anon_send(f.dir, withholding_of(1, 1));
+  f.run();
+  CHECK(a.last<proto::revoked>().reason == "node c serves a different map");
+  f.commit();  // the revocation: the record hears how the lease ended
+  REQUIRE(f.wake[1].ended.size() == 1);
+  CHECK(f.wake[1].ended[0].crashed);        // due again, for recovery,
+  CHECK_FALSE(f.wake[1].ended[0].invoked);  // but not backed off as an invocation's crash
 }

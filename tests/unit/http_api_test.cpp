@@ -12,6 +12,7 @@
 #include "app/http_api.hpp"
 #include "app/http_server.hpp"
 #include "curl_request.hpp"
+#include "protocol/json_text.hpp"
 
 using namespace fusee;
 using namespace fusee::app;
@@ -128,6 +129,24 @@ TEST_CASE(
         "{\"error\":\"the worker refused: no such thing\",\"code\":\"failed\"}\n");
   auto r = api_reply("result", 0, R"({"id":"a"})");
   CHECK(r.body.back() == '\n');
+  // a worker's refusal that is not UTF-8 still makes valid JSON: its bad bytes become U+FFFD
+  CHECK(api_reply("start", 1, "bad \xff\xc3 caf\xc3\xa9").body ==
+        "{\"error\":\"the worker refused: bad \\ufffd\\ufffd caf\xc3\xa9\",\"code\":\"failed\"}\n");
+}
+
+TEST_CASE("JSON strings keep valid UTF-8 as it is and write every byte that is not as U+FFFD") {
+  using proto::json_quote;
+  CHECK(json_quote("a\"b\\c\n") == R"("a\"b\\c\u000a")");
+  CHECK(json_quote("\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80") ==
+        "\"\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"");
+  CHECK(json_quote("\x80") == R"("\ufffd")");              // a stray continuation byte
+  CHECK(json_quote("\xc3") == R"("\ufffd")");              // cut short at the end
+  CHECK(json_quote("\xe2\x82x") == R"("\ufffd\ufffdx")");  // cut short before ASCII
+  CHECK(json_quote("\xc0\xaf") == R"("\ufffd\ufffd")");    // overlong '/'
+  CHECK(json_quote("\xe0\x80\xaf") == R"("\ufffd\ufffd\ufffd")");
+  CHECK(json_quote("\xed\xa0\x80") == R"("\ufffd\ufffd\ufffd")");            // a surrogate
+  CHECK(json_quote("\xf4\x90\x80\x80") == R"("\ufffd\ufffd\ufffd\ufffd")");  // past U+10FFFF
+  CHECK(json_quote("\xf4\x8f\xbf\xbf") == "\"\xf4\x8f\xbf\xbf\"");           // U+10FFFF itself
 }
 
 /// An async HTTP server whose handler keeps the responder of the one request it gets.
