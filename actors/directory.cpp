@@ -397,9 +397,11 @@ void offer_free(directory_state& st) {
 /// How `holder`'s lease of `shard` ended, for the invoker: with its IDLE report for it, or
 /// without one (a crash, a revocation, a worker that never reports); the report is used up. An
 /// invoked worker's report also goes to its invocation's endpoint now (steps and open time are
-/// its metrics). Nothing if the invoker does not run.
+/// its metrics). `holders_fault` false: the end is this node's doing (a withholding), so an
+/// invoked worker's unreported end is not counted as its crash (no backoff). Nothing if the
+/// invoker does not run.
 std::optional<lease_end> end_of(self_ptr self, uint32_t shard, const worker* holder,
-                                session_id holder_id, epoch_t epoch) {
+                                session_id holder_id, epoch_t epoch, bool holders_fault = true) {
   auto& st = self->state;
   auto r = st.reports.find(shard);
   bool reported =
@@ -414,6 +416,7 @@ std::optional<lease_end> end_of(self_ptr self, uint32_t shard, const worker* hol
     end->invoked = holder != nullptr && holder->invocation != 0;
     if (reported && end->invoked && holder->endpoint)
       self->send(holder->endpoint, shard_reported{end->steps, end->open_us});
+    end->invoked = end->invoked && holders_fault;
   }
   if (r != st.reports.end()) st.reports.erase(r);
   return end;
@@ -439,15 +442,15 @@ void answer_drains(self_ptr self, session_id s);
 /// already; the wake record once the log has made the revocation, tell_revoked().) `holder` is
 /// the holder's worker entry (already out of `workers` when it is being dropped), or null.
 /// `answer_to` hears OK (request `req`) once the revocation is through the log, or ERR IO if the
-/// log failed (the shard then stays busy).
+/// log failed (the shard then stays busy). `holders_fault` as for end_of().
 void revoke(self_ptr self, uint32_t shard, const worker* holder, std::vector<revocation>& out,
-            session_actor answer_to = {}, uint64_t req = 0) {
+            session_actor answer_to = {}, uint64_t req = 0, bool holders_fault = true) {
   auto& st = self->state;
   auto& slot = st.slots[shard];
   session_id holder_id = slot.holder;
   uint64_t token = st.next_token++;
   if (holder_id != 0)
-    if (auto end = end_of(self, shard, holder, holder_id, slot.epoch))
+    if (auto end = end_of(self, shard, holder, holder_id, slot.epoch, holders_fault))
       st.ended.emplace(token, std::move(*end));
   slot.draining = false;
   if (answer_to) st.revoke_answers[token] = revoke_answer{std::move(answer_to), req};
@@ -715,12 +718,12 @@ void withhold(self_ptr self, withheld_shards w) {
     refresh_free(st, s);
     if (!slot.withheld || slot.holder == 0) continue;
     auto h = st.workers.find(slot.holder);
-    if (h != st.workers.end() && h->second.answered)
+    worker* holder = h == st.workers.end() ? nullptr : &h->second;
+    if (holder && holder->answered)
       told[{slot.holder, withholding(w, s)}].push_back(proto::shard_epoch{shard_id{s}, slot.epoch});
-    else if (h != st.workers.end())
-      std::erase_if(h->second.initial, [s](auto& e) { return e.shard.value() == s; });
-    // (No worker entry: its end is not an invoked worker's crash, which would back it off.)
-    revoke(self, s, nullptr, out);
+    else if (holder)
+      std::erase_if(holder->initial, [s](auto& e) { return e.shard.value() == s; });
+    revoke(self, s, holder, out, {}, 0, false);  // not the worker's fault: no backoff
   }
   if (!out.empty()) st.log->revoke(std::move(out));  // the log hears first
   for (auto& [to, leases] : told)
@@ -743,6 +746,7 @@ void withhold(self_ptr self, withheld_shards w) {
                    "shard " + std::to_string(i->first) + " is withheld: " + part->why +
                        "; the call did not run");
     st.parked_total -= i->second.size();
+    st.parked_refused += i->second.size();
     i = st.parked_calls.erase(i);
   }
   for (auto i = st.parked_messages.begin(); i != st.parked_messages.end();) {

@@ -219,6 +219,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     // A listener that cannot start stops the start: the worker listener closes, the node stops.
     auto refuse_start = [&](const char* setting, const std::string& why) {
       spdlog::error("`{}`: {}", setting, why);
+      if (!acceptor) return;  // refused already
       acceptor->stop();
       caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
       rc = 1;

@@ -62,6 +62,7 @@ struct peer {
   std::string refused_digest;  ///< the last differing digest it sent, logged once
   std::string refusal_logged;  ///< the last refusal it answered our dial with, logged once
   bool heard = false;          ///< up, refused or not reached at least once since start
+  bool answered = false;       ///< the dial under way found its port answering (probe)
   uint64_t calls_forwarded = 0, calls_failed_fast = 0, messages_forwarded = 0, messages_dropped = 0;
 };
 
@@ -215,7 +216,9 @@ void schedule_dial(self_ptr self, size_t i) {
 }
 
 /// The link to peer `i` is not up (a failed dial, a lost link): calls in flight to it may have
-/// run; dial again after the backoff.
+/// run; dial again after the backoff. Its port not answering counts as heard at once; a dial that
+/// reached its port and failed later (a handshake that timed out, another version) only once the
+/// start's hold has lasted the peer timeout: until then the next dial may still find its map.
 void lost(self_ptr self, size_t i, const std::string& why) {
   auto& st = self->state;
   auto& p = st.peers[i];
@@ -227,6 +230,8 @@ void lost(self_ptr self, size_t i, const std::string& why) {
     spdlog::debug("cluster peer not reached node={} cluster={} reason={}", p.node.name,
                   p.node.cluster, logging::quoted(why));
   set_state(self, i, link::down, why);
+  bool reached = p.answered;
+  p.answered = false;
   p.dialing = false;
   if (p.handle) self->demonitor(p.handle.address());
   p.handle = cluster_actor{};
@@ -242,7 +247,7 @@ void lost(self_ptr self, size_t i, const std::string& why) {
     it = st.waiting.erase(it);
   }
   schedule_dial(self, i);
-  heard(self, i);
+  if (!reached || self->clock().now() - st.started >= peer_timeout(st)) heard(self, i);
 }
 
 /// The lines of `theirs` that `ours` lacks and the other way round, for the log.
@@ -633,6 +638,7 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg, direct
         auto& p = st.peers[i];
         if (p.state == link::up) return;
         if (!failed.empty()) return lost(self, i, failed);
+        p.answered = true;
         connect(self, i, p.generation);
       },
       [=](dial_atom, uint32_t i, uint64_t generation) {

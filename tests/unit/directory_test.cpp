@@ -1189,6 +1189,23 @@ TEST_CASE("a withheld shard's lease ends in the log before REVOKED gives the rea
   CHECK(b.all<proto::grant>().empty());
 }
 
+TEST_CASE("a holder whose shards are withheld for two reasons hears each reason with its shards") {
+  fixture f;
+  auto& a = f.worker();
+  f.commit();
+  caf::anon_send(f.dir, withheld_shards{{withheld{{{1, 1}}, "node c's map", true},
+                                         withheld{{{2, 3}}, "node d's map", true}}});
+  f.run();
+  auto told = a.all<proto::revoked>();
+  REQUIRE(told.size() == 2);
+  std::map<std::string, std::vector<uint32_t>> by_reason;
+  for (auto& r : told)
+    for (auto& e : r.shards)
+      by_reason[r.reason].push_back(e.shard.value());
+  CHECK(by_reason["node c's map"] == std::vector<uint32_t>{1});
+  CHECK(by_reason["node d's map"] == std::vector<uint32_t>{2, 3});
+}
+
 TEST_CASE("a grant that is in the log when its shard is withheld ends unannounced as it arrives, "
           "and the worker's LEASE leaves it out") {
   fixture f;
@@ -1279,7 +1296,7 @@ TEST_CASE("when a conflict of maps withholds a shard, calls parked for it fail a
   CHECK(std::string(res.body.begin(), res.body.end()).find("shard 1 is withheld") !=
         std::string::npos);
   CHECK(f.stats().number("parkedMessages") == 0);
-  CHECK(f.stats().number("parkedRefused") == 1);
+  CHECK(f.stats().number("parkedRefused") == 2);                         // the call and the message
   caf::anon_send(f.dir, remote_message{1, 9, 1, 8, proto::bytes{'y'}});  // dropped: resent later
   f.run();
   CHECK(f.stats().number("parkedMessages") == 0);

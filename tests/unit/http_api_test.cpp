@@ -147,6 +147,8 @@ TEST_CASE("JSON strings keep valid UTF-8 as it is and write every byte that is n
   CHECK(json_quote("\xed\xa0\x80") == R"("\ufffd\ufffd\ufffd")");            // a surrogate
   CHECK(json_quote("\xf4\x90\x80\x80") == R"("\ufffd\ufffd\ufffd\ufffd")");  // past U+10FFFF
   CHECK(json_quote("\xf4\x8f\xbf\xbf") == "\"\xf4\x8f\xbf\xbf\"");           // U+10FFFF itself
+  CHECK(json_quote("a\xf0\x9f\x98") == R"("a\ufffd\ufffd\ufffd")");  // 4 bytes cut at the end
+  CHECK(json_quote("\xf5\x80\x80\x80") == R"("\ufffd\ufffd\ufffd\ufffd")");  // no such lead
 }
 
 /// An async HTTP server whose handler keeps the responder of the one request it gets.
