@@ -1044,7 +1044,9 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
             // The worker left, or its invocation ended, or the shard is withheld, meanwhile: the
             // new lease ends at once, unannounced (for a fenced worker, as its other leases did:
             // an invoked lease ended without a report).
-            revoke(self, g.shard, w == st.workers.end() ? nullptr : &w->second, unannounced);
+            bool fault = !slot.withheld || w == st.workers.end() || w->second.fenced;
+            revoke(self, g.shard, w == st.workers.end() ? nullptr : &w->second, unannounced, {}, 0,
+                   fault);
             continue;
           }
           auto& wk = w->second;

@@ -63,6 +63,8 @@ struct peer {
   std::string refusal_logged;  ///< the last refusal it answered our dial with, logged once
   bool heard = false;          ///< up, refused or not reached at least once since start
   bool answered = false;       ///< the dial under way found its port answering (probe)
+  /// When a dial that reached its port first failed (it matters only during the start's hold).
+  std::optional<caf::actor_clock::time_point> reached_failure;
   uint64_t calls_forwarded = 0, calls_failed_fast = 0, messages_forwarded = 0, messages_dropped = 0;
 };
 
@@ -216,9 +218,9 @@ void schedule_dial(self_ptr self, size_t i) {
 }
 
 /// The link to peer `i` is not up (a failed dial, a lost link): calls in flight to it may have
-/// run; dial again after the backoff. Its port not answering counts as heard at once; a dial that
+/// run; dial again after the backoff. Its port not answering counts as heard at once; dials that
 /// reached its port and failed later (a handshake that timed out, another version) only once the
-/// start's hold has lasted the peer timeout: until then the next dial may still find its map.
+/// peer timeout has passed since the first of them: so at least one more dial may find its map.
 void lost(self_ptr self, size_t i, const std::string& why) {
   auto& st = self->state;
   auto& p = st.peers[i];
@@ -247,7 +249,9 @@ void lost(self_ptr self, size_t i, const std::string& why) {
     it = st.waiting.erase(it);
   }
   schedule_dial(self, i);
-  if (!reached || self->clock().now() - st.started >= peer_timeout(st)) heard(self, i);
+  auto now = self->clock().now();
+  if (reached && !p.reached_failure) p.reached_failure = now;
+  if (!reached || now - *p.reached_failure >= peer_timeout(st)) heard(self, i);
 }
 
 /// The lines of `theirs` that `ours` lacks and the other way round, for the log.
@@ -397,6 +401,7 @@ void dial(self_ptr self, size_t i) {
   auto& p = st.peers[i];
   if (p.dialing) return;  // the dial under way goes on with the current generation
   p.dialing = true;
+  p.answered = false;
   auto at = client::parse_host_port(p.node.cluster);
   auto me = caf::actor_cast<cluster_actor>(caf::actor_cast<caf::strong_actor_ptr>(self));
   self->system().spawn<caf::detached + caf::hidden>(probe_actor, me, static_cast<uint32_t>(i),

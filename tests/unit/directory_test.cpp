@@ -1315,4 +1315,38 @@ TEST_CASE("an invoked worker's lease ended by a withholding is no crash of the w
   REQUIRE(f.wake[1].ended.size() == 1);
   CHECK(f.wake[1].ended[0].crashed);        // due again, for recovery,
   CHECK_FALSE(f.wake[1].ended[0].invoked);  // but not backed off as an invocation's crash
+  // a grant that arrives withheld ends the same way
+  auto& b = f.invoked(78);
+  caf::anon_send(f.dir, withheld_shards{});
+  f.run();
+  f.commit();  // (nothing queued but what the give-back offers: no long-lived worker)
+  f.answer(f.bound({2}));
+  caf::anon_send(f.dir, withholding_of(2, 2));  // while its grant is in the log
+  f.run();
+  f.commit();  // the grant arrives and ends at once
+  CHECK(shards_of(b.last<proto::lease>().grants).empty());
+  f.commit();  // its revocation: the record hears how it ended
+  REQUIRE(f.wake[2].ended.size() == 1);
+  CHECK_FALSE(f.wake[2].ended[0].invoked);
+}
+
+TEST_CASE(
+    "an invoked worker's IDLE report reaches its endpoint when a withholding ends the lease") {
+  invoked_fixture f;
+  auto& a = f.invoked(77);
+  f.answer(f.bound({1}));
+  f.commit();
+  shard_report r;
+  r.shard = 1;
+  r.epoch = epoch_of(a, 1);
+  r.end.steps = 3;
+  caf::anon_send(f.dir, idle_request{f.from(a, 30), {r}, 0});
+  f.run();
+  caf::anon_send(f.dir, withholding_of(1, 1));
+  f.run();
+  f.commit();
+  REQUIRE(f.ep.reports.size() == 1);
+  CHECK(f.ep.reports[0].steps == 3);
+  REQUIRE(f.wake[1].ended.size() == 1);
+  CHECK_FALSE(f.wake[1].ended[0].crashed);  // it reported: its report decides
 }
