@@ -447,3 +447,16 @@ TEST_CASE("signing-key rotation: a handler listing the current and the previous 
   CHECK(rotating.log().find("r3tired") == std::string::npos);  // no secret in the handler's log
   CHECK(rotating.log().find("n3xt") == std::string::npos);
 }
+
+TEST_CASE("fusee handler reads invocation bodies up to 32 MiB (a million-shard invocation's) and "
+          "refuses a larger one with 413 body_too_large") {
+  handler_process h;
+  // Over 1 MiB, the limit it had: read whole, then refused for its missing signature (401).
+  std::string big(2u << 20, ' ');
+  auto [status, body] = http_request("POST", h.port, "/invoke", big, 30000);
+  CHECK_MESSAGE(status == 401, body);
+  std::string over(proto::max_invocation_body + 1, ' ');
+  auto [too_large, refusal] = http_request("POST", h.port, "/invoke", over, 30000);
+  CHECK(too_large == 413);
+  CHECK_MESSAGE(refusal.find("\"code\":\"body_too_large\"") != std::string::npos, refusal);
+}
