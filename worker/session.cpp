@@ -173,13 +173,29 @@ size_t fit_idle_types(std::vector<proto::idle_entry>& entries) {
   // (a varint, at most 5 bytes) and its bytes.
   size_t n = entries.size();
   size_t room = std::max<size_t>(size_t{1} << 20, n * proto::idle_bytes_per_shard) - n * 48 - 64;
+  size_t need = 0, most = 0;
+  for (auto& e : entries) {
+    most = std::max(most, e.types.size());
+    for (auto& t : e.types)
+      need += t.size() + 5;
+  }
+  if (need <= room) return 0;  // the usual case: everything fits
+  // Round k keeps each shard's k-th type while there is room for it.
+  std::vector<std::vector<std::string>> kept(n);
   size_t left_out = 0;
-  for (auto& e : entries)
-    std::erase_if(e.types, [&](const std::string& t) {
-      if (t.size() + 5 > room) return ++left_out, true;
-      room -= t.size() + 5;
-      return false;
-    });
+  for (size_t k = 0; k < most; ++k)
+    for (size_t i = 0; i < n; ++i) {
+      auto& types = entries[i].types;
+      if (k >= types.size()) continue;
+      if (types[k].size() + 5 > room) {
+        ++left_out;
+        continue;
+      }
+      room -= types[k].size() + 5;
+      kept[i].push_back(std::move(types[k]));
+    }
+  for (size_t i = 0; i < n; ++i)
+    entries[i].types = std::move(kept[i]);
   return left_out;
 }
 

@@ -2,6 +2,7 @@
 // journal replayed into fresh runners as recovery would.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "protocol/frame.hpp"
@@ -794,8 +795,17 @@ TEST_CASE("an IDLE's missing types are cut to what fits the smallest frame a nod
   CHECK(body_size(entries) > (size_t{1} << 20));
   CHECK(worker::fit_idle_types(entries) > 0);
   CHECK(body_size(entries) <= (size_t{1} << 20));
-  CHECK(entries.front().types.size() == 2);  // kept in order until the room is spent
+  // a type per shard at a time: room for about 5,400 first types and no second one
+  CHECK(entries.front().types == std::vector<std::string>{std::string(100, 'a')});
   CHECK(entries.back().types.empty());
+  // 5,000 shards: room for every shard's first type and for the second of the first ~2,700, so
+  // no shard is left without a type (before, the last ~2,300 kept none)
+  std::vector<proto::idle_entry> half(5'000, widest);
+  CHECK(worker::fit_idle_types(half) == 2'300);
+  CHECK(body_size(half) <= (size_t{1} << 20));
+  CHECK(half.front().types.size() == 2);
+  CHECK(half.back().types == std::vector<std::string>{std::string(100, 'a')});
+  CHECK(std::all_of(half.begin(), half.end(), [](auto& e) { return !e.types.empty(); }));
   // The same shards with no type, and a few shards with short types, lose nothing.
   widest.types.clear();
   std::vector<proto::idle_entry> bare(10'000, widest);
