@@ -173,30 +173,33 @@ size_t fit_idle_types(std::vector<proto::idle_entry>& entries) {
   // (a varint, at most 5 bytes) and its bytes.
   size_t n = entries.size();
   size_t room = std::max<size_t>(size_t{1} << 20, n * proto::idle_bytes_per_shard) - n * 48 - 64;
-  size_t need = 0, most = 0;
+  size_t need = 0, left = 0;  // left: the types not kept
   for (auto& e : entries) {
-    most = std::max(most, e.types.size());
     for (auto& t : e.types)
       need += t.size() + 5;
+    left += e.types.size();
   }
   if (need <= room) return 0;  // the usual case: everything fits
-  // Round k keeps each shard's k-th type while there is room for it.
+  std::vector<size_t> active;  // the entries with a k-th type, round k
+  for (size_t i = 0; i < n; ++i)
+    if (!entries[i].types.empty()) active.push_back(i);
+  // Round k keeps each shard's k-th type while there is room for it: O(types), however unevenly
+  // they are spread.
   std::vector<std::vector<std::string>> kept(n);
-  size_t left_out = 0;
-  for (size_t k = 0; k < most; ++k)
-    for (size_t i = 0; i < n; ++i) {
+  for (size_t k = 0; !active.empty() && room >= 6; ++k) {  // 6: the shortest type's cost
+    std::erase_if(active, [&](size_t i) {
       auto& types = entries[i].types;
-      if (k >= types.size()) continue;
-      if (types[k].size() + 5 > room) {
-        ++left_out;
-        continue;
+      if (types[k].size() + 5 <= room) {
+        room -= types[k].size() + 5;
+        kept[i].push_back(std::move(types[k]));
+        --left;
       }
-      room -= types[k].size() + 5;
-      kept[i].push_back(std::move(types[k]));
-    }
+      return k + 1 >= types.size();
+    });
+  }
   for (size_t i = 0; i < n; ++i)
     entries[i].types = std::move(kept[i]);
-  return left_out;
+  return left;
 }
 
 bool session::report_idle(bool expired, std::chrono::milliseconds limit) {

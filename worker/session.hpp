@@ -29,8 +29,7 @@ namespace fusee::worker {
 /// Leaves out of an IDLE's entries the missing workflow types that might not fit one frame of
 /// the node's (at least 1 MiB, and proto::idle_bytes_per_shard per shard of an invocation: the
 /// node's cap on an invocation's shards); returns how many it left out. The room is shared out a
-/// type per shard at a time (every shard's first type before any shard's second), so no shard
-/// loses all of its types while another keeps several.
+/// type per shard at a time: every shard's first type is tried before any shard's second.
 size_t fit_idle_types(std::vector<proto::idle_entry>& entries);
 
 /// The wait before a long-lived worker connects again: 100 ms doubling to 5 s after a connect

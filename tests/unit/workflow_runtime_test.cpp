@@ -806,6 +806,15 @@ TEST_CASE("an IDLE's missing types are cut to what fits the smallest frame a nod
   CHECK(half.front().types.size() == 2);
   CHECK(half.back().types == std::vector<std::string>{std::string(100, 'a')});
   CHECK(std::all_of(half.begin(), half.end(), [](auto& e) { return !e.types.empty(); }));
+  // One shard with 20,000 types among 1,000: the others keep theirs, it keeps what room is left
+  // (8,528), and the rounds cost its types, not 20,000 passes over every shard.
+  proto::idle_entry one_type = widest;
+  one_type.types = {std::string(100, 'c')};
+  std::vector<proto::idle_entry> uneven(1'000, one_type);
+  uneven[0].types.assign(20'000, std::string(100, 'd'));
+  CHECK(worker::fit_idle_types(uneven) == 20'000 - 1 - 8'528);
+  CHECK(uneven[0].types.size() == 1 + 8'528);
+  CHECK(std::all_of(uneven.begin() + 1, uneven.end(), [](auto& e) { return e.types.size() == 1; }));
   // The same shards with no type, and a few shards with short types, lose nothing.
   widest.types.clear();
   std::vector<proto::idle_entry> bare(10'000, widest);
