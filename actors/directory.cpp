@@ -702,19 +702,16 @@ uint64_t parked_count(const Map& parked) {
 /// dropped (their senders resend). A shard given back is offered like any free one.
 void withhold(self_ptr self, withheld_shards w) {
   auto& st = self->state;
-  std::vector<bool> next(st.slots.size());
-  for (auto& part : w.parts)
-    for (auto r : part.ranges)
-      for (uint64_t s = r.first; s <= r.last && s < next.size(); ++s)
-        next[s] = st.slots[s].owned;
+  auto next = withheld_bits(w, st.slots.size());
   std::vector<revocation> out;
   std::map<std::pair<session_id, const withheld*>, std::vector<proto::shard_epoch>> told;
   st.withheld_count = 0;
   for (uint32_t s = 0; s < st.slots.size(); ++s) {
     auto& slot = st.slots[s];
-    st.withheld_count += next[s];
-    if (slot.withheld == next[s]) continue;
-    slot.withheld = next[s];
+    bool withheld = next[s] && slot.owned;  // another node's shard is never this node's to hold
+    st.withheld_count += withheld;
+    if (slot.withheld == withheld) continue;
+    slot.withheld = withheld;
     refresh_free(st, s);
     if (!slot.withheld || slot.holder == 0) continue;
     auto h = st.workers.find(slot.holder);

@@ -307,11 +307,7 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
         // What the directory withholds: no invocation for it; what it gives back is enqueued
         // again if it is ready (invocations already out end as they would).
         auto& st = self->state;
-        std::vector<bool> next(st.shards.size());
-        for (auto& part : w.parts)
-          for (auto r : part.ranges)
-            for (uint64_t s = r.first; s <= r.last && s < next.size(); ++s)
-              next[s] = true;
+        auto next = withheld_bits(w, st.shards.size());
         st.withheld = 0;
         bool given_back = false;
         for (uint32_t s = 0; s < st.shards.size(); ++s) {

@@ -53,6 +53,10 @@ typename Inspector::result_type inspect(Inspector& f, withheld_shards& x) {
 /// reached): every shard it serves. Nothing outside a cluster or in a cluster of one node.
 withheld_shards starting_hold(const shard_owners& owners);
 
+/// Bit s set <=> `w` withholds shard s, for shards 0..`shards`-1 (the directory's and the
+/// scheduler's flags are set from it).
+std::vector<bool> withheld_bits(const withheld_shards& w, size_t shards);
+
 /// The part of `w` that withholds `shard`, or null.
 const withheld* withholding(const withheld_shards& w, uint32_t shard);
 

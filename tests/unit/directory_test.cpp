@@ -765,6 +765,13 @@ struct invoked_fixture : fixture {
   }
   bind_result bound(std::vector<uint32_t> shards) {
     return bind_result{bind_code::bound, std::move(shards), 900, 0, endpoint};
+  }  /// An invoked worker (invocation `invocation`) that holds `shards`, its grants through the
+     /// log.
+  connection& invoked_holding(uint64_t invocation, std::vector<uint32_t> shards) {
+    auto& w = invoked(invocation);
+    answer(bound(std::move(shards)));
+    commit();
+    return w;
   }
 };
 
@@ -786,9 +793,7 @@ TEST_CASE("a worker that leaves while its invocation's bind answer is on its way
 TEST_CASE("an invoked worker gets exactly its invocation's free shards, or ERR when the "
           "invocation is unknown or taken") {
   invoked_fixture f;
-  auto& a = f.invoked(77);
-  f.answer(f.bound({2, 1, 2}));
-  f.commit();
+  auto& a = f.invoked_holding(77, {2, 1, 2});
   auto lease = a.last<proto::lease>();
   CHECK(shards_of(lease.grants) == std::vector<uint32_t>{1, 2});
   CHECK(lease.remaining_ms == 900);
@@ -870,9 +875,7 @@ TEST_CASE("an invoker that starts after the log failed is stopped as it starts")
 TEST_CASE("an invoked worker's IDLE report reaches its wake record and its endpoint when the "
           "lease ends") {
   invoked_fixture f;
-  auto& a = f.invoked(77);
-  f.answer(f.bound({1}));
-  f.commit();
+  auto& a = f.invoked_holding(77, {1});
   shard_report r;
   r.shard = 1;
   r.epoch = epoch_of(a, 1);
@@ -899,9 +902,7 @@ TEST_CASE("an invoked worker's IDLE report reaches its wake record and its endpo
   CHECK(f.ep.reports[0].steps == 5);
   CHECK(f.ep.reports[0].open_us == 1234);
   // a lease that ends without a report is a crash, and the endpoint hears nothing
-  auto& b = f.invoked(79);
-  f.answer(f.bound({1}));
-  f.commit();
+  auto& b = f.invoked_holding(79, {1});
   f.end(b);
   // not before the log has made the revocation: the shard is busy until then, and an
   // invocation it made due could lease nothing
@@ -924,9 +925,7 @@ TEST_CASE("a call parked for a shard nobody holds makes its wake record due, wit
 TEST_CASE("a call for a shard whose revocation is in the log makes its record due only once the "
           "log has made it, after the lease's end") {
   invoked_fixture f;
-  auto& b = f.invoked(79);
-  f.answer(f.bound({1}));
-  f.commit();
+  auto& b = f.invoked_holding(79, {1});
   f.end(b);  // the revocation is in the log: shard 1 is busy
   auto& client = f.connect();
   caf::anon_send(f.dir, call_request{f.from(client, 1, 1), "start", "billing", {}, 0});
@@ -1256,9 +1255,7 @@ TEST_CASE("the scheduler hears what is withheld before it may dispatch, and ever
   f.run();
   caf::anon_send(f.dir, withholding_of(1, 1));
   f.run();
-  auto& w = f.invoked(77);
-  f.answer(f.bound({0, 1}));
-  f.commit();
+  auto& w = f.invoked_holding(77, {0, 1});
   CHECK(shards_of(w.last<proto::lease>().grants) == std::vector<uint32_t>{0});
 }
 
@@ -1304,9 +1301,7 @@ TEST_CASE("when a conflict of maps withholds a shard, calls parked for it fail a
 
 TEST_CASE("an invoked worker's lease ended by a withholding is no crash of the worker's") {
   invoked_fixture f;
-  auto& a = f.invoked(77);
-  f.answer(f.bound({1}));
-  f.commit();
+  auto& a = f.invoked_holding(77, {1});
   REQUIRE(shards_of(a.last<proto::lease>().grants) == std::vector<uint32_t>{1});
   caf::anon_send(f.dir, withholding_of(1, 1));
   f.run();
@@ -1333,9 +1328,7 @@ TEST_CASE("an invoked worker's lease ended by a withholding is no crash of the w
 TEST_CASE(
     "an invoked worker's IDLE report reaches its endpoint when a withholding ends the lease") {
   invoked_fixture f;
-  auto& a = f.invoked(77);
-  f.answer(f.bound({1}));
-  f.commit();
+  auto& a = f.invoked_holding(77, {1});
   shard_report r;
   r.shard = 1;
   r.epoch = epoch_of(a, 1);
