@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "actors/call_gateway.hpp"
+#include "actors/cluster/map_agreement.hpp"
 #include "actors/cluster/shard_owners.hpp"
-#include "actors/cluster/withheld.hpp"
 #include "actors/logging.hpp"
 #include "actors/session.hpp"
 #include "client/address.hpp"
@@ -61,18 +61,8 @@ struct peer {
   ms backoff{100};
   std::string refused_digest;  ///< the last differing digest it sent, logged once
   std::string refusal_logged;  ///< the last refusal it answered our dial with, logged once
-  bool heard = false;          ///< up, refused or not reached at least once since start
   bool answered = false;       ///< the dial under way found its port answering (probe)
-  /// When a dial that reached its port first failed (it matters only during the start's hold).
-  std::optional<caf::actor_clock::time_point> reached_failure;
   uint64_t calls_forwarded = 0, calls_failed_fast = 0, messages_forwarded = 0, messages_dropped = 0;
-};
-
-/// This node's shards that a node serving another map gives to another node (by that node's
-/// name: it may be one this map does not name).
-struct contest {
-  std::vector<proto::shard_range> shards;
-  std::string digest;  ///< of its map
 };
 
 /// A CALL forwarded to another node, waiting for its CALL_RESULT.
@@ -92,11 +82,9 @@ struct cluster_state {
   std::string digest, canonical;
   std::vector<peer> peers;  ///< by index in the map; this node's entry is unused
   std::unordered_map<uint64_t, forwarded_call> waiting;
-  std::map<std::string, contest> contests;  ///< by node name; none with empty `shards`
-  bool settled = false;                     ///< every peer heard since start
-  bool dialled = false;                     ///< told to dial (dial_atom, once published)
+  map_agreement agreement;  ///< what this node withholds (the start's hold, the contests)
+  bool dialled = false;     ///< told to dial (dial_atom, once published)
   caf::actor_clock::time_point started{};
-  withheld_shards told;  ///< what the directory last heard (it starts with starting_hold())
   uint64_t next_ticket = 1;
   bool ticking = false;  ///< a tick is pending (only while calls wait: a timer delays shutdown)
   session_id id = 0;
@@ -122,79 +110,51 @@ void set_state(self_ptr self, size_t i, link state, std::string error) {
   p.error = std::move(error);
 }
 
-/// Tells the directory what this node withholds now (withheld.hpp), if that changed: the shards
-/// a node with another map gives to another node, and every shard until each peer was heard.
+/// Tells the directory what this node withholds now, if that changed.
 void publish_withheld(self_ptr self) {
   auto& st = self->state;
-  withheld_shards w;
-  for (auto& [name, c] : st.contests)  // first: a call for them fails rather than parks
-    w.parts.push_back(withheld{c.shards,
-                               "node " + name + " serves a different cluster map (digest " +
-                                   c.digest.substr(0, 12) + "), which gives shard(s) " +
-                                   proto::format_shard_ranges(c.shards) +
-                                   " to another node: node " + st.cfg.cluster_node +
-                                   " leases them to no worker until both serve the same map",
-                               true});
-  if (!st.settled)
-    for (auto& part : starting_hold(st.owners).parts)
-      w.parts.push_back(std::move(part));
-  if (w == st.told) return;
-  st.told = w;
-  self->send(st.directory, std::move(w));
+  if (auto w = st.agreement.to_tell()) self->send(st.directory, std::move(*w));
 }
 
-/// Peer `i` was heard (up, refused or not reached): once every peer was, the shards held back at
-/// start may be leased.
-void heard(self_ptr self, size_t i) {
+/// Peer `i` was heard (up, refused or not reached), or a dial of it failed (`reached`: after its
+/// port answered): once every peer was heard, the shards held back at start may be leased.
+void heard(self_ptr self, size_t i, std::optional<bool> dial_reached = std::nullopt) {
   auto& st = self->state;
-  st.peers[i].heard = true;
-  if (st.settled) return;
-  for (size_t j = 0; j < st.peers.size(); ++j)
-    if (j != st.owners.self() && !st.peers[j].heard) return;
-  st.settled = true;
+  auto now = self->clock().now();
+  if (!(dial_reached ? st.agreement.dial_failed(i, *dial_reached, now) : st.agreement.heard(i)))
+    return;
   spdlog::info("cluster heard every peer since start; leasing this node's shards ms={}",
-               std::chrono::duration_cast<ms>(self->clock().now() - st.started).count());
+               std::chrono::duration_cast<ms>(now - st.started).count());
   publish_withheld(self);
 }
 
 /// Node `name` serves the map `canonical` (digest `digest`; "": worked out here), not ours: the
-/// shards ours gives this node and its gives another are withheld while it does (a map that cannot
-/// be read: all of this node's shards). Logged when that changes.
+/// shards ours gives this node and its gives another are withheld while it does. Logged when that
+/// changes.
 void contested_by(self_ptr self, const std::string& name, const std::string& digest,
                   const std::string& canonical) {
   auto& st = self->state;
-  auto theirs = proto::parse_canonical(canonical);
-  contest c{proto::contested_shards(st.cfg.cluster, st.cfg.cluster_node,
-                                    theirs ? *theirs : proto::cluster_map{}),
-            !digest.empty() ? digest
-            : theirs        ? theirs->digest()
-                            : "(unreadable)"};
-  auto old = st.contests.find(name);
-  if (old != st.contests.end() && old->second.shards == c.shards && old->second.digest == c.digest)
-    return;
-  if (c.shards.empty()) {
-    if (old != st.contests.end()) st.contests.erase(old);
-  } else {
+  auto out = st.agreement.contested_by(name, digest, canonical);
+  if (out.what == map_agreement::change::none) return;
+  if (out.what == map_agreement::change::withheld) {
+    auto& c = st.agreement.contests().at(name);
     spdlog::error(
         "cluster shards withheld: node {}'s map gives them to another node shards={} "
         "digest={}{}",
         name, logging::quoted(proto::format_shard_ranges(c.shards)), c.digest.substr(0, 12),
-        theirs
+        out.unreadable.empty()
             ? ""
-            : " reason=" + logging::quoted("its map could not be read: " + theirs.err().message));
-    st.contests[name] = std::move(c);
+            : " reason=" + logging::quoted("its map could not be read: " + out.unreadable));
   }
   publish_withheld(self);
 }
 
 /// Node `name` serves this node's map (again): what its other map withheld is given back.
 void agreed_with(self_ptr self, const std::string& name) {
-  auto& st = self->state;
-  auto c = st.contests.find(name);
-  if (c == st.contests.end()) return;
+  auto shards = self->state.agreement.agreed_with(name);
+  if (!shards) return;
   spdlog::info("cluster shards no longer withheld: node {} serves this node's map shards={}", name,
-               logging::quoted(proto::format_shard_ranges(c->second.shards)));
-  st.contests.erase(c);
+               logging::quoted(proto::format_shard_ranges(*shards)));
   publish_withheld(self);
 }
 
@@ -249,9 +209,7 @@ void lost(self_ptr self, size_t i, const std::string& why) {
     it = st.waiting.erase(it);
   }
   schedule_dial(self, i);
-  auto now = self->clock().now();
-  if (reached && !p.reached_failure) p.reached_failure = now;
-  if (!reached || now - *p.reached_failure >= peer_timeout(st)) heard(self, i);
+  heard(self, i, reached);
 }
 
 /// The lines of `theirs` that `ours` lacks and the other way round, for the log.
@@ -479,9 +437,9 @@ actor_stats stats_of(self_ptr self) {
   a.num("callsFailedFast", fast);
   a.num("messagesForwarded", msgs);
   a.num("messagesDropped", dropped);
-  a.num("heardEveryPeer", st.settled);
+  a.num("heardEveryPeer", st.agreement.settled());
   std::string withheld;  // "3-4 (node c's map)"
-  for (auto& [name, c] : st.contests)
+  for (auto& [name, c] : st.agreement.contests())
     withheld += (withheld.empty() ? "" : "; ") + proto::format_shard_ranges(c.shards) + " (node " +
                 name + "'s map)";
   a.text("withheld", withheld);
@@ -498,8 +456,7 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg, direct
   st.canonical = st.cfg.cluster.canonical();
   st.id = new_session_id();
   st.started = self->clock().now();
-  st.told = starting_hold(st.owners);  // what the directory starts with
-  st.settled = st.told.parts.empty();
+  st.agreement = map_agreement(st.cfg);  // the directory starts told its start's hold
   st.peers.resize(st.cfg.cluster.nodes.size());
   for (size_t i = 0; i < st.peers.size(); ++i) {
     st.peers[i].node = st.cfg.cluster.nodes[i];

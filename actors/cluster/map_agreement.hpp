@@ -1,0 +1,81 @@
+// What a clustered node withholds, decided from what it has heard of its peers (DESIGN.md §7, "a
+// different map"): every shard it serves until each peer was heard once since start, and the
+// shards a peer's different map gives to another node while that peer serves it. Pure: no CAF, no
+// clock (callers pass the time); the cluster actor logs the changes and tells the directory.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/cluster/withheld.hpp"
+#include "actors/node_settings.hpp"
+
+namespace fusee::server {
+
+class map_agreement {
+public:
+  using time_point = std::chrono::steady_clock::time_point;
+
+  /// Outside a cluster: nothing is ever withheld.
+  map_agreement() = default;
+  /// For the node `cfg` names in its map: every shard it serves withheld until each peer was
+  /// heard (nothing in a cluster of one).
+  explicit map_agreement(const node_settings& cfg);
+
+  /// Peer `i` (its index in the map) was heard: linked, refused, or refusing this node. True if
+  /// that ended the start's hold.
+  bool heard(size_t i);
+  /// A dial of peer `i` failed; `reached`: its port had answered (a later step failed). A port
+  /// not answering counts as heard at once; a failure after reaching it only once the peer
+  /// timeout has passed since the first such failure, so one more dial may find its map. True if
+  /// that ended the start's hold.
+  bool dial_failed(size_t i, bool reached, time_point now);
+  /// Every peer was heard since start.
+  bool settled() const { return settled_; }
+
+  /// This node's shards that a node serving another map gives to another node.
+  struct contest {
+    std::vector<proto::shard_range> shards;  ///< never empty while kept
+    std::string digest;                      ///< of its map
+  };
+  enum class change { none, withheld, cleared };
+  struct outcome {
+    change what = change::none;
+    std::string unreadable;  ///< why its map could not be read ("" if it could): all withheld
+  };
+  /// Node `name` (possibly one this map does not name) serves the map `canonical` (`digest`: ""
+  /// to work it out from it), not ours: its contest becomes the shards ours gives this node and
+  /// its gives another, or every shard of this node if its map cannot be read. `withheld`: the
+  /// contest is new or other than before; `cleared`: it contests nothing now.
+  outcome contested_by(const std::string& name, const std::string& digest,
+                       const std::string& canonical);
+  /// Node `name` serves this node's map (again): the shards its contest withheld, now given
+  /// back, or nullopt if it had none.
+  std::optional<std::vector<proto::shard_range>> agreed_with(const std::string& name);
+  /// The contests by node name.
+  const std::map<std::string, contest>& contests() const { return contests_; }
+
+  /// Everything withheld now: each contest (calls for it fail at once) before the start's hold.
+  withheld_shards withheld_now() const;
+  /// withheld_now() if it differs from what the directory was last told (it starts told the
+  /// start's hold), and from now on counts as told; else nullopt.
+  std::optional<withheld_shards> to_tell();
+
+private:
+  proto::cluster_map map_;
+  std::string self_name_;
+  size_t self_ = 0;
+  std::chrono::milliseconds peer_timeout_{0};
+  withheld_shards start_hold_;
+  bool settled_ = true;
+  std::vector<bool> heard_;  ///< by index in the map
+  std::vector<std::optional<time_point>> reached_failure_;
+  std::map<std::string, contest> contests_;
+  withheld_shards told_;
+};
+
+}  // namespace fusee::server
