@@ -27,7 +27,7 @@ uint64_t tagged(proto::shard_id s, proto::epoch_t e) {
 
 session::session(const registry& types, const worker_options& options, bool keep_alive_thread)
     : types_(types), options_(options), keep_alive_thread_(keep_alive_thread),
-      rng_(std::random_device{}()) {}
+      rng_(std::random_device{}()), window_(options.max_appends_in_flight) {}
 
 session::~session() {
   stop_keep_alive();
@@ -301,7 +301,7 @@ void session::take(const proto::grant_entry& g) {
   uint32_t s = g.shard.value();
   auto runner = std::make_unique<shard_runner>(g.shard, g.epoch, types_, *this, settings());
   recovering_[s] = recovery{clock::now(), g.durable_lsn.value(), 0};
-  forget_appends(s, UINT64_MAX);  // (a grant over a held shard: PROTOCOL.md has none)
+  window_.forget(s);  // (a grant over a held shard: PROTOCOL.md has none)
   shards_[s] = std::move(runner);
   uint64_t id = next_id_++;
   pending_[id] = proto::shard_epoch{g.shard, g.epoch};
@@ -336,10 +336,14 @@ void session::drop(uint32_t s, const std::string& why, bool release) {
   auto it = shards_.find(s);
   if (it == shards_.end()) return;
   log("shard " + std::to_string(s) + ": " + why);
-  if (release)
-    send(proto::release{proto::request_head{next_id_++, it->second->shard(), it->second->epoch()}});
+  if (release) {
+    uint64_t id = next_id_++;
+    send(proto::release{proto::request_head{id, it->second->shard(), it->second->epoch()}});
+    window_.releasing(s, id);
+  } else {
+    window_.forget(s);
+  }
   shards_.erase(it);
-  forget_appends(s, UINT64_MAX);
   recovering_.erase(s);
   steps_at_lease_.erase(s);
   open_us_.erase(s);
@@ -361,15 +365,14 @@ void session::on(proto::durable& d) {
   for (auto& p : d.positions)
     if (auto* r = held(p.shard, p.epoch)) {
       r->on_durable(p.lsn.value());
-      forget_appends(p.shard.value(), p.lsn.value());
+      window_.durable(p.shard.value(), p.lsn.value());
     }
 }
 
 void session::send_appends() {
   // Rounds of one APPEND (at most 8 MiB of records, far below the frame limit) per shard with
   // records, from the shard the last full window stopped at: no shard waits behind others that
-  // keep appending. A window of 0 would never send: it counts as 1.
-  size_t window = std::max<uint32_t>(options_.max_appends_in_flight, 1);
+  // keep appending.
   // Another round only while a shard has more than one APPEND's worth (most flushes: one pass).
   for (bool more = true; more;) {
     more = false;
@@ -378,27 +381,17 @@ void session::send_appends() {
       if (it == shards_.end()) it = shards_.begin();
       auto& [s, runner] = *it;
       if (!runner->has_records()) continue;
-      if (appends_out_ >= window) {
+      if (window_.full()) {
         flush_from_ = s;
         return;
       }
       auto a = runner->take_append(8u << 20);
       a.head.id = tagged(a.head.shard, a.head.epoch);
-      unsynced_[s].push_back(a.first_lsn.value() + a.records.size() - 1);
-      ++appends_out_;
+      window_.sent(s, a.first_lsn.value() + a.records.size() - 1);
       send(std::move(a));
       more = more || runner->has_records();
     }
   }
-}
-
-void session::forget_appends(uint32_t s, uint64_t durable) {
-  auto it = unsynced_.find(s);
-  if (it == unsynced_.end()) return;
-  auto& q = it->second;
-  for (; !q.empty() && q.front() <= durable; q.pop_front())
-    --appends_out_;
-  if (q.empty()) unsynced_.erase(it);
 }
 
 void session::on(proto::grant& g) {
@@ -470,10 +463,12 @@ void session::on(proto::io_failed& f) {
 }
 
 void session::on(proto::ok& o) {
+  if (window_.answered(o.id)) return;
   if (awaited_.erase(o.id)) oks_.push_back(o.id);
 }
 
 void session::on(proto::err& e) {
+  window_.answered(e.id);  // a RELEASE's slots are free either way (the shard is given up)
   auto p = pending_.find(e.id);
   if (p != pending_.end()) {
     auto lease = p->second;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "client/connection.hpp"
+#include "worker/append_window.hpp"
 #include "worker/runtime.hpp"
 #include "worker/shard_runner.hpp"
 
@@ -146,8 +147,6 @@ private:
   runner_settings settings() const;
   /// Each shard's queued records as APPENDs, while fewer than max_appends_in_flight are out.
   void send_appends();
-  /// APPENDs of shard `s` up to `durable` are no longer out.
-  void forget_appends(uint32_t s, uint64_t durable);
 
   void read_log(uint32_t s, uint64_t after);
 
@@ -213,10 +212,9 @@ private:
   uint32_t remaining_ms_ = 0;
   std::atomic<uint64_t> next_id_{100};
   std::map<uint32_t, std::unique_ptr<shard_runner>> shards_;
-  /// The last LSN of each APPEND sent per shard and not yet durable; their count, which
-  /// options_.max_appends_in_flight bounds; the shard the next flush starts from when it did.
-  std::map<uint32_t, std::deque<uint64_t>> unsynced_;
-  size_t appends_out_ = 0;
+  /// The APPENDs out (options_.max_appends_in_flight bounds them); the shard the next flush
+  /// starts from when the window was full.
+  append_window window_;
   uint32_t flush_from_ = 0;
   std::map<uint32_t, recovery> recovering_;
   std::map<uint32_t, uint64_t> steps_at_lease_, open_us_;
