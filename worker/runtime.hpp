@@ -30,7 +30,8 @@ struct worker_options {
   uint32_t max_shards = 0;  ///< 0: every free shard
   /// APPENDs sent on the connection and not yet durable (at least 1); more records wait in their
   /// shards. The server refuses APPENDs over its `limits.max_appends_in_flight` (16384): half
-  /// of that leaves room for a revoked shard's APPENDs still in its queue (append_window.hpp).
+  /// of that leaves room for APPENDs it still counts after this worker freed their slots (a
+  /// revoked shard's, a RELEASE refused at once: append_window.hpp).
   uint32_t max_appends_in_flight = 8192;
   runner_settings runner;
   uint32_t recover_page_bytes = 4u << 20;

@@ -116,16 +116,23 @@ void publish_withheld(self_ptr self) {
   if (auto w = st.agreement.to_tell()) self->send(st.directory, std::move(*w));
 }
 
-/// Peer `i` was heard (up, refused or not reached), or a dial of it failed (`reached`: after its
-/// port answered): once every peer was heard, the shards held back at start may be leased.
-void heard(self_ptr self, size_t i, std::optional<bool> dial_reached = std::nullopt) {
+/// `ended`: hearing a peer ended the start's hold, so the shards held back may be leased now.
+void after_hearing(self_ptr self, bool ended) {
+  if (!ended) return;
   auto& st = self->state;
-  auto now = self->clock().now();
-  if (!(dial_reached ? st.agreement.dial_failed(i, *dial_reached, now) : st.agreement.heard(i)))
-    return;
   spdlog::info("cluster heard every peer since start; leasing this node's shards ms={}",
-               std::chrono::duration_cast<ms>(now - st.started).count());
+               std::chrono::duration_cast<ms>(self->clock().now() - st.started).count());
   publish_withheld(self);
+}
+
+/// Peer `i` was heard: up, refused, or refusing this node.
+void heard(self_ptr self, size_t i) {
+  after_hearing(self, self->state.agreement.heard(i));
+}
+
+/// A dial of peer `i` failed; `reached`: after its port answered (map_agreement::dial_failed).
+void dial_failed(self_ptr self, size_t i, bool reached) {
+  after_hearing(self, self->state.agreement.dial_failed(i, reached, self->clock().now()));
 }
 
 /// Node `name` serves the map `canonical` (digest `digest`; "": worked out here), not ours: the
@@ -136,6 +143,10 @@ void contested_by(self_ptr self, const std::string& name, const std::string& dig
   auto& st = self->state;
   auto out = st.agreement.contested_by(name, digest, canonical);
   if (out.what == map_agreement::change::none) return;
+  if (out.what == map_agreement::change::cleared)
+    spdlog::info("cluster shards no longer withheld: node {}'s map gives none of them to another "
+                 "node shards={}",
+                 name, logging::quoted(proto::format_shard_ranges(out.given_back)));
   if (out.what == map_agreement::change::withheld) {
     auto& c = st.agreement.contests().at(name);
     spdlog::error(
@@ -209,7 +220,7 @@ void lost(self_ptr self, size_t i, const std::string& why) {
     it = st.waiting.erase(it);
   }
   schedule_dial(self, i);
-  heard(self, i, reached);
+  dial_failed(self, i, reached);
 }
 
 /// The lines of `theirs` that `ours` lacks and the other way round, for the log.

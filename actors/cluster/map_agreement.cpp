@@ -47,6 +47,7 @@ map_agreement::outcome map_agreement::contested_by(const std::string& name,
     return out;
   if (c.shards.empty()) {
     if (old == contests_.end()) return out;
+    out.given_back = std::move(old->second.shards);
     contests_.erase(old);
     out.what = change::cleared;
     return out;

@@ -1,7 +1,7 @@
 // What a clustered node withholds, decided from what it has heard of its peers (DESIGN.md §7, "a
 // different map"): every shard it serves until each peer was heard once since start, and the
-// shards a peer's different map gives to another node while that peer serves it. Pure: no CAF, no
-// clock (callers pass the time); the cluster actor logs the changes and tells the directory.
+// shards a peer's different map gives to another node while that peer serves it. No actor, no
+// clock (callers pass the time): the cluster actor logs the changes and tells the directory.
 #pragma once
 
 #include <chrono>
@@ -32,7 +32,7 @@ public:
   /// A dial of peer `i` failed; `reached`: its port had answered (a later step failed). A port
   /// not answering counts as heard at once; a failure after reaching it only once the peer
   /// timeout has passed since the first such failure, so one more dial may find its map. True if
-  /// that ended the start's hold.
+  /// that ended the start's hold (never once it has ended).
   bool dial_failed(size_t i, bool reached, time_point now);
   /// Every peer was heard since start.
   bool settled() const { return settled_; }
@@ -46,11 +46,13 @@ public:
   struct outcome {
     change what = change::none;
     std::string unreadable;  ///< why its map could not be read ("" if it could): all withheld
+    std::vector<proto::shard_range> given_back;  ///< `cleared`: what its contest had withheld
   };
   /// Node `name` (possibly one this map does not name) serves the map `canonical` (`digest`: ""
   /// to work it out from it), not ours: its contest becomes the shards ours gives this node and
   /// its gives another, or every shard of this node if its map cannot be read. `withheld`: the
-  /// contest is new or other than before; `cleared`: it contests nothing now.
+  /// contest is new or other than before (other shards or another digest); `cleared`: it
+  /// contests nothing now.
   outcome contested_by(const std::string& name, const std::string& digest,
                        const std::string& canonical);
   /// Node `name` serves this node's map (again): the shards its contest withheld, now given
@@ -66,16 +68,17 @@ public:
   std::optional<withheld_shards> to_tell();
 
 private:
-  proto::cluster_map map_;
+  proto::cluster_map map_;  ///< this node's
   std::string self_name_;
-  size_t self_ = 0;
+  size_t self_ = 0;  ///< this node's index in map_
   std::chrono::milliseconds peer_timeout_{0};
-  withheld_shards start_hold_;
-  bool settled_ = true;
-  std::vector<bool> heard_;  ///< by index in the map
+  withheld_shards start_hold_;  ///< every shard this node serves (empty alone or outside a cluster)
+  bool settled_ = true;         ///< every peer heard since start: start_hold_ no longer withheld
+  std::vector<bool> heard_;     ///< by index in the map
+  /// By index in the map: when a dial that reached the peer's port first failed.
   std::vector<std::optional<time_point>> reached_failure_;
-  std::map<std::string, contest> contests_;
-  withheld_shards told_;
+  std::map<std::string, contest> contests_;  ///< by node name; none with empty `shards`
+  withheld_shards told_;                     ///< what the directory was last told
 };
 
 }  // namespace fusee::server

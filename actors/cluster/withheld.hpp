@@ -1,7 +1,8 @@
 // Shards a node of a cluster serves but leases to no worker for now (DESIGN.md §7, "a different
 // map"): all of them until the node has heard every peer once since it started, and those a
-// peer's different map gives to another node while that peer serves it. The cluster actor
-// decides; the directory (no grant, leases revoked) and the scheduler (no invocation) obey.
+// peer's different map gives to another node while that peer serves it. map_agreement decides
+// and the cluster actor tells the directory (no grant, leases revoked), which tells the scheduler
+// (no invocation).
 #pragma once
 
 #include <string>

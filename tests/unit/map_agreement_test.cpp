@@ -81,10 +81,13 @@ TEST_CASE("a peer whose port does not answer counts as heard at once, one whose 
   CHECK(a.dial_failed(2, true, t0 + 3000ms));
   CHECK(a.settled());
   CHECK(a.to_tell());
+  // once ended, no failure ends it again
+  CHECK_FALSE(a.dial_failed(1, false, t0 + 4000ms));
+  CHECK_FALSE(a.dial_failed(2, true, t0 + 9000ms));
 }
 
-TEST_CASE("a peer's failure after reaching its port counts from the first, and a port that then "
-          "does not answer counts at once") {
+TEST_CASE("a peer whose port answered and then stops answering counts as heard at once, without "
+          "waiting for the peer timeout") {
   map_agreement a(node_a());
   CHECK_FALSE(a.heard(1));
   CHECK_FALSE(a.dial_failed(2, true, t0));
@@ -149,9 +152,19 @@ TEST_CASE("a changed contest replaces the one before, one that contests nothing 
   theirs.nodes[1].shards = {{6, 15}};
   CHECK(a.contested_by("b", "", theirs.canonical()).what == map_agreement::change::withheld);
   CHECK(a.to_tell()->parts.at(0).ranges == std::vector<proto::shard_range>{{6, 7}});
+  // the same shards under another map (c's address moved there too): a new digest is told
+  theirs.nodes[2].listen = "127.0.0.1:2";
+  CHECK(a.contested_by("b", "", theirs.canonical()).what == map_agreement::change::withheld);
+  CHECK(a.contests().at("b").digest == theirs.digest());
+  auto told = a.to_tell();
+  REQUIRE(told);
+  CHECK(told->parts.at(0).ranges == std::vector<proto::shard_range>{{6, 7}});
+  CHECK(told->parts.at(0).why.find(theirs.digest().substr(0, 12)) != std::string::npos);
   proto::cluster_map readdressed = node_a().cluster;
   readdressed.nodes[1].listen = "127.0.0.1:1";
-  CHECK(a.contested_by("b", "", readdressed.canonical()).what == map_agreement::change::cleared);
+  auto out = a.contested_by("b", "", readdressed.canonical());
+  CHECK(out.what == map_agreement::change::cleared);
+  CHECK(out.given_back == std::vector<proto::shard_range>{{6, 7}});
   CHECK(a.to_tell()->parts.empty());
   // and from a node with no contest, nothing to clear
   CHECK(a.contested_by("c", "", readdressed.canonical()).what == map_agreement::change::none);
