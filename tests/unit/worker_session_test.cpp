@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -48,6 +49,8 @@ public:
   void accept_worker() {
     fd_ = ::accept4(listen_, nullptr, nullptr, SOCK_CLOEXEC);
     REQUIRE(fd_ >= 0);
+    int one = 1;  // each frame at once, as the server writes them (no wait for the last ACK)
+    REQUIRE(::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0);
   }
 
   /// The next request the worker sent within `wait`, PINGs skipped; nullopt if none came.
@@ -101,12 +104,22 @@ private:
   proto::frame_decoder decoder_;
 };
 
-/// "steps": `n` steps one after another, each a record of its own.
+/// "steps": `n` steps one after another, each a record of its own; "ticking": the same with a
+/// 1 ms sleep before each step, so its records keep coming turn after turn.
 registry stepping_types() {
   registry r;
   r.add("steps", [](context& ctx, json in) -> task<json> {
     int n = in.value("n", 0);
     for (int i = 0; i < n; ++i) {
+      std::string name = "s" + std::to_string(i);
+      co_await ctx.step(name, [i] { return i; });
+    }
+    co_return json(n);
+  });
+  r.add("ticking", [](context& ctx, json in) -> task<json> {
+    int n = in.value("n", 0);
+    for (int i = 0; i < n; ++i) {
+      co_await ctx.sleep(std::chrono::milliseconds(1));
       std::string name = "s" + std::to_string(i);
       co_await ctx.step(name, [i] { return i; });
     }
@@ -122,21 +135,33 @@ std::vector<proto::append> appends_in(const std::vector<proto::any_message>& ms)
   return out;
 }
 
-/// A session holding shards 0 and 1 (epoch 1, nothing in their logs), a 20-step run started on
-/// each, and its window of 2 APPENDs full.
+/// A session with a window of `window` APPENDs holding shards 0 and 1 (epoch 1, nothing in their
+/// logs), a run of `type` with `n` steps started on each. Without a type: "steps", 20 steps, a
+/// window of 2, and the turns taken until both runs stepped through and the window is full.
 struct window_rig {
   scripted_server server;
   registry types = stepping_types();
-  worker_options options = [this] {
-    worker_options o;
-    o.server = server.address();
-    o.max_appends_in_flight = 2;
-    return o;
-  }();
-  session s{types, options, false};
+  worker_options options;
+  std::unique_ptr<session> session_;
+  session& s;
   std::vector<proto::append> out;  ///< the APPENDs the window holds
 
-  window_rig() {
+  window_rig() : window_rig(2, "steps", 20) {
+    for (int i = 0; i < 20 && s.steps() < 40; ++i)
+      REQUIRE(s.turn(10ms));
+    REQUIRE(s.steps() == 40);
+    out = appends_in(server.drain());
+    REQUIRE(out.size() == 2);
+  }
+
+  window_rig(uint32_t window, const std::string& type, int n)
+      : options([&] {
+          worker_options o;
+          o.server = server.address();
+          o.max_appends_in_flight = window;
+          return o;
+        }()),
+        session_(std::make_unique<session>(types, options, false)), s(*session_) {
     REQUIRE(s.begin_connect(0, proto::invocation_id{}));
     server.accept_worker();
     auto h = server.expect<proto::hello>();
@@ -162,17 +187,11 @@ struct window_rig {
     }
     uint64_t relay = 1;
     for (auto [shard, id] : {std::pair{0u, "w0"}, std::pair{1u, "w1"}}) {
-      json args{{"id", id}, {"type", "steps"}, {"input", {{"n", 20}}}};
+      json args{{"id", id}, {"type", type}, {"input", {{"n", n}}}};
       auto text = args.dump();
-      server.send(proto::relayed_call{0, relay++, proto::shard_id{shard}, "start", "steps",
+      server.send(proto::relayed_call{0, relay++, proto::shard_id{shard}, "start", type,
                                       proto::bytes(text.begin(), text.end())});
     }
-    // Turns until both runs have stepped through: the window holds two APPENDs, no more.
-    for (int i = 0; i < 20 && s.steps() < 40; ++i)
-      REQUIRE(s.turn(10ms));
-    REQUIRE(s.steps() == 40);
-    out = appends_in(server.drain());
-    REQUIRE(out.size() == 2);
   }
 
   /// An ERR for the first APPEND of `shard` the window holds: the session gives the shard up.
@@ -238,4 +257,27 @@ TEST_CASE("a shard a worker session gives up keeps its APPENDs' slots until its 
   REQUIRE_FALSE(sent.empty());
   for (auto& a : sent)
     CHECK(a.head.shard.value() != shard);
+}
+
+TEST_CASE("a worker session whose window frees one slot at a time gives the shards turns: one that "
+          "keeps appending does not keep the slot from the other") {
+  window_rig rig(1, "ticking", 500);
+  std::vector<uint32_t> order;  // the shard of each APPEND, in the order they came
+  for (int i = 0; i < 13; ++i) {
+    // Both runs step every millisecond: after these turns both shards have records waiting, and
+    // the DURABLE of the last round (if any) has freed the one slot for one APPEND.
+    for (int t = 0; t < 3; ++t)
+      REQUIRE(rig.s.turn(2ms));
+    auto sent = appends_in(rig.server.drain());
+    REQUIRE_MESSAGE(sent.size() == 1, "round " << i);
+    auto& a = sent[0];
+    order.push_back(a.head.shard.value());
+    uint64_t last = a.first_lsn.value() + a.records.size() - 1;
+    rig.server.send(proto::durable{0, {{a.head.shard, a.head.epoch, proto::lsn_t{last}}}});
+  }
+  // From the first slot both had records for, the shards alternate (starting from the lowest
+  // shard each time, shard 0 would take every slot while its run goes on).
+  for (size_t i = 2; i < order.size(); ++i)
+    CHECK_MESSAGE(order[i] != order[i - 1],
+                  "APPEND " << i << " went to shard " << order[i] << " again");
 }
