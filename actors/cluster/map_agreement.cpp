@@ -45,11 +45,11 @@ map_agreement::outcome map_agreement::contested_by(const std::string& name,
   auto old = contests_.find(name);
   if (old != contests_.end() && old->second.shards == c.shards && old->second.digest == c.digest)
     return out;
-  if (c.shards.empty()) {
-    if (old == contests_.end()) return out;
-    out.given_back = std::move(old->second.shards);
-    contests_.erase(old);
-    out.what = change::cleared;
+  if (c.shards.empty()) {  // as if it agreed
+    if (auto back = agreed_with(name)) {
+      out.given_back = std::move(*back);
+      out.what = change::cleared;
+    }
     return out;
   }
   contests_[name] = std::move(c);

@@ -9,23 +9,15 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 
+from listening import accepts
+
 source, build = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 
-
-def in_use(port):
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
-
-
-busy = [p for p in (7400, 7401, 7402, 7403) if in_use(p)]
+busy = [p for p in (7400, 7401, 7402, 7403) if accepts("127.0.0.1", p)]
 if busy:
     sys.exit(f"securing_docs: ports {busy} are in use; the recipe needs 7400-7403 free")
 text = open(os.path.join(source, "docs", "operations.md")).read()

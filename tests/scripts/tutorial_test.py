@@ -11,22 +11,15 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+from listening import accepts
+
 source, build = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 PORTS = [7400, 7401, 7402, 7403, 9000]
-
-
-def accepts(host, port):
-    try:
-        with socket.create_connection((host, port), timeout=0.2):
-            return True
-    except OSError:
-        return False
 
 
 def contains(got, want, where="$"):
