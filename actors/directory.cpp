@@ -429,8 +429,14 @@ void tell_revoked(self_ptr self, uint32_t shard, std::optional<lease_end> end) {
   auto& st = self->state;
   if (!st.wake) return;
   if (end) tell(self, shard, std::move(*end));
-  if (auto c = st.parked_calls.find(shard); c != st.parked_calls.end() && !c->second.empty())
-    tell(self, shard, record_due{proto::reason_call, c->second.front().type});
+  if (auto c = st.parked_calls.find(shard); c != st.parked_calls.end()) {
+    std::vector<const std::string*> told;  // each start type waiting, once (they route the POST)
+    for (auto& call : c->second)
+      if (std::none_of(told.begin(), told.end(), [&](auto* t) { return *t == call.type; })) {
+        told.push_back(&call.type);
+        tell(self, shard, record_due{proto::reason_call, call.type});
+      }
+  }
   if (st.parked_messages.count(shard)) tell(self, shard, record_due{proto::reason_message, {}});
 }
 

@@ -61,6 +61,17 @@ struct endpoint_state {
 
 using endpoint_ptr = endpoint_actor::stateful_pointer<endpoint_state>;
 
+/// ": " and the start of an endpoint's error answer (where it says why), at most 200 bytes on one
+/// line; nothing if it is empty.
+std::string answer_excerpt(const std::string& body) {
+  std::string out;
+  for (char c : body.substr(0, 200))
+    out += static_cast<unsigned char>(c) < 0x20 || c == 0x7F ? ' ' : c;
+  while (!out.empty() && out.back() == ' ')
+    out.pop_back();
+  return out.empty() ? out : ": " + out;
+}
+
 std::string endpoint_json(const endpoint_state& st, clock_type::time_point now) {
   std::ostringstream o;
   long backoff_ms =
@@ -108,7 +119,7 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
         if (!st.cfg.secret.empty())
           req.headers.push_back("fusee-signature: " +
                                 proto::sign(st.cfg.secret, proto::unix_ms(), req.body));
-        req.timeout_ms = st.cfg.budget_ms + st.cfg.grace_ms;
+        req.timeout_ms = rules::answer_deadline_ms(st.cfg.budget_ms, st.cfg.grace_ms);
         req.ca_file = st.cfg.ca_file;
         req.cert_file = st.cfg.cert_file;
         req.key_file = st.cfg.key_file;
@@ -194,8 +205,10 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
           st.m.last_error =
               ok          ? "answered " + std::to_string(status) + " but never leased its shards"
               : timed_out ? "no answer within budget + grace (" +
-                                std::to_string(st.cfg.budget_ms + st.cfg.grace_ms) + " ms)"
-              : status != 0 ? "answered HTTP " + std::to_string(status)
+                                std::to_string(
+                                    rules::answer_deadline_ms(st.cfg.budget_ms, st.cfg.grace_ms)) +
+                                " ms)"
+              : status != 0 ? "answered HTTP " + std::to_string(status) + answer_excerpt(out.body)
                             : error;
           auto now = self->clock().now();
           if (now - st.logged >= std::chrono::seconds(10)) {  // at most every 10 s

@@ -30,6 +30,12 @@ size_t on_write(char* data, size_t size, size_t n, void* user) {
 
 }  // namespace
 
+bool http_client::answer_timed_out(bool curl_timed_out, double elapsed_ms, uint32_t timeout_ms) {
+  // curl says "timed out" for its connect time-out too: that one is a failure to reach the
+  // endpoint, ended before the whole transfer's time was up.
+  return curl_timed_out && timeout_ms > 0 && elapsed_ms >= static_cast<double>(timeout_ms);
+}
+
 http_client::http_client() {
   multi_ = curl_multi_init();
   thread_ = std::thread([this] { run(); });
@@ -41,10 +47,20 @@ http_client::~http_client() {
 }
 
 void http_client::submit(http_request req) {
+  bool queued = false;
   {
     std::lock_guard<std::mutex> lk{mtx_};
-    if (stop_) return;  // the server is stopping: nobody waits for the answer any more
-    queue_.push_back(std::move(req));
+    if (!stop_) {
+      queue_.push_back(std::move(req));
+      queued = true;
+    }
+  }
+  if (!queued) {  // the server is stopping: answered here, as the header promises
+    http_result res;
+    res.id = req.id;
+    res.error = "not sent: the server is stopping";
+    if (req.done) req.done(std::move(res));
+    return;
   }
   ++in_flight_;
   curl_multi_wakeup(static_cast<CURLM*>(multi_));
@@ -70,14 +86,16 @@ void http_client::run() {
       long status = 0;
       curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
       res.status = status;
-    } else {
-      res.error = t.errbuf[0] ? t.errbuf : curl_easy_strerror(code);
-      res.timed_out = code == CURLE_OPERATION_TIMEDOUT;
     }
     res.body = std::move(t.response);
     res.total_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t.started)
             .count();
+    if (code != CURLE_OK) {
+      res.error = t.errbuf[0] ? t.errbuf : curl_easy_strerror(code);
+      res.timed_out =
+          answer_timed_out(code == CURLE_OPERATION_TIMEDOUT, res.total_ms, t.req.timeout_ms);
+    }
     --in_flight_;
     if (t.req.done) t.req.done(std::move(res));
   };

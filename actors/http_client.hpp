@@ -59,6 +59,10 @@ public:
   http_client& operator=(const http_client&) = delete;
 
   void submit(http_request req) override;
+  /// Whether a transfer curl ended with CURLE_OPERATION_TIMEDOUT (`curl_timed_out`) after
+  /// `elapsed_ms` ran out the request's whole `timeout_ms` (no answer in time), rather than the
+  /// connect time-out (the endpoint was not reached: a failure, as any other).
+  static bool answer_timed_out(bool curl_timed_out, double elapsed_ms, uint32_t timeout_ms);
   /// Ends the thread; transfers still running complete with error "aborted".
   void stop();
   size_t in_flight() const { return in_flight_; }

@@ -1,6 +1,7 @@
 #include "actors/invoker_rules.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "protocol/messages.hpp"
 
@@ -37,6 +38,11 @@ int choose_endpoint(const std::vector<std::vector<std::string>>& endpoint_types,
   return 0;
 }
 
+uint32_t answer_deadline_ms(uint32_t budget_ms, uint32_t grace_ms) {
+  return static_cast<uint32_t>(
+      std::min<uint64_t>(uint64_t{budget_ms} + grace_ms, std::numeric_limits<uint32_t>::max()));
+}
+
 uint32_t invocation_shards(uint32_t max_shards, uint32_t max_frame_mb) {
   uint32_t most = proto::max_invocation_shards(max_frame_mb);
   return max_shards == 0 ? most : std::min(max_shards, most);
@@ -45,7 +51,10 @@ uint32_t invocation_shards(uint32_t max_shards, uint32_t max_frame_mb) {
 std::vector<std::vector<uint32_t>> group(const std::vector<uint32_t>& shards, uint32_t free_slots,
                                          uint32_t max_shards) {
   std::vector<std::vector<uint32_t>> out;
-  size_t per = max_shards == 0 ? std::max<size_t>(shards.size(), 1) : max_shards;
+  if (free_slots == 0) return out;
+  // Spread over the free slots (each instance gets its share of the budget's work), then capped.
+  size_t per = std::max<size_t>((shards.size() + free_slots - 1) / free_slots, 1);
+  if (max_shards != 0) per = std::min<size_t>(per, max_shards);
   for (size_t i = 0; i < shards.size() && out.size() < free_slots; i += per)
     out.emplace_back(shards.begin() + static_cast<ptrdiff_t>(i),
                      shards.begin() + static_cast<ptrdiff_t>(std::min(shards.size(), i + per)));

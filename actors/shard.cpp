@@ -106,6 +106,8 @@ uint8_t on_lease_end(shard_ptr self, const lease_end& e) {
     }
     return shard_status::crash;
   }
+  // Whatever it reported, the types it had no code for route the next invocation (choose_endpoint).
+  st.awaiting = e.types;
   if (e.flags & proto::idle_busy) {  // work left now: handed back
     become_due(st, now, proto::reason_handback);
     if ((e.flags & proto::idle_expired) && e.steps == 0) {
@@ -125,15 +127,16 @@ uint8_t on_lease_end(shard_ptr self, const lease_end& e) {
   // Idle: due again at its next timer, or now if another endpoint has code the holder lacked.
   st.failures = 0;
   st.not_before = {};
-  st.awaiting = e.types;
   st.due = e.due_in_ms != proto::nothing_due;
   auto from = e.reported_at != 0 ? std::min(clock_at(e.reported_at), now) : now;
   st.due_at =
       st.due ? from + ms{static_cast<int64_t>(std::min<uint64_t>(e.due_in_ms, 1ull << 40))} : now;
   st.reasons = st.due ? proto::reason_timer : 0;
+  // (the holder's own endpoint lacks them; a long-lived holder has none)
+  int holders = e.invoked ? st.last_endpoint : -1;
   for (auto& t : e.types)
     for (size_t i = 0; i < st.types->size(); ++i)
-      if (static_cast<int>(i) != st.last_endpoint &&
+      if (static_cast<int>(i) != holders &&
           std::find((*st.types)[i].begin(), (*st.types)[i].end(), t) != (*st.types)[i].end())
         become_due(st, now, proto::reason_code);
   return shard_status::no_event;

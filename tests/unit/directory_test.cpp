@@ -185,11 +185,15 @@ struct wake_log {
   std::vector<int32_t> leased;
   std::vector<lease_end> ended;
   std::vector<uint8_t> due;
+  std::vector<std::string> start_types;  ///< each due_atom's start type ("" for none)
 };
 
 shard_actor::behavior_type wake_stub(shard_actor::pointer, wake_log* log) {
   return {
-      [=](due_atom, uint8_t reasons, const std::string&) { log->due.push_back(reasons); },
+      [=](due_atom, uint8_t reasons, const std::string& type) {
+        log->due.push_back(reasons);
+        log->start_types.push_back(type);
+      },
       [=](leased_atom, int32_t endpoint) { log->leased.push_back(endpoint); },
       [=](const lease_end& e) { log->ended.push_back(e); },
       [=](retire_atom) { return resting_record{}; },  // never rests
@@ -920,6 +924,7 @@ TEST_CASE("a call parked for a shard nobody holds makes its wake record due, wit
   caf::anon_send(f.dir, call_request{f.from(client, 1, 3), "start", "billing", {}, 0});
   f.run();
   CHECK(f.wake[3].due == std::vector<uint8_t>{proto::reason_call});
+  CHECK(f.wake[3].start_types == std::vector<std::string>{"billing"});
 }
 
 TEST_CASE("a call for a shard whose revocation is in the log makes its record due only once the "
@@ -928,14 +933,18 @@ TEST_CASE("a call for a shard whose revocation is in the log makes its record du
   auto& b = f.invoked_holding(79, {1});
   f.end(b);  // the revocation is in the log: shard 1 is busy
   auto& client = f.connect();
-  caf::anon_send(f.dir, call_request{f.from(client, 1, 1), "start", "billing", {}, 0});
+  caf::anon_send(f.dir, call_request{f.from(client, 1, 1), "signal", "", {}, 0});
+  caf::anon_send(f.dir, call_request{f.from(client, 2, 1), "start", "billing", {}, 0});
+  caf::anon_send(f.dir, call_request{f.from(client, 3, 1), "start", "billing", {}, 0});
   f.run();
   CHECK(f.wake[1].ended.empty());
   CHECK(f.wake[1].due.empty());
   f.commit();
   REQUIRE(f.wake[1].ended.size() == 1);
   CHECK(f.wake[1].ended[0].crashed);
-  CHECK(f.wake[1].due == std::vector<uint8_t>{proto::reason_call});
+  // every start type that waits, once each, not only the first call's (a signal's: none)
+  CHECK(f.wake[1].due == std::vector<uint8_t>{proto::reason_call, proto::reason_call});
+  CHECK(f.wake[1].start_types == std::vector<std::string>{"", "billing"});
 }
 
 namespace {

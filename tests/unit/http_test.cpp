@@ -101,6 +101,20 @@ TEST_CASE(
   CHECK_FALSE(refused.timed_out);
   CHECK(refused.error.find("onnect") != std::string::npos);
   CHECK(client.in_flight() == 0);
+
+  client.stop();  // a POST after the client stopped is still answered, not lost
+  client.submit(signed_post(got, 5, port, "s3cret"));
+  auto stopped = got.await(5);
+  CHECK(stopped.status == 0);
+  CHECK(stopped.error == "not sent: the server is stopping");
+}
+
+TEST_CASE("curl's connect time-out is a failure to reach the endpoint, not an answer's time-out") {
+  using server::http_client;
+  CHECK(http_client::answer_timed_out(true, 90'000.5, 90'000));
+  CHECK_FALSE(http_client::answer_timed_out(true, 5'001, 90'000));  // the 5 s connect time-out
+  CHECK_FALSE(http_client::answer_timed_out(false, 95'000, 90'000));
+  CHECK_FALSE(http_client::answer_timed_out(true, 5'001, 0));  // no deadline: only a connect's
 }
 
 TEST_CASE("the HTTP server refuses oversized bodies with 413") {
