@@ -77,6 +77,12 @@ std::string quoted(std::string_view s) {
       out += '\\', out += c;
     else if (c == '\n')
       out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
+    else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F)
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
     else
       out += c;
   }

@@ -26,7 +26,8 @@ std::vector<std::string> recent_problems();
 /// without its ?query or #fragment (either may carry a credential).
 std::string display_url(std::string_view url);
 
-/// `s` quoted for a key="value" field (quotes and backslashes escaped, newlines as \n).
+/// `s` quoted for a key="value" field, on one line whatever a peer put in it: quotes and
+/// backslashes escaped, \n, \r and \t as such, other control bytes as \xNN.
 std::string quoted(std::string_view s);
 
 /// A warning that a peer can cause at will (a refused token, a connection over a limit): logged

@@ -68,6 +68,10 @@ struct request_set {
 using log_requests =
     request_set<proto::append, proto::recover_log, proto::checkpoint, proto::load_checkpoint>;
 
+/// The largest frame body a connection may send before it has proven a token (AUTH and AUTH_PROOF
+/// are a few dozen bytes): a peer that proved nothing makes the server buffer no more than this.
+constexpr uint32_t unproven_frame_limit = 64 << 10;
+
 /// The socket as its I/O thread and its session actor share it. What the actor decides (HELLO
 /// said, requests the I/O threads may serve) is published in atomics the I/O threads read.
 class session_conn final : public connection {
@@ -78,7 +82,10 @@ public:
                    std::min<uint32_t>(ctx.settings->max_frame_mb << 20, proto::max_body_size),
                    spare),
         id(new_session_id()), cfg(ctx.settings), wal(ctx.wal), owners(ctx.owners),
-        limits(ctx.limits), directory(ctx.directory), peer_ip(std::move(ip)), started_ns(now_ns()) {
+        limits(ctx.limits), directory(ctx.directory), peer_ip(std::move(ip)), started_ns(now_ns()),
+        proven_frame_limit(frame_limit.load()) {
+    if (ctx.tokens && ctx.tokens->required())
+      frame_limit.store(std::min(proven_frame_limit, unproven_frame_limit));
   }
 
   const session_id id;
@@ -89,6 +96,7 @@ public:
   const directory_actor directory;
   const std::string peer_ip;  ///< what `limits` counts this connection under
   const int64_t started_ns;
+  const uint32_t proven_frame_limit;  ///< limits.max_frame_mb, once a token is proven
   /// APPENDs submitted to the log's queue and not taken by its writer yet (the writer decrements
   /// it): with the batch being written, at most twice limits.max_appends_in_flight are pending.
   const std::shared_ptr<std::atomic<uint32_t>> appends_in_flight =
@@ -429,6 +437,7 @@ void handle_auth(session_ptr self, proto::any_message& msg) {
     return;
   }
   st.auth = auth_phase::proven;
+  st.conn->frame_limit.store(st.conn->proven_frame_limit);  // before its AUTH_OK lets it send more
   st.scope = t->scope;
   st.token_name = t->name;
   auto proof = proto::auth_proof(t->secret, proto::auth_side::server, st.client_nonce,
@@ -447,6 +456,13 @@ int usable_scope(const session_state& st) {
 }
 
 /// False (and the request answered with ERR UNAUTHORIZED) if the connection may not send it.
+/// Why a request of `kind` is refused from a connection that has not proven a token.
+std::string unproven_why(uint8_t kind) {
+  return "this server requires a token: prove one with AUTH before " + proto::kind_name(kind) +
+         " (docs/protocol.md, \"Extension: tokens\"; the fusee CLI and runtime take "
+         "--token-file or FUSEE_TOKEN_FILE)";
+}
+
 bool allowed(session_ptr self, const proto::any_message& msg) {
   auto& st = self->state;
   if (st.auth == auth_phase::open) return true;
@@ -458,13 +474,8 @@ bool allowed(session_ptr self, const proto::any_message& msg) {
           return m.id;
       },
       msg);
-  if (st.auth != auth_phase::proven) {
-    refuse_unauthenticated(
-        self, id,
-        "this server requires a token: prove one with AUTH before " +
-            proto::kind_name(static_cast<uint8_t>(proto::kind_of(msg))) +
-            " (docs/protocol.md, \"Extension: tokens\"; the fusee CLI and runtime take "
-            "--token-file or FUSEE_TOKEN_FILE)");
+  if (st.auth != auth_phase::proven) {  // (on_inbound refuses these before decoding them)
+    refuse_unauthenticated(self, id, unproven_why(static_cast<uint8_t>(proto::kind_of(msg))));
     return false;
   }
   auto needed = proto::scope_needed(msg);
@@ -474,9 +485,11 @@ bool allowed(session_ptr self, const proto::any_message& msg) {
   if (auto* c = std::get_if<proto::call>(&msg)) what = "a " + c->method + " CALL";
   auto why = "token \"" + st.token_name + "\" has the " + std::string{proto::scope_name(st.scope)} +
              " scope: " + what + " needs a " + std::string{proto::scope_name(needed)} + " token";
-  logging::warn_limited(
-      "scope " + st.peer_ip + why,
-      fmt::format("refused a request: {} session={} peer={}", why, st.id, st.peer));
+  // (keyed by the kind, not by the method a peer chose: a peer cannot make each line new)
+  logging::warn_limited("scope " + st.peer_ip + " " +
+                            proto::kind_name(static_cast<uint8_t>(proto::kind_of(msg))),
+                        fmt::format("refused a request: {} session={} peer={}",
+                                    logging::quoted(why), st.id, st.peer));
   write(self, proto::make_err(id, proto::error{proto::err_code::unauthorized, why}));
   return false;
 }
@@ -614,6 +627,10 @@ void on_inbound(session_ptr self, inbound& in) {
                                     "frame kind " + std::to_string(f.kind) + " (" +
                                         proto::kind_name(f.kind) +
                                         ") is not a request this server knows: it has no tokens"});
+    } else if (!token_kind && proto::is_request_kind(f.kind) && st.auth != auth_phase::open &&
+               st.auth != auth_phase::proven) {
+      // Refused undecoded: a peer that proved no token costs no more than its (small) frame.
+      refuse_unauthenticated(self, proto::peek_id(f.body).value_or(0), unproven_why(f.kind));
     } else {
       auto m = proto::decode_request(f.kind, f.body);
       if (!m)
@@ -628,7 +645,9 @@ void on_inbound(session_ptr self, inbound& in) {
   if (in.bad != 0) {
     proto::error e{static_cast<proto::err_code>(in.bad), std::move(in.why)};
     if (e.code == proto::err_code::too_large) {
-      e.message += " (limits.max_frame_mb)";
+      e.message += st.auth == auth_phase::open || st.auth == auth_phase::proven
+                       ? " (limits.max_frame_mb)"
+                       : " (the limit before a token is proven)";
       if (st.conn->limits) st.conn->limits->count(connection_limits::limit::frame_size);
     }
     refuse_and_close(self, 0, e);

@@ -223,11 +223,16 @@ http_reply cluster_route(caf::actor_system& sys, const admin_context& ctx,
 
 }  // namespace
 
+std::optional<http_reply> admin_gate(const http_exchange& ex) {
+  if (ex.method != "GET")
+    return json(405, proto::json_error("the admin server answers GET only, not " + ex.method));
+  return std::nullopt;
+}
+
 http_server::handler admin_routes(caf::actor_system& sys, admin_context ctx) {
   auto metrics = std::make_shared<metrics_cache>();
   return [&sys, ctx, metrics](const http_exchange& ex) {
-    if (ex.method != "GET")
-      return json(405, proto::json_error("the admin server answers GET only, not " + ex.method));
+    if (auto refused = admin_gate(ex)) return *refused;
     auto& p = ex.path;
     if (p == "/" || p == "/index.html")
       return http_reply{200, "text/html; charset=utf-8", std::string(dashboard_html())};

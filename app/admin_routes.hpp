@@ -46,5 +46,7 @@ struct admin_context {
 /// blocking scoped actor (never on a CAF scheduler thread); /metrics is gathered at most once a
 /// second, whatever the number of scrapers.
 http_server::handler admin_routes(caf::actor_system& sys, admin_context ctx);
+/// What the admin server refuses before reading a request's body: anything but GET (405).
+std::optional<http_reply> admin_gate(const http_exchange& ex);
 
 }  // namespace fusee::app

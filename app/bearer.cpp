@@ -11,8 +11,9 @@ std::optional<http_reply> check_bearer(const http_exchange& ex, server::token_st
   auto what = ex.method + " " + ex.path;
   auto refuse = [&](unsigned status, const std::string& why) {
     tokens->count_refusal();
-    server::logging::warn_limited("bearer " + why,
-                                  fmt::format("refused an HTTP request: {} ({})", why, what));
+    server::logging::warn_limited(
+        "bearer " + why,
+        fmt::format("refused an HTTP request: {} request={}", why, server::logging::quoted(what)));
     http_reply r{status, "application/json",
                  proto::json_error(why, status == 401 ? "unauthenticated" : "forbidden")};
     if (status == 401) r.headers["WWW-Authenticate"] = "Bearer realm=\"fusee\"";

@@ -10,6 +10,7 @@
 
 #include "actors/call_gateway.hpp"
 #include "app/bearer.hpp"
+#include "app/browser_origin.hpp"
 #include "protocol/auth.hpp"
 #include "protocol/json_text.hpp"
 #include "protocol/messages.hpp"
@@ -186,7 +187,13 @@ std::unique_ptr<http_api> http_api::start(caf::actor_system& sys, server::direct
   im->gateway = server::spawn_call_gateway(sys, std::move(directory), im);
   im->server = http_server::start_async(
       host, port, [im](const http_exchange& ex, http_responder r) { im->serve(ex, std::move(r)); },
-      err, size_t{settings.http_body_kb} << 10, std::move(tls));
+      err, size_t{settings.http_body_kb} << 10, std::move(tls),
+      // Before the body is read: a web page of another origin, or no token at all (the route's
+      // scope is checked once the body is read).
+      [im](const http_exchange& ex) {
+        if (auto refused = check_origin(ex)) return refused;
+        return check_bearer(ex, im->tokens.get(), proto::scope::read);
+      });
   if (!im->server) {
     caf::anon_send_exit(im->gateway, caf::exit_reason::user_shutdown);
     return nullptr;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -51,6 +52,7 @@ struct http_server::impl {
   MHD_Daemon* daemon = nullptr;
   handler h;
   async_handler ah;
+  gate g;
   size_t max_body = 0;
   std::atomic<uint64_t> bodies_refused{0};  ///< answered 413
   uint16_t port_out = 0;
@@ -136,6 +138,13 @@ MHD_Result respond(MHD_Connection* conn, const http_reply& r) {
   return rc;
 }
 
+http_reply too_large_reply(size_t max_body) {
+  return http_reply{
+      413, "application/json",
+      proto::json_error("body over " + std::to_string(max_body) + " bytes", "body_too_large") +
+          "\n"};
+}
+
 MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const char* method,
                       const char*, const char* upload, size_t* upload_size, void** con_cls) {
   auto* self = static_cast<http_server::impl*>(cls);
@@ -147,6 +156,17 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
     MHD_get_connection_values(conn, MHD_HEADER_KIND, collect_header, &st->ex);
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_query, &st->ex);
     *con_cls = st;
+    // Refused before the body is read (MHD then closes the connection instead of reading it).
+    if (self->g)
+      if (auto refused = self->g(st->ex)) return respond(conn, *refused);
+    if (auto n = st->ex.headers.find("content-length"); n != st->ex.headers.end()) {
+      char* end = nullptr;
+      auto length = std::strtoull(n->second.c_str(), &end, 10);
+      if (end != n->second.c_str() && length > self->max_body) {
+        self->bodies_refused.fetch_add(1, std::memory_order_relaxed);
+        return respond(conn, too_large_reply(self->max_body));
+      }
+    }
     return MHD_YES;
   }
   if (*upload_size > 0) {  // body chunks
@@ -159,11 +179,7 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
   }
   if (st->too_large) {
     self->bodies_refused.fetch_add(1, std::memory_order_relaxed);
-    return respond(
-        conn, http_reply{413, "application/json",
-                         proto::json_error("body over " + std::to_string(self->max_body) + " bytes",
-                                           "body_too_large") +
-                             "\n"});
+    return respond(conn, too_large_reply(self->max_body));
   }
   if (!self->ah) return respond(conn, self->h(st->ex));
   if (st->pending) {  // resumed: the reply is there
@@ -304,11 +320,12 @@ std::unique_ptr<http_server> start_daemon(std::unique_ptr<http_server> s, http_s
 }  // namespace
 
 std::unique_ptr<http_server> http_server::start(const std::string& host, uint16_t port, handler h,
-                                                std::string* err, size_t max_body,
-                                                tls::ctx_ptr tls) {
+                                                std::string* err, size_t max_body, tls::ctx_ptr tls,
+                                                gate g) {
   std::unique_ptr<http_server> s{new http_server};
   s->impl_ = std::make_unique<impl>();
   s->impl_->h = std::move(h);
+  s->impl_->g = std::move(g);
   s->impl_->max_body = max_body;
   auto* im = s->impl_.get();
   return start_daemon(std::move(s), im, host, port, MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL,
@@ -317,10 +334,11 @@ std::unique_ptr<http_server> http_server::start(const std::string& host, uint16_
 
 std::unique_ptr<http_server> http_server::start_async(const std::string& host, uint16_t port,
                                                       async_handler h, std::string* err,
-                                                      size_t max_body, tls::ctx_ptr tls) {
+                                                      size_t max_body, tls::ctx_ptr tls, gate g) {
   std::unique_ptr<http_server> s{new http_server};
   s->impl_ = std::make_unique<impl>();
   s->impl_->ah = std::move(h);
+  s->impl_->g = std::move(g);
   s->impl_->max_body = max_body;
   auto* im = s->impl_.get();
   return start_daemon(std::move(s), im, host, port, MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, err,

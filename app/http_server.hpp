@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "tls/context.hpp"
@@ -54,17 +55,22 @@ class http_server {
 public:
   using handler = std::function<http_reply(const http_exchange&)>;
   using async_handler = std::function<void(const http_exchange&, http_responder)>;
+  /// Asked with a request's method, path, query and headers before any of its body is read: a
+  /// reply refuses it there (a missing token, say), so a peer that may not send a body cannot
+  /// make the server hold one. Runs on the server's threads; must not block.
+  using gate = std::function<std::optional<http_reply>(const http_exchange&)>;
 
   /// Serves on host:port (numeric IPv4; port 0 = any free port) until destroyed; HTTPS (TLS 1.3)
-  /// with `tls`. Bodies over `max_body` bytes get 413. nullptr and `*err` on failure.
+  /// with `tls`. Bodies over `max_body` bytes get 413 (before they are read, when their
+  /// Content-Length says so); `g` first, if given. nullptr and `*err` on failure.
   static std::unique_ptr<http_server> start(const std::string& host, uint16_t port, handler h,
                                             std::string* err, size_t max_body = 1 << 20,
-                                            tls::ctx_ptr tls = nullptr);
+                                            tls::ctx_ptr tls = nullptr, gate g = nullptr);
   /// As start(), with an async handler on one polling thread.
   static std::unique_ptr<http_server> start_async(const std::string& host, uint16_t port,
                                                   async_handler h, std::string* err,
                                                   size_t max_body = 1 << 20,
-                                                  tls::ctx_ptr tls = nullptr);
+                                                  tls::ctx_ptr tls = nullptr, gate g = nullptr);
   ~http_server();
   uint16_t port() const;
   /// Its TLS terminator (counters for /metrics); null without TLS.

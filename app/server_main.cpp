@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include <sys/resource.h>
+
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
@@ -54,11 +56,34 @@ struct node_config : caf::actor_system_config {
   }
 };
 
+/// limits.max_connections as far as the descriptors allow: the soft RLIMIT_NOFILE is raised to the
+/// hard one first (often 1,024 against 524,288), then connections are capped so that the log
+/// keeps descriptors for its files (connection_limits::fitting), with a warning naming both.
+uint32_t connections_that_fit(uint32_t wanted) {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return wanted;
+  if (r.rlim_cur < r.rlim_max) {
+    rlimit up = r;
+    up.rlim_cur = r.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &up) == 0) r = up;
+  }
+  if (r.rlim_cur == RLIM_INFINITY) return wanted;
+  auto fit = server::connection_limits::fitting(wanted, r.rlim_cur);
+  if (fit < wanted)
+    spdlog::warn("limits.max_connections={} needs about {} file descriptors but this process may "
+                 "open {} (ulimit -n; LimitNOFILE= in a systemd unit): at most {} connections are "
+                 "accepted, so that the log keeps descriptors for its files",
+                 wanted, 2 * uint64_t{wanted} + server::connection_limits::reserved_descriptors,
+                 static_cast<uint64_t>(r.rlim_cur), fit);
+  return fit;
+}
+
 }  // namespace
 
 int run_server(const server_config& cfg, const std::string& ready_file) {
   auto listen = parse_host_port(cfg.listen);
   server::logging::init(*server::logging::parse_level(cfg.log_level));
+  auto max_connections = connections_that_fit(cfg.max_connections);
 
   // Block the stop signals before any thread exists, so only sigwait below sees them.
   sigset_t stop_signals;
@@ -168,8 +193,8 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       caf::anon_send(directory, server::cluster_ready{server::forwarder_actor{cluster}});
     }
     std::string lerr;
-    auto limits = std::make_shared<server::connection_limits>(cfg.max_connections,
-                                                              cfg.max_connections_per_peer);
+    auto limits =
+        std::make_shared<server::connection_limits>(max_connections, cfg.max_connections_per_peer);
     // The threads that read the connections; the one that read an APPEND commits the log itself
     // when nobody else does (no hand-off), any others go on reading.
     server::io_loop::options io;
@@ -317,7 +342,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       if (cluster_tls) actx.terminators.emplace_back("cluster", cluster_tls.get());
       auto own_tls = actx.own_tls;
       admin = http_server::start(admin_at->host, admin_at->port, admin_routes(sys, std::move(actx)),
-                                 &aerr, 1 << 20, tls_ctx);
+                                 &aerr, 1 << 20, tls_ctx, admin_gate);
       if (!admin) {
         refuse_start("server.admin_listen", aerr);
       } else {

@@ -49,6 +49,9 @@ public:
   /// Bodies over `max_body` bytes (at most max_body_size) fail with TOO_LARGE.
   explicit frame_decoder(uint32_t max_body = max_body_size) : max_body_(max_body) {}
 
+  /// The limit for frames whose header is read from now on.
+  void set_max_body(uint32_t max_body) { max_body_ = max_body; }
+
   void feed(const uint8_t* data, size_t size);
   void feed(byte_view data) { feed(data.data(), data.size()); }
 

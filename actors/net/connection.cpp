@@ -5,7 +5,8 @@
 namespace fusee::server {
 
 connection::connection(int fd, uint64_t write_limit, uint32_t max_frame, int spare)
-    : fd_(fd), lane_(std::make_shared<out_lane>(fd, write_limit, spare)), decoder_(max_frame) {
+    : frame_limit(max_frame), fd_(fd), lane_(std::make_shared<out_lane>(fd, write_limit, spare)),
+      decoder_(max_frame) {
   last_rx_ns.store(now_ns(), std::memory_order_relaxed);
 }
 

@@ -53,6 +53,10 @@ public:
   int64_t seen_through_ns() const {
     return seen_through_ ? seen_through_->load(std::memory_order_acquire) : now_ns();
   }
+  /// Bodies over this many bytes end the stream with TOO_LARGE: `max_frame` at first; a subclass
+  /// may lower it and raise it again (any thread; it applies to frames whose header the I/O
+  /// thread reads after the store).
+  std::atomic<uint32_t> frame_limit;
   /// steady_clock nanoseconds since which part of a frame is buffered; 0: none.
   std::atomic<int64_t> partial_since_ns{0};
   std::atomic<uint64_t> frames_in{0};

@@ -1,5 +1,7 @@
 #include "actors/net/connection_limits.hpp"
 
+#include <algorithm>
+
 namespace fusee::server {
 
 std::optional<std::string> connection_limits::admit(const std::string& peer) {
@@ -31,6 +33,12 @@ void connection_limits::release(const std::string& peer) {
 uint64_t connection_limits::open() const {
   std::lock_guard lk{mu_};
   return total_;
+}
+
+uint32_t connection_limits::fitting(uint32_t wanted, uint64_t descriptors) {
+  uint64_t fit =
+      descriptors > reserved_descriptors ? (descriptors - reserved_descriptors) / 2 : uint64_t{1};
+  return static_cast<uint32_t>(std::max<uint64_t>(std::min<uint64_t>(wanted, fit), 1));
 }
 
 const char* connection_limits::name(limit l) {

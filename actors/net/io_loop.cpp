@@ -139,6 +139,7 @@ bool io_loop::read(connection& c, bool& more, bool hung_up) {
     if (!c.failed_) {
       std::vector<proto::frame> frames;
       std::optional<proto::error> bad;
+      c.decoder_.set_max_body(c.frame_limit.load(std::memory_order_relaxed));
       for (;;) {
         auto f = c.decoder_.next();
         if (!f) {

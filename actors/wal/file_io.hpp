@@ -27,8 +27,9 @@ public:
   file(const file&) = delete;
   file& operator=(const file&) = delete;
 
-  /// Opens `path` with open(2) `flags` (O_CLOEXEC is added).
-  static proto::result<file> open(const fs::path& path, int flags, int mode = 0644);
+  /// Opens `path` with open(2) `flags` (O_CLOEXEC is added); a file it creates is the owner's only
+  /// (workflow records and checkpoints are nobody else's to read).
+  static proto::result<file> open(const fs::path& path, int flags, int mode = 0600);
 
   int fd() const { return fd_; }
   explicit operator bool() const { return fd_ >= 0; }

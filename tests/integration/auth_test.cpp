@@ -86,6 +86,34 @@ std::string bearer(const std::string& secret) {
   return "Authorization: Bearer " + secret;
 }
 
+/// What the server at 127.0.0.1:`port` answers within 5 s to a request's head alone: its body is
+/// announced (`head` says Content-Length) and never sent. "" if nothing came.
+std::string answer_to_head(uint16_t port, const std::string& head) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_port = htons(port);
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
+  REQUIRE(::send(fd, head.data(), head.size(), 0) == ssize_t(head.size()));
+  timeval five{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &five, sizeof five);
+  std::string out;
+  char buf[4096];
+  // Until the server closes, or the whole answer (its head and its Content-Length) is in.
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) {
+    out.append(buf, size_t(n));
+    auto end = out.find("\r\n\r\n");
+    auto len = out.find("Content-Length: ");
+    if (end != std::string::npos && len != std::string::npos &&
+        out.size() >= end + 4 + std::stoul(out.substr(len + 16)))
+      break;
+  }
+  ::close(fd);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("a server with tokens refuses a connection that proves none, and counts it") {
@@ -102,6 +130,44 @@ TEST_CASE("a server with tokens refuses a connection that proves none, and count
   CHECK(body.find("fusee_auth_refused_total 1\n") != std::string::npos);
   CHECK(body.find("fusee_auth_tokens 3\n") != std::string::npos);
   CHECK(f.server.log().find(client_secret) == std::string::npos);
+}
+
+TEST_CASE("before a token is proven a frame is refused undecoded, and may be 64 KiB at most") {
+  fixture f;
+  {
+    // A HELLO whose body would not even decode: refused for the token, not for the body (the
+    // server does not decode what a peer that proved nothing sends).
+    auto c = f.server.connect();
+    proto::bytes body{7, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};  // id 7, then garbage
+    REQUIRE(c.send_raw(proto::encode_frame(uint8_t(proto::kind::hello), body)));
+    auto e = expect_err(c);
+    CHECK(e.id == 7);
+    CHECK(e.code == uint16_t(err_code::unauthorized));
+    CHECK(e.message.find("prove one with AUTH before HELLO") != std::string::npos);
+    CHECK(closed_by_server(c));
+  }
+  {
+    // One byte over 64 KiB before AUTH: too large, whatever limits.max_frame_mb allows.
+    auto c = f.server.connect();
+    proto::bytes body((64 << 10) + 1, 0);
+    body[0] = 8;
+    REQUIRE(c.send_raw(proto::encode_frame(uint8_t(proto::kind::client_hello), body)));
+    auto e = expect_err(c);
+    CHECK(e.code == uint16_t(err_code::too_large));
+    CHECK(e.message.find("before a token is proven") != std::string::npos);
+    CHECK(closed_by_server(c));
+  }
+  // Once proven, the frame limit is limits.max_frame_mb again: a CALL of 100 KiB is answered.
+  auto c = f.proven(client_secret, proto::scope::client);
+  REQUIRE(client::client_hello(c, "big", 5s));
+  std::string args = R"({"id":")" + std::string(100 << 10, 'x') + R"("})";
+  c.send(proto::call{proto::request_head{9, proto::shard_id{0}, proto::epoch_t{0}}, "describe",
+                     "steps", proto::bytes(args.begin(), args.end()), 100});
+  auto r = c.receive(5s);
+  REQUIRE_MESSAGE(r, (r ? "" : r.err().to_string()));
+  auto* res = std::get_if<proto::call_result>(&*r);
+  REQUIRE_MESSAGE(res != nullptr, "got " << proto::kind_name(uint8_t(proto::kind_of(*r))));
+  CHECK(res->id == 9);
 }
 
 TEST_CASE("a client-scoped token cannot HELLO as a worker, a worker token can") {
@@ -295,6 +361,24 @@ TEST_CASE("the HTTP API and the admin server take bearer tokens of the same scop
   CHECK(test::http_request("GET", admin, "/metrics", "", 5000).first == 401);
   CHECK(test::http_request("GET", admin, "/v1/overview", "", 5000, {bearer(read_secret)}).first ==
         200);
+  // Refused before the body is read: without a token, a body announced and never sent is not
+  // waited for; nor is one over the limit, token or not.
+  auto no_token = answer_to_head(
+      api, "POST /v1/workflows/steps/w1 HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n");
+  CHECK(no_token.rfind("HTTP/1.1 401", 0) == 0);
+  auto too_long =
+      answer_to_head(api, "POST /v1/workflows/steps/w1 HTTP/1.1\r\nHost: x\r\n" +
+                              bearer(client_secret) + "\r\nContent-Length: 100000000\r\n\r\n");
+  CHECK(too_long.rfind("HTTP/1.1 413", 0) == 0);
+  auto admin_post = answer_to_head(admin, "POST /metrics HTTP/1.1\r\nHost: x\r\n"
+                                          "Content-Length: 1000000\r\n\r\n");
+  CHECK(admin_post.rfind("HTTP/1.1 405", 0) == 0);
+  // A web page of another site is refused whatever token its request carries.
+  auto [page, page_body] =
+      test::http_request("POST", api, "/v1/workflows/steps/w1", "null", 5000,
+                         {bearer(client_secret), "Origin: https://evil.example"});
+  CHECK(page == 403);
+  CHECK(page_body.find("\"code\":\"cross_origin\"") != std::string::npos);
   // Probes and the dashboard's files need no token; the dashboard asks for one.
   CHECK(test::http_request("GET", admin, "/healthz", "", 5000).first == 200);
   CHECK(test::http_request("GET", admin, "/readyz", "", 5000).first == 200);

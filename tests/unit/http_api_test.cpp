@@ -9,6 +9,7 @@
 
 #include <curl/curl.h>
 
+#include "app/browser_origin.hpp"
 #include "app/http_api.hpp"
 #include "app/http_server.hpp"
 #include "curl_request.hpp"
@@ -198,4 +199,28 @@ TEST_CASE("stopping the async HTTP server answers the requests still waiting wit
   CHECK(status == 503);
   CHECK(body == "{\"error\":\"the server is stopping\",\"code\":\"stopping\"}\n");
   (*h.waiting)(http_reply{200, "application/json", "{}"});  // after the stop: nothing happens
+}
+
+TEST_CASE("the API answers web pages of its own address only, and requests without an Origin") {
+  auto ask = [](std::map<std::string, std::string> headers) {
+    app::http_exchange ex;
+    ex.method = "POST";
+    ex.path = "/v1/workflows/steps/w1";
+    ex.headers = std::move(headers);
+    return app::check_origin(ex);
+  };
+  CHECK_FALSE(ask({{"host", "127.0.0.1:7402"}}));  // curl, the clients
+  CHECK_FALSE(ask({{"host", "127.0.0.1:7402"}, {"origin", "http://127.0.0.1:7402"}}));
+  CHECK_FALSE(ask({{"host", "localhost:7402"}, {"origin", "http://LOCALHOST:7402"}}));
+  CHECK_FALSE(ask({{"host", "[::1]:7402"}, {"origin", "https://[::1]:7402"}}));
+  auto other = ask({{"host", "127.0.0.1:7402"}, {"origin", "https://evil.example"}});
+  REQUIRE(other);
+  CHECK(other->status == 403);
+  CHECK(other->body.find("\"code\":\"cross_origin\"") != std::string::npos);
+  CHECK(other->body.find("https://evil.example") != std::string::npos);
+  // a page whose name was rebound to this address: same origin to the browser, not an address
+  CHECK(ask({{"host", "evil.example:7402"}, {"origin", "http://evil.example:7402"}}));
+  CHECK(ask({{"host", "127.0.0.1:7402"}, {"origin", "null"}}));
+  CHECK(ask({{"host", "127.0.0.1:7402"}, {"origin", "http://127.0.0.1:9999"}}));
+  CHECK(ask({{"origin", "http://127.0.0.1:7402"}}));  // no Host to compare with
 }
