@@ -51,10 +51,7 @@ uint32_t invocation_shards(uint32_t max_shards, uint32_t max_frame_mb) {
 std::vector<std::vector<uint32_t>> group(const std::vector<uint32_t>& shards, uint32_t free_slots,
                                          uint32_t max_shards) {
   std::vector<std::vector<uint32_t>> out;
-  if (free_slots == 0) return out;
-  // Spread over the free slots (each instance gets its share of the budget's work), then capped.
-  size_t per = std::max<size_t>((shards.size() + free_slots - 1) / free_slots, 1);
-  if (max_shards != 0) per = std::min<size_t>(per, max_shards);
+  size_t per = max_shards == 0 ? std::max<size_t>(shards.size(), 1) : max_shards;
   for (size_t i = 0; i < shards.size() && out.size() < free_slots; i += per)
     out.emplace_back(shards.begin() + static_cast<ptrdiff_t>(i),
                      shards.begin() + static_cast<ptrdiff_t>(std::min(shards.size(), i + per)));

@@ -78,9 +78,11 @@ uint32_t answer_deadline_ms(uint32_t budget_ms, uint32_t grace_ms);
 /// The scheduler keeps this as each endpoint's max_shards (never 0).
 uint32_t invocation_shards(uint32_t max_shards, uint32_t max_frame_mb);
 
-/// Due shards for one endpoint as invocations, in order: spread evenly over the `free_slots`
-/// (groups of ceil(shards / free_slots)), at most `max_shards` each (0 = no limit); shards that do
-/// not fit wait.
+/// Due shards for one endpoint as invocations: at most `free_slots` groups of at most
+/// `max_shards` shards each (0 = no limit), in order; shards that do not fit wait. Packed, not
+/// spread over the free slots as the original invoker does: here due shards reach the scheduler
+/// over time (each wake record tells it on its own), and spreading each dispatch over plenty of
+/// free slots made a storm of one-shard invocations (docs/operations.md, "Endpoints").
 std::vector<std::vector<uint32_t>> group(const std::vector<uint32_t>& shards, uint32_t free_slots,
                                          uint32_t max_shards);
 

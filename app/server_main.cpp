@@ -59,7 +59,7 @@ struct node_config : caf::actor_system_config {
 /// limits.max_connections as far as the descriptors allow: the soft RLIMIT_NOFILE is raised to the
 /// hard one first (often 1,024 against 524,288), then connections are capped so that the log
 /// keeps descriptors for its files (connection_limits::fitting), with a warning naming both.
-uint32_t connections_that_fit(uint32_t wanted) {
+uint32_t connections_that_fit(uint32_t wanted, bool tls) {
   rlimit r{};
   if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return wanted;
   if (r.rlim_cur < r.rlim_max) {
@@ -68,12 +68,13 @@ uint32_t connections_that_fit(uint32_t wanted) {
     if (::setrlimit(RLIMIT_NOFILE, &up) == 0) r = up;
   }
   if (r.rlim_cur == RLIM_INFINITY) return wanted;
-  auto fit = server::connection_limits::fitting(wanted, r.rlim_cur);
+  uint32_t each = tls ? 4 : 2;  // the socket and the lane's duplicate; TLS: its socketpair too
+  auto fit = server::connection_limits::fitting(wanted, r.rlim_cur, each);
   if (fit < wanted)
     spdlog::warn("limits.max_connections={} needs about {} file descriptors but this process may "
                  "open {} (ulimit -n; LimitNOFILE= in a systemd unit): at most {} connections are "
                  "accepted, so that the log keeps descriptors for its files",
-                 wanted, 2 * uint64_t{wanted} + server::connection_limits::reserved_descriptors,
+                 wanted, uint64_t{each} * wanted + server::connection_limits::reserved_descriptors,
                  static_cast<uint64_t>(r.rlim_cur), fit);
   return fit;
 }
@@ -83,7 +84,7 @@ uint32_t connections_that_fit(uint32_t wanted) {
 int run_server(const server_config& cfg, const std::string& ready_file) {
   auto listen = parse_host_port(cfg.listen);
   server::logging::init(*server::logging::parse_level(cfg.log_level));
-  auto max_connections = connections_that_fit(cfg.max_connections);
+  auto max_connections = connections_that_fit(cfg.max_connections, !cfg.tls_cert_file.empty());
 
   // Block the stop signals before any thread exists, so only sigwait below sees them.
   sigset_t stop_signals;

@@ -35,9 +35,10 @@ uint64_t connection_limits::open() const {
   return total_;
 }
 
-uint32_t connection_limits::fitting(uint32_t wanted, uint64_t descriptors) {
-  uint64_t fit =
-      descriptors > reserved_descriptors ? (descriptors - reserved_descriptors) / 2 : uint64_t{1};
+uint32_t connection_limits::fitting(uint32_t wanted, uint64_t descriptors, uint32_t each) {
+  uint64_t fit = descriptors > reserved_descriptors
+                     ? (descriptors - reserved_descriptors) / std::max<uint32_t>(each, 1)
+                     : uint64_t{1};
   return static_cast<uint32_t>(std::max<uint64_t>(std::min<uint64_t>(wanted, fit), 1));
 }
 

@@ -23,15 +23,12 @@ using namespace fusee::test;
 
 namespace {
 
-/// A node of 4 shards and one endpoint with one slot, so shards due together go out as one
-/// invocation (more slots spread them over the slots).
 std::string endpoint_toml(uint16_t port, const temp_dir& secret_dir, std::string extra = "") {
   auto secret = (secret_dir.path() / "ep.secret").string();
   std::ofstream(secret) << "s3cret\n";
   return "[server]\nshards = 4\n[invoker]\nclose_grace_ms = 300\n[[endpoint]]\nurl = "
          "\"http://127.0.0.1:" +
-         std::to_string(port) + "/invoke\"\nsecret_file = \"" + secret + "\"\nconcurrency = 1\n" +
-         extra;
+         std::to_string(port) + "/invoke\"\nsecret_file = \"" + secret + "\"\n" + extra;
 }
 
 std::string metrics(const server_process& s) {

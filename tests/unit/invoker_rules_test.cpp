@@ -57,22 +57,15 @@ TEST_CASE("endpoint choice follows the original's order of rules") {
   CHECK(choose_endpoint(typed, {"b"}, {}, -1) == 1);
 }
 
-TEST_CASE("due shards are spread over the free slots, at most max_shards per invocation") {
+TEST_CASE("due shards are grouped into at most free-slot invocations of at most max_shards") {
   std::vector<uint32_t> shards{1, 2, 3, 4, 5, 6, 7};
-  auto one_each = group(shards, 16, 0);  // more slots than shards: one shard per invocation
-  REQUIRE(one_each.size() == 7);
-  CHECK(one_each[6] == std::vector<uint32_t>{7});
-  auto spread = group(shards, 3, 0);  // ceil(7 / 3) = 3 each
-  REQUIRE(spread.size() == 3);
-  CHECK(spread[0] == std::vector<uint32_t>{1, 2, 3});
-  CHECK(spread[2] == std::vector<uint32_t>{7});
-  auto all = group(shards, 1, 0);
+  auto all = group(shards, 16, 0);
   REQUIRE(all.size() == 1);
   CHECK(all[0].size() == 7);
-  auto by2 = group(shards, 3, 2);  // the spread would be 3: max_shards caps it
-  REQUIRE(by2.size() == 3);
-  CHECK(by2[0] == std::vector<uint32_t>{1, 2});
-  CHECK(by2[2] == std::vector<uint32_t>{5, 6});
+  auto by3 = group(shards, 16, 3);
+  REQUIRE(by3.size() == 3);
+  CHECK(by3[0] == std::vector<uint32_t>{1, 2, 3});
+  CHECK(by3[2] == std::vector<uint32_t>{7});
   auto two_slots = group(shards, 2, 2);
   REQUIRE(two_slots.size() == 2);  // shards 5-7 wait for a slot
   CHECK(two_slots[1] == std::vector<uint32_t>{3, 4});
@@ -106,9 +99,9 @@ TEST_CASE("an invocation holds at most 10,000 shards per MiB of frame, so its ID
   std::vector<uint32_t> shards(10'001);
   for (uint32_t i = 0; i < shards.size(); ++i)
     shards[i] = i;
-  auto groups = group(shards, 1, invocation_shards(0, 1));
-  REQUIRE(groups.size() == 1);  // one slot: the rest waits for it
-  CHECK(groups[0].size() == 10'000);
+  auto groups = group(shards, 4, invocation_shards(0, 1));
+  REQUIRE(groups.size() == 2);
+  CHECK(groups[1] == std::vector<uint32_t>{10'000});
 }
 
 TEST_CASE("earliest_timer keeps only the earliest pending tick and ignores stale ones") {
