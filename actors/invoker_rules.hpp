@@ -70,19 +70,20 @@ int choose_endpoint(const std::vector<std::vector<std::string>>& endpoint_types,
                     const std::vector<std::string>& starts,
                     const std::vector<std::string>& awaiting, int last_endpoint);
 
-/// The most shards in one invocation for an endpoint's `max_shards` (0 = none of its own) on a
-/// node of `max_frame_mb`: never more than proto::max_invocation_shards, so its IDLE fits a frame.
 /// How long a POST may take to be answered: budget + grace, saturating (u32 max: ~49 days).
 uint32_t answer_deadline_ms(uint32_t budget_ms, uint32_t grace_ms);
 
+/// The most shards in one invocation for an endpoint's `max_shards` (0 = none of its own) on a
+/// node of `max_frame_mb`: never more than proto::max_invocation_shards, so its IDLE fits a frame.
 /// The scheduler keeps this as each endpoint's max_shards (never 0).
 uint32_t invocation_shards(uint32_t max_shards, uint32_t max_frame_mb);
 
 /// Due shards for one endpoint as invocations: at most `free_slots` groups of at most
 /// `max_shards` shards each (0 = no limit), in order; shards that do not fit wait. Packed, not
 /// spread over the free slots as the original invoker does: here due shards reach the scheduler
-/// over time (each wake record tells it on its own), and spreading each dispatch over plenty of
-/// free slots made a storm of one-shard invocations (docs/operations.md, "Endpoints").
+/// over time (each wake record tells it on its own), and a dispatch that spread the few it found
+/// over plenty of free slots sent small invocations by the hundred thousand in a million-shard
+/// start-up (docs/operations.md, "Endpoints").
 std::vector<std::vector<uint32_t>> group(const std::vector<uint32_t>& shards, uint32_t free_slots,
                                          uint32_t max_shards);
 

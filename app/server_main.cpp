@@ -71,11 +71,13 @@ uint32_t connections_that_fit(uint32_t wanted, bool tls) {
   uint32_t each = tls ? 4 : 2;  // the socket and the lane's duplicate; TLS: its socketpair too
   auto fit = server::connection_limits::fitting(wanted, r.rlim_cur, each);
   if (fit < wanted)
-    spdlog::warn("limits.max_connections={} needs about {} file descriptors but this process may "
-                 "open {} (ulimit -n; LimitNOFILE= in a systemd unit): at most {} connections are "
-                 "accepted, so that the log keeps descriptors for its files",
-                 wanted, uint64_t{each} * wanted + server::connection_limits::reserved_descriptors,
-                 static_cast<uint64_t>(r.rlim_cur), fit);
+    spdlog::warn(
+        "limits.max_connections={} needs about {} file descriptors ({} per connection{}) "
+        "but this process may open at most {} (its hard limit: LimitNOFILE= in a systemd "
+        "unit, or ulimit -Hn as root): at most {} connections are accepted, so that the log "
+        "keeps descriptors for its files",
+        wanted, uint64_t{each} * wanted + server::connection_limits::reserved_descriptors, each,
+        tls ? " with [tls]" : "", static_cast<uint64_t>(r.rlim_cur), fit);
   return fit;
 }
 

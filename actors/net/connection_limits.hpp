@@ -28,7 +28,7 @@ public:
   uint64_t open() const;
 
   /// Descriptors a node keeps free beyond its connections: the log's segments and checkpoints,
-  /// listeners, the HTTP servers, curl, the cluster.
+  /// the listening sockets, the cluster. (HTTP connections and curl's are not counted in it.)
   static constexpr uint64_t reserved_descriptors = 256;
   /// How many of `wanted` connections fit in `descriptors` (RLIMIT_NOFILE) at `each` descriptors a
   /// connection (2: the socket and its lane's duplicate; 4 with TLS: the terminator's socket and
