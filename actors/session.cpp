@@ -448,6 +448,11 @@ void handle_auth(session_ptr self, proto::any_message& msg) {
                 logging::quoted(t->name), proto::scope_name(t->scope));
 }
 
+/// A node with tokens, and this connection has not proven one yet.
+bool awaits_proof(const session_state& st) {
+  return st.auth == auth_phase::needed || st.auth == auth_phase::challenged;
+}
+
 /// The highest scope (proto::scope as a number) the connection may use now: all of them on a node
 /// without tokens, the proven token's once proven, none (-1) before.
 int usable_scope(const session_state& st) {
@@ -474,7 +479,7 @@ bool allowed(session_ptr self, const proto::any_message& msg) {
           return m.id;
       },
       msg);
-  if (st.auth != auth_phase::proven) {  // (on_inbound refuses these before decoding them)
+  if (awaits_proof(st)) {  // (on_inbound refuses these before decoding them)
     refuse_unauthenticated(self, id, unproven_why(static_cast<uint8_t>(proto::kind_of(msg))));
     return false;
   }
@@ -627,8 +632,7 @@ void on_inbound(session_ptr self, inbound& in) {
                                     "frame kind " + std::to_string(f.kind) + " (" +
                                         proto::kind_name(f.kind) +
                                         ") is not a request this server knows: it has no tokens"});
-    } else if (!token_kind && proto::is_request_kind(f.kind) && st.auth != auth_phase::open &&
-               st.auth != auth_phase::proven) {
+    } else if (!token_kind && proto::is_request_kind(f.kind) && awaits_proof(st)) {
       // Refused undecoded: a peer that proved no token costs no more than its (small) frame.
       refuse_unauthenticated(self, proto::peek_id(f.body).value_or(0), unproven_why(f.kind));
     } else {
@@ -645,9 +649,8 @@ void on_inbound(session_ptr self, inbound& in) {
   if (in.bad != 0) {
     proto::error e{static_cast<proto::err_code>(in.bad), std::move(in.why)};
     if (e.code == proto::err_code::too_large) {
-      e.message += st.auth == auth_phase::open || st.auth == auth_phase::proven
-                       ? " (limits.max_frame_mb)"
-                       : " (the limit before a token is proven)";
+      e.message +=
+          awaits_proof(st) ? " (the limit before a token is proven)" : " (limits.max_frame_mb)";
       if (st.conn->limits) st.conn->limits->count(connection_limits::limit::frame_size);
     }
     refuse_and_close(self, 0, e);

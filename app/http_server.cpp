@@ -138,11 +138,14 @@ MHD_Result respond(MHD_Connection* conn, const http_reply& r) {
   return rc;
 }
 
-http_reply too_large_reply(size_t max_body) {
-  return http_reply{
-      413, "application/json",
-      proto::json_error("body over " + std::to_string(max_body) + " bytes", "body_too_large") +
-          "\n"};
+/// 413 for a body over the limit, counted.
+MHD_Result refuse_too_large(http_server::impl* self, MHD_Connection* conn) {
+  self->bodies_refused.fetch_add(1, std::memory_order_relaxed);
+  return respond(
+      conn, http_reply{413, "application/json",
+                       proto::json_error("body over " + std::to_string(self->max_body) + " bytes",
+                                         "body_too_large") +
+                           "\n"});
 }
 
 MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const char* method,
@@ -162,10 +165,7 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
     if (auto n = st->ex.headers.find("content-length"); n != st->ex.headers.end()) {
       char* end = nullptr;
       auto length = std::strtoull(n->second.c_str(), &end, 10);
-      if (end != n->second.c_str() && length > self->max_body) {
-        self->bodies_refused.fetch_add(1, std::memory_order_relaxed);
-        return respond(conn, too_large_reply(self->max_body));
-      }
+      if (end != n->second.c_str() && length > self->max_body) return refuse_too_large(self, conn);
     }
     return MHD_YES;
   }
@@ -177,10 +177,7 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
     *upload_size = 0;
     return MHD_YES;
   }
-  if (st->too_large) {
-    self->bodies_refused.fetch_add(1, std::memory_order_relaxed);
-    return respond(conn, too_large_reply(self->max_body));
-  }
+  if (st->too_large) return refuse_too_large(self, conn);
   if (!self->ah) return respond(conn, self->h(st->ex));
   if (st->pending) {  // resumed: the reply is there
     std::lock_guard lock(st->pending->mu);

@@ -184,6 +184,20 @@ struct fixture {
   }
   /// Serves the start-up invocation: a worker takes every shard, the POST returns 200, and every
   /// lease ends with an IDLE report of nothing due. Afterwards no shard is due.
+  /// The one POST that shard `shard` being due for `reasons` makes goes to `url` (after the gather
+  /// window, unless a call or message woke it); its worker is then served.
+  void expect_post(uint32_t shard, uint8_t reasons, const std::string& url) {
+    if (!(reasons & (proto::reason_call | proto::reason_message))) {
+      CHECK(http.requests.empty());  // waits for others to group with: the gather window
+      advance(rules::gather_window);
+    }
+    REQUIRE(http.requests.size() == 1);
+    CHECK(http.requests[0].url == url);
+    CHECK(shards_of(0) == std::vector<uint32_t>{shard});
+    CHECK(body(0).reasons == reasons);
+    served(last_id(), 7);
+    http.requests.clear();
+  }
   void settle() {
     REQUIRE(!http.requests.empty());
     for (size_t i = 0; i < http.requests.size(); ++i)
@@ -362,23 +376,11 @@ TEST_CASE("every reason makes a shard due, and its POST names the reason") {
   fixture f{
       settings(4, {endpoint("http://a/invoke", {}), endpoint("http://b/invoke", {"billing"})})};
   f.settle();
-  auto expect_post = [&](uint32_t shard, uint8_t reasons, const char* url) {
-    if (!(reasons & (proto::reason_call | proto::reason_message))) {
-      CHECK(f.http.requests.empty());  // waits for others to group with: the gather window
-      f.advance(rules::gather_window);
-    }
-    REQUIRE(f.http.requests.size() == 1);
-    CHECK(f.http.requests[0].url == url);
-    CHECK(f.shards_of(0) == std::vector<uint32_t>{shard});
-    CHECK(f.body(0).reasons == reasons);
-    f.served(f.last_id(), 7);
-    f.http.requests.clear();
-  };
   // call and message: parked work for a shard nobody holds
   f.due(0, proto::reason_call);
-  expect_post(0, proto::reason_call, "http://a/invoke");
+  f.expect_post(0, proto::reason_call, "http://a/invoke");
   f.due(1, proto::reason_message);
-  expect_post(1, proto::reason_message, "http://a/invoke");
+  f.expect_post(1, proto::reason_message, "http://a/invoke");
   // timer: the IDLE report said "due in 500 ms"
   lease_end timer;
   timer.due_in_ms = 500;
@@ -386,25 +388,25 @@ TEST_CASE("every reason makes a shard due, and its POST names the reason") {
   f.advance(499ms);
   CHECK(f.http.requests.empty());
   f.advance(1ms);
-  expect_post(2, proto::reason_timer, "http://a/invoke");
+  f.expect_post(2, proto::reason_timer, "http://a/invoke");
   // recovery: a holder (not invoked) left without a report; no backoff for that
   lease_end gone;
   gone.crashed = true;
   f.lease_ended(3, gone);
-  expect_post(3, proto::reason_recovery, "http://a/invoke");
+  f.expect_post(3, proto::reason_recovery, "http://a/invoke");
   // handback: work left now, steps were made
   lease_end busy;
   busy.flags = proto::idle_busy;
   busy.steps = 3;
   busy.invoked = true;
   f.lease_ended(0, busy);
-  expect_post(0, proto::reason_handback, "http://a/invoke");
+  f.expect_post(0, proto::reason_handback, "http://a/invoke");
   // code: the last holder (at a) had no code for "billing", which b serves
   lease_end lacking;
   lacking.types = {"billing"};
   lacking.invoked = true;
   f.lease_ended(1, lacking);
-  expect_post(1, proto::reason_code, "http://b/invoke");
+  f.expect_post(1, proto::reason_code, "http://b/invoke");
 }
 
 TEST_CASE(
@@ -551,10 +553,7 @@ TEST_CASE("a handback's types send the next invocation to an endpoint with their
       settings(1, {endpoint("http://a/invoke", {}), endpoint("http://b/invoke", {"billing"})})};
   f.settle();
   f.due(0, proto::reason_call);
-  REQUIRE(f.http.requests.size() == 1);
-  CHECK(f.http.requests[0].url == "http://a/invoke");
-  f.served(f.last_id(), 1);
-  f.http.requests.clear();
+  f.expect_post(0, proto::reason_call, "http://a/invoke");
   // handed back with progress, but it had no code for "billing": b has it, not a again
   lease_end busy;
   busy.flags = proto::idle_busy;
@@ -562,9 +561,7 @@ TEST_CASE("a handback's types send the next invocation to an endpoint with their
   busy.invoked = true;
   busy.types = {"billing"};
   f.lease_ended(0, busy);
-  f.advance(rules::gather_window);
-  REQUIRE(f.http.requests.size() == 1);
-  CHECK(f.http.requests[0].url == "http://b/invoke");
+  f.expect_post(0, proto::reason_handback, "http://b/invoke");
 }
 
 TEST_CASE("a long-lived holder's IDLE naming types makes the shard due for code, even at the last "
@@ -573,22 +570,16 @@ TEST_CASE("a long-lived holder's IDLE naming types makes the shard due for code,
       settings(1, {endpoint("http://a/invoke", {}), endpoint("http://b/invoke", {"billing"})})};
   f.settle();
   f.due(0, proto::reason_call, "billing");  // b is now the last endpoint
-  REQUIRE(f.http.requests.size() == 1);
-  CHECK(f.http.requests[0].url == "http://b/invoke");
-  f.served(f.last_id(), 1);
+  f.expect_post(0, proto::reason_call, "http://b/invoke");
   lease_end idle;
   idle.invoked = true;
   f.lease_ended(0, idle);
-  f.http.requests.clear();
   // a long-lived worker (no endpoint) holds it, and lacked the code for "billing": b has it
   f.leased(0);
   lease_end lacking;
   lacking.types = {"billing"};
   f.lease_ended(0, lacking);
-  f.advance(rules::gather_window);
-  REQUIRE(f.http.requests.size() == 1);
-  CHECK(f.http.requests[0].url == "http://b/invoke");
-  CHECK(f.body(0).reasons == proto::reason_code);
+  f.expect_post(0, proto::reason_code, "http://b/invoke");
 }
 
 TEST_CASE("due shards are grouped into at most the free slots, at most max_shards each") {
