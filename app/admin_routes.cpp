@@ -223,16 +223,20 @@ http_reply cluster_route(caf::actor_system& sys, const admin_context& ctx,
 
 }  // namespace
 
-std::optional<http_reply> admin_gate(const http_exchange& ex) {
-  if (ex.method != "GET")
-    return json(405, proto::json_error("the admin server answers GET only, not " + ex.method));
-  return std::nullopt;
+http_server::gate admin_gate(const admin_context& ctx) {
+  return [hosts = ctx.hosts, tokens = ctx.tokens](const http_exchange& ex) {
+    if (auto refused = check_host(ex, hosts, tokens.get())) return refused;
+    if (ex.method != "GET")
+      return std::optional{
+          json(405, proto::json_error("the admin server answers GET only, not " + ex.method))};
+    return std::optional<http_reply>{};
+  };
 }
 
 http_server::handler admin_routes(caf::actor_system& sys, admin_context ctx) {
   auto metrics = std::make_shared<metrics_cache>();
-  return [&sys, ctx, metrics](const http_exchange& ex) {
-    if (auto refused = admin_gate(ex)) return *refused;
+  return [&sys, ctx, metrics, gate = admin_gate(ctx)](const http_exchange& ex) {
+    if (auto refused = gate(ex)) return *refused;
     auto& p = ex.path;
     if (p == "/" || p == "/index.html")
       return http_reply{200, "text/html; charset=utf-8", std::string(dashboard_html())};

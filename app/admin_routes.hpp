@@ -10,6 +10,7 @@
 #include "actors/token_store.hpp"
 #include "tls/terminator.hpp"
 
+#include "app/host_allow_list.hpp"
 #include "app/http_server.hpp"
 #include <atomic>
 #include <functional>
@@ -27,6 +28,8 @@ struct admin_context {
   /// With tokens, every route but the dashboard's files, /healthz and /readyz needs a bearer
   /// token (read scope or above).
   std::shared_ptr<server::token_store> tokens;
+  /// Without tokens, the Hosts a request may name (check_host).
+  host_allow_list hosts = host_allow_list::any();
   std::shared_ptr<server::connection_limits> limits;  ///< connections open, limit refusals
   /// The I/O threads' turns: their longest since the last gathering of /metrics (null: no loop).
   std::shared_ptr<server::io_loop::turn_clocks> io_turns;
@@ -46,7 +49,8 @@ struct admin_context {
 /// blocking scoped actor (never on a CAF scheduler thread); /metrics is gathered at most once a
 /// second, whatever the number of scrapers.
 http_server::handler admin_routes(caf::actor_system& sys, admin_context ctx);
-/// What the admin server refuses before reading a request's body: anything but GET (405).
-std::optional<http_reply> admin_gate(const http_exchange& ex);
+/// What the admin server refuses before reading a request's body: without tokens, a Host it is
+/// not configured under (403, check_host); anything but GET (405).
+http_server::gate admin_gate(const admin_context& ctx);
 
 }  // namespace fusee::app

@@ -1,18 +1,19 @@
 // Requests from web pages. A browser names the page behind a request in its `Origin` header; the
-// HTTP API answers only pages of its own origin at an address (an IP literal or localhost), so a
-// page of another site, or one whose DNS name was rebound to this address, cannot drive it from a
-// browser on the node's machine. Clients that are not browsers (curl, the fusee clients) send no
-// Origin and are not concerned.
+// HTTP API answers only pages of its own origin at a host it allows (host_allow_list.hpp: an IP
+// literal, localhost, a name it is configured under), so a page of another site, or one whose DNS
+// name was rebound to this address, cannot drive it from a browser on the node's machine. Clients
+// that are not browsers (curl, the fusee clients) send no Origin and are not concerned.
 #pragma once
 
 #include <optional>
 
+#include "app/host_allow_list.hpp"
 #include "app/http_server.hpp"
 
 namespace fusee::app {
 
-/// Nothing if `ex` carries no Origin, or one whose authority is its Host and an address;
+/// Nothing if `ex` carries no Origin, or one whose authority is its Host and allowed by `hosts`;
 /// otherwise the 403 refusing it (code `cross_origin`).
-std::optional<http_reply> check_origin(const http_exchange& ex);
+std::optional<http_reply> check_origin(const http_exchange& ex, const host_allow_list& hosts);
 
 }  // namespace fusee::app

@@ -67,6 +67,9 @@ const setting<server_config> server_settings[] = {
      "size of each preallocated log segment file, in MiB"},
     {"server", "io_threads", &server_config::io_threads, 1, 64,
      "threads reading the worker and client connections; the one that read an APPEND commits it"},
+    {"server", "allowed_hosts", &server_config::allowed_hosts, 0, 0,
+     "names an HTTP request's Host may give on a node without tokens and TLS, beyond addresses, "
+     "localhost and the listen addresses' names (a guard against DNS rebinding); \"*\" = any"},
     {"liveness", "ping_interval_ms", &server_config::ping_interval_ms, 1, u32_max,
      "how often a worker must send a frame"},
     {"liveness", "timeout_ms", &server_config::timeout_ms, 2, u32_max,
@@ -425,6 +428,12 @@ std::optional<std::string> validate(server_config& cfg) {
            "\" is not one of trace, debug, info, warn, error, off";
   if (!cfg.advertise.empty() && !parse_host_port(cfg.advertise))
     return "`server.advertise` = \"" + cfg.advertise + "\" is not host:port";
+  for (auto& h : cfg.allowed_hosts)
+    if (h != "*" && (h.empty() || h.find_first_not_of("abcdefghijklmnopqrstuvwxyz"
+                                                      "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") !=
+                                      std::string::npos))
+      return "`server.allowed_hosts` entry \"" + h +
+             "\" is not a host name (letters, digits, '-' and '.', without a port; \"*\" = any)";
   if (cfg.data_dir.empty()) return "`server.data_dir` is empty";
   if (cfg.clustered) {
     if (auto err = proto::check_cluster_map(cfg.cluster, cfg.shards)) return "[cluster]: " + *err;

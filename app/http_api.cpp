@@ -11,6 +11,7 @@
 #include "actors/call_gateway.hpp"
 #include "app/bearer.hpp"
 #include "app/browser_origin.hpp"
+#include "app/host_allow_list.hpp"
 #include "protocol/auth.hpp"
 #include "protocol/json_text.hpp"
 #include "protocol/messages.hpp"
@@ -94,7 +95,8 @@ struct http_api::impl final : server::call_results {
   server::call_gateway_actor gateway;
   uint32_t shards = 1;
   uint32_t park_ms = 0;
-  std::shared_ptr<server::token_store> tokens;  ///< null or empty: no bearer token needed
+  std::shared_ptr<server::token_store> tokens;     ///< null or empty: no bearer token needed
+  host_allow_list hosts = host_allow_list::any();  // set by start()
   std::atomic<uint64_t> next_ticket{1};
   std::mutex mu;
   struct waiting {
@@ -184,14 +186,16 @@ std::unique_ptr<http_api> http_api::start(caf::actor_system& sys, server::direct
   im->shards = settings.shards;
   im->park_ms = settings.park_ms;
   im->tokens = std::move(tokens);
+  im->hosts = host_allow_list::for_node(settings, tls != nullptr);
   im->gateway = server::spawn_call_gateway(sys, std::move(directory), im);
   im->server = http_server::start_async(
       host, port, [im](const http_exchange& ex, http_responder r) { im->serve(ex, std::move(r)); },
       err, size_t{settings.http_body_kb} << 10, std::move(tls),
-      // Before the body is read: a web page of another origin, or no token at all (the route's
-      // scope is checked once the body is read).
+      // Before the body is read: a Host it is not configured under (without tokens), a web page
+      // of another origin, or no token at all (the route's scope is checked once the body is read).
       [im](const http_exchange& ex) {
-        if (auto refused = check_origin(ex)) return refused;
+        if (auto refused = check_host(ex, im->hosts, im->tokens.get())) return refused;
+        if (auto refused = check_origin(ex, im->hosts)) return refused;
         return check_bearer(ex, im->tokens.get(), proto::scope::read);
       });
   if (!im->server) {

@@ -336,6 +336,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       actx.invoker_configured = !cfg.endpoints.empty();
       actx.cluster = cluster;
       actx.tokens = *tokens;
+      actx.hosts = host_allow_list::for_node(cfg, tls_ctx != nullptr);
       actx.limits = limits;
       actx.io_turns = (*loop)->turns();
       if (acceptor->tls()) actx.terminators.emplace_back("workers", acceptor->tls());
@@ -344,8 +345,9 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       actx.log_failure = [w = wal.get()] { return w->failure(); };
       if (cluster_tls) actx.terminators.emplace_back("cluster", cluster_tls.get());
       auto own_tls = actx.own_tls;
+      auto gate = admin_gate(actx);
       admin = http_server::start(admin_at->host, admin_at->port, admin_routes(sys, std::move(actx)),
-                                 &aerr, 1 << 20, tls_ctx, admin_gate);
+                                 &aerr, 1 << 20, tls_ctx, std::move(gate));
       if (!admin) {
         refuse_start("server.admin_listen", aerr);
       } else {

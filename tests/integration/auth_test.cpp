@@ -440,3 +440,46 @@ TEST_CASE("a server without tokens treats AUTH as an unknown kind and the client
   auto plain = open.connect();  // the normative exchange is unchanged
   CHECK(client::client_hello(plain, "cli", 5s));
 }
+
+TEST_CASE("a node without tokens answers HTTP only for the hosts it is named by: a page whose name "
+          "was rebound to it is refused") {
+  test::temp_dir dir;
+  test::server_process open(dir.path() / "data",
+                            "[server]\nshards = 2\nallowed_hosts = [\"Fusee.Internal\"]\n");
+  REQUIRE(open.start().empty());
+  auto api = open.http_port();
+  auto admin = open.admin_port();
+  auto host = [](const std::string& h) { return std::vector<std::string>{"Host: " + h}; };
+  // What a rebinding page's browser sends: its own name as the Host, no Origin on a GET.
+  for (auto [port, path] : {std::pair{api, "/v1/workflows/w1"}, std::pair{admin, "/v1/overview"},
+                            std::pair{admin, "/metrics"}, std::pair{admin, "/"}}) {
+    CAPTURE(path);
+    auto [status, body] = test::http_request("GET", port, path, "", 5000,
+                                             host("evil.example:" + std::to_string(port)));
+    CHECK(status == 403);
+    CHECK(body.find("\"code\":\"host_not_allowed\"") != std::string::npos);
+    CHECK(body.find("server.allowed_hosts") != std::string::npos);
+  }
+  // Refused before the body is read.
+  auto post = answer_to_head(api, "POST /v1/workflows/steps/w1 HTTP/1.1\r\nHost: evil.example\r\n"
+                                  "Content-Length: 1000000\r\n\r\n");
+  CHECK(post.rfind("HTTP/1.1 403", 0) == 0);
+  // Addresses, localhost and the configured name (any case, any port) are answered, as is a
+  // request without Host.
+  for (auto h : {"127.0.0.1", "localhost:1", "app.localhost", "[::1]:7402", "FUSEE.internal:80"}) {
+    CAPTURE(h);
+    CHECK(test::http_request("GET", admin, "/v1/overview", "", 5000, host(h)).first == 200);
+  }
+  CHECK(test::http_request("GET", admin, "/v1/overview", "", 5000, {"Host:"}).first == 200);
+  CHECK(open.log().find("host=\"evil.example\"") != std::string::npos);
+}
+
+TEST_CASE("a node with tokens answers a request for any host that carries one") {
+  fixture f;
+  auto [status, body] = test::http_request("GET", f.server.admin_port(), "/v1/overview", "", 5000,
+                                           {bearer(read_secret), "Host: fusee.example.com"});
+  CHECK(status == 200);
+  CHECK(test::http_request("GET", f.server.admin_port(), "/healthz", "", 5000,
+                           {"Host: fusee.example.com"})
+            .first == 200);
+}

@@ -10,6 +10,7 @@
 #include <curl/curl.h>
 
 #include "app/browser_origin.hpp"
+#include "app/host_allow_list.hpp"
 #include "app/http_api.hpp"
 #include "app/http_server.hpp"
 #include "curl_request.hpp"
@@ -207,7 +208,7 @@ TEST_CASE("the API answers web pages of its own address only, and requests witho
     ex.method = "POST";
     ex.path = "/v1/workflows/steps/w1";
     ex.headers = std::move(headers);
-    return app::check_origin(ex);
+    return app::check_origin(ex, app::host_allow_list{{}});
   };
   CHECK_FALSE(ask({{"host", "127.0.0.1:7402"}}));  // curl, the clients
   CHECK_FALSE(ask({{"host", "127.0.0.1:7402"}, {"origin", "http://127.0.0.1:7402"}}));
@@ -223,4 +224,68 @@ TEST_CASE("the API answers web pages of its own address only, and requests witho
   CHECK(ask({{"host", "127.0.0.1:7402"}, {"origin", "null"}}));
   CHECK(ask({{"host", "127.0.0.1:7402"}, {"origin", "http://127.0.0.1:9999"}}));
   CHECK(ask({{"origin", "http://127.0.0.1:7402"}}));  // no Host to compare with
+}
+
+TEST_CASE("a page of its own origin under a name the node allows is answered, under another not") {
+  app::http_exchange ex;
+  ex.headers = {{"host", "fusee.internal:7402"}, {"origin", "http://fusee.internal:7402"}};
+  CHECK_FALSE(app::check_origin(ex, app::host_allow_list{{"fusee.internal"}}));
+  CHECK(app::check_origin(ex, app::host_allow_list{{"other.internal"}}));
+}
+
+TEST_CASE("hosts allowed: addresses, localhost and its subdomains, the names given, any with *") {
+  app::host_allow_list none{{}};
+  for (auto h : {"127.0.0.1", "127.0.0.1:7402", "10.1.2.3:80", "[::1]:7402", "[fe80::1]",
+                 "localhost", "LocalHost:1", "app.localhost:7401"})
+    CHECK_MESSAGE(none.allows(h), h);
+  for (auto h : {"evil.example", "evil.example:7402", "localhost.evil.example", "127.0.0.1.nip.io",
+                 "[evil.example]:1", "", ":7402", "xlocalhost"})
+    CHECK_MESSAGE(!none.allows(h), h);
+  app::host_allow_list named{{"Fusee.Internal", ""}};
+  CHECK(named.allows("fusee.internal:7402"));
+  CHECK(named.allows("FUSEE.INTERNAL"));
+  CHECK_FALSE(named.allows("sub.fusee.internal"));
+  CHECK_FALSE(named.allows(""));
+  CHECK(app::host_allow_list::any().allows("evil.example"));
+  CHECK(app::host_allow_list{{"*"}}.allows("evil.example:1"));
+}
+
+TEST_CASE("a node allows the names of its listen addresses, its advertised one and its cluster "
+          "entry's, and any host with TLS") {
+  server::node_settings s;
+  s.http_listen = "api.internal:7402";
+  s.admin_listen = "[::1]:7401";
+  s.advertise = "worker-gw.internal:7400";
+  s.allowed_hosts = {"proxy.internal"};
+  s.clustered = true;
+  s.cluster_node = "a";
+  s.cluster.nodes = {{"a", "10.0.0.1:7410", "10.0.0.1:7400", "node-a.internal:7402", {}},
+                     {"b", "10.0.0.2:7410", "10.0.0.2:7400", "node-b.internal:7402", {}}};
+  auto hosts = app::host_allow_list::for_node(s, false);
+  for (auto h : {"api.internal:7402", "worker-gw.internal", "proxy.internal", "node-a.internal"})
+    CHECK_MESSAGE(hosts.allows(h), h);
+  CHECK_FALSE(hosts.allows("node-b.internal:7402"));  // another node's name
+  CHECK_FALSE(hosts.allows("evil.example"));
+  CHECK(app::host_allow_list::for_node(s, true).allows("evil.example"));
+}
+
+TEST_CASE("without tokens a request naming a host not allowed is refused with host_not_allowed, "
+          "one without Host or naming an address is answered") {
+  app::http_exchange ex;
+  ex.method = "GET";
+  ex.path = "/v1/overview";
+  ex.headers = {{"host", "evil.example:7401"}};
+  app::host_allow_list hosts{{}};
+  auto refused = app::check_host(ex, hosts, nullptr);
+  REQUIRE(refused);
+  CHECK(refused->status == 403);
+  CHECK(refused->body.find("\"code\":\"host_not_allowed\"") != std::string::npos);
+  CHECK(refused->body.find("evil.example") != std::string::npos);
+  auto open = server::token_store::load({});  // a node with no [[token]]
+  REQUIRE(open);
+  CHECK(app::check_host(ex, hosts, open->get()));
+  ex.headers = {};  // HTTP/1.0 without Host: not a browser
+  CHECK_FALSE(app::check_host(ex, hosts, nullptr));
+  ex.headers = {{"host", "127.0.0.1:7401"}};
+  CHECK_FALSE(app::check_host(ex, hosts, nullptr));
 }
