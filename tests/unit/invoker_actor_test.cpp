@@ -5,6 +5,7 @@
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -12,6 +13,7 @@
 #include "actors/http_client.hpp"
 #include "actors/invoker.hpp"
 #include "actors/invoker_rules.hpp"
+#include "actors/logging.hpp"
 #include "actors/wake_records.hpp"
 #include "deterministic_config.hpp"
 #include "protocol/invocation_request.hpp"
@@ -712,6 +714,22 @@ TEST_CASE("a handback with the budget spent and no step backs off from 1 s (no p
   f.lease_ended(0, progress);
   f.advance(rules::gather_window);
   CHECK(f.http.requests.size() == 3);
+}
+
+TEST_CASE("shards without progress warn once a minute between them, the others at debug") {
+  logging::init(spdlog::level::info);
+  fixture f{settings(3, {endpoint("http://a/invoke", {})})};
+  f.settle();
+  lease_end stuck;
+  stuck.flags = proto::idle_busy | proto::idle_expired;
+  stuck.invoked = true;
+  for (uint32_t shard : {0u, 1u, 2u})
+    f.lease_ended(shard, stuck);
+  auto problems = logging::recent_problems();
+  auto warned = std::count_if(problems.begin(), problems.end(), [](const std::string& line) {
+    return line.find("without finishing a step") != std::string::npos;
+  });
+  CHECK(warned == 1);
 }
 
 namespace {
