@@ -20,6 +20,7 @@ using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 using parked_atom = caf::atom_constant<caf::atom("parked")>;  ///< how many calls are parked?
 // invoker
 using due_atom = caf::atom_constant<caf::atom("due")>;        ///< work arrived for a shard
+using undue_atom = caf::atom_constant<caf::atom("undue")>;    ///< what waited for a shard is gone
 using leased_atom = caf::atom_constant<caf::atom("leased")>;  ///< a worker holds the shard
 using invoke_atom = caf::atom_constant<caf::atom("invoke")>;  ///< send this invocation's POST
 using fencelater_atom = caf::atom_constant<caf::atom("fencelater")>;  ///< close grace is over

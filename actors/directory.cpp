@@ -66,10 +66,13 @@ struct record_due {
   uint8_t reasons = 0;
   std::string start_type;
 };
+struct record_undue {
+  uint8_t reasons = 0;
+};
 struct record_leased {
   int32_t endpoint = -1;
 };
-using record_message = std::variant<record_due, record_leased, lease_end>;
+using record_message = std::variant<record_due, record_undue, record_leased, lease_end>;
 
 /// What a holder's IDLE said about one shard, kept until its lease ends.
 struct idle_report {
@@ -177,6 +180,8 @@ void tell(self_ptr self, uint32_t shard, record_message m) {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, record_due>)
           self->send(rec, due_atom::value, x.reasons, std::move(x.start_type));
+        else if constexpr (std::is_same_v<T, record_undue>)
+          self->send(rec, undue_atom::value, x.reasons);
         else if constexpr (std::is_same_v<T, record_leased>)
           self->send(rec, leased_atom::value, x.endpoint);
         else
@@ -941,9 +946,15 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
                          "no holder took shard " + std::to_string(e.shard) +
                              " while the call was parked");
             q.erase(i);
-            if (q.empty()) parked.erase(found);
             self->state.parked_total--;
             self->state.calls_expired++;
+            if (q.empty()) {
+              parked.erase(found);
+              // (told only where a call made it due: no holder, and no lease change in the log)
+              auto& slot = self->state.slots[e.shard];
+              if (slot.holder == 0 && !slot.busy)
+                tell(self, e.shard, record_undue{proto::reason_call});
+            }
             return;
           }
       },

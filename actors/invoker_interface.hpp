@@ -183,6 +183,9 @@ typename Inspector::result_type inspect(Inspector& f, resting_record& x) {
 using shard_actor =
     caf::typed_actor<caf::reacts_to<due_atom, uint8_t, std::string>,  ///< work arrived: reasons, a
                                                                       ///< start's type
+                     /// What came for these reasons is gone (every parked call expired): not due
+                     /// for them any more; ignored while a worker holds the shard.
+                     caf::reacts_to<undue_atom, uint8_t>,
                      /// A worker holds the shard (never due while it does): the endpoint index of
                      /// its invocation, or -1 for a worker that was not invoked.
                      caf::reacts_to<leased_atom, int32_t>,

@@ -173,6 +173,19 @@ shard_actor::behavior_type shard_fn(shard_ptr self, uint32_t shard, scheduler_ac
           st.starts.push_back(start_type);
         update(self);
       },
+      [=](undue_atom, uint8_t reasons) {
+        auto& st = self->state;
+        if (st.leased || !st.due) return;
+        st.reasons &= static_cast<uint8_t>(~reasons);
+        if (reasons & proto::reason_call) {
+          st.starts.clear();  // (only calls bring start types)
+          st.starts.shrink_to_fit();
+        }
+        // Due for nothing else: idle, its backoff kept for the next time it is due. (Another
+        // reason left keeps it due now: a timer's own time is not kept once a call made it due.)
+        if (st.reasons == 0) st.due = false;
+        update(self);
+      },
       [=](leased_atom, int32_t endpoint) {
         auto& st = self->state;
         st.leased = true;

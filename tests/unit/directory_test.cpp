@@ -186,6 +186,7 @@ struct wake_log {
   std::vector<lease_end> ended;
   std::vector<uint8_t> due;
   std::vector<std::string> start_types;  ///< each due_atom's start type ("" for none)
+  std::vector<uint8_t> undue;
 };
 
 shard_actor::behavior_type wake_stub(shard_actor::pointer, wake_log* log) {
@@ -194,6 +195,7 @@ shard_actor::behavior_type wake_stub(shard_actor::pointer, wake_log* log) {
         log->due.push_back(reasons);
         log->start_types.push_back(type);
       },
+      [=](undue_atom, uint8_t reasons) { log->undue.push_back(reasons); },
       [=](leased_atom, int32_t endpoint) { log->leased.push_back(endpoint); },
       [=](const lease_end& e) { log->ended.push_back(e); },
       [=](retire_atom) { return resting_record{}; },  // never rests
@@ -927,6 +929,24 @@ TEST_CASE("a call parked for a shard nobody holds makes its wake record due, wit
   CHECK(f.wake[3].start_types == std::vector<std::string>{"billing"});
 }
 
+TEST_CASE("when the last call parked for an unheld shard expires its wake record hears that no "
+          "call waits, and not before") {
+  invoked_fixture f{4, [](node_settings& s) { s.park_ms = 1000; }};
+  auto& client = f.connect();
+  caf::anon_send(f.dir, call_request{f.from(client, 1, 3), "start", "billing", {}, 300});
+  caf::anon_send(f.dir, call_request{f.from(client, 2, 3), "signal", "", {}, 600});
+  f.run();
+  CHECK(f.wake[3].due.size() == 2);
+  f.sched.advance_time(300ms);
+  f.run();
+  CHECK(f.wake[3].undue.empty());  // one call still waits
+  f.sched.advance_time(300ms);
+  f.run();
+  CHECK(client.all<proto::call_result>().size() == 2);
+  CHECK(f.wake[3].undue == std::vector<uint8_t>{proto::reason_call});
+  CHECK(f.wake[2].undue.empty());
+}
+
 TEST_CASE("a call for a shard whose revocation is in the log makes its record due only once the "
           "log has made it, after the lease's end") {
   invoked_fixture f;
@@ -963,6 +983,7 @@ struct resting_log {
 shard_actor::behavior_type resting_stub(shard_actor::pointer self, resting_log* log) {
   return {
       [=](due_atom, uint8_t reasons, const std::string&) { log->got.due.push_back(reasons); },
+      [=](undue_atom, uint8_t reasons) { log->got.undue.push_back(reasons); },
       [=](leased_atom, int32_t endpoint) { log->got.leased.push_back(endpoint); },
       [=](const lease_end& e) {
         if (e.steps == answer_now) {
@@ -1068,6 +1089,7 @@ struct retire_asks {
 shard_actor::behavior_type unanswering_stub(shard_actor::pointer self, retire_asks* log) {
   return {
       [=](due_atom, uint8_t, const std::string&) {},
+      [=](undue_atom, uint8_t) {},
       [=](leased_atom, int32_t) {},
       [=](const lease_end&) {},
       [=](retire_atom) {

@@ -56,6 +56,7 @@ struct silent_http : http_sender {
 shard_actor::behavior_type stuck_shard(shard_actor::pointer self, uint32_t) {
   return {
       [=](due_atom, uint8_t, const std::string&) {},
+      [=](undue_atom, uint8_t) {},
       [=](leased_atom, int32_t) {},
       [=](const lease_end&) {},
       [=](retire_atom) { return resting_record{}; },

@@ -122,6 +122,10 @@ struct fixture {
     caf::anon_send(inv.records->get(shard), due_atom::value, reasons, std::move(start_type));
     sched.run();
   }
+  void undue(uint32_t shard, uint8_t reasons) {
+    caf::anon_send(inv.records->get(shard), undue_atom::value, reasons);
+    sched.run();
+  }
   void leased(uint32_t shard, int32_t endpoint = -1) {
     caf::anon_send(inv.records->get(shard), leased_atom::value, endpoint);
     sched.run();
@@ -714,6 +718,29 @@ TEST_CASE("a handback with the budget spent and no step backs off from 1 s (no p
   f.lease_ended(0, progress);
   f.advance(rules::gather_window);
   CHECK(f.http.requests.size() == 3);
+}
+
+TEST_CASE("a shard due only for calls that all expired is idle again: nothing goes out for it "
+          "when its endpoint's backoff ends") {
+  fixture f{settings(2, {endpoint("http://a/invoke", {})})};
+  f.settle();
+  f.due(0, proto::reason_call, "billing");  // sent at once
+  REQUIRE(f.http.requests.size() == 1);
+  f.answer(f.last_id(), 500);  // the endpoint backs off 100 ms ± 20 %
+  f.undue(0, proto::reason_call);
+  f.advance(1s);
+  CHECK(f.http.requests.size() == 1);
+  CHECK(f.counts()["dueShards"] == 0);
+  // Due for a timer too: it stays due, for the timer alone.
+  f.due(1, proto::reason_timer);
+  f.due(1, proto::reason_call);
+  f.advance(rules::gather_window);
+  REQUIRE(f.http.requests.size() == 2);
+  f.answer(f.last_id(), 500);
+  f.undue(1, proto::reason_call);
+  f.advance(1s);
+  REQUIRE(f.http.requests.size() == 3);
+  CHECK(f.body(2).reasons == proto::reason_timer);
 }
 
 TEST_CASE("shards without progress warn once a minute between them, the others at debug") {
