@@ -421,7 +421,7 @@ std::optional<lease_end> end_of(self_ptr self, uint32_t shard, const worker* hol
     end->invoked = holder != nullptr && holder->invocation != 0;
     if (reported && end->invoked && holder->endpoint)
       self->send(holder->endpoint, shard_reported{end->steps, end->open_us});
-    end->invoked = end->invoked && holders_fault;
+    end->holders_fault = holders_fault;
   }
   if (r != st.reports.end()) st.reports.erase(r);
   return end;

@@ -29,12 +29,15 @@ struct lease_end {
   std::vector<std::string> types;  ///< types the holder had no code for
   bool crashed = false;
   bool invoked = false;  ///< the holder was an invoked worker
+  /// False when this node ended the lease (a withholding): an unreported end is then not the
+  /// invoked worker's crash (no backoff).
+  bool holders_fault = true;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, lease_end& x) {
   return f(caf::meta::type_name("fusee.lease_end"), x.flags, x.due_in_ms, x.reported_at, x.steps,
-           x.open_us, x.types, x.crashed, x.invoked);
+           x.open_us, x.types, x.crashed, x.invoked, x.holders_fault);
 }
 
 /// The times the invoker's messages carry (shard_status::ready_at, resting_record): the actor

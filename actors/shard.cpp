@@ -99,7 +99,7 @@ uint8_t on_lease_end(shard_ptr self, const lease_end& e) {
   st.leased = false;
   if (e.crashed) {  // a crash, a revoked lease, or a worker that never reported
     become_due(st, now, proto::reason_recovery);
-    if (e.invoked) {
+    if (e.invoked && e.holders_fault) {
       st.failures++;
       st.not_before =
           now + rules::backoff(st.failures, rules::failure_base, rules::failure_cap, st.rng());

@@ -1339,8 +1339,9 @@ TEST_CASE("an invoked worker's lease ended by a withholding is no crash of the w
   CHECK(a.last<proto::revoked>().reason == "node c serves a different map");
   f.commit();  // the revocation: the record hears how the lease ended
   REQUIRE(f.wake[1].ended.size() == 1);
-  CHECK(f.wake[1].ended[0].crashed);        // due again, for recovery,
-  CHECK_FALSE(f.wake[1].ended[0].invoked);  // but not backed off as an invocation's crash
+  CHECK(f.wake[1].ended[0].crashed);              // due again, for recovery,
+  CHECK_FALSE(f.wake[1].ended[0].holders_fault);  // but not backed off as an invocation's crash
+  CHECK(f.wake[1].ended[0].invoked);  // (still invoked: its types route as an invoked holder's)
   // a grant that arrives withheld ends the same way
   auto& b = f.invoked(78);
   caf::anon_send(f.dir, withheld_shards{});
@@ -1353,7 +1354,7 @@ TEST_CASE("an invoked worker's lease ended by a withholding is no crash of the w
   CHECK(shards_of(b.last<proto::lease>().grants).empty());
   f.commit();  // its revocation: the record hears how it ended
   REQUIRE(f.wake[2].ended.size() == 1);
-  CHECK_FALSE(f.wake[2].ended[0].invoked);
+  CHECK_FALSE(f.wake[2].ended[0].holders_fault);
 }
 
 TEST_CASE(

@@ -588,6 +588,33 @@ TEST_CASE("a long-lived holder's IDLE naming types makes the shard due for code,
   f.expect_post(0, proto::reason_code, "http://b/invoke");
 }
 
+TEST_CASE("an invoked holder this node deposed is no crash of its worker, and the types it lacked "
+          "still do not send its own endpoint again") {
+  fixture f{
+      settings(1, {endpoint("http://a/invoke", {}), endpoint("http://b/invoke", {"billing"})})};
+  f.settle();
+  f.due(0, proto::reason_call, "billing");
+  f.expect_post(0, proto::reason_call, "http://b/invoke");
+  // deposed (withheld) before it reported: recovery at once, no crash backoff
+  lease_end deposed;
+  deposed.crashed = true;
+  deposed.invoked = true;
+  deposed.holders_fault = false;
+  f.lease_ended(0, deposed);
+  f.http.requests.clear();
+  f.expect_post(0, proto::reason_recovery, "http://b/invoke");
+  // deposed after an IDLE saying it had no code for "billing": b, its endpoint, is not woken for
+  // that code again
+  lease_end lacking;
+  lacking.types = {"billing"};
+  lacking.invoked = true;
+  lacking.holders_fault = false;
+  f.lease_ended(0, lacking);
+  f.http.requests.clear();
+  f.advance(rules::gather_window);
+  CHECK(f.http.requests.empty());
+}
+
 TEST_CASE("due shards are grouped into at most the free slots, at most max_shards each") {
   fixture f{settings(8, {endpoint("http://a/invoke", {}, 2, 3)})};
   // 8 shards due at start, 2 slots of 3 shards: 0-2 and 3-5 now, 6-7 wait for a slot
