@@ -1163,14 +1163,17 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         if (st.log_failure)  // first: nothing may be dispatched
           self->send(st.scheduler, halt_atom::value, halt_reason(st));
         if (!st.withheld.parts.empty()) self->send(st.scheduler, st.withheld);  // also first
-        self->send(st.scheduler, caf::put_atom::value);  // dispatching may start
-        // Records start due; those of shards held already hear so (and then report idle).
+        // Records start due; those of shards held already hear so (and then report idle), and the
+        // scheduler, which could dispatch before their reports, with its start.
+        std::vector<uint32_t> held;
         for (uint32_t shard = 0; shard < st.slots.size() && shard < st.wake->size(); ++shard)
-          if (auto h = st.slots[shard].holder; h != 0) {
-            auto w = st.workers.find(h);
-            tell(self, shard,
-                 record_leased{w == st.workers.end() ? int32_t{-1} : w->second.endpoint_index});
-          }
+          if (st.slots[shard].holder != 0) held.push_back(shard);
+        self->send(st.scheduler, caf::put_atom::value, held);  // dispatching may start
+        for (auto shard : held) {
+          auto w = st.workers.find(st.slots[shard].holder);
+          tell(self, shard,
+               record_leased{w == st.workers.end() ? int32_t{-1} : w->second.endpoint_index});
+        }
         st.period_started = self->clock().now();
         if (st.cfg.retire_idle_ms > 0)
           self->delayed_send(self, std::chrono::seconds(1), retire_atom::value);

@@ -212,7 +212,9 @@ using endpoint_actor = invocation_actor::extend<
 /// invoked workers (the scheduler knows which endpoint owns an invocation and delegates), and to
 /// stop it once the log failed (every invoked worker would find its shards ungrantable).
 using binder_actor = caf::typed_actor<
-    caf::reacts_to<caf::put_atom>,                     ///< dispatching may start
+    /// Dispatching may start; these shards are held already (their records hear so next: none is
+    /// invoked for meanwhile).
+    caf::reacts_to<caf::put_atom, std::vector<uint32_t>>,
     caf::replies_to<bind_request>::with<bind_result>,  ///< an invoked worker's HELLO
     caf::reacts_to<halt_atom, std::string>,            ///< the log failed (why): dispatch no more
     caf::reacts_to<withheld_shards>>;  ///< invoke none of these (cluster: withheld.hpp)

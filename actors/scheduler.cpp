@@ -288,9 +288,16 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
     x.endpoint = init.endpoint;
   }
   return {
-      [=](caf::put_atom) {
-        if (self->state.started) return;  // once
-        self->state.started = true;
+      [=](caf::put_atom, const std::vector<uint32_t>& held) {
+        auto& st = self->state;
+        if (st.started) return;  // once
+        st.started = true;
+        for (auto s : held)  // idle, as their records will report (never due while held)
+          if (s < st.shards.size()) {
+            auto& x = st.shards[s];
+            change(st, x, [&] { x.state = shard_status::idle; });
+            x.reasons = 0;
+          }
         for (uint32_t s = 0; s < self->state.shards.size(); ++s)
           enqueue(self, s);
       },

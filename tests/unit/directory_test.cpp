@@ -145,6 +145,7 @@ struct binder_log {
   std::vector<std::string> halts;  ///< to stop, and why
   std::vector<std::string> heard;  ///< "put", "halt" and "withheld", in order
   std::vector<withheld_shards> withheld;
+  std::vector<uint32_t> held_at_start;  ///< the shards held when it was told it may dispatch
   /// Told that it may dispatch.
   bool started() const { return std::find(heard.begin(), heard.end(), "put") != heard.end(); }
 };
@@ -158,7 +159,10 @@ binder_stub_actor::behavior_type binder_stub(binder_stub_actor::stateful_pointer
                                              binder_log* log) {
   self->state.log = log;
   return {
-      [=](caf::put_atom) { self->state.log->heard.push_back("put"); },
+      [=](caf::put_atom, const std::vector<uint32_t>& held) {
+        self->state.log->heard.push_back("put");
+        self->state.log->held_at_start = held;
+      },
       [=](const withheld_shards& w) {
         self->state.log->withheld.push_back(w);
         self->state.log->heard.push_back("withheld");
@@ -917,6 +921,36 @@ TEST_CASE("an invoked worker's IDLE report reaches its wake record and its endpo
   REQUIRE(f.wake[1].ended.size() == 2);
   CHECK(f.wake[1].ended[1].crashed);
   CHECK(f.ep.reports.size() == 1);
+}
+
+TEST_CASE("shards a worker took before the invoker was ready are named to the scheduler with its "
+          "start, and their records hear they are held") {
+  fixture f;  // 4 shards, the invoker not ready yet
+  auto& a = f.worker();
+  f.commit();
+  REQUIRE(a.last<proto::lease>().grants.size() == 4);
+  caf::anon_send(f.dir, release_request{f.from(a, 9, 1, epoch_of(a, 1))});
+  caf::anon_send(f.dir, release_request{f.from(a, 10, 3, epoch_of(a, 3))});
+  f.run();
+  f.commit();
+  binder_log scheduler;
+  auto binder = f.sys.spawn(binder_stub, &scheduler);
+  std::vector<wake_log> wake(4);
+  std::vector<shard_actor> records;
+  for (auto& w : wake)
+    records.push_back(f.sys.spawn(wake_stub, &w));
+  auto registry = std::make_shared<wake_records>(
+      4, [&](uint32_t s, const resting_record&) { return records.at(s); });
+  caf::anon_send(f.dir, invoker_ready{binder, registry});
+  f.run();
+  REQUIRE(scheduler.started());
+  CHECK(scheduler.held_at_start == std::vector<uint32_t>{0, 2});
+  CHECK(wake[0].leased == std::vector<int32_t>{-1});
+  CHECK(wake[1].leased.empty());
+  caf::anon_send_exit(binder, caf::exit_reason::user_shutdown);
+  for (auto& r : records)
+    caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
+  f.run();
 }
 
 TEST_CASE("a call parked for a shard nobody holds makes its wake record due, with the start's "

@@ -109,7 +109,8 @@ struct fixture {
       urls.push_back(e.url);
     inv = spawn_invoker(sys, settings, "127.0.0.1:7400", &http, directory);
     scheduler = inv.scheduler;
-    caf::anon_send(scheduler, caf::put_atom::value);  // as the directory does
+    caf::anon_send(scheduler, caf::put_atom::value,
+                   std::vector<uint32_t>{});  // as the directory does
     sched.run();
     advance(rules::gather_window);  // every shard is due at start, for recovery
   }
@@ -261,11 +262,37 @@ TEST_CASE("nothing is dispatched before the directory tells the scheduler it kno
   sched.advance_time(1s);
   sched.run();
   CHECK(http.requests.empty());
-  caf::anon_send(inv.scheduler, caf::put_atom::value);
+  caf::anon_send(inv.scheduler, caf::put_atom::value, std::vector<uint32_t>{});
   sched.run();
   sched.advance_time(rules::gather_window);
   sched.run();
   CHECK(http.requests.size() == 1);
+  caf::anon_send_exit(inv.scheduler, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
+  sched.run();
+}
+
+TEST_CASE("shards held when dispatching may start are not invoked for, before their records "
+          "report it too") {
+  test_config cfg;
+  caf::actor_system sys{cfg};
+  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  fake_sender http;
+  fenced_log fenced;
+  auto directory = sys.spawn(directory_stub, &fenced);
+  fence_actor directory_handle = directory;
+  auto inv = spawn_invoker(sys, one_endpoint(300), "127.0.0.1:7400", &http, directory_handle);
+  sched.run();
+  caf::anon_send(inv.scheduler, caf::put_atom::value, std::vector<uint32_t>{0, 2});
+  sched.run();
+  sched.advance_time(rules::gather_window);
+  sched.run();
+  REQUIRE(http.requests.size() == 1);
+  auto body = proto::parse_invocation_request(http.requests[0].body);
+  REQUIRE(body);
+  REQUIRE(body->shards.size() == 2);
+  CHECK(body->shards[0].value() == 1);
+  CHECK(body->shards[1].value() == 3);
   caf::anon_send_exit(inv.scheduler, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
   sched.run();
