@@ -190,6 +190,14 @@ void tell(self_ptr self, uint32_t shard, record_message m) {
       std::move(m));
 }
 
+/// Nothing waits for `shard` for `reasons` any more (its parked calls or messages are gone): its
+/// wake record stops being due for them. Told only where they made it due: no holder, and no
+/// lease change in the log (which tells the record what is parked once it is made).
+void tell_undue(self_ptr self, uint32_t shard, uint8_t reasons) {
+  auto& slot = self->state.slots[shard];
+  if (slot.holder == 0 && !slot.busy) tell(self, shard, record_undue{reasons});
+}
+
 /// What the scheduler is told once the log failed.
 std::string halt_reason(const directory_state& st) {
   return "the log failed (" + st.log_failure.value_or("") + ")";
@@ -755,6 +763,7 @@ void withhold(self_ptr self, withheld_shards w) {
                        "; the call did not run");
     st.parked_total -= i->second.size();
     st.parked_refused += i->second.size();
+    tell_undue(self, i->first, proto::reason_call);
     i = st.parked_calls.erase(i);
   }
   for (auto i = st.parked_messages.begin(); i != st.parked_messages.end();) {
@@ -764,6 +773,7 @@ void withhold(self_ptr self, withheld_shards w) {
     }
     st.parked_total -= i->second.size();
     st.parked_refused += i->second.size();
+    tell_undue(self, i->first, proto::reason_message);
     i = st.parked_messages.erase(i);
   }
   if (st.scheduler) self->send(st.scheduler, st.withheld);
@@ -921,7 +931,9 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           dispatch_call(self, shard, std::move(p));
           return;
         }
-        if (slot.holder == 0 && !slot.busy)  // due (if busy, the log's answer tells its record)
+        // Due (if busy, the log's answer tells its record), even when parking is refused below:
+        // a worker woken for the call lets the client's retry find a holder.
+        if (slot.holder == 0 && !slot.busy)
           tell(self, shard, record_due{proto::reason_call, p.type});
         if (auto why = parking_refused(st, shard)) {
           st.parked_refused++;
@@ -950,10 +962,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
             self->state.calls_expired++;
             if (q.empty()) {
               parked.erase(found);
-              // (told only where a call made it due: no holder, and no lease change in the log)
-              auto& slot = self->state.slots[e.shard];
-              if (slot.holder == 0 && !slot.busy)
-                tell(self, e.shard, record_undue{proto::reason_call});
+              tell_undue(self, e.shard, proto::reason_call);
             }
             return;
           }
@@ -1164,7 +1173,9 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           self->send(st.scheduler, halt_atom::value, halt_reason(st));
         if (!st.withheld.parts.empty()) self->send(st.scheduler, st.withheld);  // also first
         // Records start due; those of shards held already hear so (and then report idle), and the
-        // scheduler, which could dispatch before their reports, with its start.
+        // scheduler, which could dispatch before their reports, with its start. (A grant still in
+        // the log is not named: its record hears `leased` once it is made, and an invocation sent
+        // meanwhile finds the shard taken, counted `preempted`.)
         std::vector<uint32_t> held;
         for (uint32_t shard = 0; shard < st.slots.size() && shard < st.wake->size(); ++shard)
           if (st.slots[shard].holder != 0) held.push_back(shard);

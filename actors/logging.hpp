@@ -30,9 +30,10 @@ std::string display_url(std::string_view url);
 /// backslashes escaped, \n, \r and \t as such, other control bytes as \xNN.
 std::string quoted(std::string_view s);
 
-/// A warning that a peer can cause at will (a refused token, a connection over a limit): logged
-/// as a warning once a minute per `key` (say, the reason and the peer's address), at debug the
-/// other times, so a flood cannot fill the log. Any thread.
+/// A warning that can repeat at will (a peer's refused token or connection over a limit, a host
+/// not allowed, many shards without progress at once): logged as a warning once a minute per
+/// `key` (say, the reason and the peer's address), at debug the other times, so a flood cannot
+/// fill the log. Any thread.
 void warn_limited(const std::string& key, const std::string& line);
 
 }  // namespace fusee::server::logging

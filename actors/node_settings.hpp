@@ -49,8 +49,9 @@ struct node_settings {
   /// when the log is idle (no hand-off). With one, nothing is read while it commits, and what
   /// came meanwhile is read in one sweep into the next batch; more read in parallel meanwhile.
   uint32_t io_threads = 1;
-  /// Names, beyond IP literals, localhost and the names in the listen addresses, that an HTTP
-  /// request's Host may give on a node without tokens and TLS ("*" = any; app/host_allow_list.hpp).
+  /// Host names an HTTP request's Host may give on a node without tokens and TLS, beyond IP
+  /// literals, localhost, *.localhost, the hosts of the listen addresses and `advertise`, and this
+  /// node's `http` in the cluster map ("*" = any; app/host_allow_list.hpp).
   std::vector<std::string> allowed_hosts;
   // [liveness]
   uint32_t ping_interval_ms = 1000;

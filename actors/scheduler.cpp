@@ -272,8 +272,8 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
   }
   // Every shard is due once at start (`recovery`), as its wake record is at spawn; nothing is
   // dispatched before the directory says it knows the invoker (put_atom: so it does before any
-  // invoked worker says HELLO). The directory tells the records of shards already held, which
-  // then report idle.
+  // invoked worker says HELLO). The put names the shards held already, idle from then on; their
+  // records hear so too, and report idle.
   st.shards.resize(cfg.shards);
   st.counts[count_idle] = cfg.shards;
   // The wake records are not linked (100,000 links would cost more than the records); they end
@@ -379,7 +379,7 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
           auto& x = st.shards[s];
           change(st, x, [&] { x.invoking = false; });
           x.invocation = 0;
-          enqueue(self, s);  // still ready: its shards were never leased
+          enqueue(self, s);  // if still ready (never leased, and still due): queued again
         }
         request_dispatch(self);  // a slot came free
       },

@@ -29,7 +29,7 @@ struct admin_context {
   /// token (read scope or above).
   std::shared_ptr<server::token_store> tokens;
   /// Without tokens, the Hosts a request may name (check_host).
-  host_allow_list hosts = host_allow_list::any();
+  host_allow_list hosts{std::vector<std::string>{}};
   std::shared_ptr<server::connection_limits> limits;  ///< connections open, limit refusals
   /// The I/O threads' turns: their longest since the last gathering of /metrics (null: no loop).
   std::shared_ptr<server::io_loop::turn_clocks> io_turns;
@@ -50,7 +50,8 @@ struct admin_context {
 /// second, whatever the number of scrapers.
 http_server::handler admin_routes(caf::actor_system& sys, admin_context ctx);
 /// What the admin server refuses before reading a request's body: without tokens, a Host it is
-/// not configured under (403, check_host); anything but GET (405).
+/// not configured under (403, check_host), except for the probes /healthz and /readyz, which
+/// show nothing a page could use; anything but GET (405).
 http_server::gate admin_gate(const admin_context& ctx);
 
 }  // namespace fusee::app

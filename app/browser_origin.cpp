@@ -28,7 +28,7 @@ std::optional<http_reply> check_origin(const http_exchange& ex, const host_allow
   for (std::string_view scheme : {"http://", "https://"})
     if (authority.substr(0, scheme.size()) == scheme) authority.remove_prefix(scheme.size());
   bool own = authority.size() < origin.size() && h != ex.headers.end() &&
-             authority == lower(h->second) && hosts.allows(authority);
+             authority == lower(h->second) && hosts.names(authority);
   if (own) return std::nullopt;
   return http_reply{
       403, "application/json",

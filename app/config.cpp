@@ -68,8 +68,9 @@ const setting<server_config> server_settings[] = {
     {"server", "io_threads", &server_config::io_threads, 1, 64,
      "threads reading the worker and client connections; the one that read an APPEND commits it"},
     {"server", "allowed_hosts", &server_config::allowed_hosts, 0, 0,
-     "names an HTTP request's Host may give on a node without tokens and TLS, beyond addresses, "
-     "localhost and the listen addresses' names (a guard against DNS rebinding); \"*\" = any"},
+     "host names an HTTP request's Host may give on a node without tokens and TLS, beyond IP "
+     "literals, localhost, *.localhost, the hosts of the listen addresses and advertise, and "
+     "this node's http in the cluster map (a guard against DNS rebinding); \"*\" = any"},
     {"liveness", "ping_interval_ms", &server_config::ping_interval_ms, 1, u32_max,
      "how often a worker must send a frame"},
     {"liveness", "timeout_ms", &server_config::timeout_ms, 2, u32_max,

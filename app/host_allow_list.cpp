@@ -5,10 +5,6 @@
 
 #include <arpa/inet.h>
 
-#include "actors/logging.hpp"
-#include "actors/token_store.hpp"
-#include "protocol/json_text.hpp"
-
 namespace fusee::app {
 
 std::string host_of(std::string_view authority) {
@@ -19,6 +15,7 @@ std::string host_of(std::string_view authority) {
   } else {
     host = authority.substr(0, authority.find(':'));
   }
+  if (host.size() > 1 && host.back() == '.') host.remove_suffix(1);
   std::string out{host};
   std::transform(out.begin(), out.end(), out.begin(),
                  [](unsigned char c) { return std::tolower(c); });
@@ -64,29 +61,13 @@ host_allow_list host_allow_list::for_node(const server::node_settings& s, bool t
 }
 
 bool host_allow_list::allows(std::string_view authority) const {
-  if (any_ || names_an_address(authority)) return true;
-  auto host = host_of(authority);
-  return std::find(names_.begin(), names_.end(), host) != names_.end();
+  return any_ || names(authority);
 }
 
-std::optional<http_reply> check_host(const http_exchange& ex, const host_allow_list& hosts,
-                                     const server::token_store* tokens) {
-  if (tokens != nullptr && tokens->required()) return std::nullopt;
-  auto h = ex.headers.find("host");
-  if (h == ex.headers.end() || hosts.allows(h->second)) return std::nullopt;
-  auto host = host_of(h->second);
-  server::logging::warn_limited("host not allowed",
-                                fmt::format("refused an HTTP request for a host this node is not "
-                                            "configured under host={}",
-                                            server::logging::quoted(host)));
-  return http_reply{
-      403, "application/json",
-      proto::json_error("this node does not answer requests for host \"" + host +
-                            "\": without tokens it answers only requests that name it by "
-                            "address, localhost or a name in server.allowed_hosts (a web page "
-                            "whose name was rebound to this address would otherwise read it)",
-                        "host_not_allowed") +
-          "\n"};
+bool host_allow_list::names(std::string_view authority) const {
+  if (names_an_address(authority)) return true;
+  auto host = host_of(authority);
+  return host != "*" && std::find(names_.begin(), names_.end(), host) != names_.end();
 }
 
 }  // namespace fusee::app

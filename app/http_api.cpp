@@ -11,7 +11,7 @@
 #include "actors/call_gateway.hpp"
 #include "app/bearer.hpp"
 #include "app/browser_origin.hpp"
-#include "app/host_allow_list.hpp"
+#include "app/host_check.hpp"
 #include "protocol/auth.hpp"
 #include "protocol/json_text.hpp"
 #include "protocol/messages.hpp"
@@ -95,8 +95,8 @@ struct http_api::impl final : server::call_results {
   server::call_gateway_actor gateway;
   uint32_t shards = 1;
   uint32_t park_ms = 0;
-  std::shared_ptr<server::token_store> tokens;     ///< null or empty: no bearer token needed
-  host_allow_list hosts = host_allow_list::any();  // set by start()
+  std::shared_ptr<server::token_store> tokens;        ///< null or empty: no bearer token needed
+  host_allow_list hosts{std::vector<std::string>{}};  // set by start()
   std::atomic<uint64_t> next_ticket{1};
   std::mutex mu;
   struct waiting {

@@ -471,6 +471,9 @@ TEST_CASE("a node without tokens answers HTTP only for the hosts it is named by:
     CHECK(test::http_request("GET", admin, "/v1/overview", "", 5000, host(h)).first == 200);
   }
   CHECK(test::http_request("GET", admin, "/v1/overview", "", 5000, {"Host:"}).first == 200);
+  // Probes answer whatever the Host: they show nothing a page could use.
+  CHECK(test::http_request("GET", admin, "/healthz", "", 5000, host("fusee-a:7401")).first == 200);
+  CHECK(test::http_request("GET", admin, "/readyz", "", 5000, host("fusee-a:7401")).first == 200);
   CHECK(open.log().find("host=\"evil.example\"") != std::string::npos);
 }
 

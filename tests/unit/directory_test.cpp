@@ -1253,6 +1253,20 @@ TEST_CASE("a withheld shard's lease ends in the log before REVOKED gives the rea
   CHECK(b.all<proto::grant>().empty());
 }
 
+TEST_CASE("calls and messages a withholding drops for an unheld shard leave its wake record due "
+          "for neither") {
+  invoked_fixture f;
+  auto& client = f.connect();
+  caf::anon_send(f.dir, call_request{f.from(client, 1, 1), "signal", "", {}, 0});
+  caf::anon_send(f.dir, remote_message{1, 9, 1, 7, proto::bytes{'x'}});
+  f.run();
+  CHECK(f.wake[1].due.size() == 2);
+  caf::anon_send(f.dir, withholding_of(1, 1));
+  f.run();
+  CHECK(client.last<proto::call_result>().status == uint8_t(proto::call_status::parked_too_long));
+  CHECK(f.wake[1].undue == std::vector<uint8_t>{proto::reason_call, proto::reason_message});
+}
+
 TEST_CASE("a holder whose shards are withheld for two reasons hears each reason with its shards") {
   fixture f;
   auto& a = f.worker();

@@ -11,6 +11,7 @@
 
 #include "app/browser_origin.hpp"
 #include "app/host_allow_list.hpp"
+#include "app/host_check.hpp"
 #include "app/http_api.hpp"
 #include "app/http_server.hpp"
 #include "curl_request.hpp"
@@ -231,6 +232,10 @@ TEST_CASE("a page of its own origin under a name the node allows is answered, un
   ex.headers = {{"host", "fusee.internal:7402"}, {"origin", "http://fusee.internal:7402"}};
   CHECK_FALSE(app::check_origin(ex, app::host_allow_list{{"fusee.internal"}}));
   CHECK(app::check_origin(ex, app::host_allow_list{{"other.internal"}}));
+  // "*" answers any Host, but trusts no page for it: a rebound page's own origin is refused
+  ex.headers = {{"host", "evil.example:7402"}, {"origin", "http://evil.example:7402"}};
+  CHECK(app::check_origin(ex, app::host_allow_list{{"*"}}));
+  CHECK(app::check_origin(ex, app::host_allow_list::any()));
 }
 
 TEST_CASE("hosts allowed: addresses, localhost and its subdomains, the names given, any with *") {
@@ -244,6 +249,9 @@ TEST_CASE("hosts allowed: addresses, localhost and its subdomains, the names giv
   app::host_allow_list named{{"Fusee.Internal", ""}};
   CHECK(named.allows("fusee.internal:7402"));
   CHECK(named.allows("FUSEE.INTERNAL"));
+  CHECK(named.allows("fusee.internal.:7402"));  // the same DNS name
+  CHECK(none.allows("localhost."));
+  CHECK_FALSE(named.allows("*"));
   CHECK_FALSE(named.allows("sub.fusee.internal"));
   CHECK_FALSE(named.allows(""));
   CHECK(app::host_allow_list::any().allows("evil.example"));
