@@ -33,9 +33,9 @@ std::optional<http_reply> check_origin(const http_exchange& ex, const host_allow
   return http_reply{
       403, "application/json",
       proto::json_error("a request from the web page " + o->second +
-                            ": this API answers only pages of its own origin at a host it "
-                            "allows (clients other than browsers send no Origin "
-                            "header)",
+                            ": this API answers only pages of its own origin at an address or "
+                            "a name it is configured under (clients other than browsers send no "
+                            "Origin header)",
                         "cross_origin") +
           "\n"};
 }

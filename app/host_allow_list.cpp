@@ -50,13 +50,13 @@ host_allow_list host_allow_list::any() {
 }
 
 host_allow_list host_allow_list::for_node(const server::node_settings& s, bool tls) {
-  if (tls) return any();
   // (listen addresses in host:port form; a name without a port is its own host)
   std::vector<std::string> names = s.allowed_hosts;
   for (auto* at : {&s.listen, &s.http_listen, &s.admin_listen, &s.advertise})
     names.push_back(*at);
   for (auto& n : s.cluster.nodes)
     if (s.clustered && n.name == s.cluster_node) names.push_back(n.http);
+  if (tls) names.push_back("*");  // any Host; the names above still count for names()
   return host_allow_list{std::move(names)};
 }
 

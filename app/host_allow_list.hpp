@@ -1,7 +1,8 @@
 // The names a request may give in its `Host` header. A web page whose DNS name was rebound to this
 // node's address reaches it under that name, so on a node without tokens and without TLS a
 // request is answered only when its Host is an IP literal, localhost (or a name under .localhost),
-// a name the node listens or advertises under, or one of `server.allowed_hosts` (host_check.hpp).
+// a name the node listens or advertises under or its cluster entry's `http` names, or one of
+// `server.allowed_hosts` (host_check.hpp).
 #pragma once
 
 #include <string>
@@ -28,7 +29,8 @@ public:
   /// Every host (a node with TLS: a rebound name fails the certificate check).
   static host_allow_list any();
   /// For a node's HTTP servers: `server.allowed_hosts`, the hosts of its listen addresses and of
-  /// `advertise`, and its own entry's `http` in the cluster map; any host when `tls`.
+  /// `advertise`, and its own entry's `http` in the cluster map; with `tls`, any host as well
+  /// (those names still count for names()).
   static host_allow_list for_node(const server::node_settings& s, bool tls);
 
   /// True if a request naming `authority` may be answered: an address, a name given, or any with

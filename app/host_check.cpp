@@ -20,8 +20,9 @@ std::optional<http_reply> check_host(const http_exchange& ex, const host_allow_l
       403, "application/json",
       proto::json_error("this node does not answer requests for host \"" + host +
                             "\": without tokens it answers only requests that name it by "
-                            "address, localhost or a name in server.allowed_hosts (a web page "
-                            "whose name was rebound to this address would otherwise read it)",
+                            "address, localhost, a name it listens or advertises under, or a name "
+                            "in server.allowed_hosts (a web page whose name was rebound to this "
+                            "address would otherwise read it)",
                         "host_not_allowed") +
           "\n"};
 }

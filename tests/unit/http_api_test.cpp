@@ -252,6 +252,7 @@ TEST_CASE("hosts allowed: addresses, localhost and its subdomains, the names giv
   CHECK(named.allows("fusee.internal.:7402"));  // the same DNS name
   CHECK(none.allows("localhost."));
   CHECK_FALSE(named.allows("*"));
+  CHECK_FALSE(app::host_allow_list{{"*"}}.names("*:7402"));  // "*" allows, but names nothing
   CHECK_FALSE(named.allows("sub.fusee.internal"));
   CHECK_FALSE(named.allows(""));
   CHECK(app::host_allow_list::any().allows("evil.example"));
@@ -274,7 +275,10 @@ TEST_CASE("a node allows the names of its listen addresses, its advertised one a
     CHECK_MESSAGE(hosts.allows(h), h);
   CHECK_FALSE(hosts.allows("node-b.internal:7402"));  // another node's name
   CHECK_FALSE(hosts.allows("evil.example"));
-  CHECK(app::host_allow_list::for_node(s, true).allows("evil.example"));
+  auto with_tls = app::host_allow_list::for_node(s, true);
+  CHECK(with_tls.allows("evil.example"));
+  CHECK_FALSE(with_tls.names("evil.example"));  // the Origin check still wants a named host
+  CHECK(with_tls.names("api.internal:7402"));
 }
 
 TEST_CASE("without tokens a request naming a host not allowed is refused with host_not_allowed, "
