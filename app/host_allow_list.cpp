@@ -45,10 +45,6 @@ host_allow_list::host_allow_list(std::vector<std::string> names) {
   }
 }
 
-host_allow_list host_allow_list::any() {
-  return host_allow_list{{"*"}};
-}
-
 host_allow_list host_allow_list::for_node(const server::node_settings& s, bool tls) {
   // (listen addresses in host:port form; a name without a port is its own host)
   std::vector<std::string> names = s.allowed_hosts;

@@ -26,11 +26,9 @@ class host_allow_list {
 public:
   /// Addresses, localhost and `names` (lower-cased; "*" = any host).
   explicit host_allow_list(std::vector<std::string> names);
-  /// Every host (a node with TLS: a rebound name fails the certificate check).
-  static host_allow_list any();
   /// For a node's HTTP servers: `server.allowed_hosts`, the hosts of its listen addresses and of
-  /// `advertise`, and its own entry's `http` in the cluster map; with `tls`, any host as well
-  /// (those names still count for names()).
+  /// `advertise`, and its own entry's `http` in the cluster map; with `tls`, any host as well (a
+  /// rebound name fails the certificate check; those names still count for names()).
   static host_allow_list for_node(const server::node_settings& s, bool tls);
 
   /// True if a request naming `authority` may be answered: an address, a name given, or any with

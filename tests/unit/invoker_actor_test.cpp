@@ -104,15 +104,23 @@ struct fixture {
   scheduler_actor scheduler;
 
   explicit fixture(uint32_t close_grace_ms = 300) : fixture(one_endpoint(close_grace_ms)) {}
-  explicit fixture(node_settings settings) {
+  explicit fixture(node_settings settings) : fixture(settings, not_started{}) {
+    start({});
+    advance(rules::gather_window);  // every shard is due at start, for recovery
+  }
+  /// The invoker before the directory told the scheduler that dispatching may start.
+  struct not_started {};
+  fixture(node_settings settings, not_started) {
     for (auto& e : settings.endpoints)
       urls.push_back(e.url);
     inv = spawn_invoker(sys, settings, "127.0.0.1:7400", &http, directory);
     scheduler = inv.scheduler;
-    caf::anon_send(scheduler, caf::put_atom::value,
-                   std::vector<uint32_t>{});  // as the directory does
     sched.run();
-    advance(rules::gather_window);  // every shard is due at start, for recovery
+  }
+  /// As the directory does once it knows the invoker: `held`, the shards held already.
+  void start(std::vector<uint32_t> held) {
+    caf::anon_send(scheduler, caf::put_atom::value, std::move(held));
+    sched.run();
   }
   ~fixture() {
     caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
@@ -250,52 +258,21 @@ TEST_CASE("due shards become one signed POST with budget + grace as its deadline
 
 TEST_CASE("nothing is dispatched before the directory tells the scheduler it knows the invoker") {
   // So no POST can name an invocation before the directory knows the invoker and can bind it.
-  test_config cfg;
-  caf::actor_system sys{cfg};
-  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
-  fake_sender http;
-  fenced_log fenced;
-  auto directory = sys.spawn(directory_stub, &fenced);
-  fence_actor directory_handle = directory;
-  auto inv = spawn_invoker(sys, one_endpoint(300), "127.0.0.1:7400", &http, directory_handle);
-  sched.run();
-  sched.advance_time(1s);
-  sched.run();
-  CHECK(http.requests.empty());
-  caf::anon_send(inv.scheduler, caf::put_atom::value, std::vector<uint32_t>{});
-  sched.run();
-  sched.advance_time(rules::gather_window);
-  sched.run();
-  CHECK(http.requests.size() == 1);
-  caf::anon_send_exit(inv.scheduler, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
-  sched.run();
+  fixture f{one_endpoint(300), fixture::not_started{}};
+  f.advance(1s);
+  CHECK(f.http.requests.empty());
+  f.start({});
+  f.advance(rules::gather_window);
+  CHECK(f.http.requests.size() == 1);
 }
 
 TEST_CASE("shards held when dispatching may start are not invoked for, before their records "
           "report it too") {
-  test_config cfg;
-  caf::actor_system sys{cfg};
-  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
-  fake_sender http;
-  fenced_log fenced;
-  auto directory = sys.spawn(directory_stub, &fenced);
-  fence_actor directory_handle = directory;
-  auto inv = spawn_invoker(sys, one_endpoint(300), "127.0.0.1:7400", &http, directory_handle);
-  sched.run();
-  caf::anon_send(inv.scheduler, caf::put_atom::value, std::vector<uint32_t>{0, 2});
-  sched.run();
-  sched.advance_time(rules::gather_window);
-  sched.run();
-  REQUIRE(http.requests.size() == 1);
-  auto body = proto::parse_invocation_request(http.requests[0].body);
-  REQUIRE(body);
-  REQUIRE(body->shards.size() == 2);
-  CHECK(body->shards[0].value() == 1);
-  CHECK(body->shards[1].value() == 3);
-  caf::anon_send_exit(inv.scheduler, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
-  sched.run();
+  fixture f{one_endpoint(300), fixture::not_started{}};
+  f.start({0, 2});
+  f.advance(rules::gather_window);
+  REQUIRE(f.http.requests.size() == 1);
+  CHECK(f.shards_of(0) == std::vector<uint32_t>{1, 3});
 }
 
 TEST_CASE("a bind is answered by the endpoint that owns the invocation, once") {
