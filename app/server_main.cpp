@@ -24,6 +24,7 @@
 #include "actors/wake_records.hpp"
 #include "actors/wal/wal_writer.hpp"
 #include "app/admin_routes.hpp"
+#include "app/chained_sharing.hpp"
 #include "app/http_api.hpp"
 #include "protocol/messages.hpp"
 #include "tls/acceptor.hpp"
@@ -46,8 +47,9 @@ struct node_config : caf::actor_system_config {
     // victim's whole queue under its lock, so one actor waking 100,000 wake records (the
     // directory ending a worker's leases) cost O(n^2): 119 s for a 100,000-shard timer storm,
     // 2.9 s with sharing. Step latency and throughput showed no difference beyond this
-    // machine's noise (docs/benchmarks.md).
-    set("scheduler.policy", caf::atom("sharing"));
+    // machine's noise (docs/benchmarks.md). CAF's sharing wakes a worker for every message one
+    // actor sends another; chained_sharing does not when the sender's worker takes it next.
+    use_chained_sharing(*this);
     if (cfg.clustered) {  // a silent peer is down after the peer timeout (STACK.md §5.8)
       auto timeout = std::chrono::milliseconds(cfg.cluster_peer_timeout_ms);
       set("middleman.heartbeat-interval", caf::timespan{timeout / 3});
