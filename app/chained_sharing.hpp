@@ -1,9 +1,11 @@
 // The node's CAF scheduler: CAF's work sharing that keeps a chain of messages on one worker.
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <thread>
 
 #include <caf/actor_system_config.hpp>
 #include <caf/policy/work_sharing.hpp>
@@ -16,17 +18,21 @@ namespace fusee::app {
 /// sleeping worker only when the queue already held work. The worker that enqueued it takes it
 /// next, so a chain (directory -> wake record -> scheduler -> endpoint) runs on one thread instead
 /// of waking the other for a job it then races for. Jobs from other threads (the I/O threads,
-/// curl, the clock) always wake one. A lone job waits at most for the rest of the current actor's
-/// turn, which use_chained_sharing bounds.
+/// curl, the clock) always wake one. A job no worker was woken for waits for the rest of the
+/// current actor's turn: up to actor_turn_messages messages, however long they take.
 class chained_sharing : public caf::policy::work_sharing {
 public:
+  /// Only on `self`'s own thread (CAF's contract for exec_later): a send from another thread
+  /// through a captured actor pointer would land here and no worker would be woken for it.
   template <class Worker>
   void internal_enqueue(Worker* self, caf::resumable* job) {
+    assert(std::this_thread::get_id() == self->get_thread().get_id());
     push(self->parent(), job);
   }
 
   template <class Worker>
   void resume_job_later(Worker* self, caf::resumable* job) {
+    assert(std::this_thread::get_id() == self->get_thread().get_id());
     push(self->parent(), job);
   }
 

@@ -1,5 +1,5 @@
 // The CAF scheduler policy (app/chained_sharing.hpp): its wake-up rule on a fake coordinator, and
-// the bound on a lone job's wait in a real actor system.
+// the bound on an actor's turn in a real actor system.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -8,6 +8,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include <caf/all.hpp>
 
@@ -31,8 +32,12 @@ struct fake_coordinator {
   fake_shared& data() { return shared; }
 };
 struct fake_worker {
+  struct this_thread {
+    std::thread::id get_id() const { return std::this_thread::get_id(); }
+  };
   fake_coordinator* coordinator;
   fake_coordinator* parent() { return coordinator; }
+  this_thread get_thread() { return {}; }  // the test's thread runs the "worker"
 };
 
 caf::resumable* job(uintptr_t n) {
@@ -75,8 +80,10 @@ TEST_CASE("a job from a thread that is not a worker always wakes one") {
   fake_coordinator c;
   fake_worker w{&c};
   chained_sharing policy;
-  policy.external_enqueue(&w, job(1));
+  policy.central_enqueue(&c, job(1));  // anon_send, the clock, a scoped actor
   CHECK(c.shared.cv.woken == 1);
+  policy.external_enqueue(&w, job(2));  // the coordinator's stop
+  CHECK(c.shared.cv.woken == 2);
 }
 
 namespace {
@@ -85,42 +92,65 @@ using work_atom = caf::atom_constant<caf::atom("work")>;
 using ping_atom = caf::atom_constant<caf::atom("ping")>;
 using done_atom = caf::atom_constant<caf::atom("done")>;
 
-struct chained_config : caf::actor_system_config {
-  chained_config() { fusee::app::use_chained_sharing(*this); }
+/// The node's scheduler with one worker: a job waits for the running actor's turn whatever
+/// another worker would do, so the test below sees the turn's length exactly.
+struct one_worker_config : caf::actor_system_config {
+  one_worker_config() {
+    fusee::app::use_chained_sharing(*this);
+    set("scheduler.max-threads", 1);
+  }
 };
+
+/// What the actors of the test below share with it.
+struct turn_run {
+  std::atomic<bool> all_sent{false};
+  std::atomic<int> handled{0};
+  std::atomic<int> handled_before_ping{-1};
+};
+using run_ptr = std::shared_ptr<turn_run>;
+
+caf::behavior pinged(caf::event_based_actor*, run_ptr run) {
+  return {[run](ping_atom) { run->handled_before_ping = run->handled.load(); }};
+}
+
+/// Handles `n` messages of ~20 us each; the first sends `other` a ping and waits until the test
+/// sent all `n`, so its mailbox holds the rest before its turn goes on.
+caf::behavior busy(caf::event_based_actor* self, run_ptr run, caf::actor other, caf::actor done,
+                   int n) {
+  return {[=](work_atom, int i) {
+    if (i == 0) {
+      self->send(other, ping_atom::value);
+      while (!run->all_sent)
+        std::this_thread::yield();
+    }
+    auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    if (run->handled.fetch_add(1) + 1 == n) self->send(done, done_atom::value);
+  }};
+}
 
 }  // namespace
 
-TEST_CASE("a lone message an actor sends waits at most one turn of that actor, not its mailbox") {
-  // `busy` gets N messages that each take ~20 us; its first sends `other` a ping, which no worker
-  // is woken for (the queue was empty). It runs once busy's turn (scheduler.max-throughput
-  // messages) ends, not after all N: without the bound it would wait for busy's whole mailbox.
+TEST_CASE("a message an actor sends waits one turn of that actor, not its whole mailbox") {
+  // busy's ping runs when busy's turn (actor_turn_messages) ends, after 100 of its 5,000
+  // messages; with CAF's unbounded turn it would run after all 5,000.
   constexpr int n = 5000;
-  chained_config cfg;
+  one_worker_config cfg;
   caf::actor_system sys{cfg};
-  auto handled = std::make_shared<std::atomic<int>>(0);
-  auto handled_before_ping = std::make_shared<std::atomic<int>>(-1);
-  auto other = sys.spawn([=](caf::event_based_actor*) -> caf::behavior {
-    return {[=](ping_atom) { handled_before_ping->store(handled->load()); }};
-  });
+  auto run = std::make_shared<turn_run>();
   caf::scoped_actor waiter{sys};
-  caf::actor waiter_handle = waiter;
-  auto busy = sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
-    return {[=](work_atom, int i) {
-      if (i == 0) self->send(other, ping_atom::value);
-      auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
-      while (std::chrono::steady_clock::now() < until) {
-      }
-      if (handled->fetch_add(1) + 1 == n) self->send(waiter_handle, done_atom::value);
-    }};
-  });
+  auto other = sys.spawn(pinged, run);
+  auto worker = sys.spawn(busy, run, other, caf::actor{waiter}, n);
   for (int i = 0; i < n; ++i)
-    caf::anon_send(busy, work_atom::value, i);
+    caf::anon_send(worker, work_atom::value, i);
+  run->all_sent = true;
   bool done = false;
   waiter->receive([&](done_atom) { done = true; }, caf::after(std::chrono::seconds(30)) >> [] {});
   REQUIRE(done);
-  CHECK(handled_before_ping->load() >= 0);
-  CHECK(handled_before_ping->load() < n / 5);
-  caf::anon_send_exit(busy, caf::exit_reason::user_shutdown);
+  int before_ping = run->handled_before_ping;
+  CHECK(before_ping == static_cast<int>(fusee::app::actor_turn_messages));
+  CHECK(before_ping < n / 5);  // a turn far shorter than the mailbox
+  caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(other, caf::exit_reason::user_shutdown);
 }
