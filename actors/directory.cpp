@@ -37,9 +37,11 @@ struct lease_slot {
   bool serve_calls = false;
   bool draining = false;  ///< DRAIN: no more calls or messages to this holder
   bool busy = false;      ///< a grant or revocation is in the log, or the log failed it
+  bool granting = false;  ///< a grant is in the log (a bool: the slot stays 32 bytes)
   bool owned = true;      ///< this node serves the shard (always, outside a cluster)
   bool withheld = false;  ///< leased to nobody for now (cluster: withheld.hpp)
 };
+static_assert(sizeof(lease_slot) <= 32, "one per shard: a million shards hold a million slots");
 
 struct worker {
   session_actor actor;
@@ -377,6 +379,7 @@ void for_each_free(const directory_state& st, F f) {
 void grant(directory_state& st, session_id s, worker& w, uint32_t shard) {
   auto& slot = st.slots[shard];
   slot.busy = true;
+  slot.granting = true;
   refresh_free(st, shard);
   // The first grant of a burst may be made at once (no hand-off to the log's thread: a cold
   // wake's LEASE); the rest of the burst goes through the queue, answered in one batch.
@@ -1048,6 +1051,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         size_t failed = 0;
         for (auto& g : made.grants) {
           auto& slot = st.slots[g.shard];
+          slot.granting = false;
           auto w = st.workers.find(g.session);
           if (w != st.workers.end()) {
             w->second.pending--;
@@ -1172,19 +1176,17 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         if (st.log_failure)  // first: nothing may be dispatched
           self->send(st.scheduler, halt_atom::value, halt_reason(st));
         if (!st.withheld.parts.empty()) self->send(st.scheduler, st.withheld);  // also first
-        // Records start due; those of shards held already hear so (and then report idle), and the
-        // scheduler, which could dispatch before their reports, with its start. (A grant still in
-        // the log is not named: its record hears `leased` once it is made, and an invocation sent
-        // meanwhile finds the shard taken, counted `preempted`.)
+        // Records start due; those of shards held already, or whose grant is in the log, hear so
+        // (and then report idle), and the scheduler, which could dispatch before their reports,
+        // with its start. (A grant that then ends at once, its worker gone, ends the lease the
+        // record heard of: the record is due again and says so.) Every worker is long-lived
+        // here: an invoked one binds through the scheduler, which the directory had not.
         std::vector<uint32_t> held;
         for (uint32_t shard = 0; shard < st.slots.size() && shard < st.wake->size(); ++shard)
-          if (st.slots[shard].holder != 0) held.push_back(shard);
+          if (st.slots[shard].holder != 0 || st.slots[shard].granting) held.push_back(shard);
         self->send(st.scheduler, caf::put_atom::value, held);  // dispatching may start
-        for (auto shard : held) {
-          auto w = st.workers.find(st.slots[shard].holder);
-          tell(self, shard,
-               record_leased{w == st.workers.end() ? int32_t{-1} : w->second.endpoint_index});
-        }
+        for (auto shard : held)
+          tell(self, shard, record_leased{-1});
         st.period_started = self->clock().now();
         if (st.cfg.retire_idle_ms > 0)
           self->delayed_send(self, std::chrono::seconds(1), retire_atom::value);

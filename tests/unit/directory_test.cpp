@@ -953,6 +953,36 @@ TEST_CASE("shards a worker took before the invoker was ready are named to the sc
   f.run();
 }
 
+TEST_CASE("shards whose grant is in the log when the invoker becomes ready are named to the "
+          "scheduler with its start, and a grant that then ends at once leaves its record due") {
+  fixture f;             // 4 shards, the invoker not ready yet
+  auto& a = f.worker();  // grants for 0-3 in the log
+  REQUIRE(f.log.queued.size() == 4);
+  binder_log scheduler;
+  auto binder = f.sys.spawn(binder_stub, &scheduler);
+  std::vector<wake_log> wake(4);
+  std::vector<shard_actor> records;
+  for (auto& w : wake)
+    records.push_back(f.sys.spawn(wake_stub, &w));
+  auto registry = std::make_shared<wake_records>(
+      4, [&](uint32_t s, const resting_record&) { return records.at(s); });
+  caf::anon_send(f.dir, invoker_ready{binder, registry});
+  f.run();
+  REQUIRE(scheduler.started());
+  CHECK(scheduler.held_at_start == std::vector<uint32_t>{0, 1, 2, 3});
+  CHECK(wake[0].leased == std::vector<int32_t>{-1});
+  f.end(a);    // the worker leaves before its grants are made
+  f.commit();  // they arrive and end at once, unannounced
+  f.commit();  // their revocations are made: each record hears its lease ended
+  REQUIRE(wake[0].ended.size() == 1);
+  CHECK(wake[0].ended[0].crashed);
+  CHECK_FALSE(wake[0].ended[0].invoked);
+  caf::anon_send_exit(binder, caf::exit_reason::user_shutdown);
+  for (auto& r : records)
+    caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
+  f.run();
+}
+
 TEST_CASE("a call parked for a shard nobody holds makes its wake record due, with the start's "
           "type") {
   invoked_fixture f;
