@@ -1059,6 +1059,13 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           }
           if (g.epoch == 0) {  // the log failed (until restart): the shard stays busy
             failed++;
+            // (its record may have heard `leased` at the invoker's start: no lease came of it)
+            if (st.wake) {
+              lease_end end;
+              end.crashed = true;
+              end.holders_fault = false;
+              tell(self, g.shard, std::move(end));
+            }
             continue;
           }
           slot.busy = false;
@@ -1179,14 +1186,17 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         // Records start due; those of shards held already, or whose grant is in the log, hear so
         // (and then report idle), and the scheduler, which could dispatch before their reports,
         // with its start. (A grant that then ends at once, its worker gone, ends the lease the
-        // record heard of: the record is due again and says so.) Every worker is long-lived
-        // here: an invoked one binds through the scheduler, which the directory had not.
+        // record heard of: the record is due again and says so.) A worker being granted is
+        // long-lived (an invoked one binds through the scheduler, which the directory had not).
         std::vector<uint32_t> held;
         for (uint32_t shard = 0; shard < st.slots.size() && shard < st.wake->size(); ++shard)
           if (st.slots[shard].holder != 0 || st.slots[shard].granting) held.push_back(shard);
         self->send(st.scheduler, caf::put_atom::value, held);  // dispatching may start
-        for (auto shard : held)
-          tell(self, shard, record_leased{-1});
+        for (auto shard : held) {
+          auto w = st.workers.find(st.slots[shard].holder);
+          tell(self, shard,
+               record_leased{w == st.workers.end() ? int32_t{-1} : w->second.endpoint_index});
+        }
         st.period_started = self->clock().now();
         if (st.cfg.retire_idle_ms > 0)
           self->delayed_send(self, std::chrono::seconds(1), retire_atom::value);

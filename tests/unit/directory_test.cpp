@@ -744,14 +744,24 @@ struct invoked_fixture : fixture {
   binder_stub_actor binder;
   invocation_actor endpoint;
 
+  struct not_ready {};
+
   explicit invoked_fixture(uint32_t shards = 4, std::function<void(node_settings&)> tweak = {})
+      : invoked_fixture(not_ready{}, shards, std::move(tweak)) {
+    ready();
+  }
+  /// The invoker's parts, not yet ready: ready() says they are.
+  invoked_fixture(not_ready, uint32_t shards = 4, std::function<void(node_settings&)> tweak = {})
       : fixture(shards, 30000, 60000, std::move(tweak)), wake(shards) {
     binder = sys.spawn(binder_stub, &scheduler);
     endpoint = sys.spawn(endpoint_stub, &ep);
     for (auto& w : wake)
       records.push_back(sys.spawn(wake_stub, &w));
+  }
+  /// The invoker is ready (invoker_ready): the scheduler hears its start.
+  void ready() {
     auto registry = std::make_shared<wake_records>(
-        shards, [this](uint32_t s, const resting_record&) { return records.at(s); });
+        records.size(), [this](uint32_t s, const resting_record&) { return records.at(s); });
     caf::anon_send(dir, invoker_ready{binder, registry});
     run();
     REQUIRE(scheduler.started());
@@ -925,7 +935,7 @@ TEST_CASE("an invoked worker's IDLE report reaches its wake record and its endpo
 
 TEST_CASE("shards a worker took before the invoker was ready are named to the scheduler with its "
           "start, and their records hear they are held") {
-  fixture f;  // 4 shards, the invoker not ready yet
+  invoked_fixture f{invoked_fixture::not_ready{}};  // 4 shards
   auto& a = f.worker();
   f.commit();
   REQUIRE(a.last<proto::lease>().grants.size() == 4);
@@ -933,54 +943,50 @@ TEST_CASE("shards a worker took before the invoker was ready are named to the sc
   caf::anon_send(f.dir, release_request{f.from(a, 10, 3, epoch_of(a, 3))});
   f.run();
   f.commit();
-  binder_log scheduler;
-  auto binder = f.sys.spawn(binder_stub, &scheduler);
-  std::vector<wake_log> wake(4);
-  std::vector<shard_actor> records;
-  for (auto& w : wake)
-    records.push_back(f.sys.spawn(wake_stub, &w));
-  auto registry = std::make_shared<wake_records>(
-      4, [&](uint32_t s, const resting_record&) { return records.at(s); });
-  caf::anon_send(f.dir, invoker_ready{binder, registry});
-  f.run();
-  REQUIRE(scheduler.started());
-  CHECK(scheduler.held_at_start == std::vector<uint32_t>{0, 2});
-  CHECK(wake[0].leased == std::vector<int32_t>{-1});
-  CHECK(wake[1].leased.empty());
-  caf::anon_send_exit(binder, caf::exit_reason::user_shutdown);
-  for (auto& r : records)
-    caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
-  f.run();
+  f.ready();
+  CHECK(f.scheduler.held_at_start == std::vector<uint32_t>{0, 2});
+  CHECK(f.wake[0].leased == std::vector<int32_t>{-1});
+  CHECK(f.wake[1].leased.empty());
 }
 
 TEST_CASE("shards whose grant is in the log when the invoker becomes ready are named to the "
-          "scheduler with its start, and a grant that then ends at once leaves its record due") {
-  fixture f;             // 4 shards, the invoker not ready yet
+          "scheduler with its start, and their records hear they are held once") {
+  invoked_fixture f{invoked_fixture::not_ready{}};
   auto& a = f.worker();  // grants for 0-3 in the log
   REQUIRE(f.log.queued.size() == 4);
-  binder_log scheduler;
-  auto binder = f.sys.spawn(binder_stub, &scheduler);
-  std::vector<wake_log> wake(4);
-  std::vector<shard_actor> records;
-  for (auto& w : wake)
-    records.push_back(f.sys.spawn(wake_stub, &w));
-  auto registry = std::make_shared<wake_records>(
-      4, [&](uint32_t s, const resting_record&) { return records.at(s); });
-  caf::anon_send(f.dir, invoker_ready{binder, registry});
-  f.run();
-  REQUIRE(scheduler.started());
-  CHECK(scheduler.held_at_start == std::vector<uint32_t>{0, 1, 2, 3});
-  CHECK(wake[0].leased == std::vector<int32_t>{-1});
+  f.ready();
+  CHECK(f.scheduler.held_at_start == std::vector<uint32_t>{0, 1, 2, 3});
+  CHECK(f.wake[0].leased == std::vector<int32_t>{-1});
+  f.commit();  // the grants are made
+  CHECK(a.last<proto::lease>().grants.size() == 4);
+  CHECK(f.wake[0].leased == std::vector<int32_t>{-1, -1});  // told again, the same
+  CHECK(f.wake[0].ended.empty());
+}
+
+TEST_CASE(
+    "a grant named at the invoker's start that then ends at once, its worker gone, leaves its "
+    "record told the lease ended") {
+  invoked_fixture f{invoked_fixture::not_ready{}};
+  auto& a = f.worker();  // grants for 0-3 in the log
+  f.ready();
   f.end(a);    // the worker leaves before its grants are made
   f.commit();  // they arrive and end at once, unannounced
   f.commit();  // their revocations are made: each record hears its lease ended
-  REQUIRE(wake[0].ended.size() == 1);
-  CHECK(wake[0].ended[0].crashed);
-  CHECK_FALSE(wake[0].ended[0].invoked);
-  caf::anon_send_exit(binder, caf::exit_reason::user_shutdown);
-  for (auto& r : records)
-    caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
-  f.run();
+  CHECK(f.wake[0].leased == std::vector<int32_t>{-1});
+  REQUIRE(f.wake[0].ended.size() == 1);
+  CHECK(f.wake[0].ended[0].crashed);
+  CHECK_FALSE(f.wake[0].ended[0].invoked);
+}
+
+TEST_CASE("a grant named at the invoker's start that the log then fails leaves its record told the "
+          "lease ended, not its holder's fault") {
+  invoked_fixture f{invoked_fixture::not_ready{}};
+  f.worker();  // grants for 0-3 in the log
+  f.ready();
+  f.commit(0, SIZE_MAX, "disk gone");
+  REQUIRE(f.wake[0].ended.size() == 1);
+  CHECK(f.wake[0].ended[0].crashed);
+  CHECK_FALSE(f.wake[0].ended[0].holders_fault);
 }
 
 TEST_CASE("a call parked for a shard nobody holds makes its wake record due, with the start's "
