@@ -20,13 +20,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-echo s3cret > "$work/secret"
-"$B/app/fusee" handler --mode echo --listen 127.0.0.1:0 --secret-file "$work/secret" \
-  --ready-file "$work/h.ready" 2>/dev/null &
-pids+=($!)
-for _ in $(seq 1 200); do [ -f "$work/h.ready" ] && break; sleep 0.05; done
-hp=$(sed 's/listen=//' "$work/h.ready")
-printf '[server]\nshards = 16\n[[endpoint]]\nurl = "http://%s/invoke"\nsecret_file = "secret"\n' "$hp" > "$work/fusee.toml"
+start_echo_handler "$B"
 
 # caf_sleeps PID: the voluntary context switches of PID's CAF worker threads so far. CAF 0.17
 # names its scheduler's workers and the middleman's thread alike (caf.multiplexer); the workers
@@ -57,18 +51,7 @@ run() {
   local sp ap before j after
   sp=$(grep listen= "$work/s.ready" | cut -d= -f2)
   ap=$(grep admin= "$work/s.ready" | cut -d= -f2)
-  # The start-up (`recovery`) invocation ends first, so every call below is a cold wake.
-  python3 - "$ap" <<'PY'
-import json, sys, time, urllib.request
-for _ in range(200):
-    m = json.load(urllib.request.urlopen(f"http://{sys.argv[1]}/v1/invoker"))
-    e = m["endpoints"][0]
-    if e["succeeded"] >= 1 and e["inFlight"] == 0 and m["invokingShards"] == 0:
-        break
-    time.sleep(0.05)
-else:
-    sys.exit("cold_wake_ab: the start-up invocation did not end")
-PY
+  await_startup_invocation "$ap"
   before=$(caf_sleeps "$server")
   j=$("$B/bench/cold_wake" "$sp" 16 "$CALLS")
   after=$(caf_sleeps "$server")

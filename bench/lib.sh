@@ -48,3 +48,31 @@ machine_line() {
   if [ -n "${1:-}" ]; then echo -n "; data on $(df --output=source "$1" | tail -1)"; fi
   echo
 }
+# start_echo_handler BUILD: BUILD's `fusee handler --mode echo` on a free loopback port (its pid
+# added to $pids) and, for it, $work/fusee.toml: 16 shards and one endpoint, the handler.
+start_echo_handler() {
+  echo s3cret > "$work/secret"
+  "$1/app/fusee" handler --mode echo --listen 127.0.0.1:0 --secret-file "$work/secret" \
+    --ready-file "$work/h.ready" 2>/dev/null &
+  pids+=($!)
+  for _ in $(seq 1 200); do [ -f "$work/h.ready" ] && break; sleep 0.05; done
+  local hp
+  hp=$(sed 's/listen=//' "$work/h.ready")
+  printf '[server]\nshards = 16\n[[endpoint]]\nurl = "http://%s/invoke"\nsecret_file = "secret"\n' "$hp" > "$work/fusee.toml"
+}
+# await_startup_invocation ADMIN: waits (up to ~10 s) until the node at admin address ADMIN has
+# ended its start-up (`recovery`) invocation, so every call after it is a cold wake; fails, saying
+# so, if it has not by then.
+await_startup_invocation() {
+  python3 - "$1" <<'PY'
+import json, sys, time, urllib.request
+for _ in range(200):
+    m = json.load(urllib.request.urlopen(f"http://{sys.argv[1]}/v1/invoker"))
+    e = m["endpoints"][0]
+    if e["succeeded"] >= 1 and e["inFlight"] == 0 and m["invokingShards"] == 0:
+        break
+    time.sleep(0.05)
+else:
+    sys.exit("the start-up invocation did not end")
+PY
+}
