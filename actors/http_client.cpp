@@ -36,8 +36,12 @@ bool http_client::answer_timed_out(bool curl_timed_out, double elapsed_ms, uint3
   return curl_timed_out && timeout_ms > 0 && elapsed_ms >= static_cast<double>(timeout_ms);
 }
 
-http_client::http_client() {
+http_client::http_client(uint32_t max_connections) {
   multi_ = curl_multi_init();
+  if (max_connections > 0) {  // open at once, and kept open for reuse
+    curl_multi_setopt(multi_, CURLMOPT_MAX_TOTAL_CONNECTIONS, static_cast<long>(max_connections));
+    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(max_connections));
+  }
   thread_ = std::thread([this] { run(); });
 }
 

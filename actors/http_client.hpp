@@ -52,8 +52,10 @@ public:
 
 class http_client final : public http_sender {
 public:
-  /// Call curl_global_init() before any thread exists (STACK.md §7.16), then construct.
-  http_client();
+  /// Call curl_global_init() before any thread exists (STACK.md §7.16), then construct. At most
+  /// `max_connections` connections are open at once (the node's descriptor plan; 0: no limit):
+  /// more POSTs wait in curl for one, their time-out running.
+  explicit http_client(uint32_t max_connections = 0);
   ~http_client();
   http_client(const http_client&) = delete;
   http_client& operator=(const http_client&) = delete;

@@ -70,6 +70,7 @@ struct node_settings {
   uint32_t max_parked = 1000000;             ///< ... for all shards' holders
   uint32_t max_connections = 16384;          ///< worker and client connections open at once
   uint32_t max_connections_per_peer = 4096;  ///< ... from one peer address
+  uint32_t max_http_connections = 1024;      ///< on each HTTP listener (admin, API)
   uint32_t hello_timeout_ms = 10000;  ///< from connecting to HELLO / CLIENT_HELLO (AUTH included)
   uint32_t frame_timeout_ms = 60000;  ///< from a frame's first byte to its last
   uint32_t max_frame_mb = 96;         ///< a frame's body, at most PROTOCOL.md's 96 MiB

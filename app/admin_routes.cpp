@@ -153,11 +153,19 @@ public:
       if (ctx.api_bodies_refused)
         guards.limit_refused.emplace_back("http_body", ctx.api_bodies_refused());
     }
+    auto* own = ctx.own_server->load();
+    uint64_t http_refused = 0;  // both HTTP listeners, one limit
+    for (auto [name, server] : {std::pair{"admin", own}, std::pair{"http", ctx.api_server}}) {
+      if (server == nullptr) continue;
+      guards.http_connections.emplace_back(name, server->connections_open());
+      http_refused += server->connections_refused();
+    }
+    if (ctx.limits) guards.limit_refused.emplace_back("http_connections", http_refused);
     if (ctx.io_turns)
       guards.io_turn_seconds =
           double(ctx.io_turns->take_longest_ns(server::connection::now_ns())) / 1e9;
     auto terminators = ctx.terminators;
-    if (auto* own = ctx.own_tls->load()) terminators.emplace_back("admin", own);
+    if (own && own->tls()) terminators.emplace_back("admin", own->tls());
     for (auto& [name, t] : terminators)
       guards.tls.push_back({name, t->handshakes(), t->failures(), t->timeouts(), t->plaintext()});
     text_ = render_metrics(*a, *s, guards);

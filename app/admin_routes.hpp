@@ -34,12 +34,15 @@ struct admin_context {
   /// The I/O threads' turns: their longest since the last gathering of /metrics (null: no loop).
   std::shared_ptr<server::io_loop::turn_clocks> io_turns;
   /// The node's TLS terminators by listener name (workers, http, cluster), fixed before the
-  /// admin server starts; its own ("admin") is set once it is up. Empty without TLS.
+  /// admin server starts. Empty without TLS.
   std::vector<std::pair<std::string, const tls::terminator*>> terminators;
-  std::shared_ptr<std::atomic<const tls::terminator*>> own_tls =
-      std::make_shared<std::atomic<const tls::terminator*>>(nullptr);
+  /// The admin server itself, set once it is up: its terminator ("admin") and its refusals.
+  std::shared_ptr<std::atomic<const http_server*>> own_server =
+      std::make_shared<std::atomic<const http_server*>>(nullptr);
   /// Requests the HTTP API refused for their body size (limits.http_body_kb); null: no API.
   std::function<uint64_t()> api_bodies_refused;
+  /// The HTTP API's server (connections open and refused); null: no API.
+  const http_server* api_server = nullptr;
   /// The log's failure ("" while it works): /healthz and /readyz fail once it has one. Null: the
   /// log is never asked.
   std::function<std::string()> log_failure;

@@ -178,7 +178,7 @@ std::unique_ptr<http_api> http_api::start(caf::actor_system& sys, server::direct
                                           const server::node_settings& settings,
                                           std::shared_ptr<server::token_store> tokens,
                                           const std::string& host, uint16_t port, std::string* err,
-                                          tls::ctx_ptr tls) {
+                                          tls::ctx_ptr tls, uint32_t max_connections) {
   std::unique_ptr<http_api> api{new http_api};
   api->impl_ = std::make_unique<impl>();
   auto* im = api->impl_.get();
@@ -197,7 +197,8 @@ std::unique_ptr<http_api> http_api::start(caf::actor_system& sys, server::direct
         if (auto refused = check_host(ex, im->hosts, im->tokens.get())) return refused;
         if (auto refused = check_origin(ex, im->hosts)) return refused;
         return check_bearer(ex, im->tokens.get(), proto::scope::read);
-      });
+      },
+      max_connections);
   if (!im->server) {
     caf::anon_send_exit(im->gateway, caf::exit_reason::user_shutdown);
     return nullptr;
@@ -216,6 +217,10 @@ http_api::~http_api() {
 
 uint64_t http_api::bodies_refused() const {
   return impl_->server->bodies_refused();
+}
+
+const http_server& http_api::server() const {
+  return *impl_->server;
 }
 
 const tls::terminator* http_api::tls() const {

@@ -22,18 +22,21 @@ namespace fusee::app {
 
 class http_api {
 public:
-  /// Serves on host:port; nullptr and `*err` on failure. Destroy it before the actor system.
-  static std::unique_ptr<http_api> start(caf::actor_system& sys, server::directory_actor directory,
-                                         const server::node_settings& settings,
-                                         std::shared_ptr<server::token_store> tokens,
-                                         const std::string& host, uint16_t port, std::string* err,
-                                         tls::ctx_ptr tls = nullptr);
+  /// Serves on host:port with at most `max_connections` open (the node's descriptor plan);
+  /// nullptr and `*err` on failure. Destroy it before the actor system.
+  static std::unique_ptr<http_api>
+  start(caf::actor_system& sys, server::directory_actor directory,
+        const server::node_settings& settings, std::shared_ptr<server::token_store> tokens,
+        const std::string& host, uint16_t port, std::string* err, tls::ctx_ptr tls = nullptr,
+        uint32_t max_connections = http_server::default_max_connections);
   ~http_api();
   uint16_t port() const;
   /// Its TLS terminator (counters for /metrics); null without TLS.
   const tls::terminator* tls() const;
   /// Requests refused for a body over limits.http_body_kb.
   uint64_t bodies_refused() const;
+  /// Its HTTP server (connections open and refused, for /metrics).
+  const http_server& server() const;
   /// The call gateway actor (for the inspector).
   server::call_gateway_actor gateway() const;
 

@@ -55,6 +55,24 @@ struct http_server::impl {
   gate g;
   size_t max_body = 0;
   std::atomic<uint64_t> bodies_refused{0};  ///< answered 413
+  uint32_t max_connections = http_server::default_max_connections;
+  std::string what;  ///< "host:port", for the log
+  /// What becomes of new connections at the limit (for the log).
+  std::string at_limit = "new ones are closed as they come";
+  std::atomic<uint64_t> connections_refused{0};      ///< libmicrohttpd's, at its connection limit
+  std::atomic<uint32_t> connections_open{0};         ///< libmicrohttpd's, started and not closed
+  std::atomic<int64_t> full_said_ns{INT64_MIN / 2};  ///< when the limit was last said
+  /// Says that the limit is reached, unless it was said in the last minute (a peer that opens
+  /// connections in a loop must not fill the log).
+  void say_full() {
+    auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    auto said = full_said_ns.load();
+    if (now - said >= std::chrono::nanoseconds(std::chrono::minutes(1)).count() &&
+        full_said_ns.compare_exchange_strong(said, now))
+      spdlog::warn("limits.max_http_connections={} connections are open: {} listener={} (said "
+                   "once a minute)",
+                   max_connections, at_limit, what);
+  }
   uint16_t port_out = 0;
   std::mutex mu;
   std::set<std::shared_ptr<pending_reply>> open;  // async requests not completed yet
@@ -246,14 +264,33 @@ std::unique_ptr<http_server> finish_start(std::unique_ptr<http_server> s, MHD_Da
 
 namespace {
 
-/// MHD's messages behind a terminator: it tries TCP options on the socketpair ends it is given
-/// and says so ("Setting TCP_NODELAY ... failed", "Failed to push the data"); those are noise.
-void log_mhd(void*, const char* fmt, va_list ap) {
+/// MHD's messages. Its connection limit is counted and said once a minute (a peer that opens
+/// connections in a loop must not fill the log). Behind a terminator it tries TCP options on the
+/// socketpair ends it is given and says so ("Setting TCP_NODELAY ... failed", "Failed to push
+/// the data"); those are noise.
+void log_mhd(void* cls, const char* fmt, va_list ap) {
+  auto* im = static_cast<http_server::impl*>(cls);
   char line[512];
   std::vsnprintf(line, sizeof(line), fmt, ap);
   std::string_view text{line};
   if (text.find("TCP_") != text.npos || text.find("Failed to push") != text.npos) return;
-  spdlog::warn("HTTP server: {}", text.substr(0, text.find_last_not_of("\n") + 1));
+  if (text.find("connection limit") != text.npos) {
+    im->connections_refused++;
+    im->say_full();
+    return;
+  }
+  spdlog::warn("HTTP server {}: {}", im->what, text.substr(0, text.find_last_not_of("\n") + 1));
+}
+
+/// Counts the connections open. Where libmicrohttpd stops accepting at its limit (the async
+/// mode: it has an inter-thread channel), new connections wait in the kernel's accept queue.
+void on_connection(void* cls, MHD_Connection*, void**, MHD_ConnectionNotificationCode code) {
+  auto* im = static_cast<http_server::impl*>(cls);
+  if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+    im->connections_open--;
+  } else if (++im->connections_open >= im->max_connections) {
+    im->say_full();
+  }
 }
 
 /// With TLS: a tls::acceptor on host:port gives each socket to a terminator, which hands MHD
@@ -276,6 +313,8 @@ bool start_tls(http_server::impl* im, const std::string& host, uint16_t port, tl
     (void)MHD_add_connection(im->daemon, h.fd, reinterpret_cast<sockaddr*>(&from), from_len);
   };
   o.what = "HTTP " + host + ":" + std::to_string(port);
+  o.max_connections = im->max_connections;  // handshakes count: each holds a descriptor
+  o.limit_name = "limits.max_http_connections";
   im->tls = tls::terminator::start(std::move(o));
   auto a = tls::acceptor::start(host, port, *im->tls);
   if (!a) {
@@ -294,12 +333,15 @@ std::unique_ptr<http_server> start_daemon(std::unique_ptr<http_server> s, http_s
                                           std::string* err, tls::ctx_ptr tls) {
   auto addr = ipv4(host, port, err);
   if (addr.sin_family == 0) return nullptr;
+  im->what = host + ":" + std::to_string(port);
   if (tls) {
     auto* d = MHD_start_daemon(flags | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
                                    MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC,
                                0, nullptr, nullptr, &on_request, im, MHD_OPTION_EXTERNAL_LOGGER,
-                               &log_mhd, nullptr, MHD_OPTION_NOTIFY_COMPLETED, &on_completed, im,
-                               MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
+                               &log_mhd, im, MHD_OPTION_NOTIFY_CONNECTION, &on_connection, im,
+                               MHD_OPTION_NOTIFY_COMPLETED, &on_completed, im,
+                               MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_CONNECTION_LIMIT,
+                               static_cast<unsigned>(im->max_connections), MHD_OPTION_END);
     im->daemon = d;
     if (d == nullptr) {
       *err = "cannot start the HTTP server for " + host + ":" + std::to_string(port);
@@ -308,22 +350,25 @@ std::unique_ptr<http_server> start_daemon(std::unique_ptr<http_server> s, http_s
     if (!start_tls(im, host, port, std::move(tls), err)) return nullptr;
     return s;
   }
-  auto* d = MHD_start_daemon(flags | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, port,
-                             nullptr, nullptr, &on_request, im, MHD_OPTION_SOCK_ADDR, &addr,
-                             MHD_OPTION_NOTIFY_COMPLETED, &on_completed, im,
-                             MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
+  auto* d = MHD_start_daemon(
+      flags | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, port, nullptr, nullptr,
+      &on_request, im, MHD_OPTION_EXTERNAL_LOGGER, &log_mhd, im, MHD_OPTION_SOCK_ADDR, &addr,
+      MHD_OPTION_NOTIFY_CONNECTION, &on_connection, im, MHD_OPTION_NOTIFY_COMPLETED, &on_completed,
+      im, MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_CONNECTION_LIMIT,
+      static_cast<unsigned>(im->max_connections), MHD_OPTION_END);
   return finish_start(std::move(s), d, host, port, err, im, &im->port_out);
 }
 }  // namespace
 
 std::unique_ptr<http_server> http_server::start(const std::string& host, uint16_t port, handler h,
                                                 std::string* err, size_t max_body, tls::ctx_ptr tls,
-                                                gate g) {
+                                                gate g, uint32_t max_connections) {
   std::unique_ptr<http_server> s{new http_server};
   s->impl_ = std::make_unique<impl>();
   s->impl_->h = std::move(h);
   s->impl_->g = std::move(g);
   s->impl_->max_body = max_body;
+  s->impl_->max_connections = max_connections;
   auto* im = s->impl_.get();
   return start_daemon(std::move(s), im, host, port, MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL,
                       err, std::move(tls));
@@ -331,19 +376,31 @@ std::unique_ptr<http_server> http_server::start(const std::string& host, uint16_
 
 std::unique_ptr<http_server> http_server::start_async(const std::string& host, uint16_t port,
                                                       async_handler h, std::string* err,
-                                                      size_t max_body, tls::ctx_ptr tls, gate g) {
+                                                      size_t max_body, tls::ctx_ptr tls, gate g,
+                                                      uint32_t max_connections) {
   std::unique_ptr<http_server> s{new http_server};
   s->impl_ = std::make_unique<impl>();
   s->impl_->ah = std::move(h);
   s->impl_->g = std::move(g);
   s->impl_->max_body = max_body;
+  s->impl_->max_connections = max_connections;
   auto* im = s->impl_.get();
+  if (!tls) im->at_limit = "new ones wait in the kernel's accept queue until one closes";
   return start_daemon(std::move(s), im, host, port, MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, err,
                       std::move(tls));
 }
 
 uint64_t http_server::bodies_refused() const {
   return impl_->bodies_refused.load(std::memory_order_relaxed);
+}
+
+uint32_t http_server::connections_open() const {
+  return impl_->connections_open.load(std::memory_order_relaxed);
+}
+
+uint64_t http_server::connections_refused() const {
+  return impl_->connections_refused.load(std::memory_order_relaxed) +
+         (impl_->tls ? impl_->tls->refused() : 0);
 }
 
 const tls::terminator* http_server::tls() const {

@@ -59,24 +59,33 @@ public:
   /// reply refuses it there (a missing token, say), so a peer that may not send a body cannot
   /// make the server hold one. Runs on the server's threads; must not block.
   using gate = std::function<std::optional<http_reply>(const http_exchange&)>;
+  /// limits.max_http_connections' default (libmicrohttpd's own is 1,020).
+  static constexpr uint32_t default_max_connections = 1024;
 
   /// Serves on host:port (numeric IPv4; port 0 = any free port) until destroyed; HTTPS (TLS 1.3)
   /// with `tls`. Bodies over `max_body` bytes get 413 (before they are read, when their
-  /// Content-Length says so); `g` first, if given. nullptr and `*err` on failure.
+  /// Content-Length says so); `g` first, if given. At most `max_connections` connections are
+  /// open at once (with TLS, handshakes included); more are closed as they come, counted and
+  /// said once a minute. nullptr and `*err` on failure.
   static std::unique_ptr<http_server> start(const std::string& host, uint16_t port, handler h,
                                             std::string* err, size_t max_body = 1 << 20,
-                                            tls::ctx_ptr tls = nullptr, gate g = nullptr);
+                                            tls::ctx_ptr tls = nullptr, gate g = nullptr,
+                                            uint32_t max_connections = default_max_connections);
   /// As start(), with an async handler on one polling thread.
-  static std::unique_ptr<http_server> start_async(const std::string& host, uint16_t port,
-                                                  async_handler h, std::string* err,
-                                                  size_t max_body = 1 << 20,
-                                                  tls::ctx_ptr tls = nullptr, gate g = nullptr);
+  static std::unique_ptr<http_server>
+  start_async(const std::string& host, uint16_t port, async_handler h, std::string* err,
+              size_t max_body = 1 << 20, tls::ctx_ptr tls = nullptr, gate g = nullptr,
+              uint32_t max_connections = default_max_connections);
   ~http_server();
   uint16_t port() const;
   /// Its TLS terminator (counters for /metrics); null without TLS.
   const tls::terminator* tls() const;
   /// Requests answered 413 (a body over max_body).
   uint64_t bodies_refused() const;
+  /// Connections open (with TLS: handed over by the terminator).
+  uint32_t connections_open() const;
+  /// Connections closed as they came because max_connections were open.
+  uint64_t connections_refused() const;
 
   struct impl;
 

@@ -191,6 +191,10 @@ std::string render_metrics(const server::inspect_reply& actors, const server::in
   if (guards.connections)
     w.metric("connections", "gauge", "Worker and client connections open.",
              double(*guards.connections));
+  for (auto& [listener, n] : guards.http_connections)
+    w.metric("http_connections", "gauge",
+             "HTTP connections open, by listener (each at most limits.max_http_connections).",
+             double(n), "listener=\"" + listener + "\"");
   if (guards.io_turn_seconds)
     w.metric("io_longest_turn_seconds", "gauge",
              "The longest turn of an I/O thread (not waiting for its sockets) since the last "

@@ -24,6 +24,8 @@ struct guard_counts {
   std::optional<uint64_t> connections;  ///< worker and client connections open
   /// The I/O threads' longest turn since the last gathering (io_loop::turn_clocks).
   std::optional<double> io_turn_seconds;
+  /// HTTP connections open by listener (admin, http), each at most limits.max_http_connections.
+  std::vector<std::pair<std::string, uint64_t>> http_connections;
   /// Refusals by limit name (connections, connections_per_peer, hello_timeout, ...).
   std::vector<std::pair<std::string, uint64_t>> limit_refused;
   /// Per TLS listener (workers, http, admin, cluster): handshakes by outcome.

@@ -18,6 +18,7 @@
 #include "actors/logging.hpp"
 #include "actors/message_types.hpp"
 #include "actors/net/connection_limits.hpp"
+#include "actors/net/descriptor_budget.hpp"
 #include "actors/net/io_loop.hpp"
 #include "actors/net/listener.hpp"
 #include "actors/token_store.hpp"
@@ -58,29 +59,43 @@ struct node_config : caf::actor_system_config {
   }
 };
 
-/// limits.max_connections as far as the descriptors allow: the soft RLIMIT_NOFILE is raised to the
-/// hard one first (often 1,024 against 524,288), then connections are capped so that the log
-/// keeps descriptors for its files (connection_limits::fitting), with a warning naming both.
-uint32_t connections_that_fit(uint32_t wanted, bool tls) {
+/// How the node's descriptors are shared (server::plan_descriptors): the soft RLIMIT_NOFILE is
+/// raised to the hard one first (often 1,024 against 524,288); when the settings ask for more
+/// than it holds, a warning names each share and the limit to raise.
+server::descriptor_plan plan_descriptors(const server_config& cfg) {
+  bool tls = !cfg.tls_cert_file.empty();
+  server::descriptor_demand d;
+  d.connections = cfg.max_connections;
+  d.per_connection = tls ? 4 : 2;  // the socket and the lane's duplicate; TLS: its socketpair too
+  d.http_listeners = cfg.http_listen.empty() ? 1 : 2;
+  d.http_connections = cfg.max_http_connections;
+  d.per_http_connection = tls ? 3 : 1;  // TLS: the terminator's socketpair too
+  for (auto& e : cfg.endpoints)
+    d.invoker_posts += e.concurrency;
   rlimit r{};
-  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return wanted;
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return server::plan_descriptors(d, UINT64_MAX);
   if (r.rlim_cur < r.rlim_max) {
     rlimit up = r;
     up.rlim_cur = r.rlim_max;
     if (::setrlimit(RLIMIT_NOFILE, &up) == 0) r = up;
   }
-  if (r.rlim_cur == RLIM_INFINITY) return wanted;
-  uint32_t each = tls ? 4 : 2;  // the socket and the lane's duplicate; TLS: its socketpair too
-  auto fit = server::connection_limits::fitting(wanted, r.rlim_cur, each);
-  if (fit < wanted)
-    spdlog::warn(
-        "limits.max_connections={} needs about {} file descriptors ({} per connection{}) "
-        "but this process may open at most {} (its hard limit: LimitNOFILE= in a systemd "
-        "unit, or ulimit -Hn as root): at most {} connections are accepted, so that the log "
-        "keeps descriptors for its files",
-        wanted, uint64_t{each} * wanted + server::connection_limits::reserved_descriptors, each,
-        tls ? " with [tls]" : "", static_cast<uint64_t>(r.rlim_cur), fit);
-  return fit;
+  auto p = server::plan_descriptors(
+      d, r.rlim_cur == RLIM_INFINITY ? UINT64_MAX : static_cast<uint64_t>(r.rlim_cur));
+  if (p.cut) {
+    std::string posts;
+    if (d.invoker_posts > 0)
+      posts = ", " + std::to_string(p.invoker_connections) + " of the endpoints' " +
+              std::to_string(d.invoker_posts) + " POSTs at once (more wait their turn)";
+    spdlog::warn("the settings need about {} file descriptors but this process may open at most "
+                 "{} (its hard limit: LimitNOFILE= in a systemd unit, or ulimit -Hn as root); so "
+                 "that the log keeps {} for its files, it takes at most {} of "
+                 "limits.max_connections={} worker and client connections, {} of "
+                 "limits.max_http_connections={} on each HTTP listener{}",
+                 p.wanted, static_cast<uint64_t>(r.rlim_cur), server::reserved_descriptors,
+                 p.connections, cfg.max_connections, p.http_connections, cfg.max_http_connections,
+                 posts);
+  }
+  return p;
 }
 
 }  // namespace
@@ -88,7 +103,7 @@ uint32_t connections_that_fit(uint32_t wanted, bool tls) {
 int run_server(const server_config& cfg, const std::string& ready_file) {
   auto listen = parse_host_port(cfg.listen);
   server::logging::init(*server::logging::parse_level(cfg.log_level));
-  auto max_connections = connections_that_fit(cfg.max_connections, !cfg.tls_cert_file.empty());
+  auto descriptors = plan_descriptors(cfg);
 
   // Block the stop signals before any thread exists, so only sigwait below sees them.
   sigset_t stop_signals;
@@ -198,8 +213,8 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       caf::anon_send(directory, server::cluster_ready{server::forwarder_actor{cluster}});
     }
     std::string lerr;
-    auto limits =
-        std::make_shared<server::connection_limits>(max_connections, cfg.max_connections_per_peer);
+    auto limits = std::make_shared<server::connection_limits>(descriptors.connections,
+                                                              cfg.max_connections_per_peer);
     // The threads that read the connections; the one that read an APPEND commits the log itself
     // when nobody else does (no hand-off), any others go on reading.
     server::io_loop::options io;
@@ -235,7 +250,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     server::scheduler_actor scheduler;
     std::shared_ptr<server::wake_records> records;
     if (acceptor && !cfg.endpoints.empty()) {
-      http = std::make_unique<server::http_client>();
+      http = std::make_unique<server::http_client>(descriptors.invoker_connections);
       // An invoked worker connects back to this node: its own address in the cluster's map.
       auto address = !cfg.advertise.empty() ? cfg.advertise
                      : cfg.clustered        ? owners->nodes()[owners->self()].listen
@@ -269,7 +284,8 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     if (acceptor && !cfg.http_listen.empty()) {
       auto at = parse_host_port(cfg.http_listen);
       std::string herr;
-      api = http_api::start(sys, directory, cfg, *tokens, at->host, at->port, &herr, tls_ctx);
+      api = http_api::start(sys, directory, cfg, *tokens, at->host, at->port, &herr, tls_ctx,
+                            descriptors.http_connections);
       if (!api) {
         refuse_start("server.http_listen", herr);
       } else {
@@ -346,14 +362,16 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       if (api) actx.api_bodies_refused = [a = api.get()] { return a->bodies_refused(); };
       actx.log_failure = [w = wal.get()] { return w->failure(); };
       if (cluster_tls) actx.terminators.emplace_back("cluster", cluster_tls.get());
-      auto own_tls = actx.own_tls;
+      if (api) actx.api_server = &api->server();
+      auto own_server = actx.own_server;
       auto gate = admin_gate(actx);
       admin = http_server::start(admin_at->host, admin_at->port, admin_routes(sys, std::move(actx)),
-                                 &aerr, 1 << 20, tls_ctx, std::move(gate));
+                                 &aerr, 1 << 20, tls_ctx, std::move(gate),
+                                 descriptors.http_connections);
       if (!admin) {
         refuse_start("server.admin_listen", aerr);
       } else {
-        own_tls->store(admin->tls());
+        own_server->store(admin.get());
         spdlog::info("admin HTTP listening admin={}:{} dashboard={}://{}:{}/", admin_at->host,
                      admin->port(), tls_ctx ? "https" : "http", admin_at->host, admin->port());
       }

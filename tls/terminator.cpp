@@ -107,6 +107,19 @@ void terminator::add_outbound(int tcp, int plain, std::string peer, std::string 
 }
 
 void terminator::add(int fd, std::string peer, std::string peer_ip) {
+  if (o_.max_connections != 0 && inbound_.load() >= o_.max_connections) {
+    ::close(fd);  // the peer sees its connection closed before any byte: it may try again later
+    refused_++;
+    auto now = clock_type::now().time_since_epoch().count();
+    auto said = refused_said_ns_.load();
+    if (now - said >= std::chrono::nanoseconds(std::chrono::minutes(1)).count() &&
+        refused_said_ns_.compare_exchange_strong(said, now))
+      spdlog::warn("{}={} connections are open: new ones are closed at once listener={} "
+                   "peer={} (said once a minute)",
+                   o_.limit_name, o_.max_connections, o_.what, peer);
+    return;
+  }
+  inbound_++;
   auto c = std::make_unique<conn>();
   c->tcp = fd;
   c->peer = std::move(peer);
@@ -345,6 +358,7 @@ void terminator::run() {
       bool done = (c.tls_eof && c.plain_eof) || (c.plain_eof && c.to_tls.empty());
       if (done) {
         drop(c, c.open);
+        if (!c.outbound) inbound_--;
         conns.erase(it);
       }
     }

@@ -50,12 +50,18 @@ public:
     /// A connection given to add() that will never be delivered (failed, timed out, closed).
     std::function<void(const std::string& peer_ip)> dropped;
     std::string what;  ///< names the listener in logs ("workers", "HTTP API", "admin")
+    /// Inbound connections open at once (in their handshake or handed over); add() closes more
+    /// at once. 0: no limit (the owner admits them itself, as the worker listener does).
+    uint32_t max_connections = 0;
+    /// Names the limit in the warning when it is reached ("limits.max_http_connections").
+    std::string limit_name;
   };
 
   static std::unique_ptr<terminator> start(options o);
   ~terminator();
 
-  /// Takes an accepted TCP socket (any mode; made nonblocking) from `peer`.
+  /// Takes an accepted TCP socket (any mode; made nonblocking) from `peer`; closes it at once
+  /// when max_connections are open.
   void add(int fd, std::string peer, std::string peer_ip);
   /// Takes a TCP socket connected to `peer` and the plaintext socket whose bytes go there: this
   /// side runs the client's handshake (client_ctx), checking `server_name` in its certificate.
@@ -65,6 +71,7 @@ public:
   uint64_t failures() const { return failures_.load(); }    ///< handshakes that failed
   uint64_t timeouts() const { return timeouts_.load(); }    ///< handshakes cut by the timeout
   uint64_t plaintext() const { return plaintext_.load(); }  ///< peers that did not speak TLS
+  uint64_t refused() const { return refused_.load(); }      ///< closed for max_connections
 
   struct conn;
 
@@ -84,7 +91,9 @@ private:
   std::mutex mu_;
   std::vector<std::unique_ptr<conn>> incoming_;
   bool stopping_ = false;
-  std::atomic<uint64_t> handshakes_{0}, failures_{0}, timeouts_{0}, plaintext_{0};
+  std::atomic<uint64_t> handshakes_{0}, failures_{0}, timeouts_{0}, plaintext_{0}, refused_{0};
+  std::atomic<uint32_t> inbound_{0};                     ///< add()ed and not yet closed
+  std::atomic<int64_t> refused_said_ns_{INT64_MIN / 2};  ///< when add() last warned of the limit
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> said_;  ///< say()'s
 };
 

@@ -1,7 +1,5 @@
 #include "actors/net/connection_limits.hpp"
 
-#include <algorithm>
-
 namespace fusee::server {
 
 std::optional<std::string> connection_limits::admit(const std::string& peer) {
@@ -33,13 +31,6 @@ void connection_limits::release(const std::string& peer) {
 uint64_t connection_limits::open() const {
   std::lock_guard lk{mu_};
   return total_;
-}
-
-uint32_t connection_limits::fitting(uint32_t wanted, uint64_t descriptors, uint32_t each) {
-  uint64_t fit = descriptors > reserved_descriptors
-                     ? (descriptors - reserved_descriptors) / std::max<uint32_t>(each, 1)
-                     : uint64_t{1};
-  return static_cast<uint32_t>(std::max<uint64_t>(std::min<uint64_t>(wanted, fit), 1));
 }
 
 const char* connection_limits::name(limit l) {

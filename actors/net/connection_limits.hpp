@@ -27,15 +27,6 @@ public:
 
   uint64_t open() const;
 
-  /// Descriptors a node keeps free beyond its connections: the log's segments and checkpoints,
-  /// the listening sockets, the cluster. (HTTP connections and curl's are not counted in it.)
-  static constexpr uint64_t reserved_descriptors = 256;
-  /// How many of `wanted` connections fit in `descriptors` (RLIMIT_NOFILE) at `each` descriptors a
-  /// connection (2: the socket and its lane's duplicate; 4 with TLS: the terminator's socket and
-  /// socketpair too) with the reserve kept free (at least 1): worker and client connections must
-  /// not take the descriptors the log needs for its next segment.
-  static uint32_t fitting(uint32_t wanted, uint64_t descriptors, uint32_t each);
-
   /// What the limits refused, by limit (the metric's label).
   enum class limit : uint8_t {
     connections,

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "raw_socket.hpp"
 #include "server_process.hpp"
 
 using namespace fusee;
@@ -89,28 +90,17 @@ std::string bearer(const std::string& secret) {
 /// What the server at 127.0.0.1:`port` answers within 5 s to a request's head alone: its body is
 /// announced (`head` says Content-Length) and never sent. "" if nothing came.
 std::string answer_to_head(uint16_t port, const std::string& head) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in at{};
-  at.sin_family = AF_INET;
-  at.sin_port = htons(port);
-  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
-  REQUIRE(::send(fd, head.data(), head.size(), 0) == ssize_t(head.size()));
-  timeval five{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &five, sizeof five);
+  test::raw_socket s(port, head);
   std::string out;
-  char buf[4096];
   // Until the server closes, or the whole answer (its head and its Content-Length) is in.
-  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) {
-    out.append(buf, size_t(n));
+  for (auto got = s.read(5s); got && !got->empty(); got = s.read(5s)) {
+    out += *got;
     auto end = out.find("\r\n\r\n");
     auto len = out.find("Content-Length: ");
     if (end != std::string::npos && len != std::string::npos &&
         out.size() >= end + 4 + std::stoul(out.substr(len + 16)))
       break;
   }
-  ::close(fd);
   return out;
 }
 

@@ -1,10 +1,14 @@
 // Limits against abuse (limits.*): connections in total and per peer, the HELLO and frame
-// deadlines. Each trips with its error while the server keeps serving the others.
+// deadlines, the HTTP listeners' connections. Each trips with its error while the server keeps
+// serving the others.
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <optional>
 #include <thread>
 #include <vector>
 
+#include "raw_socket.hpp"
 #include "server_process.hpp"
 
 using namespace fusee;
@@ -27,6 +31,17 @@ struct fixture {
     return c;
   }
   std::string metrics() { return test::http_get(server.admin_port(), "/metrics").second; }
+  /// /metrics once the admin server takes the connection (a place it just freed may take a
+  /// moment to be seen).
+  std::string metrics_when_served() {
+    for (int i = 0; i < 100; ++i) {
+      auto [status, body] = test::http_get(server.admin_port(), "/metrics");
+      if (status == 200) return body;
+      std::this_thread::sleep_for(20ms);
+    }
+    FAIL("the admin server never answered /metrics");
+    return "";
+  }
 };
 
 /// True if the sample `name` (with its labels and the space) is in `metrics` with a value >= 1.
@@ -207,4 +222,59 @@ TEST_CASE("appends over limits.max_appends_in_flight are refused and the connect
     if (durable >= next) break;
   }
   CHECK(counted(f.metrics(), "fusee_limit_refused_total{limit=\"appends_in_flight\"} "));
+}
+
+namespace {
+
+const std::string request_begun = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+const std::string request = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+
+/// How many descriptors the process has open.
+size_t descriptors(int pid) {
+  auto fds = std::filesystem::path("/proc") / std::to_string(pid) / "fd";
+  return size_t(std::distance(std::filesystem::directory_iterator(fds), {}));
+}
+
+}  // namespace
+
+TEST_CASE("the admin server holds at most limits.max_http_connections and closes more as they "
+          "come, said in the log and /metrics, while the workers' listener serves") {
+  fixture f("max_http_connections = 2\n");
+  std::vector<test::raw_socket> held;
+  for (int i = 0; i < 2; ++i)
+    held.emplace_back(f.server.admin_port(), request_begun);
+  // Each extra connection is closed without an answer; the descriptors do not grow with them.
+  size_t before = descriptors(f.server.pid());
+  for (int i = 0; i < 20; ++i) {
+    test::raw_socket extra(f.server.admin_port(), request);
+    auto got = extra.read(5s);
+    REQUIRE(got);
+    CHECK(got->empty());
+  }
+  CHECK(descriptors(f.server.pid()) <= before + 1);
+  auto worker = f.client();
+  CHECK(answers_ping(worker));
+  held.pop_back();  // a place frees: the next request is served
+  auto m = f.metrics_when_served();
+  CHECK(counted(m, "fusee_limit_refused_total{limit=\"http_connections\"} "));
+  CHECK(m.find("fusee_http_connections{listener=\"admin\"} ") != std::string::npos);
+  CHECK(f.server.log().find("limits.max_http_connections=2 connections are open: new ones are "
+                            "closed as they come") != std::string::npos);
+}
+
+TEST_CASE("the HTTP API holds at most limits.max_http_connections and lets more wait until one "
+          "closes") {
+  fixture f("max_http_connections = 2\n");
+  std::vector<test::raw_socket> held;
+  for (int i = 0; i < 2; ++i)
+    held.emplace_back(f.server.http_port(), request_begun);
+  test::raw_socket waiting(f.server.http_port(), request);
+  CHECK_FALSE(waiting.read(1s));  // neither answered nor closed: in the accept queue
+  CHECK(f.metrics().find("fusee_http_connections{listener=\"http\"} 2\n") != std::string::npos);
+  held.pop_back();
+  auto answer = waiting.read(5s);
+  REQUIRE(answer);
+  CHECK(answer->rfind("HTTP/1.1 ", 0) == 0);
+  CHECK(f.server.log().find("limits.max_http_connections=2 connections are open: new ones wait "
+                            "in the kernel's accept queue") != std::string::npos);
 }

@@ -3,9 +3,11 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "pki.hpp"
+#include "raw_socket.hpp"
 #include "server_process.hpp"
 
 using namespace fusee;
@@ -203,4 +205,29 @@ TEST_CASE("over TLS one thread may send while another receives, as a worker's ke
   sender.join();
   CHECK_MESSAGE(failure.empty(), failure);
   CHECK(answered == pings);
+}
+
+TEST_CASE("over TLS a connection past limits.max_http_connections is closed before its handshake, "
+          "which holds a place while it is going on") {
+  fixture f(true, false, "node", "[limits]\nmax_http_connections = 1\n");
+  std::optional<test::raw_socket> silent;
+  silent.emplace(f.server.http_port());  // TCP only: a handshake that has not begun
+  // (An unknown route: answered at once, 404.)
+  auto [refused, why] = https_get(f.server.http_port(), "/nope", f.certs, true);
+  CHECK(refused == 0);
+  silent.reset();  // its place frees once the terminator sees it closed
+  long status = 0;
+  for (int i = 0; i < 100 && status == 0; ++i) {
+    status = https_get(f.server.http_port(), "/nope", f.certs, true).first;
+    if (status == 0) std::this_thread::sleep_for(20ms);
+  }
+  CHECK(status == 404);
+  auto [ok, metrics] = https_get(f.server.admin_port(), "/metrics", f.certs, true);
+  CHECK(ok == 200);
+  CHECK(metrics.find("fusee_limit_refused_total{limit=\"http_connections\"} ") !=
+        std::string::npos);
+  CHECK(metrics.find("fusee_limit_refused_total{limit=\"http_connections\"} 0\n") ==
+        std::string::npos);
+  CHECK(f.server.log().find("limits.max_http_connections=1 connections are open: new ones are "
+                            "closed at once listener=HTTP ") != std::string::npos);
 }

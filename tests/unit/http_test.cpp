@@ -130,3 +130,38 @@ TEST_CASE("the HTTP server refuses oversized bodies with 413") {
         "{\"error\":\"body over 16 bytes\",\"code\":\"body_too_large\"}\n");  // JSON ending with a
                                                                               // newline
 }
+
+TEST_CASE("the HTTP client holds at most its max_connections open: more POSTs wait for one and go "
+          "out once it frees") {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  std::mutex mtx;
+  std::condition_variable cv;
+  int arrived = 0;
+  bool released = false;
+  auto hold = [&](const app::http_exchange&) {
+    std::unique_lock<std::mutex> lk{mtx};
+    ++arrived;
+    cv.notify_all();
+    cv.wait_for(lk, std::chrono::seconds(10), [&] { return released; });
+    return app::http_reply{200, "application/json", "{}"};
+  };
+  std::string err;
+  auto srv = app::http_server::start("127.0.0.1", 0, hold, &err);
+  REQUIRE_MESSAGE(srv, err);
+  results got;
+  server::http_client client(2);
+  for (uint64_t id = 1; id <= 4; ++id)
+    client.submit(signed_post(got, id, srv->port(), "s3cret"));
+  {
+    std::unique_lock<std::mutex> lk{mtx};
+    REQUIRE(cv.wait_for(lk, std::chrono::seconds(10), [&] { return arrived == 2; }));
+    // The other two wait in curl: none arrives while both connections are busy.
+    CHECK_FALSE(cv.wait_for(lk, std::chrono::milliseconds(300), [&] { return arrived > 2; }));
+    CHECK(srv->connections_open() == 2);
+    released = true;
+    cv.notify_all();
+  }
+  for (uint64_t id = 1; id <= 4; ++id)
+    CHECK(got.await(id).status == 200);
+  CHECK(arrived == 4);
+}

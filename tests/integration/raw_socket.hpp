@@ -1,0 +1,50 @@
+// A plain TCP connection for tests that hold a listener's places or look at what it does with
+// bytes that are no protocol's.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <doctest/doctest.h>
+
+namespace fusee::test {
+
+/// A plain TCP connection to 127.0.0.1:port that has sent `bytes` (a request begun, say).
+struct raw_socket {
+  int fd = -1;
+  explicit raw_socket(uint16_t port, const std::string& bytes = "") {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(fd >= 0);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+    if (!bytes.empty())
+      REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == ssize_t(bytes.size()));
+  }
+  raw_socket(raw_socket&& o) noexcept : fd(std::exchange(o.fd, -1)) {}
+  ~raw_socket() {
+    if (fd >= 0) ::close(fd);
+  }
+  /// What arrives within `wait`: "" once the server closed the connection, nullopt if nothing
+  /// came (the connection still open).
+  std::optional<std::string> read(std::chrono::milliseconds wait) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0) return std::nullopt;
+    char buf[512];
+    auto n = ::recv(fd, buf, sizeof(buf), 0);
+    return std::string(buf, n > 0 ? size_t(n) : 0);
+  }
+};
+
+}  // namespace fusee::test
