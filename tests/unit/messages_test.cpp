@@ -229,3 +229,41 @@ TEST_CASE("an APPEND decoded as views is refused with the errors decode() gives"
   body.resize(body.size() - 3);
   same_error(body);  // cut short
 }
+
+TEST_CASE("a frame's lists hold at most one string per 16 bytes of its body, and 4096 in any "
+          "frame: more is TOO_LARGE before they are built") {
+  auto hello_with = [](size_t n, const std::string& type) {
+    hello h;
+    h.head = request_head{1};
+    h.name = "w";
+    h.types.assign(n, type);
+    return decode(static_cast<uint8_t>(hello::tag), body_of(h));
+  };
+  CHECK(hello_with(4096, "").has_value());
+  auto over = hello_with(4097, "");  // a 4 KiB body: 4096 is its bound
+  REQUIRE_FALSE(over);
+  CHECK(over.err().code == err_code::too_large);
+  CHECK(over.err().message ==
+        "HELLO: types: the frame's lists hold more than 4096 strings (at most one per 16 bytes of "
+        "the body, and 4096 in any frame)");
+  // A MiB of empty types (a million strings, ~32 MiB in memory) is refused the same way; real
+  // names of 15 bytes (16 on the wire) are allowed as many as fit.
+  CHECK(hello_with(1 << 20, "").err().code == err_code::too_large);
+  CHECK(hello_with(100'000, "checkout-flow-v2").has_value());
+
+  // The bound is the frame's, over all its lists: IDLE entries' types together.
+  idle i;
+  i.head = request_head{2};
+  for (uint32_t s = 0; s < 3; ++s) {
+    idle_entry e;
+    e.shard = shard_id{s};
+    e.epoch = epoch_t{1};
+    e.types.assign(1500, "");
+    i.entries.push_back(e);
+  }
+  auto idle_over = decode(static_cast<uint8_t>(idle::tag), body_of(i));
+  REQUIRE_FALSE(idle_over);
+  CHECK(idle_over.err().code == err_code::too_large);
+  i.entries.pop_back();
+  CHECK(decode(static_cast<uint8_t>(idle::tag), body_of(i)).has_value());
+}
