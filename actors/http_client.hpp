@@ -54,7 +54,8 @@ class http_client final : public http_sender {
 public:
   /// Call curl_global_init() before any thread exists (STACK.md §7.16), then construct. At most
   /// `max_connections` connections are open at once (the node's descriptor plan; 0: no limit):
-  /// more POSTs wait in curl for one, their time-out running.
+  /// more POSTs wait in curl for one. curl 7.88 does not end a waiting POST at its time-out: one
+  /// whose time ran out meanwhile fails as timed out when it gets a connection.
   explicit http_client(uint32_t max_connections = 0);
   ~http_client();
   http_client(const http_client&) = delete;

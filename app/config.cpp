@@ -101,7 +101,7 @@ const setting<server_config> server_settings[] = {
      "... from one peer address"},
     {"limits", "max_http_connections", &server_config::max_http_connections, 1, 1000000,
      "connections open at once on each HTTP listener (admin_listen, http_listen); more are "
-     "closed as they come"},
+     "closed as they come (the HTTP API without TLS: wait until one closes)"},
     {"limits", "hello_timeout_ms", &server_config::hello_timeout_ms, 100, u32_max,
      "a connection that has not said HELLO (or CLIENT_HELLO, after AUTH) this long is closed"},
     {"limits", "frame_timeout_ms", &server_config::frame_timeout_ms, 100, u32_max,

@@ -56,7 +56,10 @@ struct http_server::impl {
   size_t max_body = 0;
   std::atomic<uint64_t> bodies_refused{0};  ///< answered 413
   uint32_t max_connections = http_server::default_max_connections;
-  std::string what;  ///< "host:port", for the log
+  std::string what;                ///< "host:port", for the log
+  bool behind_terminator = false;  ///< with TLS: MHD is handed socketpair ends
+  std::mutex daemon_mu;            ///< the terminator's hand-over against the daemon's stop
+  bool daemon_stopped = false;     ///< under daemon_mu
   /// What becomes of new connections at the limit (for the log).
   std::string at_limit = "new ones are closed as they come";
   std::atomic<uint64_t> connections_refused{0};      ///< libmicrohttpd's, at its connection limit
@@ -69,8 +72,8 @@ struct http_server::impl {
     auto said = full_said_ns.load();
     if (now - said >= std::chrono::nanoseconds(std::chrono::minutes(1)).count() &&
         full_said_ns.compare_exchange_strong(said, now))
-      spdlog::warn("limits.max_http_connections={} connections are open: {} listener={} (said "
-                   "once a minute)",
+      spdlog::warn("{} connections are open (limits.max_http_connections on a node): {} "
+                   "listener={} (said once a minute)",
                    max_connections, at_limit, what);
   }
   uint16_t port_out = 0;
@@ -109,6 +112,10 @@ struct http_server::impl {
         if (std::chrono::steady_clock::now() > until) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
+    {
+      std::lock_guard lock(daemon_mu);  // no hand-over after this: the daemon goes
+      daemon_stopped = true;
+    }
     MHD_stop_daemon(daemon);
     tls.reset();  // after the daemon: the replies above went through it
   }
@@ -267,13 +274,15 @@ namespace {
 /// MHD's messages. Its connection limit is counted and said once a minute (a peer that opens
 /// connections in a loop must not fill the log). Behind a terminator it tries TCP options on the
 /// socketpair ends it is given and says so ("Setting TCP_NODELAY ... failed", "Failed to push
-/// the data"); those are noise.
+/// the data"); there those are noise.
 void log_mhd(void* cls, const char* fmt, va_list ap) {
   auto* im = static_cast<http_server::impl*>(cls);
   char line[512];
   std::vsnprintf(line, sizeof(line), fmt, ap);
   std::string_view text{line};
-  if (text.find("TCP_") != text.npos || text.find("Failed to push") != text.npos) return;
+  if (im->behind_terminator &&
+      (text.find("TCP_") != text.npos || text.find("Failed to push") != text.npos))
+    return;
   if (text.find("connection limit") != text.npos) {
     im->connections_refused++;
     im->say_full();
@@ -282,8 +291,8 @@ void log_mhd(void* cls, const char* fmt, va_list ap) {
   spdlog::warn("HTTP server {}: {}", im->what, text.substr(0, text.find_last_not_of("\n") + 1));
 }
 
-/// Counts the connections open. Where libmicrohttpd stops accepting at its limit (the async
-/// mode: it has an inter-thread channel), new connections wait in the kernel's accept queue.
+/// Counts the connections open. In the async mode (epoll) libmicrohttpd stops polling its
+/// listening socket at its limit, so new connections wait in the kernel's accept queue.
 void on_connection(void* cls, MHD_Connection*, void**, MHD_ConnectionNotificationCode code) {
   auto* im = static_cast<http_server::impl*>(cls);
   if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
@@ -310,7 +319,11 @@ bool start_tls(http_server::impl* im, const std::string& host, uint16_t port, tl
     socklen_t from_len = sizeof(from);
     ::getsockname(h.fd, reinterpret_cast<sockaddr*>(&from), &from_len);
     // On failure (MHD's connection limit, say) MHD closes the socket itself.
-    (void)MHD_add_connection(im->daemon, h.fd, reinterpret_cast<sockaddr*>(&from), from_len);
+    std::lock_guard lock(im->daemon_mu);
+    if (im->daemon_stopped)
+      ::close(h.fd);
+    else
+      (void)MHD_add_connection(im->daemon, h.fd, reinterpret_cast<sockaddr*>(&from), from_len);
   };
   o.what = "HTTP " + host + ":" + std::to_string(port);
   o.max_connections = im->max_connections;  // handshakes count: each holds a descriptor
@@ -326,6 +339,13 @@ bool start_tls(http_server::impl* im, const std::string& host, uint16_t port, tl
   return true;
 }
 
+/// libmicrohttpd's own limit behind a terminator, which holds max_connections (handshakes
+/// included). Above it: MHD closes a connection's socket before it counts it gone, so the
+/// terminator may hand on a new one a moment before MHD would take it.
+unsigned behind_terminator_limit(uint32_t max_connections) {
+  return static_cast<unsigned>(std::min<uint64_t>(uint64_t{max_connections} + 64, UINT32_MAX));
+}
+
 /// Both modes: a daemon on host:port with `flags`, serving through `im` (with `tls`: the
 /// daemon listens on nothing and is given connections).
 std::unique_ptr<http_server> start_daemon(std::unique_ptr<http_server> s, http_server::impl* im,
@@ -334,6 +354,7 @@ std::unique_ptr<http_server> start_daemon(std::unique_ptr<http_server> s, http_s
   auto addr = ipv4(host, port, err);
   if (addr.sin_family == 0) return nullptr;
   im->what = host + ":" + std::to_string(port);
+  im->behind_terminator = tls != nullptr;
   if (tls) {
     auto* d = MHD_start_daemon(flags | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
                                    MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC,
@@ -341,7 +362,7 @@ std::unique_ptr<http_server> start_daemon(std::unique_ptr<http_server> s, http_s
                                &log_mhd, im, MHD_OPTION_NOTIFY_CONNECTION, &on_connection, im,
                                MHD_OPTION_NOTIFY_COMPLETED, &on_completed, im,
                                MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_CONNECTION_LIMIT,
-                               static_cast<unsigned>(im->max_connections), MHD_OPTION_END);
+                               behind_terminator_limit(im->max_connections), MHD_OPTION_END);
     im->daemon = d;
     if (d == nullptr) {
       *err = "cannot start the HTTP server for " + host + ":" + std::to_string(port);

@@ -64,8 +64,9 @@ public:
 
   /// Serves on host:port (numeric IPv4; port 0 = any free port) until destroyed; HTTPS (TLS 1.3)
   /// with `tls`. Bodies over `max_body` bytes get 413 (before they are read, when their
-  /// Content-Length says so); `g` first, if given. At most `max_connections` connections are
-  /// open at once (with TLS, handshakes included); more are closed as they come, counted and
+  /// Content-Length says so); `g` first, if given. At most `max_connections` (at least 1)
+  /// connections are open at once (with TLS, handshakes included): more are closed as they come
+  /// and counted, or with start_async() without TLS wait in the kernel's accept queue; either is
   /// said once a minute. nullptr and `*err` on failure.
   static std::unique_ptr<http_server> start(const std::string& host, uint16_t port, handler h,
                                             std::string* err, size_t max_body = 1 << 20,

@@ -62,7 +62,7 @@ struct node_config : caf::actor_system_config {
 /// How the node's descriptors are shared (server::plan_descriptors): the soft RLIMIT_NOFILE is
 /// raised to the hard one first (often 1,024 against 524,288); when the settings ask for more
 /// than it holds, a warning names each share and the limit to raise.
-server::descriptor_plan plan_descriptors(const server_config& cfg) {
+server::descriptor_plan share_descriptors(const server_config& cfg) {
   bool tls = !cfg.tls_cert_file.empty();
   server::descriptor_demand d;
   d.connections = cfg.max_connections;
@@ -71,7 +71,8 @@ server::descriptor_plan plan_descriptors(const server_config& cfg) {
   d.http_connections = cfg.max_http_connections;
   d.per_http_connection = tls ? 3 : 1;  // TLS: the terminator's socketpair too
   for (auto& e : cfg.endpoints)
-    d.invoker_posts += e.concurrency;
+    d.invoker_posts += e.concurrency;  // 64 bits: concurrency may be up to 2^32 - 1 each
+  if (cfg.clustered) d.cluster_peers = static_cast<uint32_t>(cfg.cluster.nodes.size() - 1);
   rlimit r{};
   if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return server::plan_descriptors(d, UINT64_MAX);
   if (r.rlim_cur < r.rlim_max) {
@@ -88,7 +89,8 @@ server::descriptor_plan plan_descriptors(const server_config& cfg) {
               std::to_string(d.invoker_posts) + " POSTs at once (more wait their turn)";
     spdlog::warn("the settings need about {} file descriptors but this process may open at most "
                  "{} (its hard limit: LimitNOFILE= in a systemd unit, or ulimit -Hn as root); so "
-                 "that the log keeps {} for its files, it takes at most {} of "
+                 "that the log keeps {} for its files (and the cluster its links), it takes at "
+                 "most {} of "
                  "limits.max_connections={} worker and client connections, {} of "
                  "limits.max_http_connections={} on each HTTP listener{}",
                  p.wanted, static_cast<uint64_t>(r.rlim_cur), server::reserved_descriptors,
@@ -103,7 +105,7 @@ server::descriptor_plan plan_descriptors(const server_config& cfg) {
 int run_server(const server_config& cfg, const std::string& ready_file) {
   auto listen = parse_host_port(cfg.listen);
   server::logging::init(*server::logging::parse_level(cfg.log_level));
-  auto descriptors = plan_descriptors(cfg);
+  auto descriptors = share_descriptors(cfg);
 
   // Block the stop signals before any thread exists, so only sigwait below sees them.
   sigset_t stop_signals;
@@ -191,6 +193,9 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
                                         : tls::dial_tcp("127.0.0.1", *cluster_internal, 1000, &why);
         };
         o.what = "cluster";
+        // Handshakes from anyone who reaches the port hold descriptors: a few links per node.
+        o.max_connections = static_cast<uint32_t>(4 * cfg.cluster.nodes.size() + 16);
+        o.limit_name = "the cluster's links: 4 per node, and 16";
         // Only nodes link: the certificate must name a node's host (workers' certificates from
         // the same CA do not).
         for (auto& n : cfg.cluster.nodes)

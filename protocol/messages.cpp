@@ -358,9 +358,9 @@ struct encoder {
 /// The most items a decoded list reserves before any of them is read.
 constexpr uint32_t max_reserved_items = 1024;
 
-/// How many strings a frame's lists may hold in all: one per 16 bytes of its body, and 4,096 in
-/// any frame. An empty `str` is one byte on the wire and a std::string of 32 in memory (twice
-/// that while its list grows): without a bound, a 96 MiB HELLO of empty types would take
+/// How many strings a frame's lists may hold in all: one per 16 bytes of its body, and at least
+/// 4,096 in any frame. An empty `str` is one byte on the wire and a std::string of 32 in memory
+/// (twice that while its list grows): without a bound, a 96 MiB HELLO of empty types would take
 /// gigabytes. Real lists (a worker's workflow types) hold names of several bytes each.
 constexpr uint64_t strings_allowed(size_t body_size) {
   return std::max<uint64_t>(body_size / 16, 4096);
@@ -396,10 +396,11 @@ struct decoder {
     if (!r.count(count, min_wire_size<T>(), n)) return false;
     if constexpr (std::is_same_v<T, std::string>) {
       if (count > strings_left)
-        return r.fail(err_code::too_large,
-                      std::string{n} + ": the frame's lists hold more than " +
-                          std::to_string(strings_allowed(r.offset() + r.remaining())) +
-                          " strings (at most one per 16 bytes of the body, and 4096 in any frame)");
+        return r.fail(
+            err_code::too_large,
+            std::string{n} + ": the frame's lists hold more than " +
+                std::to_string(strings_allowed(r.offset() + r.remaining())) +
+                " strings (one per 16 bytes of the body, and at least 4096 in any frame)");
       strings_left -= count;
     }
     v.clear();

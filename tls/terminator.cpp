@@ -39,6 +39,8 @@ struct terminator::conn {
   /// shut; what the peer still sends is read and dropped until it closes (or `drain_until`),
   /// so close() sends no RST that could destroy our answer before the peer reads it.
   bool draining = false;
+  /// Draining, or once the plaintext side closed: when the connection ends even if the peer
+  /// neither closes nor reads what is left.
   clock_type::time_point drain_until{};
   bool outbound = false;    ///< this side dialled: client handshake, `plain` given up front
   std::string server_name;  ///< outbound: the name the far side's certificate must carry
@@ -107,19 +109,6 @@ void terminator::add_outbound(int tcp, int plain, std::string peer, std::string 
 }
 
 void terminator::add(int fd, std::string peer, std::string peer_ip) {
-  if (o_.max_connections != 0 && inbound_.load() >= o_.max_connections) {
-    ::close(fd);  // the peer sees its connection closed before any byte: it may try again later
-    refused_++;
-    auto now = clock_type::now().time_since_epoch().count();
-    auto said = refused_said_ns_.load();
-    if (now - said >= std::chrono::nanoseconds(std::chrono::minutes(1)).count() &&
-        refused_said_ns_.compare_exchange_strong(said, now))
-      spdlog::warn("{}={} connections are open: new ones are closed at once listener={} "
-                   "peer={} (said once a minute)",
-                   o_.limit_name, o_.max_connections, o_.what, peer);
-    return;
-  }
-  inbound_++;
   auto c = std::make_unique<conn>();
   c->tcp = fd;
   c->peer = std::move(peer);
@@ -280,6 +269,7 @@ void terminator::pump(conn& c) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     if (n <= 0) {
       c.plain_eof = true;
+      c.drain_until = clock_type::now() + std::chrono::seconds(2);  // for what waits in to_tls
       SSL_shutdown(c.ssl);
       break;
     }
@@ -310,6 +300,18 @@ void terminator::run() {
           fresh.swap(incoming_);
         }
         for (auto& c : fresh) {
+          if (!c->outbound && o_.max_connections != 0 && inbound_ >= o_.max_connections) {
+            // Closed before any byte: the peer may try again later.
+            refused_++;
+            say(o_.what + "full", std::to_string(o_.max_connections) + " connections are open (" +
+                                      o_.limit_name +
+                                      "): new ones are closed as they come, before their "
+                                      "handshake listener=" +
+                                      o_.what + " peer=" + c->peer);
+            if (o_.dropped) o_.dropped(c->peer_ip);
+            continue;  // its descriptor closes with it
+          }
+          if (!c->outbound) ++inbound_;
           nonblocking(c->tcp);
           c->ssl = SSL_new((c->outbound ? o_.client_ctx : o_.ctx).get());
           SSL_set_fd(c->ssl, c->tcp);
@@ -336,6 +338,11 @@ void terminator::run() {
         c->tls_eof = c->plain_eof = true;
         touched.push_back(p);
       }
+    for (auto& [p, c] : conns)  // the plaintext side closed, and the peer does not read the rest
+      if (c->plain_eof && !c->tls_eof && !c->draining && now >= c->drain_until) {
+        c->tls_eof = true;
+        touched.push_back(p);
+      }
     for (auto& [p, c] : conns)  // handshakes that take too long
       if (!c->open && !c->tls_eof && !c->draining &&
           now - c->started >= std::chrono::milliseconds(o_.handshake_timeout_ms)) {
@@ -358,7 +365,7 @@ void terminator::run() {
       bool done = (c.tls_eof && c.plain_eof) || (c.plain_eof && c.to_tls.empty());
       if (done) {
         drop(c, c.open);
-        if (!c.outbound) inbound_--;
+        if (!c.outbound) --inbound_;
         conns.erase(it);
       }
     }

@@ -50,8 +50,9 @@ public:
     /// A connection given to add() that will never be delivered (failed, timed out, closed).
     std::function<void(const std::string& peer_ip)> dropped;
     std::string what;  ///< names the listener in logs ("workers", "HTTP API", "admin")
-    /// Inbound connections open at once (in their handshake or handed over); add() closes more
-    /// at once. 0: no limit (the owner admits them itself, as the worker listener does).
+    /// Inbound connections open at once (in their handshake or handed over); more are closed as
+    /// they come, said once a minute, counted in refused() and told to `dropped`. 0: no limit
+    /// (the owner admits them itself, as the worker listener does).
     uint32_t max_connections = 0;
     /// Names the limit in the warning when it is reached ("limits.max_http_connections").
     std::string limit_name;
@@ -61,7 +62,8 @@ public:
   ~terminator();
 
   /// Takes an accepted TCP socket (any mode; made nonblocking) from `peer`; closes it at once
-  /// when max_connections are open.
+  /// when max_connections are open. A connection whose plaintext side closed gets 2 s to send
+  /// the TLS peer the rest (one that reads nothing would otherwise hold its place for ever).
   void add(int fd, std::string peer, std::string peer_ip);
   /// Takes a TCP socket connected to `peer` and the plaintext socket whose bytes go there: this
   /// side runs the client's handshake (client_ctx), checking `server_name` in its certificate.
@@ -92,8 +94,7 @@ private:
   std::vector<std::unique_ptr<conn>> incoming_;
   bool stopping_ = false;
   std::atomic<uint64_t> handshakes_{0}, failures_{0}, timeouts_{0}, plaintext_{0}, refused_{0};
-  std::atomic<uint32_t> inbound_{0};                     ///< add()ed and not yet closed
-  std::atomic<int64_t> refused_said_ns_{INT64_MIN / 2};  ///< when add() last warned of the limit
+  uint32_t inbound_ = 0;  ///< the thread's: inbound connections it holds
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> said_;  ///< say()'s
 };
 

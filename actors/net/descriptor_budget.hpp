@@ -16,7 +16,8 @@ struct descriptor_demand {
   uint32_t http_listeners = 0;       ///< admin_listen, http_listen
   uint32_t http_connections = 0;     ///< limits.max_http_connections, on each HTTP listener
   uint32_t per_http_connection = 1;  ///< the socket; 3 with TLS (the terminator's socketpair)
-  uint32_t invoker_posts = 0;        ///< the endpoints' concurrency, summed (0: no invoker)
+  uint64_t invoker_posts = 0;        ///< the endpoints' concurrency, summed (0: no invoker)
+  uint32_t cluster_peers = 0;        ///< the other nodes of the cluster's map
 };
 
 /// What each owner gets.
@@ -29,15 +30,22 @@ struct descriptor_plan {
 };
 
 /// Kept free beyond every share: the log's segments and checkpoints, the listening sockets, the
-/// cluster's links, the inspector's, a moment's file reads.
+/// inspector's connections, a moment's file reads.
 constexpr uint64_t reserved_descriptors = 256;
+/// Kept besides, per other node of a cluster: its links both ways (with TLS: the terminator's
+/// socket, the loopback dial and CAF's end; the tunnel's sockets).
+constexpr uint64_t descriptors_per_peer = 16;
+/// Each HTTP listener keeps at least this many connections (or what it asks, if fewer) before the
+/// POSTs take the rest of their half: an admin server left one connection could not answer its
+/// health checks while a browser keeps one open.
+constexpr uint32_t http_connections_kept = 16;
 /// A POST: curl's socket, and its resolver's socketpair while a host name resolves.
 constexpr uint32_t descriptors_per_post = 3;
 
-/// Everything asked for when it fits in `descriptors` beside the reserve. When it does not, the
-/// invoker's POSTs and the HTTP listeners take at most half of what the reserve leaves (the HTTP
-/// listeners give way first), the worker and client connections the rest; each share at least
-/// one.
+/// Everything asked for when it fits in `descriptors` beside the reserve (256, and 16 per peer
+/// node). When it does not, the invoker's POSTs and the HTTP listeners take at most half of what
+/// the reserve leaves (the HTTP listeners give way first, down to http_connections_kept each,
+/// then the POSTs), the worker and client connections the rest; each share at least one.
 descriptor_plan plan_descriptors(const descriptor_demand& d, uint64_t descriptors);
 
 }  // namespace fusee::server

@@ -251,15 +251,15 @@ TEST_CASE("the admin server holds at most limits.max_http_connections and closes
     REQUIRE(got);
     CHECK(got->empty());
   }
-  CHECK(descriptors(f.server.pid()) <= before + 1);
+  CHECK(descriptors(f.server.pid()) <= before + 4);  // not 20 more: some other file, at most
   auto worker = f.client();
   CHECK(answers_ping(worker));
   held.pop_back();  // a place frees: the next request is served
   auto m = f.metrics_when_served();
   CHECK(counted(m, "fusee_limit_refused_total{limit=\"http_connections\"} "));
   CHECK(m.find("fusee_http_connections{listener=\"admin\"} ") != std::string::npos);
-  CHECK(f.server.log().find("limits.max_http_connections=2 connections are open: new ones are "
-                            "closed as they come") != std::string::npos);
+  CHECK(f.server.log().find("2 connections are open (limits.max_http_connections on a node): new "
+                            "ones are closed as they come") != std::string::npos);
 }
 
 TEST_CASE("the HTTP API holds at most limits.max_http_connections and lets more wait until one "
@@ -275,6 +275,6 @@ TEST_CASE("the HTTP API holds at most limits.max_http_connections and lets more 
   auto answer = waiting.read(5s);
   REQUIRE(answer);
   CHECK(answer->rfind("HTTP/1.1 ", 0) == 0);
-  CHECK(f.server.log().find("limits.max_http_connections=2 connections are open: new ones wait "
-                            "in the kernel's accept queue") != std::string::npos);
+  CHECK(f.server.log().find("2 connections are open (limits.max_http_connections on a node): new "
+                            "ones wait in the kernel's accept queue") != std::string::npos);
 }

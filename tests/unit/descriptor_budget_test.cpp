@@ -43,7 +43,7 @@ TEST_CASE("with descriptors enough for all, every owner gets what it asked for")
 TEST_CASE("short of descriptors, the connections give way and the HTTP listeners and POSTs keep "
           "theirs while they take at most half") {
   auto d = defaults(16);
-  auto p = plan_descriptors(d, 20'000);  // this machine's hard limit
+  auto p = plan_descriptors(d, 20'000);
   CHECK(p.cut);
   CHECK(p.http_connections == 1'024);
   CHECK(p.invoker_connections == 16);
@@ -61,10 +61,31 @@ TEST_CASE("when the HTTP listeners and the POSTs would take more than half, the 
   CHECK(p.connections == (768 - 48 - 336) / 2);
   CHECK(taken(d, p) <= 1'024);
 
-  auto many_posts = plan_descriptors(defaults(1'000), 1'024);  // 3,000 descriptors of POSTs
-  CHECK(many_posts.invoker_connections == 384 / 3);
-  CHECK(many_posts.http_connections == 1);  // no room left, yet never none
-  CHECK(many_posts.connections == (768 - 384 - 2) / 2);
+  // 3,000 descriptors of POSTs: the HTTP listeners keep 16 each (an admin server must still
+  // answer its health checks), the POSTs take the rest of the half.
+  auto many_posts = plan_descriptors(defaults(1'000), 1'024);
+  CHECK(many_posts.http_connections == 16);
+  CHECK(many_posts.invoker_connections == (384 - 32) / 3);
+  CHECK(many_posts.connections == (768 - 351 - 32) / 2);
+}
+
+TEST_CASE("endpoints whose concurrency adds up past 2^32 are cut like any others, not wrapped") {
+  auto d = defaults();
+  d.invoker_posts = uint64_t{1} << 32;  // two endpoints of concurrency 2^31
+  auto p = plan_descriptors(d, 524'288);
+  CHECK(p.cut);
+  CHECK(p.http_connections == 16);
+  CHECK(p.invoker_connections == ((524'288 - 256) / 2 - 32) / 3);
+  CHECK(p.connections == 16'384);
+}
+
+TEST_CASE("a cluster's links are kept beside the reserve, 16 descriptors per other node") {
+  descriptor_demand d;
+  d.connections = 16'384;
+  d.cluster_peers = 2;
+  auto p = plan_descriptors(d, 1'024);
+  CHECK(p.connections == (1'024 - 256 - 32) / 2);
+  CHECK(p.wanted == 256 + 32 + 16'384 * 2);
 }
 
 TEST_CASE("with TLS each connection counts its terminator's descriptors") {

@@ -230,8 +230,8 @@ TEST_CASE("an APPEND decoded as views is refused with the errors decode() gives"
   same_error(body);  // cut short
 }
 
-TEST_CASE("a frame's lists hold at most one string per 16 bytes of its body, and 4096 in any "
-          "frame: more is TOO_LARGE before they are built") {
+TEST_CASE("a frame's lists hold at most one string per 16 bytes of its body, and at least 4096 "
+          "in any frame: more is TOO_LARGE") {
   auto hello_with = [](size_t n, const std::string& type) {
     hello h;
     h.head = request_head{1};
@@ -244,10 +244,10 @@ TEST_CASE("a frame's lists hold at most one string per 16 bytes of its body, and
   REQUIRE_FALSE(over);
   CHECK(over.err().code == err_code::too_large);
   CHECK(over.err().message ==
-        "HELLO: types: the frame's lists hold more than 4096 strings (at most one per 16 bytes of "
-        "the body, and 4096 in any frame)");
-  // A MiB of empty types (a million strings, ~32 MiB in memory) is refused the same way; real
-  // names of 15 bytes (16 on the wire) are allowed as many as fit.
+        "HELLO: types: the frame's lists hold more than 4096 strings (one per 16 bytes of the "
+        "body, and at least 4096 in any frame)");
+  // A MiB of empty types (a million strings, ~32 MiB in memory) is refused the same way; names
+  // of 16 bytes (17 on the wire) are allowed as many as fit.
   CHECK(hello_with(1 << 20, "").err().code == err_code::too_large);
   CHECK(hello_with(100'000, "checkout-flow-v2").has_value());
 
