@@ -39,9 +39,9 @@ struct terminator::conn {
   /// shut; what the peer still sends is read and dropped until it closes (or `drain_until`),
   /// so close() sends no RST that could destroy our answer before the peer reads it.
   bool draining = false;
-  /// Draining, or once the plaintext side closed: when the connection ends even if the peer
-  /// neither closes nor reads what is left.
   clock_type::time_point drain_until{};
+  /// When the TLS side last took bytes of to_tls (or to_tls last filled from empty).
+  clock_type::time_point sent{};
   bool outbound = false;    ///< this side dialled: client handshake, `plain` given up front
   std::string server_name;  ///< outbound: the name the far side's certificate must carry
   bool open = false;        ///< handshake done, plaintext end handed over
@@ -254,6 +254,7 @@ void terminator::pump(conn& c) {
     if (!c.to_tls.empty()) {
       int n = SSL_write(c.ssl, c.to_tls.data(), static_cast<int>(c.to_tls.size()));
       if (n > 0) {
+        c.sent = clock_type::now();
         c.to_tls.erase(c.to_tls.begin(), c.to_tls.begin() + n);
         continue;
       }
@@ -269,11 +270,11 @@ void terminator::pump(conn& c) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     if (n <= 0) {
       c.plain_eof = true;
-      c.drain_until = clock_type::now() + std::chrono::seconds(2);  // for what waits in to_tls
       SSL_shutdown(c.ssl);
       break;
     }
-    c.to_tls.insert(c.to_tls.end(), buf, buf + n);  // taken by SSL_write before more is read
+    if (c.to_tls.empty()) c.sent = clock_type::now();  // the stall is counted from here
+    c.to_tls.insert(c.to_tls.end(), buf, buf + n);     // taken by SSL_write before more is read
   }
 }
 
@@ -338,9 +339,10 @@ void terminator::run() {
         c->tls_eof = c->plain_eof = true;
         touched.push_back(p);
       }
-    for (auto& [p, c] : conns)  // the plaintext side closed, and the peer does not read the rest
-      if (c->plain_eof && !c->tls_eof && !c->draining && now >= c->drain_until) {
-        c->tls_eof = true;
+    for (auto& [p, c] : conns)  // a TLS peer that has read nothing of what waits for a while
+      if (c->open && !c->to_tls.empty() && !c->tls_eof &&
+          now - c->sent >= std::chrono::milliseconds(o_.stalled_peer_ms)) {
+        c->tls_eof = c->plain_eof = true;
         touched.push_back(p);
       }
     for (auto& [p, c] : conns)  // handshakes that take too long

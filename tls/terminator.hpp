@@ -35,6 +35,10 @@ public:
   struct options {
     ctx_ptr ctx;
     uint32_t handshake_timeout_ms = 10000;
+    /// A TLS peer that takes none of the bytes waiting for it this long is closed: it would
+    /// otherwise hold its place, and the plaintext side (which may have closed meanwhile), for
+    /// ever. libmicrohttpd's own idle time-out is as long.
+    uint32_t stalled_peer_ms = 30000;
     /// Sent, in plaintext, to a peer whose first byte is not a TLS record (then closed): e.g.
     /// an ERR frame or an HTTP 400 saying that this listener speaks TLS.
     std::string plaintext_answer;
@@ -62,8 +66,8 @@ public:
   ~terminator();
 
   /// Takes an accepted TCP socket (any mode; made nonblocking) from `peer`; closes it at once
-  /// when max_connections are open. A connection whose plaintext side closed gets 2 s to send
-  /// the TLS peer the rest (one that reads nothing would otherwise hold its place for ever).
+  /// when max_connections are open. A TLS peer that takes none of the bytes waiting for it for
+  /// stalled_peer_ms is closed.
   void add(int fd, std::string peer, std::string peer_ip);
   /// Takes a TCP socket connected to `peer` and the plaintext socket whose bytes go there: this
   /// side runs the client's handshake (client_ctx), checking `server_name` in its certificate.

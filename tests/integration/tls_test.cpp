@@ -2,13 +2,21 @@
 // openssl CLI, as docs/operations.md "Securing a node" does), and tokens bound to the session.
 #include <doctest/doctest.h>
 
+#include <condition_variable>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <thread>
+
+#include <poll.h>
+#include <sys/socket.h>
 
 #include "pki.hpp"
 #include "raw_socket.hpp"
 #include "server_process.hpp"
+#include "tls/acceptor.hpp"
+#include "tls/terminator.hpp"
+#include "tls/tunnel.hpp"
 
 using namespace fusee;
 using namespace std::chrono_literals;
@@ -231,4 +239,66 @@ TEST_CASE("over TLS a connection past limits.max_http_connections is closed befo
   CHECK(f.server.log().find("1 connections are open (limits.max_http_connections): new ones are "
                             "closed as they come, before their handshake listener=HTTP ") !=
         std::string::npos);
+}
+
+TEST_CASE("a TLS peer that takes none of the bytes waiting for it is closed after the stall "
+          "time, freeing its place") {
+  test::pki certs;
+  tls::terminator::options so;
+  so.ctx = *tls::server_context({certs.at("node.pem"), certs.at("node.key"), ""});
+  so.stalled_peer_ms = 300;
+  so.what = "test";
+  std::mutex mu;
+  std::condition_variable cv;
+  int delivered = -1;
+  so.deliver = [&](tls::handed_over h) {
+    std::lock_guard lk{mu};
+    delivered = h.fd;
+    cv.notify_all();
+  };
+  auto server = tls::terminator::start(std::move(so));
+  auto listening = tls::acceptor::start("127.0.0.1", 0, *server);
+  REQUIRE(listening);
+
+  // The client side: a terminator dialling out, whose plaintext end this test never reads, so it
+  // stops reading TLS once its buffer is full and the server's bytes wait.
+  tls::terminator::options co;
+  co.ctx = *tls::server_context({certs.at("node.pem"), certs.at("node.key"), ""});
+  co.client_ctx = *tls::client_context({certs.at("ca.pem"), "", "", ""});
+  co.what = "client";
+  auto client = tls::terminator::start(std::move(co));
+  std::string why;
+  int tcp = tls::dial_tcp("127.0.0.1", (*listening)->port(), 5000, &why);
+  REQUIRE_MESSAGE(tcp >= 0, why);
+  int pair[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) == 0);
+  client->add_outbound(tcp, pair[0], "127.0.0.1", "127.0.0.1");
+  int fd = -1;
+  {
+    std::unique_lock lk{mu};
+    REQUIRE(cv.wait_for(lk, 5s, [&] { return delivered >= 0; }));
+    fd = delivered;
+  }
+  // Fill everything between the server's plaintext end and the unread client end (the kernel's
+  // buffers on the way grow for a while): until the server's end stays full for 200 ms.
+  std::vector<char> chunk(64 << 10, 'x');
+  auto started = std::chrono::steady_clock::now();
+  for (pollfd p{fd, POLLOUT, 0}; ::poll(&p, 1, 200) > 0 && (p.revents & POLLOUT);) {
+    (void)::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    REQUIRE(std::chrono::steady_clock::now() - started < 20s);
+  }
+  // The server's terminator closes the connection after the stall: its plaintext end ends.
+  bool ended = false;
+  auto full = std::chrono::steady_clock::now();
+  while (!ended && std::chrono::steady_clock::now() - full < 10s) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) > 0) {
+      char buf[256];
+      auto n = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+      ended = n == 0 || (n < 0 && errno != EAGAIN);
+    }
+  }
+  CHECK(ended);
+  ::close(fd);
+  ::close(pair[1]);
 }
