@@ -161,6 +161,8 @@ public:
       http_refused += server->connections_refused();
     }
     if (ctx.limits) guards.limit_refused.emplace_back("http_connections", http_refused);
+    for (auto& [name, t] : ctx.terminators)  // the cluster's links: 4 per node, 8 per address
+      if (name == "cluster") guards.limit_refused.emplace_back("cluster_links", t->refused());
     if (ctx.io_turns)
       guards.io_turn_seconds =
           double(ctx.io_turns->take_longest_ns(server::connection::now_ns())) / 1e9;

@@ -72,7 +72,7 @@ struct http_server::impl {
     auto said = full_said_ns.load();
     if (now - said >= std::chrono::nanoseconds(std::chrono::minutes(1)).count() &&
         full_said_ns.compare_exchange_strong(said, now))
-      spdlog::warn("{} connections are open (limits.max_http_connections on a node): {} "
+      spdlog::warn("{} connections are open (limits.max_http_connections): {} "
                    "listener={} (said once a minute)",
                    max_connections, at_limit, what);
   }

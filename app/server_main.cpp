@@ -93,7 +93,8 @@ server::descriptor_plan share_descriptors(const server_config& cfg) {
                  "most {} of "
                  "limits.max_connections={} worker and client connections, {} of "
                  "limits.max_http_connections={} on each HTTP listener{}",
-                 p.wanted, static_cast<uint64_t>(r.rlim_cur), server::reserved_descriptors,
+                 p.wanted, static_cast<uint64_t>(r.rlim_cur),
+                 server::reserved_descriptors + d.cluster_peers * server::descriptors_per_peer,
                  p.connections, cfg.max_connections, p.http_connections, cfg.max_http_connections,
                  posts);
   }
@@ -193,9 +194,13 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
                                         : tls::dial_tcp("127.0.0.1", *cluster_internal, 1000, &why);
         };
         o.what = "cluster";
-        // Handshakes from anyone who reaches the port hold descriptors: a few links per node.
+        // Handshakes from anyone who reaches the port hold descriptors: a few links per node in
+        // all, and few from one address, so that one stranger cannot take every place.
         o.max_connections = static_cast<uint32_t>(4 * cfg.cluster.nodes.size() + 16);
-        o.limit_name = "the cluster's links: 4 per node, and 16";
+        o.max_per_peer = 8;
+        o.limit_name = "the cluster's links: 4 per node and 16 in all, 8 per address";
+        // A link may stay silent as long as the peer timeout allows.
+        o.stalled_peer_ms = std::max<uint32_t>(30000, cfg.cluster_peer_timeout_ms);
         // Only nodes link: the certificate must name a node's host (workers' certificates from
         // the same CA do not).
         for (auto& n : cfg.cluster.nodes)

@@ -109,6 +109,34 @@ void terminator::add_outbound(int tcp, int plain, std::string peer, std::string 
 }
 
 void terminator::add(int fd, std::string peer, std::string peer_ip) {
+  // Checked here, before the socket waits for the thread: a flood must not queue descriptors.
+  std::string over;
+  if (o_.max_connections != 0 && inbound_.fetch_add(1) >= o_.max_connections) {
+    --inbound_;
+    over = std::to_string(o_.max_connections) + " connections are open (" + o_.limit_name + ")";
+  } else if (o_.max_connections == 0) {
+    ++inbound_;
+  }
+  if (over.empty() && o_.max_per_peer != 0) {
+    std::lock_guard lk{per_peer_mu_};
+    auto& mine = per_peer_[peer_ip];
+    if (mine >= o_.max_per_peer) {
+      --inbound_;
+      over = std::to_string(mine) + " connections from " + peer_ip + " are open";
+    } else {
+      ++mine;
+    }
+  }
+  if (!over.empty()) {
+    ::close(fd);  // before any byte: the peer may try again later
+    refused_++;
+    say(o_.what + peer_ip + "full", over +
+                                        ": new ones are closed as they come, before their "
+                                        "handshake listener=" +
+                                        o_.what + " peer=" + peer);
+    if (o_.dropped) o_.dropped(peer_ip);
+    return;
+  }
   auto c = std::make_unique<conn>();
   c->tcp = fd;
   c->peer = std::move(peer);
@@ -118,6 +146,14 @@ void terminator::add(int fd, std::string peer, std::string peer_ip) {
 
 void terminator::drop(conn& c, bool delivered) {
   if (!delivered && !c.outbound && o_.dropped) o_.dropped(c.peer_ip);
+  if (!c.outbound) {  // its place under max_connections and max_per_peer
+    --inbound_;
+    if (o_.max_per_peer != 0) {
+      std::lock_guard lk{per_peer_mu_};
+      if (auto at = per_peer_.find(c.peer_ip); at != per_peer_.end() && --at->second == 0)
+        per_peer_.erase(at);
+    }
+  }
   ::epoll_ctl(epoll_, EPOLL_CTL_DEL, c.tcp, nullptr);
   if (c.plain >= 0) ::epoll_ctl(epoll_, EPOLL_CTL_DEL, c.plain, nullptr);
 }
@@ -126,6 +162,7 @@ void terminator::say(const std::string& key, const std::string& line) {
   // A peer that keeps failing the same way (a node with the wrong certificate redials every
   // second or two) is logged once a minute; the rest at debug.
   auto now = clock_type::now();
+  std::lock_guard lk{said_mu_};  // add() says too, on the acceptor's thread
   if (said_.size() > 1000) said_.clear();
   auto [it, fresh] = said_.try_emplace(key, now);
   if (fresh || now - it->second >= std::chrono::minutes(1)) {
@@ -301,18 +338,6 @@ void terminator::run() {
           fresh.swap(incoming_);
         }
         for (auto& c : fresh) {
-          if (!c->outbound && o_.max_connections != 0 && inbound_ >= o_.max_connections) {
-            // Closed before any byte: the peer may try again later.
-            refused_++;
-            say(o_.what + "full", std::to_string(o_.max_connections) + " connections are open (" +
-                                      o_.limit_name +
-                                      "): new ones are closed as they come, before their "
-                                      "handshake listener=" +
-                                      o_.what + " peer=" + c->peer);
-            if (o_.dropped) o_.dropped(c->peer_ip);
-            continue;  // its descriptor closes with it
-          }
-          if (!c->outbound) ++inbound_;
           nonblocking(c->tcp);
           c->ssl = SSL_new((c->outbound ? o_.client_ctx : o_.ctx).get());
           SSL_set_fd(c->ssl, c->tcp);
@@ -339,12 +364,6 @@ void terminator::run() {
         c->tls_eof = c->plain_eof = true;
         touched.push_back(p);
       }
-    for (auto& [p, c] : conns)  // a TLS peer that has read nothing of what waits for a while
-      if (c->open && !c->to_tls.empty() && !c->tls_eof &&
-          now - c->sent >= std::chrono::milliseconds(o_.stalled_peer_ms)) {
-        c->tls_eof = c->plain_eof = true;
-        touched.push_back(p);
-      }
     for (auto& [p, c] : conns)  // handshakes that take too long
       if (!c->open && !c->tls_eof && !c->draining &&
           now - c->started >= std::chrono::milliseconds(o_.handshake_timeout_ms)) {
@@ -367,9 +386,26 @@ void terminator::run() {
       bool done = (c.tls_eof && c.plain_eof) || (c.plain_eof && c.to_tls.empty());
       if (done) {
         drop(c, c.open);
-        if (!c.outbound) --inbound_;
         conns.erase(it);
       }
+    }
+    // A TLS peer that took none of what waits for it for stalled_peer_ms (looked at after this
+    // turn's events, so one that just read is not cut, whether or not it closed its side): reset.
+    for (auto it = conns.begin(); it != conns.end();) {
+      auto& c = *it->second;
+      if (!c.open || c.to_tls.empty() || (c.tls_eof && c.plain_eof) ||
+          now - c.sent < std::chrono::milliseconds(o_.stalled_peer_ms)) {
+        ++it;
+        continue;
+      }
+      stalled_++;
+      say(c.peer_ip + "stalled", "closed a TLS peer that took nothing of what waits for it for " +
+                                     std::to_string(o_.stalled_peer_ms) +
+                                     " ms listener=" + o_.what + " peer=" + c.peer);
+      linger reset{1, 0};  // a reset: the kernel does not keep probing a peer that reads nothing
+      ::setsockopt(c.tcp, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+      drop(c, true);
+      it = conns.erase(it);
     }
   }
 }

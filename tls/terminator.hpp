@@ -60,6 +60,8 @@ public:
     uint32_t max_connections = 0;
     /// Names the limit in the warning when it is reached ("limits.max_http_connections").
     std::string limit_name;
+    /// Inbound connections open at once from one address; 0: no limit.
+    uint32_t max_per_peer = 0;
   };
 
   static std::unique_ptr<terminator> start(options o);
@@ -77,7 +79,8 @@ public:
   uint64_t failures() const { return failures_.load(); }    ///< handshakes that failed
   uint64_t timeouts() const { return timeouts_.load(); }    ///< handshakes cut by the timeout
   uint64_t plaintext() const { return plaintext_.load(); }  ///< peers that did not speak TLS
-  uint64_t refused() const { return refused_.load(); }      ///< closed for max_connections
+  uint64_t refused() const { return refused_.load(); }  ///< closed for max_connections/_per_peer
+  uint64_t stalled() const { return stalled_.load(); }  ///< closed by stalled_peer_ms
 
   struct conn;
 
@@ -98,7 +101,11 @@ private:
   std::vector<std::unique_ptr<conn>> incoming_;
   bool stopping_ = false;
   std::atomic<uint64_t> handshakes_{0}, failures_{0}, timeouts_{0}, plaintext_{0}, refused_{0};
-  uint32_t inbound_ = 0;  ///< the thread's: inbound connections it holds
+  std::atomic<uint32_t> inbound_{0};  ///< inbound connections add()ed and not yet dropped
+  std::atomic<uint64_t> stalled_{0};
+  std::mutex per_peer_mu_;
+  std::unordered_map<std::string, uint32_t> per_peer_;  ///< with max_per_peer: held per address
+  std::mutex said_mu_;                                  ///< say()'s
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> said_;  ///< say()'s
 };
 

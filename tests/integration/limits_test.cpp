@@ -258,7 +258,7 @@ TEST_CASE("the admin server holds at most limits.max_http_connections and closes
   auto m = f.metrics_when_served();
   CHECK(counted(m, "fusee_limit_refused_total{limit=\"http_connections\"} "));
   CHECK(m.find("fusee_http_connections{listener=\"admin\"} ") != std::string::npos);
-  CHECK(f.server.log().find("2 connections are open (limits.max_http_connections on a node): new "
+  CHECK(f.server.log().find("2 connections are open (limits.max_http_connections): new "
                             "ones are closed as they come") != std::string::npos);
 }
 
@@ -275,6 +275,6 @@ TEST_CASE("the HTTP API holds at most limits.max_http_connections and lets more 
   auto answer = waiting.read(5s);
   REQUIRE(answer);
   CHECK(answer->rfind("HTTP/1.1 ", 0) == 0);
-  CHECK(f.server.log().find("2 connections are open (limits.max_http_connections on a node): new "
+  CHECK(f.server.log().find("2 connections are open (limits.max_http_connections): new "
                             "ones wait in the kernel's accept queue") != std::string::npos);
 }

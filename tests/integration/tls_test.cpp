@@ -8,6 +8,7 @@
 #include <optional>
 #include <thread>
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -15,6 +16,7 @@
 #include "raw_socket.hpp"
 #include "server_process.hpp"
 #include "tls/acceptor.hpp"
+#include "tls/context.hpp"
 #include "tls/terminator.hpp"
 #include "tls/tunnel.hpp"
 
@@ -241,64 +243,98 @@ TEST_CASE("over TLS a connection past limits.max_http_connections is closed befo
         std::string::npos);
 }
 
-TEST_CASE("a TLS peer that takes none of the bytes waiting for it is closed after the stall "
-          "time, freeing its place") {
-  test::pki certs;
-  tls::terminator::options so;
-  so.ctx = *tls::server_context({certs.at("node.pem"), certs.at("node.key"), ""});
-  so.stalled_peer_ms = 300;
-  so.what = "test";
+namespace {
+
+/// A terminator whose peers stall after 1 s, behind a listener on a free port; each connection it
+/// hands over is kept in `delivered`.
+struct stalling_listener {
   std::mutex mu;
   std::condition_variable cv;
   int delivered = -1;
-  so.deliver = [&](tls::handed_over h) {
-    std::lock_guard lk{mu};
-    delivered = h.fd;
-    cv.notify_all();
-  };
-  auto server = tls::terminator::start(std::move(so));
-  auto listening = tls::acceptor::start("127.0.0.1", 0, *server);
-  REQUIRE(listening);
+  std::unique_ptr<tls::terminator> server;
+  std::unique_ptr<tls::acceptor> listening;
+  explicit stalling_listener(const test::pki& certs) {
+    tls::terminator::options so;
+    so.ctx = *tls::server_context({certs.at("node.pem"), certs.at("node.key"), ""});
+    so.stalled_peer_ms = 1000;
+    so.what = "test";
+    so.deliver = [this](tls::handed_over h) {
+      std::lock_guard lk{mu};
+      delivered = h.fd;
+      cv.notify_all();
+    };
+    server = tls::terminator::start(std::move(so));
+    auto a = tls::acceptor::start("127.0.0.1", 0, *server);
+    REQUIRE(a);
+    listening = std::move(*a);
+  }
+  /// The plaintext end of the connection handed over.
+  int handed_over() {
+    std::unique_lock lk{mu};
+    REQUIRE(cv.wait_for(lk, 5s, [&] { return delivered >= 0; }));
+    return delivered;
+  }
+};
 
+/// Writes to `fd` until it stays full for 200 ms (the kernel's buffers on the way grow for a
+/// while), then waits up to 10 s for the terminator to close its end (POLLHUP: not the end of
+/// the peer's side, which a half-close shows as a read of 0): true if it did.
+bool fills_then_ends(int fd) {
+  std::vector<char> chunk(64 << 10, 'x');
+  auto started = std::chrono::steady_clock::now();
+  bool ended = false;  // (on a slow machine the close may come while this still writes)
+  for (pollfd p{fd, POLLOUT, 0}; !ended && ::poll(&p, 1, 200) > 0 && (p.revents & POLLOUT);) {
+    auto n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    ended = (p.revents & (POLLHUP | POLLERR)) || (n < 0 && errno == EPIPE);
+    if (std::chrono::steady_clock::now() - started > 20s) return false;
+  }
+  auto full = std::chrono::steady_clock::now();
+  while (!ended && std::chrono::steady_clock::now() - full < 10s) {
+    pollfd p{fd, 0, 0};  // POLLHUP and POLLERR are always reported
+    ended = ::poll(&p, 1, 100) > 0 && (p.revents & (POLLHUP | POLLERR));
+  }
+  ::close(fd);
+  return ended;
+}
+
+}  // namespace
+
+TEST_CASE("a TLS peer that takes none of the bytes waiting for it is closed after the stall "
+          "time, freeing its place") {
+  test::pki certs;
+  stalling_listener l(certs);
   // The client side: a terminator dialling out, whose plaintext end this test never reads, so it
   // stops reading TLS once its buffer is full and the server's bytes wait.
   tls::terminator::options co;
-  co.ctx = *tls::server_context({certs.at("node.pem"), certs.at("node.key"), ""});
   co.client_ctx = *tls::client_context({certs.at("ca.pem"), "", "", ""});
   co.what = "client";
   auto client = tls::terminator::start(std::move(co));
   std::string why;
-  int tcp = tls::dial_tcp("127.0.0.1", (*listening)->port(), 5000, &why);
+  int tcp = tls::dial_tcp("127.0.0.1", l.listening->port(), 5000, &why);
   REQUIRE_MESSAGE(tcp >= 0, why);
   int pair[2];
   REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) == 0);
   client->add_outbound(tcp, pair[0], "127.0.0.1", "127.0.0.1");
-  int fd = -1;
-  {
-    std::unique_lock lk{mu};
-    REQUIRE(cv.wait_for(lk, 5s, [&] { return delivered >= 0; }));
-    fd = delivered;
-  }
-  // Fill everything between the server's plaintext end and the unread client end (the kernel's
-  // buffers on the way grow for a while): until the server's end stays full for 200 ms.
-  std::vector<char> chunk(64 << 10, 'x');
-  auto started = std::chrono::steady_clock::now();
-  for (pollfd p{fd, POLLOUT, 0}; ::poll(&p, 1, 200) > 0 && (p.revents & POLLOUT);) {
-    (void)::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    REQUIRE(std::chrono::steady_clock::now() - started < 20s);
-  }
-  // The server's terminator closes the connection after the stall: its plaintext end ends.
-  bool ended = false;
-  auto full = std::chrono::steady_clock::now();
-  while (!ended && std::chrono::steady_clock::now() - full < 10s) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 100) > 0) {
-      char buf[256];
-      auto n = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-      ended = n == 0 || (n < 0 && errno != EAGAIN);
-    }
-  }
-  CHECK(ended);
-  ::close(fd);
+  CHECK(fills_then_ends(l.handed_over()));
+  CHECK(l.server->stalled() == 1);
   ::close(pair[1]);
+}
+
+TEST_CASE("a TLS peer that closes its side (close_notify) and then reads nothing is closed after "
+          "the stall time too") {
+  test::pki certs;
+  stalling_listener l(certs);
+  auto ctx = *tls::client_context({certs.at("ca.pem"), "", "", ""});
+  std::string why;
+  int tcp = tls::dial_tcp("127.0.0.1", l.listening->port(), 5000, &why);
+  REQUIRE_MESSAGE(tcp >= 0, why);
+  ::fcntl(tcp, F_SETFL, ::fcntl(tcp, F_GETFL) & ~O_NONBLOCK);
+  SSL* ssl = SSL_new(ctx.get());
+  tls::expect_peer_name(ssl, "127.0.0.1");
+  SSL_set_fd(ssl, tcp);
+  REQUIRE(SSL_connect(ssl) == 1);
+  SSL_shutdown(ssl);  // this side says no more, and never reads
+  CHECK(fills_then_ends(l.handed_over()));
+  SSL_free(ssl);
+  ::close(tcp);
 }
