@@ -198,7 +198,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
         // all, and few from one address, so that one stranger cannot take every place.
         o.max_connections = static_cast<uint32_t>(4 * cfg.cluster.nodes.size() + 16);
         o.max_per_peer = 8;
-        o.limit_name = "the cluster's links: 4 per node and 16 in all, 8 per address";
+        o.limit_name = "the cluster's links: 4 per node and 16 in all, 8 handshakes per address";
         // A link may stay silent as long as the peer timeout allows.
         o.stalled_peer_ms = std::max<uint32_t>(30000, cfg.cluster_peer_timeout_ms);
         // Only nodes link: the certificate must name a node's host (workers' certificates from

@@ -110,7 +110,7 @@ void terminator::add_outbound(int tcp, int plain, std::string peer, std::string 
 
 void terminator::add(int fd, std::string peer, std::string peer_ip) {
   // Checked here, before the socket waits for the thread: a flood must not queue descriptors.
-  std::string over;
+  std::string over, key = o_.what + "full";
   if (o_.max_connections != 0 && inbound_.fetch_add(1) >= o_.max_connections) {
     --inbound_;
     over = std::to_string(o_.max_connections) + " connections are open (" + o_.limit_name + ")";
@@ -122,7 +122,8 @@ void terminator::add(int fd, std::string peer, std::string peer_ip) {
     auto& mine = per_peer_[peer_ip];
     if (mine >= o_.max_per_peer) {
       --inbound_;
-      over = std::to_string(mine) + " connections from " + peer_ip + " are open";
+      over = std::to_string(mine) + " handshakes from " + peer_ip + " are going on";
+      key += peer_ip;
     } else {
       ++mine;
     }
@@ -130,10 +131,10 @@ void terminator::add(int fd, std::string peer, std::string peer_ip) {
   if (!over.empty()) {
     ::close(fd);  // before any byte: the peer may try again later
     refused_++;
-    say(o_.what + peer_ip + "full", over +
-                                        ": new ones are closed as they come, before their "
-                                        "handshake listener=" +
-                                        o_.what + " peer=" + peer);
+    say(key, over +
+                 ": new ones are closed as they come, before their "
+                 "handshake listener=" +
+                 o_.what + " peer=" + peer);
     if (o_.dropped) o_.dropped(peer_ip);
     return;
   }
@@ -144,16 +145,17 @@ void terminator::add(int fd, std::string peer, std::string peer_ip) {
   enqueue(std::move(c));
 }
 
+void terminator::handshake_ended(conn& c) {
+  if (o_.max_per_peer == 0) return;  // its place under max_per_peer, which counts handshakes
+  std::lock_guard lk{per_peer_mu_};
+  if (auto at = per_peer_.find(c.peer_ip); at != per_peer_.end() && --at->second == 0)
+    per_peer_.erase(at);
+}
+
 void terminator::drop(conn& c, bool delivered) {
   if (!delivered && !c.outbound && o_.dropped) o_.dropped(c.peer_ip);
-  if (!c.outbound) {  // its place under max_connections and max_per_peer
-    --inbound_;
-    if (o_.max_per_peer != 0) {
-      std::lock_guard lk{per_peer_mu_};
-      if (auto at = per_peer_.find(c.peer_ip); at != per_peer_.end() && --at->second == 0)
-        per_peer_.erase(at);
-    }
-  }
+  if (!c.outbound) --inbound_;  // its place under max_connections
+  if (!c.outbound && !c.open) handshake_ended(c);
   ::epoll_ctl(epoll_, EPOLL_CTL_DEL, c.tcp, nullptr);
   if (c.plain >= 0) ::epoll_ctl(epoll_, EPOLL_CTL_DEL, c.plain, nullptr);
 }
@@ -247,6 +249,7 @@ void terminator::pump(conn& c) {
       given = pair[1];
     }
     nonblocking(c.plain);
+    if (!c.outbound) handshake_ended(c);
     c.open = true;
     handshakes_++;
     epoll_event ev{};

@@ -3,8 +3,8 @@
 // (a session broker, libmicrohttpd) reads and writes plaintext as it always did. Bytes are moved
 // both ways with at most one read (16 KiB) held per direction: a side that stops reading stops
 // the other.
-// Threading: add() may be called from any thread; `deliver` and `dropped` run on the
-// terminator's thread.
+// Threading: add() may be called from any thread; `deliver` runs on the terminator's thread,
+// `dropped` there too, or in add() for a connection it refuses.
 #pragma once
 
 #include <atomic>
@@ -54,13 +54,14 @@ public:
     /// A connection given to add() that will never be delivered (failed, timed out, closed).
     std::function<void(const std::string& peer_ip)> dropped;
     std::string what;  ///< names the listener in logs ("workers", "HTTP API", "admin")
-    /// Inbound connections open at once (in their handshake or handed over); more are closed as
-    /// they come, said once a minute, counted in refused() and told to `dropped`. 0: no limit
-    /// (the owner admits them itself, as the worker listener does).
+    /// Inbound connections open at once (in their handshake or handed over); more (or more than
+    /// max_per_peer) are closed as they come, said once a minute, counted in refused() and told
+    /// to `dropped`. 0: no limit (the owner admits them itself, as the worker listener does).
     uint32_t max_connections = 0;
     /// Names the limit in the warning when it is reached ("limits.max_http_connections").
     std::string limit_name;
-    /// Inbound connections open at once from one address; 0: no limit.
+    /// Inbound handshakes going on at once from one address (a stranger's may not take every
+    /// place; nodes behind one address link after theirs); 0: no limit.
     uint32_t max_per_peer = 0;
   };
 
@@ -91,6 +92,8 @@ private:
   /// Hands `c` to the thread (stamped with the time it arrived).
   void enqueue(std::unique_ptr<conn> c);
   void drop(conn& c, bool delivered);
+  /// `c`'s handshake is over (done or not): its place under max_per_peer frees.
+  void handshake_ended(conn& c);
   /// Logs `line` as a warning unless the same `key` was logged in the last minute.
   void say(const std::string& key, const std::string& line);
 

@@ -338,3 +338,61 @@ TEST_CASE("a TLS peer that closes its side (close_notify) and then reads nothing
   SSL_free(ssl);
   ::close(tcp);
 }
+
+TEST_CASE("a terminator's places per address count handshakes only: connections that finished "
+          "theirs leave room, silent ones from that address take it") {
+  test::pki certs;
+  tls::terminator::options so;
+  so.ctx = *tls::server_context({certs.at("node.pem"), certs.at("node.key"), ""});
+  so.max_connections = 10;
+  so.max_per_peer = 2;
+  so.what = "test";
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int> handed;
+  so.deliver = [&](tls::handed_over h) {
+    std::lock_guard lk{mu};
+    handed.push_back(h.fd);
+    cv.notify_all();
+  };
+  auto server = tls::terminator::start(std::move(so));
+  auto listening = tls::acceptor::start("127.0.0.1", 0, *server);
+  REQUIRE(listening);
+  auto ctx = *tls::client_context({certs.at("ca.pem"), "", "", ""});
+  // A client's handshake on a blocking socket: true if the server finished it.
+  auto handshake = [&](int* tcp_out) {
+    std::string why;
+    int tcp = tls::dial_tcp("127.0.0.1", (*listening)->port(), 5000, &why);
+    REQUIRE_MESSAGE(tcp >= 0, why);
+    ::fcntl(tcp, F_SETFL, ::fcntl(tcp, F_GETFL) & ~O_NONBLOCK);
+    timeval five{5, 0};
+    ::setsockopt(tcp, SOL_SOCKET, SO_RCVTIMEO, &five, sizeof five);
+    SSL* ssl = SSL_new(ctx.get());
+    tls::expect_peer_name(ssl, "127.0.0.1");
+    SSL_set_fd(ssl, tcp);
+    bool done = SSL_connect(ssl) == 1;
+    SSL_free(ssl);  // the socket stays open: the connection holds its place
+    *tcp_out = tcp;
+    return done;
+  };
+  std::vector<int> open;
+  for (int i = 0; i < 4; ++i) {  // more than 2, one after another: each finished its handshake
+    int tcp = -1;
+    CHECK(handshake(&tcp));
+    open.push_back(tcp);
+  }
+  {
+    std::unique_lock lk{mu};  // the server's side of all four is done too
+    REQUIRE(cv.wait_for(lk, 5s, [&] { return handed.size() == 4; }));
+  }
+  test::raw_socket silent1((*listening)->port()), silent2((*listening)->port());
+  int tcp = -1;
+  CHECK_FALSE(handshake(&tcp));  // two handshakes from 127.0.0.1 are going on: closed at once
+  open.push_back(tcp);
+  CHECK(server->refused() == 1);
+  for (int fd : open)
+    ::close(fd);
+  std::lock_guard lk{mu};
+  for (int fd : handed)
+    ::close(fd);
+}
