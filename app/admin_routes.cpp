@@ -150,8 +150,8 @@ public:
       for (auto l : server::connection_limits::all)
         guards.limit_refused.emplace_back(server::connection_limits::name(l),
                                           ctx.limits->refused(l));
-      if (ctx.api_bodies_refused)
-        guards.limit_refused.emplace_back("http_body", ctx.api_bodies_refused());
+      if (ctx.api_server)
+        guards.limit_refused.emplace_back("http_body", ctx.api_server->bodies_refused());
     }
     auto* own = ctx.own_server->load();
     uint64_t http_refused = 0;  // both HTTP listeners, one limit

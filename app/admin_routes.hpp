@@ -39,9 +39,8 @@ struct admin_context {
   /// The admin server itself, set once it is up: its terminator ("admin") and its refusals.
   std::shared_ptr<std::atomic<const http_server*>> own_server =
       std::make_shared<std::atomic<const http_server*>>(nullptr);
-  /// Requests the HTTP API refused for their body size (limits.http_body_kb); null: no API.
-  std::function<uint64_t()> api_bodies_refused;
-  /// The HTTP API's server (connections open and refused); null: no API.
+  /// The HTTP API's server (connections open and refused, bodies refused for
+  /// limits.http_body_kb); null: no API.
   const http_server* api_server = nullptr;
   /// The log's failure ("" while it works): /healthz and /readyz fail once it has one. Null: the
   /// log is never asked.

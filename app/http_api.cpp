@@ -215,10 +215,6 @@ http_api::~http_api() {
   self->wait_for(impl_->gateway);
 }
 
-uint64_t http_api::bodies_refused() const {
-  return impl_->server->bodies_refused();
-}
-
 const http_server& http_api::server() const {
   return *impl_->server;
 }

@@ -33,8 +33,6 @@ public:
   uint16_t port() const;
   /// Its TLS terminator (counters for /metrics); null without TLS.
   const tls::terminator* tls() const;
-  /// Requests refused for a body over limits.http_body_kb.
-  uint64_t bodies_refused() const;
   /// Its HTTP server (connections open and refused, for /metrics).
   const http_server& server() const;
   /// The call gateway actor (for the inspector).

@@ -369,7 +369,6 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       actx.io_turns = (*loop)->turns();
       if (acceptor->tls()) actx.terminators.emplace_back("workers", acceptor->tls());
       if (api && api->tls()) actx.terminators.emplace_back("http", api->tls());
-      if (api) actx.api_bodies_refused = [a = api.get()] { return a->bodies_refused(); };
       actx.log_failure = [w = wal.get()] { return w->failure(); };
       if (cluster_tls) actx.terminators.emplace_back("cluster", cluster_tls.get());
       if (api) actx.api_server = &api->server();

@@ -111,17 +111,12 @@ void terminator::add_outbound(int tcp, int plain, std::string peer, std::string 
 void terminator::add(int fd, std::string peer, std::string peer_ip) {
   // Checked here, before the socket waits for the thread: a flood must not queue descriptors.
   std::string over, key = o_.what + "full";
-  if (o_.max_connections != 0 && inbound_.fetch_add(1) >= o_.max_connections) {
-    --inbound_;
+  if (auto held = inbound_.fetch_add(1); o_.max_connections != 0 && held >= o_.max_connections) {
     over = std::to_string(o_.max_connections) + " connections are open (" + o_.limit_name + ")";
-  } else if (o_.max_connections == 0) {
-    ++inbound_;
-  }
-  if (over.empty() && o_.max_per_peer != 0) {
+  } else if (o_.max_per_peer != 0) {
     std::lock_guard lk{per_peer_mu_};
     auto& mine = per_peer_[peer_ip];
     if (mine >= o_.max_per_peer) {
-      --inbound_;
       over = std::to_string(mine) + " handshakes from " + peer_ip + " are going on";
       key += peer_ip;
     } else {
@@ -129,6 +124,7 @@ void terminator::add(int fd, std::string peer, std::string peer_ip) {
     }
   }
   if (!over.empty()) {
+    --inbound_;
     ::close(fd);  // before any byte: the peer may try again later
     refused_++;
     say(key, over +
