@@ -358,18 +358,11 @@ struct encoder {
 /// The most items a decoded list reserves before any of them is read.
 constexpr uint32_t max_reserved_items = 1024;
 
-/// How many strings a frame's lists may hold in all: one per 16 bytes of its body, and at least
-/// 4,096 in any frame. An empty `str` is one byte on the wire and a std::string of 32 in memory
-/// (twice that while its list grows): without a bound, a 96 MiB HELLO of empty types would take
-/// gigabytes. Real lists (a worker's workflow types) hold names of several bytes each.
-constexpr uint64_t strings_allowed(size_t body_size) {
-  return std::max<uint64_t>(body_size / 16, 4096);
-}
-
 /// Reads fields and applies rules as soon as their fields are read.
 struct decoder {
   reader& r;
-  uint64_t strings_left = strings_allowed(r.remaining());  ///< in lists, for the whole frame
+  /// Strings and byte strings the frame's lists may still hold (max_list_items, frame-wide).
+  uint64_t items_left = max_list_items(r.remaining());
 
   bool operator()(const char* n, uint8_t& v) { return r.u8(v, n); }
   bool operator()(const char* n, uint16_t& v) { return r.u16(v, n); }
@@ -394,14 +387,15 @@ struct decoder {
   bool operator()(const char* n, std::vector<T>& v) {
     uint32_t count = 0;
     if (!r.count(count, min_wire_size<T>(), n)) return false;
-    if constexpr (std::is_same_v<T, std::string>) {
-      if (count > strings_left)
-        return r.fail(
-            err_code::too_large,
-            std::string{n} + ": the frame's lists hold more than " +
-                std::to_string(strings_allowed(r.offset() + r.remaining())) +
-                " strings (one per 16 bytes of the body, and at least 4096 in any frame)");
-      strings_left -= count;
+    if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, bytes> ||
+                  std::is_same_v<T, byte_view>) {
+      if (count > items_left)
+        return r.fail(err_code::too_large,
+                      std::string{n} + ": the frame's lists hold more than " +
+                          std::to_string(max_list_items(r.offset() + r.remaining())) +
+                          " strings or records (one per 16 bytes of the body, and at least 4096 "
+                          "in any frame)");
+      items_left -= count;
     }
     v.clear();
     // Room up front for a list of ordinary length only: a hostile count that fits the body's

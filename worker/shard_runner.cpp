@@ -340,8 +340,8 @@ void shard_runner::reply(uint64_t relay, bool ok, const json& body) {
 proto::append shard_runner::take_append(size_t max_bytes) {
   proto::append a{proto::request_head{0, shard_, epoch_}, proto::lsn_t{records_first_}, {}};
   size_t n = 0, bytes = 0;
-  while (n < records_.size() &&
-         (max_bytes == 0 || n == 0 || bytes + records_[n].size() <= max_bytes))
+  uint64_t limit = max_bytes == 0 ? UINT64_MAX : max_bytes;
+  while (n < records_.size() && proto::batch_takes(n, bytes, records_[n].size(), limit))
     bytes += records_[n++].size();
   if (n == records_.size()) {
     a.records = std::move(records_);

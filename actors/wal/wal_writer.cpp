@@ -833,7 +833,8 @@ struct wal_writer::impl {
     sink->on_answer(l.session, std::move(out));
   }
 
-  /// RECOVER_LOG: durable records after `after`, the first always, then while they fit.
+  /// RECOVER_LOG: durable records after `after`, the first always, then while they fit
+  /// (proto::batch_takes: in bytes, and in number for the reader's decoder).
   void serve_read(const wal_read& r) {
     uint32_t s = r.shard.value();
     auto* st = &shards[s];
@@ -872,7 +873,7 @@ struct wal_writer::impl {
         uint64_t this_lsn = sec->first_lsn + i;
         if (this_lsn < lsn) continue;
         auto rec = (*recs)[i];
-        if (!page.records.empty() && total + rec.size() > limit) {
+        if (!proto::batch_takes(page.records.size(), total, rec.size(), limit)) {
           full = true;
           break;
         }

@@ -244,8 +244,8 @@ TEST_CASE("a frame's lists hold at most one string per 16 bytes of its body, and
   REQUIRE_FALSE(over);
   CHECK(over.err().code == err_code::too_large);
   CHECK(over.err().message ==
-        "HELLO: types: the frame's lists hold more than 4096 strings (one per 16 bytes of the "
-        "body, and at least 4096 in any frame)");
+        "HELLO: types: the frame's lists hold more than 4096 strings or records (one per 16 "
+        "bytes of the body, and at least 4096 in any frame)");
   // A MiB of empty types (a million strings, ~32 MiB in memory) is refused the same way; names
   // of 16 bytes (17 on the wire) are allowed as many as fit.
   CHECK(hello_with(1 << 20, "").err().code == err_code::too_large);
@@ -266,4 +266,41 @@ TEST_CASE("a frame's lists hold at most one string per 16 bytes of its body, and
   CHECK(idle_over.err().code == err_code::too_large);
   i.entries.pop_back();
   CHECK(decode(static_cast<uint8_t>(idle::tag), body_of(i)).has_value());
+}
+
+TEST_CASE("an APPEND or a LOG_PAGE holds at most one record per 16 bytes of its body, and at "
+          "least 4096 in any frame, as a view or as copies") {
+  auto append_of = [](size_t n, size_t size) {
+    return body_of(append{request_head{1, shard_id{0}, epoch_t{1}}, lsn_t{1},
+                          std::vector<bytes>(n, bytes(size, 7))});
+  };
+  CHECK(decode_append_view(append_of(4096, 0)).has_value());
+  auto over = decode_append_view(append_of(4097, 0));
+  REQUIRE_FALSE(over);
+  CHECK(over.err().code == err_code::too_large);
+  CHECK(over.err().message.find("APPEND: records: the frame's lists hold more than 4096 strings "
+                                "or records") == 0);
+  CHECK(decode(static_cast<uint8_t>(append::tag), append_of(4097, 0)).err().code ==
+        err_code::too_large);
+  // A million empty records (16 MiB of views) are refused; as many of 15 bytes fit (16 on the
+  // wire each).
+  CHECK(decode_append_view(append_of(1 << 20, 0)).err().code == err_code::too_large);
+  CHECK(decode_append_view(append_of(100'000, 15)).has_value());
+  // The same bound for what a worker reads.
+  log_page page{1, shard_id{0}, lsn_t{1}, std::vector<bytes>(5000, bytes{}), 1, lsn_t{5000}};
+  CHECK(decode(static_cast<uint8_t>(log_page::tag), body_of(page)).err().code ==
+        err_code::too_large);
+  CHECK(max_list_items(0) == 4096);
+  CHECK(max_list_items(16 * 5000) == 5000);
+}
+
+TEST_CASE("a batch takes its first record whatever its size, then more within its byte limit and "
+          "within the records its reader's decoder takes") {
+  CHECK(batch_takes(0, 0, 1000, 10));
+  CHECK(batch_takes(1, 5, 5, 10));
+  CHECK_FALSE(batch_takes(1, 5, 6, 10));
+  CHECK(batch_takes(4095, 0, 0, UINT64_MAX));
+  CHECK_FALSE(batch_takes(4096, 0, 0, UINT64_MAX));  // a 4,097th empty record
+  CHECK(batch_takes(5000, 16 * 5000, 16, UINT64_MAX));
+  CHECK_FALSE(batch_takes(5001, 16 * 5001, 15, UINT64_MAX));
 }

@@ -1052,6 +1052,36 @@ TEST_CASE(
     CHECK(page->records[i] == proto::bytes(400, uint8_t('a' + i + 1)));
 }
 
+TEST_CASE("a read of many empty records is paged by their number too, so that the worker's "
+          "decoder takes each page, and the next read goes on where the page ended") {
+  temp_dir tmp;
+  recording_sink sink;
+  auto wal = open_log(tmp.path, 1, &sink);
+  wal->submit(wal_grant{1, 7, shard_id{0}});
+  REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
+  auto e = sink.granted[0].epoch;
+  // 5,000 empty records in two APPENDs (each within the decoder's 4,096).
+  for (uint64_t first : {uint64_t{1}, uint64_t{2501}})
+    wal->submit(wal_append{7, first, shard_id{0}, epoch_t{e}, lsn_t{first},
+                           append_records::pack(std::vector<proto::bytes>(2500)), nullptr});
+  REQUIRE(
+      sink.await([&] { return !sink.durable.empty() && sink.durable.back().lsn == lsn_t{5000}; }));
+  wal->submit(wal_read{7, 9, shard_id{0}, epoch_t{e}, lsn_t{0}, 1 << 20});
+  REQUIRE(sink.await([&] { return sink.answers.size() == 1; }));
+  auto page = std::get<proto::log_page>(sink.answers[0]);
+  CHECK(page.records.size() == proto::max_list_items(0));
+  CHECK(page.more == 1);
+  auto frame = proto::encode(page);  // as the worker reads it
+  CHECK(proto::decode_response(frame[4], proto::byte_view{frame}.subspan(proto::frame_header_size))
+            .has_value());
+  wal->submit(wal_read{7, 10, shard_id{0}, epoch_t{e}, lsn_t{4096}, 1 << 20});
+  REQUIRE(sink.await([&] { return sink.answers.size() == 2; }));
+  auto rest = std::get<proto::log_page>(sink.answers[1]);
+  CHECK(rest.first_lsn == lsn_t{4097});
+  CHECK(rest.records.size() == 5000 - 4096);
+  CHECK(rest.more == 0);
+}
+
 TEST_CASE("a checkpoint below the shard's checkpoint is refused: the records between them may be "
           "retired, and the one on disk stays") {
   temp_dir tmp;
