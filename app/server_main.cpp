@@ -164,6 +164,10 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
   // while the system shuts down may call submit() (a no-op once stopped), never a freed client.
   std::unique_ptr<server::http_client> http;
   {
+    // The cluster's TLS links (below) outlive the actor system: its middleman closes its own
+    // connections as it stops, instead of seeing them cut under it while actors still exit.
+    std::unique_ptr<tls::terminator> cluster_tls;
+    std::vector<std::unique_ptr<tls::tunnel>> cluster_tunnels;  // dial through cluster_tls
     node_config caf_cfg{cfg};
     caf::actor_system sys{caf_cfg};
     auto directory = server::spawn_directory(sys, cfg, wal.get());
@@ -176,9 +180,8 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     server::cluster_actor cluster;
     // With [tls], the links are mutual TLS 1.3 (CAF's middleman speaks plain TCP, on loopback
     // only): a terminator ends the peers' TLS on cluster_listen and connects each link to the
-    // cluster actor's loopback port; this node dials each peer through a loopback tunnel.
-    std::unique_ptr<tls::terminator> cluster_tls;
-    std::vector<std::unique_ptr<tls::tunnel>> cluster_tunnels;
+    // cluster actor's loopback port; this node dials each peer through a loopback tunnel. (Both
+    // declared before `sys`, above.)
     auto cluster_internal = std::make_shared<std::atomic<uint16_t>>(0);
     if (cfg.clustered) {
       std::map<std::string, std::string> dial_via;
@@ -419,6 +422,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
         }
       }
       spdlog::info("stopping signal={}", sig);
+      cluster_acceptor.reset();  // no new cluster links while the actors stop
       acceptor->stop();
       // Every open connection ends with ERR SHUTTING_DOWN (a worker reconnects with backoff):
       // the actor system cannot stop while a session waits for its peer to close.

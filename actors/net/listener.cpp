@@ -63,13 +63,14 @@ std::unique_ptr<listener> listener::start(caf::actor_system& sys, const std::str
       return std::string(f.begin(), f.end());
     }();
     auto limits = l->limits_;
-    // After stop() no session starts: a handshake that ends then is closed and released. The
-    // terminator itself lives on until the listener does, so the sessions' last frames (ERR
-    // SHUTTING_DOWN) still reach their TLS peers.
-    auto stopped = l->tls_stopped_;
+    // After stop() returns no session starts (the check and the start hold stop()'s lock, so
+    // the owner's ERR SHUTTING_DOWN to every session misses none): a handshake that ends then
+    // is closed and released. The terminator itself lives on until the listener does, so the
+    // sessions' last frames still reach their TLS peers.
     auto* raw = l.get();
-    o.deliver = [raw, stopped, limits](tls::handed_over h) {
-      if (stopped->load()) {
+    o.deliver = [raw, limits](tls::handed_over h) {
+      std::lock_guard<std::mutex> lk{raw->mtx_};
+      if (raw->stopping_) {
         ::close(h.fd);
         if (limits) limits->release(h.peer_ip);
         return;
@@ -194,7 +195,6 @@ void listener::stop() {
     std::lock_guard<std::mutex> lk{mtx_};
     stopping_ = true;
   }
-  tls_stopped_->store(true);
   cv_.notify_all();
   if (fd_ >= 0) {
     ::shutdown(fd_, SHUT_RDWR);

@@ -49,7 +49,6 @@ private:
   bool stopping_ = false;
   std::shared_ptr<connection_limits> limits_;
   std::unique_ptr<tls::terminator> tls_;
-  std::shared_ptr<std::atomic<bool>> tls_stopped_ = std::make_shared<std::atomic<bool>>(false);
   std::chrono::steady_clock::time_point last_refusal_log_{};
 };
 
