@@ -16,20 +16,27 @@ inline constexpr size_t frame_header_size = 13;
 inline constexpr uint32_t max_body_size = 96u << 20;
 /// The largest record: small enough that any record can be appended and recovered in one frame.
 inline constexpr uint32_t max_record_size = max_body_size - 64;
-/// How many strings and byte strings one frame's lists may hold in all: one per 16 bytes of
-/// `body_size`, and at least 4,096 in any frame. An empty one is a byte on the wire and 16 to 32
-/// in memory (twice that while its list grows), so without this bound a 96 MiB frame of empty
-/// items would decode into gigabytes. Decoders refuse more with TOO_LARGE; senders that batch
-/// stop before it (batch_takes).
-inline constexpr uint64_t max_list_items(uint64_t body_size) {
+/// How many strings one frame's lists may hold in all: one per 16 bytes of `body_size`, and at
+/// least 4,096 in any frame. An empty `str` is a byte on the wire and a 32-byte std::string in
+/// memory (twice that while its list grows): without this bound a 96 MiB HELLO of empty types
+/// would decode into gigabytes.
+inline constexpr uint64_t max_list_strings(uint64_t body_size) {
   return body_size / 16 > 4096 ? body_size / 16 : 4096;
 }
+/// How many records (`bytes`) one frame's lists may hold in all: one per 4 bytes of `body_size`,
+/// and at least 4,096 in any frame. An empty record is a byte on the wire and a 16-byte view (24
+/// as a copy) in memory; records of 3 bytes or more (4 on the wire) never meet this bound.
+inline constexpr uint64_t max_list_records(uint64_t body_size) {
+  return body_size / 4 > 4096 ? body_size / 4 : 4096;
+}
 /// Whether a batch of `count` records holding `bytes` in all may take one more of `size` bytes:
-/// the first always; then within `max_bytes` of records and max_list_items. The rule of a
+/// the first always; then within `max_bytes` of records and max_list_records of the bytes they
+/// take on the wire at least (each one's length prefix is a byte or more). The rule of a
 /// worker's APPENDs and a server's LOG_PAGEs, so that the other side decodes them.
 inline constexpr bool batch_takes(uint64_t count, uint64_t bytes, uint64_t size,
                                   uint64_t max_bytes) {
-  return count == 0 || (bytes + size <= max_bytes && count < max_list_items(bytes + size));
+  return count == 0 ||
+         (bytes + size <= max_bytes && count < max_list_records(bytes + size + count + 1));
 }
 
 struct frame {

@@ -361,8 +361,10 @@ constexpr uint32_t max_reserved_items = 1024;
 /// Reads fields and applies rules as soon as their fields are read.
 struct decoder {
   reader& r;
-  /// Strings and byte strings the frame's lists may still hold (max_list_items, frame-wide).
-  uint64_t items_left = max_list_items(r.remaining());
+  /// Strings and records the frame's lists may still hold, frame-wide (max_list_strings,
+  /// max_list_records).
+  uint64_t strings_left = max_list_strings(r.remaining());
+  uint64_t records_left = max_list_records(r.remaining());
 
   bool operator()(const char* n, uint8_t& v) { return r.u8(v, n); }
   bool operator()(const char* n, uint16_t& v) { return r.u16(v, n); }
@@ -387,15 +389,22 @@ struct decoder {
   bool operator()(const char* n, std::vector<T>& v) {
     uint32_t count = 0;
     if (!r.count(count, min_wire_size<T>(), n)) return false;
-    if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, bytes> ||
-                  std::is_same_v<T, byte_view>) {
-      if (count > items_left)
+    if constexpr (std::is_same_v<T, std::string>) {
+      if (count > strings_left)
         return r.fail(err_code::too_large,
                       std::string{n} + ": the frame's lists hold more than " +
-                          std::to_string(max_list_items(r.offset() + r.remaining())) +
-                          " strings or records (one per 16 bytes of the body, and at least 4096 "
-                          "in any frame)");
-      items_left -= count;
+                          std::to_string(max_list_strings(r.offset() + r.remaining())) +
+                          " strings (one per 16 bytes of the body, and at least 4096 in any "
+                          "frame)");
+      strings_left -= count;
+    } else if constexpr (std::is_same_v<T, bytes> || std::is_same_v<T, byte_view>) {
+      if (count > records_left)
+        return r.fail(err_code::too_large,
+                      std::string{n} + ": the frame's lists hold more than " +
+                          std::to_string(max_list_records(r.offset() + r.remaining())) +
+                          " records (one per 4 bytes of the body, and at least 4096 in any "
+                          "frame)");
+      records_left -= count;
     }
     v.clear();
     // Room up front for a list of ordinary length only: a hostile count that fits the body's

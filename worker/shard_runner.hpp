@@ -110,7 +110,8 @@ public:
   // -- what leaves ---------------------------------------------------------------------------
   bool has_records() const { return !records_.empty(); }
   /// The queued records from the first as one APPEND of at most `max_bytes` of records (at
-  /// least one record; 0: no byte limit) and at most as many as proto::max_list_items allows.
+  /// least one record; 0: no byte limit) and within
+  /// proto::batch_takes (our journal's records, 3 bytes and more, never meet its count).
   proto::append take_append(size_t max_bytes = 0);
   /// Frames that may go out now (their records are durable). The caller sends and clears.
   std::vector<proto::any_message>& ready_frames() { return ready_; }

@@ -273,7 +273,7 @@ TEST_CASE("an actor's mailbox count, as its stats read it, includes the messages
       0);
   caf::scoped_actor asker{sys};
   size_t waiting = 0;
-  asker->request(counter, caf::infinite, 3)
+  asker->request(counter, std::chrono::seconds(10), 3)
       .receive([&](size_t n) { waiting = n; }, [](caf::error&) { FAIL("no answer"); });
   CHECK(waiting == 3);
   caf::anon_send_exit(counter, caf::exit_reason::user_shutdown);

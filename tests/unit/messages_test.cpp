@@ -244,8 +244,8 @@ TEST_CASE("a frame's lists hold at most one string per 16 bytes of its body, and
   REQUIRE_FALSE(over);
   CHECK(over.err().code == err_code::too_large);
   CHECK(over.err().message ==
-        "HELLO: types: the frame's lists hold more than 4096 strings or records (one per 16 "
-        "bytes of the body, and at least 4096 in any frame)");
+        "HELLO: types: the frame's lists hold more than 4096 strings (one per 16 bytes of the "
+        "body, and at least 4096 in any frame)");
   // A MiB of empty types (a million strings, ~32 MiB in memory) is refused the same way; names
   // of 16 bytes (17 on the wire) are allowed as many as fit.
   CHECK(hello_with(1 << 20, "").err().code == err_code::too_large);
@@ -268,8 +268,8 @@ TEST_CASE("a frame's lists hold at most one string per 16 bytes of its body, and
   CHECK(decode(static_cast<uint8_t>(idle::tag), body_of(i)).has_value());
 }
 
-TEST_CASE("an APPEND or a LOG_PAGE holds at most one record per 16 bytes of its body, and at "
-          "least 4096 in any frame, as a view or as copies") {
+TEST_CASE("an APPEND or a LOG_PAGE holds at most one record per 4 bytes of its body, and at "
+          "least 4096 in any frame, as views or as copies") {
   auto append_of = [](size_t n, size_t size) {
     return body_of(append{request_head{1, shard_id{0}, epoch_t{1}}, lsn_t{1},
                           std::vector<bytes>(n, bytes(size, 7))});
@@ -278,20 +278,22 @@ TEST_CASE("an APPEND or a LOG_PAGE holds at most one record per 16 bytes of its 
   auto over = decode_append_view(append_of(4097, 0));
   REQUIRE_FALSE(over);
   CHECK(over.err().code == err_code::too_large);
-  CHECK(over.err().message.find("APPEND: records: the frame's lists hold more than 4096 strings "
-                                "or records") == 0);
+  CHECK(over.err().message ==
+        "APPEND: records: the frame's lists hold more than 4096 records (one per 4 bytes of the "
+        "body, and at least 4096 in any frame)");
   CHECK(decode(static_cast<uint8_t>(append::tag), append_of(4097, 0)).err().code ==
         err_code::too_large);
-  // A million empty records (16 MiB of views) are refused; as many of 15 bytes fit (16 on the
-  // wire each).
+  // A million empty records (16 MiB of views for a MiB on the wire) are refused; records of 3
+  // bytes (4 on the wire) are never refused for their number, shorter ones past 4,096 are.
   CHECK(decode_append_view(append_of(1 << 20, 0)).err().code == err_code::too_large);
-  CHECK(decode_append_view(append_of(100'000, 15)).has_value());
+  CHECK(decode_append_view(append_of(1 << 20, 3)).has_value());
+  CHECK(decode_append_view(append_of(12'000, 2)).err().code == err_code::too_large);
   // The same bound for what a worker reads.
   log_page page{1, shard_id{0}, lsn_t{1}, std::vector<bytes>(5000, bytes{}), 1, lsn_t{5000}};
   CHECK(decode(static_cast<uint8_t>(log_page::tag), body_of(page)).err().code ==
         err_code::too_large);
-  CHECK(max_list_items(0) == 4096);
-  CHECK(max_list_items(16 * 5000) == 5000);
+  page.records.assign(5000, bytes(3, 1));
+  CHECK(decode(static_cast<uint8_t>(log_page::tag), body_of(page)).has_value());
 }
 
 TEST_CASE("a batch takes its first record whatever its size, then more within its byte limit and "
@@ -301,6 +303,20 @@ TEST_CASE("a batch takes its first record whatever its size, then more within it
   CHECK_FALSE(batch_takes(1, 5, 6, 10));
   CHECK(batch_takes(4095, 0, 0, UINT64_MAX));
   CHECK_FALSE(batch_takes(4096, 0, 0, UINT64_MAX));  // a 4,097th empty record
-  CHECK(batch_takes(5000, 16 * 5000, 16, UINT64_MAX));
-  CHECK_FALSE(batch_takes(5001, 16 * 5001, 15, UINT64_MAX));
+  CHECK_FALSE(batch_takes(5000, 10'000, 2, UINT64_MAX));
+  CHECK(batch_takes(100'000, 300'000, 3, UINT64_MAX));  // 3-byte records: never cut for number
+  // Whatever batch_takes lets through, the decoder takes.
+  std::vector<bytes> records;
+  uint64_t sum = 0;
+  while (batch_takes(records.size(), sum, 1, UINT64_MAX)) {
+    records.emplace_back(1, 9);
+    sum += 1;
+  }
+  CHECK(records.size() == 4096);  // 1-byte records are 2 on the wire: 4,096 in any frame
+  CHECK(decode_append_view(
+            body_of(append{request_head{1, shard_id{0}, epoch_t{1}}, lsn_t{1}, records}))
+            .has_value());
+  records.emplace_back(1, 9);
+  CHECK_FALSE(decode_append_view(
+      body_of(append{request_head{1, shard_id{0}, epoch_t{1}}, lsn_t{1}, records})));
 }
