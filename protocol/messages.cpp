@@ -385,26 +385,27 @@ struct decoder {
     return true;
   }
   bool operator()(const char* n, byte_view& v) { return r.blob_view(v, n); }
+  /// Takes `count` items of list `n` from the frame's budget `left` (`allowed` for the whole
+  /// body: one item per `per` bytes); else TOO_LARGE naming the bound and `what` it counts.
+  bool take(uint64_t& left, uint32_t count, const char* n, uint64_t (*allowed)(uint64_t),
+            const char* what, int per) {
+    if (count <= left) {
+      left -= count;
+      return true;
+    }
+    return r.fail(err_code::too_large, std::string{n} + ": the frame's lists hold more than " +
+                                           std::to_string(allowed(r.offset() + r.remaining())) +
+                                           " " + what + " (one per " + std::to_string(per) +
+                                           " bytes of the body, and at least 4096 in any frame)");
+  }
   template <class T>
   bool operator()(const char* n, std::vector<T>& v) {
     uint32_t count = 0;
     if (!r.count(count, min_wire_size<T>(), n)) return false;
     if constexpr (std::is_same_v<T, std::string>) {
-      if (count > strings_left)
-        return r.fail(err_code::too_large,
-                      std::string{n} + ": the frame's lists hold more than " +
-                          std::to_string(max_list_strings(r.offset() + r.remaining())) +
-                          " strings (one per 16 bytes of the body, and at least 4096 in any "
-                          "frame)");
-      strings_left -= count;
+      if (!take(strings_left, count, n, max_list_strings, "strings", 16)) return false;
     } else if constexpr (std::is_same_v<T, bytes> || std::is_same_v<T, byte_view>) {
-      if (count > records_left)
-        return r.fail(err_code::too_large,
-                      std::string{n} + ": the frame's lists hold more than " +
-                          std::to_string(max_list_records(r.offset() + r.remaining())) +
-                          " records (one per 4 bytes of the body, and at least 4096 in any "
-                          "frame)");
-      records_left -= count;
+      if (!take(records_left, count, n, max_list_records, "records", 4)) return false;
     }
     v.clear();
     // Room up front for a list of ordinary length only: a hostile count that fits the body's
