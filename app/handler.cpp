@@ -147,6 +147,10 @@ int run_handler(const handler_config& cfg) {
   wopts.max_appends_in_flight = cfg.max_appends_in_flight;
   wopts.security = cfg.security;
   std::string err;
+  http_server::options o;
+  o.max_body = proto::max_invocation_body;
+  o.max_connections = cfg.max_connections;
+  o.limit_name = "fusee handler --max-connections";
   auto srv = http_server::start(
       at->host, at->port,
       [&](const http_exchange& ex) {
@@ -176,7 +180,7 @@ int run_handler(const handler_config& cfg) {
         auto out = rt.invoke(*req);
         return json_reply(out.http_status, out.body);
       },
-      &err, proto::max_invocation_body);
+      &err, std::move(o));
   if (!srv) {
     std::fprintf(stderr, "fusee handler: %s\n", err.c_str());
     return 1;

@@ -188,17 +188,20 @@ std::unique_ptr<http_api> http_api::start(caf::actor_system& sys, server::direct
   im->tokens = std::move(tokens);
   im->hosts = host_allow_list::for_node(settings, tls != nullptr);
   im->gateway = server::spawn_call_gateway(sys, std::move(directory), im);
+  http_server::options o;
+  o.max_body = size_t{settings.http_body_kb} << 10;
+  o.tls = std::move(tls);
+  // Before the body is read: a Host it is not configured under (without tokens), a web page of
+  // another origin, or no token at all (the route's scope is checked once the body is read).
+  o.g = [im](const http_exchange& ex) {
+    if (auto refused = check_host(ex, im->hosts, im->tokens.get())) return refused;
+    if (auto refused = check_origin(ex, im->hosts)) return refused;
+    return check_bearer(ex, im->tokens.get(), proto::scope::read);
+  };
+  o.max_connections = max_connections;
   im->server = http_server::start_async(
       host, port, [im](const http_exchange& ex, http_responder r) { im->serve(ex, std::move(r)); },
-      err, size_t{settings.http_body_kb} << 10, std::move(tls),
-      // Before the body is read: a Host it is not configured under (without tokens), a web page
-      // of another origin, or no token at all (the route's scope is checked once the body is read).
-      [im](const http_exchange& ex) {
-        if (auto refused = check_host(ex, im->hosts, im->tokens.get())) return refused;
-        if (auto refused = check_origin(ex, im->hosts)) return refused;
-        return check_bearer(ex, im->tokens.get(), proto::scope::read);
-      },
-      max_connections);
+      err, std::move(o));
   if (!im->server) {
     caf::anon_send_exit(im->gateway, caf::exit_reason::user_shutdown);
     return nullptr;

@@ -56,7 +56,11 @@ struct http_server::impl {
   size_t max_body = 0;
   std::atomic<uint64_t> bodies_refused{0};  ///< answered 413
   uint32_t max_connections = http_server::default_max_connections;
-  std::string what;                ///< "host:port", for the log
+  std::string limit_name;             ///< the setting that sets max_connections, for the log
+  std::string host;                   ///< as given, for the log
+  std::atomic<uint16_t> port_out{0};  ///< the bound port, once bound
+  /// "host:port" with the bound port, for the log.
+  std::string listener() const { return host + ":" + std::to_string(port_out.load()); }
   bool behind_terminator = false;  ///< with TLS: MHD is handed socketpair ends
   std::mutex daemon_mu;            ///< the terminator's hand-over against the daemon's stop
   bool daemon_stopped = false;     ///< under daemon_mu
@@ -72,11 +76,9 @@ struct http_server::impl {
     auto said = full_said_ns.load();
     if (now - said >= std::chrono::nanoseconds(std::chrono::minutes(1)).count() &&
         full_said_ns.compare_exchange_strong(said, now))
-      spdlog::warn("{} connections are open (limits.max_http_connections): {} "
-                   "listener={} (said once a minute)",
-                   max_connections, at_limit, what);
+      spdlog::warn("{} connections are open ({}): {} listener={} (said once a minute)",
+                   max_connections, limit_name, at_limit, listener());
   }
-  uint16_t port_out = 0;
   std::mutex mu;
   std::set<std::shared_ptr<pending_reply>> open;  // async requests not completed yet
   bool stopping = false;                          // under mu: no connection is suspended any more
@@ -255,7 +257,7 @@ sockaddr_in ipv4(const std::string& host, uint16_t port, std::string* err) {
 
 std::unique_ptr<http_server> finish_start(std::unique_ptr<http_server> s, MHD_Daemon* d,
                                           const std::string& host, uint16_t port, std::string* err,
-                                          http_server::impl* impl, uint16_t* port_out) {
+                                          http_server::impl* impl) {
   impl->daemon = d;
   if (d == nullptr) {
     *err =
@@ -263,7 +265,7 @@ std::unique_ptr<http_server> finish_start(std::unique_ptr<http_server> s, MHD_Da
     return nullptr;
   }
   auto* info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-  *port_out = info ? info->port : port;
+  impl->port_out = info ? info->port : port;
   return s;
 }
 
@@ -288,7 +290,8 @@ void log_mhd(void* cls, const char* fmt, va_list ap) {
     im->say_full();
     return;
   }
-  spdlog::warn("HTTP server {}: {}", im->what, text.substr(0, text.find_last_not_of("\n") + 1));
+  spdlog::warn("HTTP server {}: {}", im->listener(),
+               text.substr(0, text.find_last_not_of("\n") + 1));
 }
 
 /// Counts the connections open. In the async mode (epoll) libmicrohttpd stops polling its
@@ -327,7 +330,7 @@ bool start_tls(http_server::impl* im, const std::string& host, uint16_t port, tl
   };
   o.what = "HTTP " + host + ":" + std::to_string(port);
   o.max_connections = im->max_connections;  // handshakes count: each holds a descriptor
-  o.limit_name = "limits.max_http_connections";
+  o.limit_name = im->limit_name;
   im->tls = tls::terminator::start(std::move(o));
   auto a = tls::acceptor::start(host, port, *im->tls);
   if (!a) {
@@ -353,7 +356,7 @@ std::unique_ptr<http_server> start_daemon(std::unique_ptr<http_server> s, http_s
                                           std::string* err, tls::ctx_ptr tls) {
   auto addr = ipv4(host, port, err);
   if (addr.sin_family == 0) return nullptr;
-  im->what = host + ":" + std::to_string(port);
+  im->host = host;
   im->behind_terminator = tls != nullptr;
   if (tls) {
     auto* d = MHD_start_daemon(flags | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
@@ -377,38 +380,51 @@ std::unique_ptr<http_server> start_daemon(std::unique_ptr<http_server> s, http_s
       MHD_OPTION_NOTIFY_CONNECTION, &on_connection, im, MHD_OPTION_NOTIFY_COMPLETED, &on_completed,
       im, MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_CONNECTION_LIMIT,
       static_cast<unsigned>(im->max_connections), MHD_OPTION_END);
-  return finish_start(std::move(s), d, host, port, err, im, &im->port_out);
+  return finish_start(std::move(s), d, host, port, err, im);
 }
 }  // namespace
 
-std::unique_ptr<http_server> http_server::start(const std::string& host, uint16_t port, handler h,
-                                                std::string* err, size_t max_body, tls::ctx_ptr tls,
-                                                gate g, uint32_t max_connections) {
+/// A server not started yet, with `o`'s bounds and names.
+std::unique_ptr<http_server> http_server::make(http_server::options o) {
   std::unique_ptr<http_server> s{new http_server};
   s->impl_ = std::make_unique<impl>();
-  s->impl_->h = std::move(h);
-  s->impl_->g = std::move(g);
-  s->impl_->max_body = max_body;
-  s->impl_->max_connections = max_connections;
+  s->impl_->g = std::move(o.g);
+  s->impl_->max_body = o.max_body;
+  s->impl_->max_connections = o.max_connections;
+  s->impl_->limit_name = std::move(o.limit_name);
+  return s;
+}
+
+std::unique_ptr<http_server> http_server::start(const std::string& host, uint16_t port, handler h,
+                                                std::string* err, options o) {
+  auto tls = std::move(o.tls);
+  auto s = make(std::move(o));
   auto* im = s->impl_.get();
+  im->h = std::move(h);
   return start_daemon(std::move(s), im, host, port, MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL,
                       err, std::move(tls));
 }
 
 std::unique_ptr<http_server> http_server::start_async(const std::string& host, uint16_t port,
                                                       async_handler h, std::string* err,
-                                                      size_t max_body, tls::ctx_ptr tls, gate g,
-                                                      uint32_t max_connections) {
-  std::unique_ptr<http_server> s{new http_server};
-  s->impl_ = std::make_unique<impl>();
-  s->impl_->ah = std::move(h);
-  s->impl_->g = std::move(g);
-  s->impl_->max_body = max_body;
-  s->impl_->max_connections = max_connections;
+                                                      options o) {
+  auto tls = std::move(o.tls);
+  auto s = make(std::move(o));
   auto* im = s->impl_.get();
+  im->ah = std::move(h);
   if (!tls) im->at_limit = "new ones wait in the kernel's accept queue until one closes";
   return start_daemon(std::move(s), im, host, port, MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, err,
                       std::move(tls));
+}
+
+std::unique_ptr<http_server> http_server::start(const std::string& host, uint16_t port, handler h,
+                                                std::string* err) {
+  return start(host, port, std::move(h), err, options{});
+}
+
+std::unique_ptr<http_server> http_server::start_async(const std::string& host, uint16_t port,
+                                                      async_handler h, std::string* err) {
+  return start_async(host, port, std::move(h), err, options{});
 }
 
 uint64_t http_server::bodies_refused() const {

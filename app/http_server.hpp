@@ -62,21 +62,33 @@ public:
   /// limits.max_http_connections' default (libmicrohttpd's own is 1,020).
   static constexpr uint32_t default_max_connections = 1024;
 
-  /// Serves on host:port (numeric IPv4; port 0 = any free port) until destroyed; HTTPS (TLS 1.3)
-  /// with `tls`. Bodies over `max_body` bytes get 413 (before they are read, when their
-  /// Content-Length says so); `g` first, if given. At most `max_connections` (at least 1)
-  /// connections are open at once (with TLS, handshakes included): more are closed as they come
-  /// and counted, or with start_async() without TLS wait in the kernel's accept queue; either is
-  /// said once a minute. nullptr and `*err` on failure.
+  /// What bounds a server, and what its log names the bound after. (Overloads stand for a
+  /// default argument: GCC cannot take `= {}` of a nested struct with member initializers.)
+  struct options {
+    size_t max_body = 1 << 20;  ///< larger bodies get 413
+    tls::ctx_ptr tls;           ///< HTTPS (TLS 1.3) when set
+    gate g;                     ///< asked before a body is read, if set
+    /// Connections open at once (at least 1; with TLS, handshakes included).
+    uint32_t max_connections = default_max_connections;
+    /// The setting or option that sets max_connections, named when the limit is reached.
+    std::string limit_name = "limits.max_http_connections";
+  };
+
+  /// Serves on host:port (numeric IPv4; port 0 = any free port) until destroyed; HTTPS with
+  /// `o.tls`. Bodies over `o.max_body` bytes get 413 (before they are read, when their
+  /// Content-Length says so); `o.g` first, if given. At most `o.max_connections` connections
+  /// are open at once: more are closed as they come and counted, or with start_async() without
+  /// TLS wait in the kernel's accept queue; either is said once a minute, naming
+  /// `o.limit_name` and the listener's bound port. nullptr and `*err` on failure.
   static std::unique_ptr<http_server> start(const std::string& host, uint16_t port, handler h,
-                                            std::string* err, size_t max_body = 1 << 20,
-                                            tls::ctx_ptr tls = nullptr, gate g = nullptr,
-                                            uint32_t max_connections = default_max_connections);
+                                            std::string* err, options o);
+  static std::unique_ptr<http_server> start(const std::string& host, uint16_t port, handler h,
+                                            std::string* err);
   /// As start(), with an async handler on one polling thread.
-  static std::unique_ptr<http_server>
-  start_async(const std::string& host, uint16_t port, async_handler h, std::string* err,
-              size_t max_body = 1 << 20, tls::ctx_ptr tls = nullptr, gate g = nullptr,
-              uint32_t max_connections = default_max_connections);
+  static std::unique_ptr<http_server> start_async(const std::string& host, uint16_t port,
+                                                  async_handler h, std::string* err, options o);
+  static std::unique_ptr<http_server> start_async(const std::string& host, uint16_t port,
+                                                  async_handler h, std::string* err);
   ~http_server();
   uint16_t port() const;
   /// Its TLS terminator (counters for /metrics); null without TLS.
@@ -92,6 +104,7 @@ public:
 
 private:
   http_server() = default;
+  static std::unique_ptr<http_server> make(options o);
   std::unique_ptr<impl> impl_;
 };
 

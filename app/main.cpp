@@ -104,6 +104,10 @@ int main(int argc, char** argv) {
   handler->add_option("--ready-file", hcfg.ready_file, "write listen=host:port here once serving");
   handler->add_option("--linger-ms", hcfg.linger_ms, "leave after this long without a call");
   add_window_option(handler, hcfg.max_appends_in_flight);
+  handler
+      ->add_option("--max-connections", hcfg.max_connections,
+                   "connections served at once, a thread each; more are closed as they come")
+      ->check(CLI::Range(1, 1000000));
   handler->add_option("--fail-status", hcfg.fail_status, "answer every POST with this status");
   handler->add_option("--due-in-ms", hcfg.due_in_ms, "report a timer this far ahead in IDLE");
   handler->add_option("--report-flags", hcfg.report_flags, "IDLE flags: 1 BUSY, 2 EXPIRED")

@@ -376,10 +376,12 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       if (cluster_tls) actx.terminators.emplace_back("cluster", cluster_tls.get());
       if (api) actx.api_server = &api->server();
       auto own_server = actx.own_server;
-      auto gate = admin_gate(actx);
+      http_server::options o;
+      o.tls = tls_ctx;
+      o.g = admin_gate(actx);
+      o.max_connections = descriptors.http_connections;
       admin = http_server::start(admin_at->host, admin_at->port, admin_routes(sys, std::move(actx)),
-                                 &aerr, 1 << 20, tls_ctx, std::move(gate),
-                                 descriptors.http_connections);
+                                 &aerr, std::move(o));
       if (!admin) {
         refuse_start("server.admin_listen", aerr);
       } else {

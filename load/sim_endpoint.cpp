@@ -26,6 +26,8 @@ std::unique_ptr<sim_endpoint> sim_endpoint::start(const worker::registry& types,
   e->b_ = std::move(behaviour);
   e->rng_.state = seed;
   auto* self = e.get();
+  app::http_server::options o;
+  o.max_body = proto::max_invocation_body;
   e->http_ = app::http_server::start(
       "127.0.0.1", 0,
       [self](const app::http_exchange& ex) {
@@ -78,7 +80,7 @@ std::unique_ptr<sim_endpoint> sim_endpoint::start(const worker::registry& types,
         }
         return app::http_reply{out.http_status, "application/json", out.body};
       },
-      err, proto::max_invocation_body);
+      err, std::move(o));
   if (!e->http_) return nullptr;
   return e;
 }

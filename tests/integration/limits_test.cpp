@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "handler_process.hpp"
 #include "raw_socket.hpp"
 #include "server_process.hpp"
 
@@ -260,6 +261,23 @@ TEST_CASE("the admin server holds at most limits.max_http_connections and closes
   CHECK(m.find("fusee_http_connections{listener=\"admin\"} ") != std::string::npos);
   CHECK(f.server.log().find("2 connections are open (limits.max_http_connections): new "
                             "ones are closed as they come") != std::string::npos);
+}
+
+TEST_CASE("fusee handler serves at most --max-connections and closes more, naming that option "
+          "and its bound port in the log") {
+  test::handler_process h({"--max-connections", "1"});
+  test::raw_socket held(h.port, request_begun);
+  test::raw_socket extra(h.port, request);
+  auto got = extra.read(5s);
+  REQUIRE(got);
+  CHECK(got->empty());
+  std::string said = "1 connections are open (fusee handler --max-connections): new ones are "
+                     "closed as they come listener=127.0.0.1:" +
+                     std::to_string(h.port) + " ";
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (h.log().find(said) == std::string::npos && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);  // polls the log for the line, with a deadline
+  CHECK_MESSAGE(h.log().find(said) != std::string::npos, h.log());
 }
 
 TEST_CASE("the HTTP API holds at most limits.max_http_connections and lets more wait until one "

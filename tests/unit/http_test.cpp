@@ -119,7 +119,9 @@ TEST_CASE("curl's connect time-out is a failure to reach the endpoint, not an an
 
 TEST_CASE("the HTTP server refuses oversized bodies with 413") {
   std::string err;
-  auto srv = app::http_server::start("127.0.0.1", 0, handle, &err, 16);
+  app::http_server::options o;
+  o.max_body = 16;
+  auto srv = app::http_server::start("127.0.0.1", 0, handle, &err, o);
   REQUIRE(srv);
   results got;
   server::http_client client;
