@@ -1,6 +1,9 @@
 #include "actors/http_client.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <list>
+#include <map>
 #include <memory>
 #include <unordered_map>
 
@@ -16,6 +19,9 @@ struct transfer {
   std::string response;
   char errbuf[CURL_ERROR_SIZE] = {0};
   std::chrono::steady_clock::time_point started;
+  /// While it waits for a connection: its place in the deadline index (timeout_ms > 0 only).
+  std::multimap<std::chrono::steady_clock::time_point, transfer*>::iterator expiry;
+  std::list<std::unique_ptr<transfer>>::iterator place;  ///< in the waiting line
   ~transfer() { curl_slist_free_all(headers); }
 };
 
@@ -36,7 +42,7 @@ bool http_client::answer_timed_out(bool curl_timed_out, double elapsed_ms, uint3
   return curl_timed_out && timeout_ms > 0 && elapsed_ms >= static_cast<double>(timeout_ms);
 }
 
-http_client::http_client(uint32_t max_connections) {
+http_client::http_client(uint32_t max_connections) : max_connections_(max_connections) {
   multi_ = curl_multi_init();
   if (max_connections > 0) {  // open at once, and kept open for reuse
     curl_multi_setopt(multi_, CURLMOPT_MAX_TOTAL_CONNECTIONS, static_cast<long>(max_connections));
@@ -81,28 +87,66 @@ void http_client::stop() {
 }
 
 void http_client::run() {
+  using clock = std::chrono::steady_clock;
   auto* multi = static_cast<CURLM*>(multi_);
   std::unordered_map<CURL*, std::unique_ptr<transfer>> active;
+  // POSTs beyond max_connections wait here, not in curl: curl 7.88 does not time out a transfer
+  // that waits for a connection, so each one's deadline is kept here.
+  std::list<std::unique_ptr<transfer>> waiting;
+  std::multimap<clock::time_point, transfer*> expiries;
+  auto report = [&](transfer& t, http_result res) {
+    res.id = t.req.id;
+    res.total_ms = std::chrono::duration<double, std::milli>(clock::now() - t.started).count();
+    --in_flight_;
+    if (t.req.done) t.req.done(std::move(res));
+  };
   auto finish = [&](CURL* easy, transfer& t, CURLcode code) {
     http_result res;
-    res.id = t.req.id;
     if (code == CURLE_OK) {
       long status = 0;
       curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
       res.status = status;
     }
     res.body = std::move(t.response);
-    res.total_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t.started)
-            .count();
     if (code != CURLE_OK) {
       res.error = t.errbuf[0] ? t.errbuf : curl_easy_strerror(code);
-      res.timed_out =
-          answer_timed_out(code == CURLE_OPERATION_TIMEDOUT, res.total_ms, t.req.timeout_ms);
+      double elapsed = std::chrono::duration<double, std::milli>(clock::now() - t.started).count();
+      res.timed_out = answer_timed_out(code == CURLE_OPERATION_TIMEDOUT, elapsed, t.req.timeout_ms);
     }
-    --in_flight_;
-    if (t.req.done) t.req.done(std::move(res));
+    report(t, std::move(res));
   };
+  auto start = [&](std::unique_ptr<transfer> t) {
+    CURL* easy = curl_easy_init();
+    curl_easy_setopt(easy, CURLOPT_URL, t->req.url.c_str());
+    curl_easy_setopt(easy, CURLOPT_POST, 1L);
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDS, t->req.body.data());  // not copied: kept in t
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
+                     static_cast<curl_off_t>(t->req.body.size()));
+    for (auto& h : t->req.headers)
+      t->headers = curl_slist_append(t->headers, h.c_str());
+    t->headers = curl_slist_append(t->headers, "Expect:");  // no 100-continue round trip
+    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t->headers);
+    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(easy, CURLOPT_WRITEDATA, t.get());
+    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t->errbuf);
+    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+    if (t->req.timeout_ms > 0) {  // what is left of it after the wait for a connection
+      auto waited =
+          std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - t->started);
+      auto left = std::max<int64_t>(1, int64_t{t->req.timeout_ms} - waited.count());
+      curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(left));
+    }
+    if (!t->req.ca_file.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, t->req.ca_file.c_str());
+    if (!t->req.cert_file.empty()) {
+      curl_easy_setopt(easy, CURLOPT_SSLCERT, t->req.cert_file.c_str());
+      curl_easy_setopt(easy, CURLOPT_SSLKEY, t->req.key_file.c_str());
+    }
+    curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_multi_add_handle(multi, easy);
+    active.emplace(easy, std::move(t));
+  };
+  auto has_room = [&] { return max_connections_ == 0 || active.size() < max_connections_; };
   while (!stop_) {
     std::deque<http_request> fresh;
     {
@@ -112,32 +156,16 @@ void http_client::run() {
     for (auto& r : fresh) {
       auto t = std::make_unique<transfer>();
       t->req = std::move(r);
-      t->started = std::chrono::steady_clock::now();
-      CURL* easy = curl_easy_init();
-      curl_easy_setopt(easy, CURLOPT_URL, t->req.url.c_str());
-      curl_easy_setopt(easy, CURLOPT_POST, 1L);
-      curl_easy_setopt(easy, CURLOPT_POSTFIELDS, t->req.body.data());  // not copied: kept in t
-      curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
-                       static_cast<curl_off_t>(t->req.body.size()));
-      for (auto& h : t->req.headers)
-        t->headers = curl_slist_append(t->headers, h.c_str());
-      t->headers = curl_slist_append(t->headers, "Expect:");  // no 100-continue round trip
-      curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t->headers);
-      curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_write);
-      curl_easy_setopt(easy, CURLOPT_WRITEDATA, t.get());
-      curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t->errbuf);
-      curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
-      curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
-      if (t->req.timeout_ms > 0)
-        curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(t->req.timeout_ms));
-      if (!t->req.ca_file.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, t->req.ca_file.c_str());
-      if (!t->req.cert_file.empty()) {
-        curl_easy_setopt(easy, CURLOPT_SSLCERT, t->req.cert_file.c_str());
-        curl_easy_setopt(easy, CURLOPT_SSLKEY, t->req.key_file.c_str());
+      t->started = clock::now();
+      if (waiting.empty() && has_room()) {
+        start(std::move(t));
+        continue;
       }
-      curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
-      curl_multi_add_handle(multi, easy);
-      active.emplace(easy, std::move(t));
+      auto* raw = t.get();
+      raw->place = waiting.insert(waiting.end(), std::move(t));
+      if (raw->req.timeout_ms > 0)
+        raw->expiry =
+            expiries.emplace(raw->started + std::chrono::milliseconds(raw->req.timeout_ms), raw);
     }
     int running = 0;
     curl_multi_perform(multi, &running);
@@ -151,13 +179,46 @@ void http_client::run() {
       curl_easy_cleanup(msg->easy_handle);
       active.erase(it);
     }
-    curl_multi_poll(multi, nullptr, 0, 1000, nullptr);
+    // Those whose time ran out while they waited were never sent: they fail, not time out (no
+    // endpoint was slow; the node's connections were all in use).
+    auto now = clock::now();
+    while (!expiries.empty() && expiries.begin()->first <= now) {
+      transfer* t = expiries.begin()->second;
+      expiries.erase(expiries.begin());
+      auto owned = std::move(*t->place);
+      waiting.erase(t->place);
+      http_result res;
+      res.error = "not sent: no connection free within its " + std::to_string(t->req.timeout_ms) +
+                  " ms (all " + std::to_string(max_connections_) +
+                  " connections that the node's file descriptors leave the invoker were in use)";
+      report(*owned, std::move(res));
+    }
+    bool started_any = false;
+    while (!waiting.empty() && has_room()) {
+      auto t = std::move(waiting.front());
+      waiting.pop_front();
+      if (t->req.timeout_ms > 0) expiries.erase(t->expiry);
+      start(std::move(t));
+      started_any = true;
+    }
+    if (started_any) continue;  // let curl begin them before sleeping
+    int wait_ms = 1000;
+    if (!expiries.empty()) {
+      auto until = std::chrono::ceil<std::chrono::milliseconds>(expiries.begin()->first - now);
+      wait_ms = static_cast<int>(std::clamp<int64_t>(until.count(), 0, wait_ms));
+    }
+    curl_multi_poll(multi, nullptr, 0, wait_ms, nullptr);
   }
   for (auto& [easy, t] : active) {
     std::snprintf(t->errbuf, sizeof(t->errbuf), "aborted: the server is stopping");
     finish(easy, *t, CURLE_ABORTED_BY_CALLBACK);
     curl_multi_remove_handle(multi, easy);
     curl_easy_cleanup(easy);
+  }
+  for (auto& t : waiting) {
+    http_result res;
+    res.error = "aborted: the server is stopping";
+    report(*t, std::move(res));
   }
   std::deque<http_request> never;
   {

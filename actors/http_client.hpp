@@ -53,9 +53,10 @@ public:
 class http_client final : public http_sender {
 public:
   /// Call curl_global_init() before any thread exists (STACK.md §7.16), then construct. At most
-  /// `max_connections` connections are open at once (the node's descriptor plan; 0: no limit):
-  /// more POSTs wait in curl for one. curl 7.88 does not end a waiting POST at its time-out: one
-  /// whose time ran out meanwhile fails as timed out when it gets a connection.
+  /// `max_connections` POSTs run at once (the node's descriptor plan; 0: no limit): more wait
+  /// here in order for one to end, each counting its wait against its time-out (`timeout_ms`
+  /// covers the wait and the transfer). One whose time runs out while it waits is never sent
+  /// and fails then, with an error saying why (not `timed_out`: no endpoint was slow).
   explicit http_client(uint32_t max_connections = 0);
   ~http_client();
   http_client(const http_client&) = delete;
@@ -73,6 +74,7 @@ public:
 private:
   void run();
 
+  uint32_t max_connections_ = 0;
   void* multi_ = nullptr;  // CURLM*
   std::mutex mtx_;
   std::deque<http_request> queue_;

@@ -167,3 +167,48 @@ TEST_CASE("the HTTP client holds at most its max_connections open: more POSTs wa
     CHECK(got.await(id).status == 200);
   CHECK(arrived == 4);
 }
+
+TEST_CASE("a POST that waits for a connection past its time-out is never sent and fails then, "
+          "saying why, while the POST holding the connection goes on") {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  std::mutex mtx;
+  std::condition_variable cv;
+  int arrived = 0;
+  bool released = false;
+  auto hold = [&](const app::http_exchange&) {
+    std::unique_lock<std::mutex> lk{mtx};
+    ++arrived;
+    cv.notify_all();
+    cv.wait_for(lk, std::chrono::seconds(10), [&] { return released; });
+    return app::http_reply{200, "application/json", "{}"};
+  };
+  std::string err;
+  auto srv = app::http_server::start("127.0.0.1", 0, hold, &err);
+  REQUIRE_MESSAGE(srv, err);
+  results got;
+  server::http_client client(1);
+  client.submit(signed_post(got, 1, srv->port(), "s3cret"));
+  {
+    std::unique_lock<std::mutex> lk{mtx};
+    REQUIRE(cv.wait_for(lk, std::chrono::seconds(10), [&] { return arrived == 1; }));
+  }
+  auto waits = signed_post(got, 2, srv->port(), "s3cret");
+  waits.timeout_ms = 300;
+  client.submit(std::move(waits));
+  auto failed = got.await(2);  // while the first still holds the one connection
+  CHECK(failed.status == 0);
+  CHECK_FALSE(failed.timed_out);  // no endpoint was slow
+  CHECK(failed.error ==
+        "not sent: no connection free within its 300 ms (all 1 connections that the node's file "
+        "descriptors leave the invoker were in use)");
+  CHECK(failed.total_ms >= 300);
+  CHECK(failed.total_ms < 5000);
+  {
+    std::lock_guard<std::mutex> lk{mtx};
+    CHECK(arrived == 1);  // never sent
+    released = true;
+    cv.notify_all();
+  }
+  CHECK(got.await(1).status == 200);
+  CHECK(client.in_flight() == 0);
+}
