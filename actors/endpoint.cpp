@@ -175,9 +175,11 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
         auto i = st.invocations.find(id);
         if (i == st.invocations.end()) return;
         auto inv = i->second;
-        st.m.total_ms += static_cast<uint64_t>(total_ms);
-        st.m.max_ms = std::max(st.m.max_ms, static_cast<uint64_t>(total_ms));
-        st.m.duration.observe(static_cast<double>(total_ms) / 1000.0);
+        if (out.sent) {  // a POST never sent says nothing of the endpoint's latency
+          st.m.total_ms += static_cast<uint64_t>(total_ms);
+          st.m.max_ms = std::max(st.m.max_ms, static_cast<uint64_t>(total_ms));
+          st.m.duration.observe(static_cast<double>(total_ms) / 1000.0);
+        }
         bool ok = status >= 200 && status < 300;
         bool success = ok && inv.leased;
         bool preempted = ok && !inv.leased && inv.session != 0;

@@ -36,6 +36,10 @@ size_t on_write(char* data, size_t size, size_t n, void* user) {
 
 }  // namespace
 
+namespace {
+constexpr const char* not_sent_stopping = "not sent: the server is stopping";
+}  // namespace
+
 bool http_client::answer_timed_out(bool curl_timed_out, double elapsed_ms, uint32_t timeout_ms) {
   // curl says "timed out" for its connect time-out too: that one is a failure to reach the
   // endpoint, ended before the whole transfer's time was up.
@@ -58,6 +62,7 @@ http_client::~http_client() {
 
 void http_client::submit(http_request req) {
   bool queued = false;
+  ++in_flight_;  // before the curl thread can see it (and count it out)
   {
     std::lock_guard<std::mutex> lk{mtx_};
     if (!stop_) {
@@ -66,13 +71,14 @@ void http_client::submit(http_request req) {
     }
   }
   if (!queued) {  // the server is stopping: answered here, as the header promises
+    --in_flight_;
     http_result res;
     res.id = req.id;
-    res.error = "not sent: the server is stopping";
+    res.error = not_sent_stopping;
+    res.sent = false;
     if (req.done) req.done(std::move(res));
     return;
   }
-  ++in_flight_;
   curl_multi_wakeup(static_cast<CURLM*>(multi_));
 }
 
@@ -94,13 +100,20 @@ void http_client::run() {
   // that waits for a connection, so each one's deadline is kept here.
   std::list<std::unique_ptr<transfer>> waiting;
   std::multimap<clock::time_point, transfer*> expiries;
-  auto report = [&](transfer& t, http_result res) {
+  auto report = [&](transfer& t, http_result res, clock::time_point now) {
     res.id = t.req.id;
-    res.total_ms = std::chrono::duration<double, std::milli>(clock::now() - t.started).count();
+    res.total_ms = std::chrono::duration<double, std::milli>(now - t.started).count();
     --in_flight_;
     if (t.req.done) t.req.done(std::move(res));
   };
+  auto not_sent = [&](transfer& t, std::string why) {
+    http_result res;
+    res.error = std::move(why);
+    res.sent = false;
+    report(t, std::move(res), clock::now());
+  };
   auto finish = [&](CURL* easy, transfer& t, CURLcode code) {
+    auto now = clock::now();
     http_result res;
     if (code == CURLE_OK) {
       long status = 0;
@@ -110,13 +123,14 @@ void http_client::run() {
     res.body = std::move(t.response);
     if (code != CURLE_OK) {
       res.error = t.errbuf[0] ? t.errbuf : curl_easy_strerror(code);
-      double elapsed = std::chrono::duration<double, std::milli>(clock::now() - t.started).count();
+      double elapsed = std::chrono::duration<double, std::milli>(now - t.started).count();
       res.timed_out = answer_timed_out(code == CURLE_OPERATION_TIMEDOUT, elapsed, t.req.timeout_ms);
     }
-    report(t, std::move(res));
+    report(t, std::move(res), now);
   };
   auto start = [&](std::unique_ptr<transfer> t) {
     CURL* easy = curl_easy_init();
+    if (easy == nullptr) return not_sent(*t, "not sent: curl could not start a transfer");
     curl_easy_setopt(easy, CURLOPT_URL, t->req.url.c_str());
     curl_easy_setopt(easy, CURLOPT_POST, 1L);
     curl_easy_setopt(easy, CURLOPT_POSTFIELDS, t->req.body.data());  // not copied: kept in t
@@ -143,7 +157,10 @@ void http_client::run() {
       curl_easy_setopt(easy, CURLOPT_SSLKEY, t->req.key_file.c_str());
     }
     curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_multi_add_handle(multi, easy);
+    if (auto rc = curl_multi_add_handle(multi, easy); rc != CURLM_OK) {
+      curl_easy_cleanup(easy);
+      return not_sent(*t, std::string{"not sent: "} + curl_multi_strerror(rc));
+    }
     active.emplace(easy, std::move(t));
   };
   auto has_room = [&] { return max_connections_ == 0 || active.size() < max_connections_; };
@@ -187,11 +204,11 @@ void http_client::run() {
       expiries.erase(expiries.begin());
       auto owned = std::move(*t->place);
       waiting.erase(t->place);
-      http_result res;
-      res.error = "not sent: no connection free within its " + std::to_string(t->req.timeout_ms) +
-                  " ms (all " + std::to_string(max_connections_) +
-                  " connections that the node's file descriptors leave the invoker were in use)";
-      report(*owned, std::move(res));
+      not_sent(*owned, "not sent: no connection free within its " +
+                           std::to_string(t->req.timeout_ms) + " ms (all " +
+                           std::to_string(max_connections_) +
+                           " connections that the node's file descriptors leave the invoker were "
+                           "in use)");
     }
     bool started_any = false;
     while (!waiting.empty() && has_room()) {
@@ -215,11 +232,8 @@ void http_client::run() {
     curl_multi_remove_handle(multi, easy);
     curl_easy_cleanup(easy);
   }
-  for (auto& t : waiting) {
-    http_result res;
-    res.error = "aborted: the server is stopping";
-    report(*t, std::move(res));
-  }
+  for (auto& t : waiting)
+    not_sent(*t, not_sent_stopping);
   std::deque<http_request> never;
   {
     std::lock_guard<std::mutex> lk{mtx_};
@@ -227,7 +241,11 @@ void http_client::run() {
   }
   for (auto& r : never) {
     --in_flight_;
-    if (r.done) r.done(http_result{r.id, 0, "aborted: the server is stopping", false, {}, 0});
+    http_result res;
+    res.id = r.id;
+    res.error = not_sent_stopping;
+    res.sent = false;
+    if (r.done) r.done(std::move(res));
   }
 }
 

@@ -21,7 +21,7 @@ struct http_request {
   std::string url;
   std::vector<std::string> headers;  ///< "name: value"
   std::string body;
-  uint32_t timeout_ms = 0;  ///< whole transfer; 0 = none
+  uint32_t timeout_ms = 0;  ///< the wait for a connection and the whole transfer; 0 = none
   std::string ca_file, cert_file, key_file;
   /// Called once with the outcome, on the curl thread (also when the client stops first).
   std::function<void(http_result)> done;
@@ -34,12 +34,14 @@ struct http_result {
   std::string error;   ///< curl's message when it failed ("Couldn't connect to server", ...)
   bool timed_out = false;
   std::string body;
-  double total_ms = 0;
+  double total_ms = 0;  ///< from submit() to the outcome
+  /// False: never sent (no connection free in time, the server stopping): no endpoint's latency.
+  bool sent = true;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, http_result& x) {
-  return f(x.id, x.status, x.error, x.timed_out, x.body, x.total_ms);
+  return f(x.id, x.status, x.error, x.timed_out, x.body, x.total_ms, x.sent);
 }
 
 /// Where the endpoint actors hand their POSTs: the curl thread in the server, a fake in tests.
@@ -67,7 +69,8 @@ public:
   /// `elapsed_ms` ran out the request's whole `timeout_ms` (no answer in time), rather than the
   /// connect time-out (the endpoint was not reached: a failure, as any other).
   static bool answer_timed_out(bool curl_timed_out, double elapsed_ms, uint32_t timeout_ms);
-  /// Ends the thread; transfers still running complete with error "aborted".
+  /// Ends the thread; transfers still running complete with error "aborted: ...", those not
+  /// sent yet with "not sent: the server is stopping".
   void stop();
   size_t in_flight() const { return in_flight_; }
 

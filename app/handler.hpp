@@ -21,7 +21,7 @@ struct handler_config {
   std::string ready_file;
   uint32_t linger_ms = 100;               ///< leave after this long without a relayed call
   uint32_t max_appends_in_flight = 8192;  ///< worker_options::max_appends_in_flight
-  uint32_t max_connections = 1024;        ///< POSTs served at once (a thread each)
+  uint32_t max_connections = 1024;        ///< connections open at once (a thread each)
   uint32_t fail_status = 0;               ///< answer every POST with this status instead (tests)
   uint32_t due_in_ms = 0;                 ///< report a timer this far ahead (0: nothing due)
   uint32_t report_flags = 0;              ///< IDLE flags to report (1 BUSY, 2 EXPIRED; tests)

@@ -309,6 +309,12 @@ void on_connection(void* cls, MHD_Connection*, void**, MHD_ConnectionNotificatio
 /// the plaintext end. False and `*err` if the address cannot be bound.
 bool start_tls(http_server::impl* im, const std::string& host, uint16_t port, tls::ctx_ptr ctx,
                std::string* err) {
+  auto a = tls::acceptor::bind(host, port);
+  if (!a) {
+    *err = a.err().message;
+    return false;
+  }
+  im->port_out = (*a)->port();
   tls::terminator::options o;
   o.ctx = std::move(ctx);
   std::string body =
@@ -328,17 +334,12 @@ bool start_tls(http_server::impl* im, const std::string& host, uint16_t port, tl
     else
       (void)MHD_add_connection(im->daemon, h.fd, reinterpret_cast<sockaddr*>(&from), from_len);
   };
-  o.what = "HTTP " + host + ":" + std::to_string(port);
+  o.what = "HTTP " + im->listener();
   o.max_connections = im->max_connections;  // handshakes count: each holds a descriptor
   o.limit_name = im->limit_name;
   im->tls = tls::terminator::start(std::move(o));
-  auto a = tls::acceptor::start(host, port, *im->tls);
-  if (!a) {
-    *err = a.err().message;
-    return false;
-  }
+  (*a)->hand_to(*im->tls);
   im->tls_acceptor = std::move(*a);
-  im->port_out = im->tls_acceptor->port();
   return true;
 }
 

@@ -14,6 +14,17 @@ namespace fusee::tls {
 
 proto::result<std::unique_ptr<acceptor>> acceptor::start(const std::string& host, uint16_t port,
                                                          terminator& to) {
+  auto a = bind(host, port);
+  if (a) (*a)->hand_to(to);
+  return a;
+}
+
+void acceptor::hand_to(terminator& to) {
+  to_ = &to;
+  thread_ = std::thread([this] { run(); });
+}
+
+proto::result<std::unique_ptr<acceptor>> acceptor::bind(const std::string& host, uint16_t port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -36,11 +47,9 @@ proto::result<std::unique_ptr<acceptor>> acceptor::start(const std::string& host
   socklen_t len = sizeof(addr);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   std::unique_ptr<acceptor> a{new acceptor};
-  a->to_ = &to;
   a->fd_ = fd;
   a->port_ = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
                                               : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-  a->thread_ = std::thread([raw = a.get()] { raw->run(); });
   return a;
 }
 

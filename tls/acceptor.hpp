@@ -15,9 +15,15 @@ namespace fusee::tls {
 
 class acceptor {
 public:
-  /// Binds host:port (numeric host; port 0: any free port). `to` outlives the acceptor.
+  /// Binds host:port (numeric host; port 0: any free port) and hands each connection to `to`,
+  /// which outlives the acceptor.
   static proto::result<std::unique_ptr<acceptor>> start(const std::string& host, uint16_t port,
                                                         terminator& to);
+  /// Binds host:port and listens; accepts nothing before hand_to() (so that port() is known
+  /// before the terminator is made).
+  static proto::result<std::unique_ptr<acceptor>> bind(const std::string& host, uint16_t port);
+  /// Starts accepting into `to`, which outlives the acceptor. Once.
+  void hand_to(terminator& to);
   ~acceptor();
   uint16_t port() const { return port_; }
 

@@ -239,8 +239,9 @@ TEST_CASE("over TLS a connection past limits.max_http_connections is closed befo
   CHECK(metrics.find("fusee_limit_refused_total{limit=\"http_connections\"} 0\n") ==
         std::string::npos);
   CHECK(f.server.log().find("1 connections are open (limits.max_http_connections): new ones are "
-                            "closed as they come, before their handshake listener=HTTP ") !=
-        std::string::npos);
+                            "closed as they come, before their handshake listener=HTTP "
+                            "127.0.0.1:" +
+                            std::to_string(f.server.http_port()) + " ") != std::string::npos);
 }
 
 namespace {

@@ -100,6 +100,7 @@ TEST_CASE(
   CHECK(refused.status == 0);
   CHECK_FALSE(refused.timed_out);
   CHECK(refused.error.find("onnect") != std::string::npos);
+  CHECK(refused.sent);  // tried: the endpoint's failure
   CHECK(client.in_flight() == 0);
 
   client.stop();  // a POST after the client stopped is still answered, not lost
@@ -107,6 +108,7 @@ TEST_CASE(
   auto stopped = got.await(5);
   CHECK(stopped.status == 0);
   CHECK(stopped.error == "not sent: the server is stopping");
+  CHECK_FALSE(stopped.sent);
 }
 
 TEST_CASE("curl's connect time-out is a failure to reach the endpoint, not an answer's time-out") {
@@ -157,7 +159,7 @@ TEST_CASE("the HTTP client holds at most its max_connections open: more POSTs wa
   {
     std::unique_lock<std::mutex> lk{mtx};
     REQUIRE(cv.wait_for(lk, std::chrono::seconds(10), [&] { return arrived == 2; }));
-    // The other two wait in curl: none arrives while both connections are busy.
+    // The other two wait in the client: none arrives while both connections are busy.
     CHECK_FALSE(cv.wait_for(lk, std::chrono::milliseconds(300), [&] { return arrived > 2; }));
     CHECK(srv->connections_open() == 2);
     released = true;
@@ -198,6 +200,7 @@ TEST_CASE("a POST that waits for a connection past its time-out is never sent an
   auto failed = got.await(2);  // while the first still holds the one connection
   CHECK(failed.status == 0);
   CHECK_FALSE(failed.timed_out);  // no endpoint was slow
+  CHECK_FALSE(failed.sent);
   CHECK(failed.error ==
         "not sent: no connection free within its 300 ms (all 1 connections that the node's file "
         "descriptors leave the invoker were in use)");
@@ -211,4 +214,47 @@ TEST_CASE("a POST that waits for a connection past its time-out is never sent an
   }
   CHECK(got.await(1).status == 200);
   CHECK(client.in_flight() == 0);
+}
+
+TEST_CASE("when the client stops, the POST it was sending is aborted and the one waiting for a "
+          "connection is answered as not sent") {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  std::mutex mtx;
+  std::condition_variable cv;
+  int arrived = 0;
+  bool released = false;
+  auto hold = [&](const app::http_exchange&) {
+    std::unique_lock<std::mutex> lk{mtx};
+    ++arrived;
+    cv.notify_all();
+    cv.wait_for(lk, std::chrono::seconds(10), [&] { return released; });
+    return app::http_reply{200, "application/json", "{}"};
+  };
+  std::string err;
+  auto srv = app::http_server::start("127.0.0.1", 0, hold, &err);
+  REQUIRE_MESSAGE(srv, err);
+  results got;
+  server::http_client client(1);
+  client.submit(signed_post(got, 1, srv->port(), "s3cret"));
+  {
+    std::unique_lock<std::mutex> lk{mtx};
+    REQUIRE(cv.wait_for(lk, std::chrono::seconds(10), [&] { return arrived == 1; }));
+  }
+  auto waits = signed_post(got, 2, srv->port(), "s3cret");
+  waits.timeout_ms = 0;  // no deadline: it would wait for ever
+  client.submit(std::move(waits));
+  client.stop();
+  auto sending = got.await(1);
+  CHECK(sending.error == "aborted: the server is stopping");
+  CHECK(sending.sent);
+  auto waiting = got.await(2);
+  CHECK(waiting.error == "not sent: the server is stopping");
+  CHECK_FALSE(waiting.sent);
+  CHECK(client.in_flight() == 0);
+  {
+    std::lock_guard<std::mutex> lk{mtx};
+    CHECK(arrived == 1);
+    released = true;
+    cv.notify_all();
+  }
 }

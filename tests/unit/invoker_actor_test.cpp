@@ -165,6 +165,32 @@ struct fixture {
         http_result{id, status, status ? "" : "Couldn't connect to server", timed_out, {}, 10.0});
     sched.run();
   }
+  /// The curl thread reports that the POST of invocation `id` was never sent, after `waited_ms`.
+  void not_sent(uint64_t id, std::string why, double waited_ms) {
+    auto req = std::find_if(http.requests.begin(), http.requests.end(), [&](auto& r) {
+      return proto::parse_invocation_request(r.body)->invocation.value() == id;
+    });
+    REQUIRE(req != http.requests.end());
+    http_result res;
+    res.id = id;
+    res.error = std::move(why);
+    res.total_ms = waited_ms;
+    res.sent = false;
+    req->done(std::move(res));
+    sched.run();
+  }
+  /// /v1/invoker's body, as the scheduler gives it.
+  std::string invoker_json() {
+    auto out = std::make_shared<std::string>();
+    sys.spawn(
+        [s = scheduler](caf::event_based_actor* self, std::shared_ptr<std::string> into) {
+          self->request(s, caf::infinite, metrics_atom::value, uint64_t{0})
+              .then([=](std::string& j) { *into = std::move(j); });
+        },
+        out);
+    sched.run();
+    return *out;
+  }
   /// An invoked worker on `session` binds to invocation `id` (and, if `lease`, leases).
   bind_result bind(uint64_t id, uint64_t session, bool lease = false) {
     bind_result r;
@@ -323,6 +349,23 @@ TEST_CASE("a failed or timed-out invocation is fenced at once and the endpoint b
   CHECK(f.http.requests.size() == 2);
   f.advance(82ms);
   CHECK(f.http.requests.size() == 3);
+}
+
+TEST_CASE("a POST never sent (no connection free in time) is a failure with its reason that adds "
+          "nothing to the endpoint's latency") {
+  fixture f;
+  auto id = f.last_id();
+  f.not_sent(id, "not sent: no connection free within its 1500 ms", 1500.0);
+  auto j = f.invoker_json();
+  CHECK(j.find("\"failed\":1,\"timedOut\":0") != std::string::npos);
+  CHECK(j.find("\"totalMs\":0,\"maxMs\":0") != std::string::npos);
+  CHECK(j.find("\"lastError\":\"not sent: no connection free within its 1500 ms\"") !=
+        std::string::npos);
+  // The endpoint backs off as after any failure (100 ms ± 20 %): the node's shortage eases.
+  f.advance(79ms);
+  CHECK(f.http.requests.size() == 1);
+  f.advance(42ms);
+  CHECK(f.http.requests.size() == 2);
 }
 
 TEST_CASE("invocations that fail together count as one failure in a row, not as many") {
