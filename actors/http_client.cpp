@@ -18,7 +18,8 @@ struct transfer {
   curl_slist* headers = nullptr;
   std::string response;
   char errbuf[CURL_ERROR_SIZE] = {0};
-  std::chrono::steady_clock::time_point started;
+  std::chrono::steady_clock::time_point started;  ///< taken by the curl thread
+  std::chrono::steady_clock::time_point sent;     ///< given to curl (after any wait)
   /// While it waits for a connection: its place in the deadline index (timeout_ms > 0 only).
   std::multimap<std::chrono::steady_clock::time_point, transfer*>::iterator expiry;
   std::list<std::unique_ptr<transfer>>::iterator place;  ///< in the waiting line
@@ -102,7 +103,9 @@ void http_client::run() {
   std::multimap<clock::time_point, transfer*> expiries;
   auto report = [&](transfer& t, http_result res, clock::time_point now) {
     res.id = t.req.id;
-    res.total_ms = std::chrono::duration<double, std::milli>(now - t.started).count();
+    // A POST sent: its own time, not its wait for a connection (the node's, not the endpoint's).
+    auto from = res.sent ? t.sent : t.started;
+    res.total_ms = std::chrono::duration<double, std::milli>(now - from).count();
     --in_flight_;
     if (t.req.done) t.req.done(std::move(res));
   };
@@ -145,9 +148,9 @@ void http_client::run() {
     curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t->errbuf);
     curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+    t->sent = clock::now();
     if (t->req.timeout_ms > 0) {  // what is left of it after the wait for a connection
-      auto waited =
-          std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - t->started);
+      auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(t->sent - t->started);
       auto left = std::max<int64_t>(1, int64_t{t->req.timeout_ms} - waited.count());
       curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(left));
     }

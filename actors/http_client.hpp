@@ -34,7 +34,8 @@ struct http_result {
   std::string error;   ///< curl's message when it failed ("Couldn't connect to server", ...)
   bool timed_out = false;
   std::string body;
-  double total_ms = 0;  ///< from submit() to the outcome
+  /// Sent: from curl's start of it to the outcome. Not sent: how long it waited.
+  double total_ms = 0;
   /// False: never sent (no connection free in time, the server stopping): no endpoint's latency.
   bool sent = true;
 };

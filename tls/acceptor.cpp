@@ -1,5 +1,6 @@
 #include "tls/acceptor.hpp"
 
+#include <cassert>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -20,6 +21,7 @@ proto::result<std::unique_ptr<acceptor>> acceptor::start(const std::string& host
 }
 
 void acceptor::hand_to(terminator& to) {
+  assert(!thread_.joinable());  // once
   to_ = &to;
   thread_ = std::thread([this] { run(); });
 }

@@ -168,6 +168,11 @@ TEST_CASE("the HTTP client holds at most its max_connections open: more POSTs wa
   for (uint64_t id = 1; id <= 4; ++id)
     CHECK(got.await(id).status == 200);
   CHECK(arrived == 4);
+  // The two held for 300 ms and more; the two that waited for them count their own time only,
+  // not the wait (the node's, not the endpoint's).
+  CHECK(got.await(1).total_ms >= 300);
+  CHECK(got.await(3).total_ms < got.await(1).total_ms);
+  CHECK(got.await(4).total_ms < got.await(1).total_ms);
 }
 
 TEST_CASE("a POST that waits for a connection past its time-out is never sent and fails then, "
