@@ -72,15 +72,19 @@ void http_client::submit(http_request req) {
     }
   }
   if (!queued) {  // the server is stopping: answered here, as the header promises
-    --in_flight_;
-    http_result res;
-    res.id = req.id;
-    res.error = not_sent_stopping;
-    res.sent = false;
-    if (req.done) req.done(std::move(res));
+    answer_stopping(req);
     return;
   }
   curl_multi_wakeup(static_cast<CURLM*>(multi_));
+}
+
+void http_client::answer_stopping(http_request& r) {
+  --in_flight_;
+  http_result res;
+  res.id = r.id;
+  res.error = not_sent_stopping;
+  res.sent = false;
+  if (r.done) r.done(std::move(res));
 }
 
 void http_client::stop() {
@@ -242,14 +246,8 @@ void http_client::run() {
     std::lock_guard<std::mutex> lk{mtx_};
     never.swap(queue_);
   }
-  for (auto& r : never) {
-    --in_flight_;
-    http_result res;
-    res.id = r.id;
-    res.error = not_sent_stopping;
-    res.sent = false;
-    if (r.done) r.done(std::move(res));
-  }
+  for (auto& r : never)
+    answer_stopping(r);
 }
 
 }  // namespace fusee::server

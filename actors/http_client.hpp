@@ -77,6 +77,9 @@ public:
 
 private:
   void run();
+  /// Answers a POST taken but never given to the curl thread's transfers: "not sent: the server
+  /// is stopping" (and counts it out of in_flight).
+  void answer_stopping(http_request& r);
 
   uint32_t max_connections_ = 0;
   void* multi_ = nullptr;  // CURLM*

@@ -66,6 +66,49 @@ server::http_request signed_post(results& got, uint64_t id, uint16_t port,
   return r;
 }
 
+/// An endpoint that holds every POST until release() (or 10 s), counting those that arrived.
+struct holding_endpoint {
+  std::mutex mtx;
+  std::condition_variable cv;
+  int count = 0;
+  bool released = false;
+  std::unique_ptr<app::http_server> srv;
+  holding_endpoint() {
+    std::string err;
+    srv = app::http_server::start(
+        "127.0.0.1", 0,
+        [this](const app::http_exchange&) {
+          std::unique_lock<std::mutex> lk{mtx};
+          ++count;
+          cv.notify_all();
+          cv.wait_for(lk, std::chrono::seconds(10), [&] { return released; });
+          return app::http_reply{200, "application/json", "{}"};
+        },
+        &err);
+    REQUIRE_MESSAGE(srv, err);
+  }
+  ~holding_endpoint() {
+    release();
+    srv.reset();
+  }
+  uint16_t port() const { return srv->port(); }
+  /// Whether `holds(POSTs arrived)` came true within `within`.
+  template <class Pred>
+  bool await(Pred holds, std::chrono::milliseconds within = std::chrono::seconds(10)) {
+    std::unique_lock<std::mutex> lk{mtx};
+    return cv.wait_for(lk, within, [&] { return holds(count); });
+  }
+  int arrived() {
+    std::lock_guard<std::mutex> lk{mtx};
+    return count;
+  }
+  void release() {
+    std::lock_guard<std::mutex> lk{mtx};
+    released = true;
+    cv.notify_all();
+  }
+};
+
 }  // namespace
 
 TEST_CASE(
@@ -138,36 +181,19 @@ TEST_CASE("the HTTP server refuses oversized bodies with 413") {
 TEST_CASE("the HTTP client holds at most its max_connections open: more POSTs wait for one and go "
           "out once it frees") {
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  std::mutex mtx;
-  std::condition_variable cv;
-  int arrived = 0;
-  bool released = false;
-  auto hold = [&](const app::http_exchange&) {
-    std::unique_lock<std::mutex> lk{mtx};
-    ++arrived;
-    cv.notify_all();
-    cv.wait_for(lk, std::chrono::seconds(10), [&] { return released; });
-    return app::http_reply{200, "application/json", "{}"};
-  };
-  std::string err;
-  auto srv = app::http_server::start("127.0.0.1", 0, hold, &err);
-  REQUIRE_MESSAGE(srv, err);
+  holding_endpoint h;
   results got;
   server::http_client client(2);
   for (uint64_t id = 1; id <= 4; ++id)
-    client.submit(signed_post(got, id, srv->port(), "s3cret"));
-  {
-    std::unique_lock<std::mutex> lk{mtx};
-    REQUIRE(cv.wait_for(lk, std::chrono::seconds(10), [&] { return arrived == 2; }));
-    // The other two wait in the client: none arrives while both connections are busy.
-    CHECK_FALSE(cv.wait_for(lk, std::chrono::milliseconds(300), [&] { return arrived > 2; }));
-    CHECK(srv->connections_open() == 2);
-    released = true;
-    cv.notify_all();
-  }
+    client.submit(signed_post(got, id, h.port(), "s3cret"));
+  REQUIRE(h.await([](int arrived) { return arrived == 2; }));
+  // The other two wait in the client: none arrives while both connections are busy.
+  CHECK_FALSE(h.await([](int arrived) { return arrived > 2; }, std::chrono::milliseconds(300)));
+  CHECK(h.srv->connections_open() == 2);
+  h.release();
   for (uint64_t id = 1; id <= 4; ++id)
     CHECK(got.await(id).status == 200);
-  CHECK(arrived == 4);
+  CHECK(h.arrived() == 4);
   // The two held for 300 ms and more; the two that waited for them count their own time only,
   // not the wait (the node's, not the endpoint's).
   CHECK(got.await(1).total_ms >= 300);
@@ -178,28 +204,12 @@ TEST_CASE("the HTTP client holds at most its max_connections open: more POSTs wa
 TEST_CASE("a POST that waits for a connection past its time-out is never sent and fails then, "
           "saying why, while the POST holding the connection goes on") {
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  std::mutex mtx;
-  std::condition_variable cv;
-  int arrived = 0;
-  bool released = false;
-  auto hold = [&](const app::http_exchange&) {
-    std::unique_lock<std::mutex> lk{mtx};
-    ++arrived;
-    cv.notify_all();
-    cv.wait_for(lk, std::chrono::seconds(10), [&] { return released; });
-    return app::http_reply{200, "application/json", "{}"};
-  };
-  std::string err;
-  auto srv = app::http_server::start("127.0.0.1", 0, hold, &err);
-  REQUIRE_MESSAGE(srv, err);
+  holding_endpoint h;
   results got;
   server::http_client client(1);
-  client.submit(signed_post(got, 1, srv->port(), "s3cret"));
-  {
-    std::unique_lock<std::mutex> lk{mtx};
-    REQUIRE(cv.wait_for(lk, std::chrono::seconds(10), [&] { return arrived == 1; }));
-  }
-  auto waits = signed_post(got, 2, srv->port(), "s3cret");
+  client.submit(signed_post(got, 1, h.port(), "s3cret"));
+  REQUIRE(h.await([](int arrived) { return arrived == 1; }));
+  auto waits = signed_post(got, 2, h.port(), "s3cret");
   waits.timeout_ms = 300;
   client.submit(std::move(waits));
   auto failed = got.await(2);  // while the first still holds the one connection
@@ -211,12 +221,8 @@ TEST_CASE("a POST that waits for a connection past its time-out is never sent an
         "descriptors leave the invoker were in use)");
   CHECK(failed.total_ms >= 300);
   CHECK(failed.total_ms < 5000);
-  {
-    std::lock_guard<std::mutex> lk{mtx};
-    CHECK(arrived == 1);  // never sent
-    released = true;
-    cv.notify_all();
-  }
+  CHECK(h.arrived() == 1);  // never sent
+  h.release();
   CHECK(got.await(1).status == 200);
   CHECK(client.in_flight() == 0);
 }
@@ -224,28 +230,12 @@ TEST_CASE("a POST that waits for a connection past its time-out is never sent an
 TEST_CASE("when the client stops, the POST it was sending is aborted and the one waiting for a "
           "connection is answered as not sent") {
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  std::mutex mtx;
-  std::condition_variable cv;
-  int arrived = 0;
-  bool released = false;
-  auto hold = [&](const app::http_exchange&) {
-    std::unique_lock<std::mutex> lk{mtx};
-    ++arrived;
-    cv.notify_all();
-    cv.wait_for(lk, std::chrono::seconds(10), [&] { return released; });
-    return app::http_reply{200, "application/json", "{}"};
-  };
-  std::string err;
-  auto srv = app::http_server::start("127.0.0.1", 0, hold, &err);
-  REQUIRE_MESSAGE(srv, err);
+  holding_endpoint h;
   results got;
   server::http_client client(1);
-  client.submit(signed_post(got, 1, srv->port(), "s3cret"));
-  {
-    std::unique_lock<std::mutex> lk{mtx};
-    REQUIRE(cv.wait_for(lk, std::chrono::seconds(10), [&] { return arrived == 1; }));
-  }
-  auto waits = signed_post(got, 2, srv->port(), "s3cret");
+  client.submit(signed_post(got, 1, h.port(), "s3cret"));
+  REQUIRE(h.await([](int arrived) { return arrived == 1; }));
+  auto waits = signed_post(got, 2, h.port(), "s3cret");
   waits.timeout_ms = 0;  // no deadline: it would wait for ever
   client.submit(std::move(waits));
   client.stop();
@@ -256,10 +246,5 @@ TEST_CASE("when the client stops, the POST it was sending is aborted and the one
   CHECK(waiting.error == "not sent: the server is stopping");
   CHECK_FALSE(waiting.sent);
   CHECK(client.in_flight() == 0);
-  {
-    std::lock_guard<std::mutex> lk{mtx};
-    CHECK(arrived == 1);
-    released = true;
-    cv.notify_all();
-  }
+  CHECK(h.arrived() == 1);
 }

@@ -155,28 +155,28 @@ struct fixture {
     return out;
   }
   uint64_t last_id() { return body(http.requests.size() - 1).invocation.value(); }
-  /// The curl thread reports the POST of invocation `id` (through the request's callback).
-  void answer(uint64_t id, int64_t status, bool timed_out = false) {
+  /// The POST of invocation `id`.
+  http_request& request_of(uint64_t id) {
     auto req = std::find_if(http.requests.begin(), http.requests.end(), [&](auto& r) {
       return proto::parse_invocation_request(r.body)->invocation.value() == id;
     });
     REQUIRE(req != http.requests.end());
-    req->done(
+    return *req;
+  }
+  /// The curl thread reports the POST of invocation `id` (through the request's callback).
+  void answer(uint64_t id, int64_t status, bool timed_out = false) {
+    request_of(id).done(
         http_result{id, status, status ? "" : "Couldn't connect to server", timed_out, {}, 10.0});
     sched.run();
   }
   /// The curl thread reports that the POST of invocation `id` was never sent, after `waited_ms`.
   void not_sent(uint64_t id, std::string why, double waited_ms) {
-    auto req = std::find_if(http.requests.begin(), http.requests.end(), [&](auto& r) {
-      return proto::parse_invocation_request(r.body)->invocation.value() == id;
-    });
-    REQUIRE(req != http.requests.end());
     http_result res;
     res.id = id;
     res.error = std::move(why);
     res.total_ms = waited_ms;
     res.sent = false;
-    req->done(std::move(res));
+    request_of(id).done(std::move(res));
     sched.run();
   }
   /// /v1/invoker's body, as the scheduler gives it.
@@ -552,16 +552,7 @@ TEST_CASE("once halted (the log failed) the scheduler sends no invocation, thoug
   CHECK(a.state == "halted");
   REQUIRE(a.find("haltedBecause"));
   CHECK(a.find("haltedBecause")->text == "the log failed (fdatasync: EIO)");
-  auto metrics = std::make_shared<std::string>();  // /v1/invoker's body
-  f.sys.spawn(
-      [s = f.scheduler](caf::event_based_actor* self, std::shared_ptr<std::string> out) {
-        self->request(s, caf::infinite, metrics_atom::value, uint64_t{0}).then([=](std::string& j) {
-          *out = std::move(j);
-        });
-      },
-      metrics);
-  f.sched.run();
-  CHECK(metrics->find("\"halted\":true") != std::string::npos);
+  CHECK(f.invoker_json().find("\"halted\":true") != std::string::npos);
 }
 
 TEST_CASE("endpoint choice: a start's type, then code the last holder lacked, then the last "
