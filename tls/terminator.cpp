@@ -29,9 +29,9 @@ void nonblocking(int fd) {
 }  // namespace
 
 struct terminator::conn {
-  int tcp = -1;    ///< the TLS side
-  int plain = -1;  ///< our end of the socketpair (-1 until the handshake is done)
-  SSL* ssl = nullptr;
+  int tcp = -1;        ///< the peer's side (TLS, unless the terminator only relays)
+  int plain = -1;      ///< our end of the socketpair (-1 until the handshake is done)
+  SSL* ssl = nullptr;  ///< null when relaying
   std::string peer, peer_ip;
   clock_type::time_point started;
   bool checked = false;  ///< the first byte was looked at (TLS or not)
@@ -55,6 +55,50 @@ struct terminator::conn {
     if (plain >= 0) ::close(plain);
   }
 };
+
+namespace {
+
+/// Reads the peer's side (TLS, or plain when relaying): the bytes read (> 0), 0 when none are
+/// there yet, -1 when it closed or failed.
+int peer_read(terminator::conn& c, uint8_t* buf, int len, const std::string& what) {
+  if (c.ssl == nullptr) {
+    for (;;) {
+      ssize_t n = ::recv(c.tcp, buf, static_cast<size_t>(len), 0);
+      if (n > 0) return static_cast<int>(n);
+      if (n < 0 && errno == EINTR) continue;
+      return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
+    }
+  }
+  int n = SSL_read(c.ssl, buf, len);
+  if (n > 0) return n;
+  int e = SSL_get_error(c.ssl, n);
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return 0;
+  if (e != SSL_ERROR_ZERO_RETURN && e != SSL_ERROR_SYSCALL)
+    spdlog::debug("TLS read ended listener={} peer={}: {}", what, c.peer, failure(c.ssl, n, false));
+  ERR_clear_error();
+  return -1;
+}
+
+/// Writes to the peer's side: the bytes it took (> 0), 0 when it takes none now, -1 when it is
+/// gone. (OpenSSL takes all of `buf` or nothing, and wants the same bytes again after a 0.)
+int peer_write(terminator::conn& c, const uint8_t* buf, int len) {
+  if (c.ssl == nullptr) {
+    for (;;) {
+      ssize_t n = ::send(c.tcp, buf, static_cast<size_t>(len), MSG_NOSIGNAL);
+      if (n > 0) return static_cast<int>(n);
+      if (n < 0 && errno == EINTR) continue;
+      return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
+    }
+  }
+  int n = SSL_write(c.ssl, buf, len);
+  if (n > 0) return n;
+  int e = SSL_get_error(c.ssl, n);
+  if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) return 0;
+  ERR_clear_error();
+  return -1;
+}
+
+}  // namespace
 
 void drain(terminator::conn& c) {
   ::shutdown(c.tcp, SHUT_WR);  // after the alert or the plaintext answer
@@ -125,12 +169,11 @@ void terminator::add(int fd, std::string peer, std::string peer_ip) {
   }
   if (!over.empty()) {
     --inbound_;
+    refused_++;   // counted before the peer can see the close
     ::close(fd);  // before any byte: the peer may try again later
-    refused_++;
-    say(key, over +
-                 ": new ones are closed as they come, before their "
-                 "handshake listener=" +
-                 o_.what + " peer=" + peer);
+    say(key, over + ": new ones are closed as they come" +
+                 (o_.ctx ? ", before their handshake" : "") + " listener=" + o_.what +
+                 " peer=" + peer);
     if (o_.dropped) o_.dropped(peer_ip);
     return;
   }
@@ -174,6 +217,51 @@ void terminator::say(const std::string& key, const std::string& line) {
 /// Ends a refused connection politely (see conn::draining).
 void drain(terminator::conn& c);
 
+bool terminator::handshake(conn& c) {
+  // A peer that speaks the plain protocol (or HTTP) gets an answer it can read.
+  uint8_t first = 0x16;
+  if (!c.checked) {
+    ssize_t n = ::recv(c.tcp, &first, 1, MSG_PEEK);
+    if (n == 0) {  // closed before its first byte (a reachability probe): nothing to say
+      c.tls_eof = c.plain_eof = true;
+      return false;
+    }
+    if (n < 0) return false;  // nothing yet: the next byte brings the next event
+    c.checked = true;
+  }
+  if (first != 0x16) {  // 0x16: a TLS handshake record, as every ClientHello starts
+    plaintext_++;
+    (void)!::send(c.tcp, o_.plaintext_answer.data(), o_.plaintext_answer.size(),
+                  MSG_NOSIGNAL | MSG_DONTWAIT);
+    say(c.peer_ip,
+        "refused a connection that does not speak TLS listener=" + o_.what + " peer=" + c.peer);
+    drain(c);
+    return false;
+  }
+  int r = SSL_do_handshake(c.ssl);
+  if (r != 1) {
+    int e = SSL_get_error(c.ssl, r);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return false;
+    failures_++;
+    auto why = failure(c.ssl, r, c.outbound);
+    say((c.outbound ? c.peer : c.peer_ip) + why, std::string{"TLS handshake failed "} +
+                                                     (c.outbound ? "dialling=" : "listener=") +
+                                                     o_.what + " peer=" + c.peer + ": " + why);
+    drain(c);
+    return false;
+  }
+  if (!c.outbound && !o_.peer_names.empty() && !peer_named(c.ssl, o_.peer_names)) {
+    failures_++;
+    say(c.peer_ip + "names",
+        "TLS handshake refused listener=" + o_.what + " peer=" + c.peer +
+            ": the client's certificate names none of the expected peers (the cluster map's "
+            "node addresses)");
+    drain(c);
+    return false;
+  }
+  return true;
+}
+
 void terminator::pump(conn& c) {
   if (c.draining) {
     uint8_t sink[4096];
@@ -186,58 +274,21 @@ void terminator::pump(conn& c) {
     }
   }
   if (!c.open) {
-    // A peer that speaks the plain protocol (or HTTP) gets an answer it can read.
-    uint8_t first = 0x16;
-    if (!c.checked) {
-      ssize_t n = ::recv(c.tcp, &first, 1, MSG_PEEK);
-      if (n == 0) {  // closed before its first byte (a reachability probe): nothing to say
-        c.tls_eof = c.plain_eof = true;
-        return;
-      }
-      if (n < 0) return;  // nothing yet: the next byte brings the next event
-      c.checked = true;
-    }
-    if (first != 0x16) {  // 0x16: a TLS handshake record, as every ClientHello starts
-      plaintext_++;
-      (void)!::send(c.tcp, o_.plaintext_answer.data(), o_.plaintext_answer.size(),
-                    MSG_NOSIGNAL | MSG_DONTWAIT);
-      say(c.peer_ip,
-          "refused a connection that does not speak TLS listener=" + o_.what + " peer=" + c.peer);
-      drain(c);
-      return;
-    }
-    int r = SSL_do_handshake(c.ssl);
-    if (r != 1) {
-      int e = SSL_get_error(c.ssl, r);
-      if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return;
-      failures_++;
-      auto why = failure(c.ssl, r, c.outbound);
-      say((c.outbound ? c.peer : c.peer_ip) + why, std::string{"TLS handshake failed "} +
-                                                       (c.outbound ? "dialling=" : "listener=") +
-                                                       o_.what + " peer=" + c.peer + ": " + why);
-      drain(c);
-      return;
-    }
-    if (!c.outbound && !o_.peer_names.empty() && !peer_named(c.ssl, o_.peer_names)) {
-      failures_++;
-      say(c.peer_ip + "names",
-          "TLS handshake refused listener=" + o_.what + " peer=" + c.peer +
-              ": the client's certificate names none of the expected peers (the cluster map's "
-              "node addresses)");
-      drain(c);
-      return;
-    }
+    if (c.ssl != nullptr && !handshake(c)) return;
     int given = -1;  // the end handed to deliver()
     if (c.plain < 0 && o_.open_plain) {
       c.plain = o_.open_plain();
       if (c.plain < 0) {
+        say("open_plain", "could not open the plaintext side of a connection, closing it "
+                          "listener=" +
+                              o_.what + " peer=" + c.peer);
         c.tls_eof = c.plain_eof = true;
         return;
       }
     } else if (c.plain < 0) {
       int pair[2];
       if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) != 0) {
-        spdlog::error("TLS: socketpair failed listener={}: {}", o_.what, std::strerror(errno));
+        spdlog::error("socketpair failed listener={}: {}", o_.what, std::strerror(errno));
         c.tls_eof = c.plain_eof = true;
         return;
       }
@@ -247,15 +298,17 @@ void terminator::pump(conn& c) {
     nonblocking(c.plain);
     if (!c.outbound) handshake_ended(c);
     c.open = true;
-    handshakes_++;
+    if (c.ssl != nullptr) handshakes_++;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP;
     ev.data.ptr = &c;
     ::epoll_ctl(epoll_, EPOLL_CTL_ADD, c.plain, &ev);
-    if (given >= 0) o_.deliver(handed_over{given, c.peer, c.peer_ip, exporter(c.ssl)});
+    if (given >= 0)
+      o_.deliver(handed_over{given, c.peer, c.peer_ip,
+                             c.ssl != nullptr ? exporter(c.ssl) : proto::bytes{}});
   }
   uint8_t buf[16 * 1024];
-  // TLS → plaintext.
+  // The peer's side → plaintext.
   for (;;) {
     if (!c.to_plain.empty()) {
       ssize_t n = ::send(c.plain, c.to_plain.data(), c.to_plain.size(), MSG_NOSIGNAL);
@@ -272,32 +325,25 @@ void terminator::pump(conn& c) {
       ::shutdown(c.plain, SHUT_WR);
       break;
     }
-    int n = SSL_read(c.ssl, buf, sizeof(buf));
+    int n = peer_read(c, buf, sizeof(buf), o_.what);
     if (n > 0) {
       c.to_plain.insert(c.to_plain.end(), buf, buf + n);  // written out before more is read
       continue;
     }
-    int e = SSL_get_error(c.ssl, n);
-    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) break;
-    if (e != SSL_ERROR_ZERO_RETURN && e != SSL_ERROR_SYSCALL)
-      spdlog::debug("TLS read ended listener={} peer={}: {}", o_.what, c.peer,
-                    failure(c.ssl, n, false));
-    ERR_clear_error();
+    if (n == 0) break;
     c.tls_eof = true;
   }
-  // Plaintext → TLS.
+  // Plaintext → the peer's side.
   for (;;) {
     if (!c.to_tls.empty()) {
-      int n = SSL_write(c.ssl, c.to_tls.data(), static_cast<int>(c.to_tls.size()));
+      int n = peer_write(c, c.to_tls.data(), static_cast<int>(c.to_tls.size()));
       if (n > 0) {
         c.sent = clock_type::now();
         c.to_tls.erase(c.to_tls.begin(), c.to_tls.begin() + n);
         continue;
       }
-      int e = SSL_get_error(c.ssl, n);
-      if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) break;
-      ERR_clear_error();
-      c.tls_eof = c.plain_eof = true;  // the TLS peer is gone
+      if (n == 0) break;
+      c.tls_eof = c.plain_eof = true;  // the peer is gone
       return;
     }
     if (c.plain_eof) break;
@@ -306,7 +352,11 @@ void terminator::pump(conn& c) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     if (n <= 0) {
       c.plain_eof = true;
-      SSL_shutdown(c.ssl);
+      if (c.ssl != nullptr) {
+        SSL_shutdown(c.ssl);
+      } else {
+        ::shutdown(c.tcp, SHUT_WR);
+      }
       break;
     }
     if (c.to_tls.empty()) c.sent = clock_type::now();  // the stall is counted from here
@@ -338,14 +388,15 @@ void terminator::run() {
         }
         for (auto& c : fresh) {
           nonblocking(c->tcp);
-          c->ssl = SSL_new((c->outbound ? o_.client_ctx : o_.ctx).get());
-          SSL_set_fd(c->ssl, c->tcp);
           if (c->outbound) {
+            c->ssl = SSL_new(o_.client_ctx.get());
             expect_peer_name(c->ssl, c->server_name);
             SSL_set_connect_state(c->ssl);
-          } else {
+          } else if (o_.ctx) {
+            c->ssl = SSL_new(o_.ctx.get());
             SSL_set_accept_state(c->ssl);
-          }
+          }  // else relayed as it is
+          if (c->ssl != nullptr) SSL_set_fd(c->ssl, c->tcp);
           epoll_event ev{};
           ev.events = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP;
           ev.data.ptr = c.get();
@@ -398,9 +449,10 @@ void terminator::run() {
         continue;
       }
       stalled_++;
-      say(c.peer_ip + "stalled", "closed a TLS peer that took nothing of what waits for it for " +
-                                     std::to_string(o_.stalled_peer_ms) +
-                                     " ms listener=" + o_.what + " peer=" + c.peer);
+      say(c.peer_ip + "stalled",
+          std::string{c.ssl != nullptr ? "closed a TLS peer" : "closed a peer"} +
+              " that took nothing of what waits for it for " + std::to_string(o_.stalled_peer_ms) +
+              " ms listener=" + o_.what + " peer=" + c.peer);
       linger reset{1, 0};  // a reset: the kernel does not keep probing a peer that reads nothing
       ::setsockopt(c.tcp, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
       drop(c, true);

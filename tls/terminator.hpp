@@ -2,7 +2,8 @@
 // 1.3 handshake, and hands on one end of a socketpair per connection, so the code behind it
 // (a session broker, libmicrohttpd) reads and writes plaintext as it always did. Bytes are moved
 // both ways with at most one read (16 KiB) held per direction: a side that stops reading stops
-// the other.
+// the other. Without a TLS context it only relays plain TCP, with the same bounds: the front of
+// a listener CAF serves itself (the inspector's).
 // Threading: add() may be called from any thread; `deliver` runs on the terminator's thread,
 // `dropped` there too, or in add() for a connection it refuses.
 #pragma once
@@ -33,6 +34,8 @@ struct handed_over {
 class terminator {
 public:
   struct options {
+    /// Inbound TLS; null: no TLS, the bytes are relayed as they are (a connection is open, and
+    /// its plaintext side made, as soon as the thread takes it; `handed_over::binding` empty).
     ctx_ptr ctx;
     uint32_t handshake_timeout_ms = 10000;
     /// A TLS peer that takes none of the bytes waiting for it this long is closed: it would
@@ -89,6 +92,9 @@ private:
   terminator() = default;
   void run();
   void pump(conn& c);
+  /// Moves `c`'s TLS handshake on (the first byte checked first): true once it is done and the
+  /// peer accepted; false while it goes on or after it failed (then `c` ends or drains).
+  bool handshake(conn& c);
   /// Hands `c` to the thread (stamped with the time it arrived).
   void enqueue(std::unique_ptr<conn> c);
   void drop(conn& c, bool delivered);

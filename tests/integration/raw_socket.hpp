@@ -38,7 +38,9 @@ struct raw_socket {
   }
   /// What arrives within `wait`: "" once the server closed the connection, nullopt if nothing
   /// came (the connection still open).
-  std::optional<std::string> read(std::chrono::milliseconds wait) {
+  std::optional<std::string> read(std::chrono::milliseconds wait) { return read_fd(fd, wait); }
+  /// As read(), on any socket.
+  static std::optional<std::string> read_fd(int fd, std::chrono::milliseconds wait) {
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0) return std::nullopt;
     char buf[512];

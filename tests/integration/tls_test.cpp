@@ -397,3 +397,97 @@ TEST_CASE("a terminator's places per address count handshakes only: connections 
   for (int fd : handed)
     ::close(fd);
 }
+
+namespace {
+
+/// A listening socket on a free loopback port: where a relay takes each connection.
+struct backend {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  uint16_t port = 0;
+  backend() {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), len) == 0);
+    REQUIRE(::listen(fd, 16) == 0);
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port = ntohs(a.sin_port);
+  }
+  ~backend() { ::close(fd); }
+  /// The next connection the relay opened here, within 5 s (-1: none came).
+  int accept_one() {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 5000) != 1) return -1;
+    return ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+  }
+};
+
+/// Sends `bytes` on `fd` and reads them on `to`: true if all arrived within 5 s.
+bool passes(int fd, int to, const std::string& bytes) {
+  if (::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) != ssize_t(bytes.size())) return false;
+  std::string got;
+  while (got.size() < bytes.size()) {
+    pollfd p{to, POLLIN, 0};
+    if (::poll(&p, 1, 5000) != 1) return false;
+    char buf[256];
+    auto n = ::recv(to, buf, sizeof(buf), 0);
+    if (n <= 0) return false;
+    got.append(buf, size_t(n));
+  }
+  return got == bytes;
+}
+
+}  // namespace
+
+TEST_CASE("a terminator without TLS relays bytes both ways and each side's close, and closes "
+          "connections over its bound as they come until a place frees") {
+  backend far;
+  tls::terminator::options o;  // no ctx: plain TCP in, plain TCP out
+  o.open_plain = [port = far.port] {
+    std::string why;
+    return tls::dial_tcp("127.0.0.1", port, 1000, &why);
+  };
+  o.max_connections = 1;
+  o.limit_name = "the test's 1";
+  o.what = "test";
+  auto relay = tls::terminator::start(std::move(o));
+  auto listening = tls::acceptor::start("127.0.0.1", 0, *relay);
+  REQUIRE(listening);
+  uint16_t port = (*listening)->port();
+
+  std::optional<test::raw_socket> first;
+  first.emplace(port);
+  int far_end = far.accept_one();
+  REQUIRE(far_end >= 0);
+  CHECK(passes(first->fd, far_end, "ping"));
+  CHECK(passes(far_end, first->fd, "pong"));
+  CHECK(relay->handshakes() == 0);  // no TLS
+
+  test::raw_socket second(port);  // over the bound: closed before any byte, never relayed
+  CHECK(second.read(5s) == std::string{});
+  CHECK(relay->refused() == 1);
+
+  ::shutdown(first->fd, SHUT_WR);  // a half-close reaches the far side, which may still answer
+  CHECK(test::raw_socket::read_fd(far_end, 5s) == std::string{});
+  CHECK(passes(far_end, first->fd, "bye"));
+  ::close(far_end);  // and its close comes back
+  CHECK(first->read(5s) == std::string{});
+  first.reset();
+
+  // The place frees once the relay saw both ends go: a connection is then relayed, not closed.
+  std::optional<test::raw_socket> third;
+  int again = -1;
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (again < 0 && std::chrono::steady_clock::now() < deadline) {
+    third.emplace(port);
+    pollfd p[2] = {{far.fd, POLLIN, 0}, {third->fd, POLLIN, 0}};
+    REQUIRE(::poll(p, 2, 5000) > 0);
+    if (p[0].revents & POLLIN) again = ::accept4(far.fd, nullptr, nullptr, SOCK_CLOEXEC);
+  }
+  REQUIRE(again >= 0);
+  CHECK(passes(third->fd, again, "again"));
+  ::shutdown(again, SHUT_WR);  // the far side's end (CAF's) ends the connection, as with TLS
+  CHECK(third->read(5s) == std::string{});
+  ::close(again);
+}
