@@ -4,12 +4,14 @@
 #include <doctest/doctest.h>
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "handler_process.hpp"
 #include "pki.hpp"
 #include "protocol/shard_hash.hpp"
+#include "raw_socket.hpp"
 #include "server_process.hpp"
 #include "worker.hpp"
 #include "worker/client.hpp"
@@ -453,4 +455,37 @@ TEST_CASE("nodes with mutual TLS form a cluster and a node with a stranger's cer
         std::string::npos);
   auto refused = must(via_a->describe(cluster3::id_on(2, "x"), 200));
   CHECK(refused.error().find("cannot be reached") != std::string::npos);
+}
+
+TEST_CASE("with TLS strangers hold at most 8 handshakes from one address on a node's cluster port: "
+          "more are closed as they come, said in the log and /metrics, and the links made keep "
+          "serving") {
+  pki certs;
+  cluster3 c(certs.tls_toml("node", true));
+  REQUIRE(c.all_linked());
+  // Plain TCP from 127.0.0.1, where the links' own dials come from: handshakes that never begin.
+  // The ninth comes while eight are going on (each lasts cluster.peer_timeout_ms, 1 s, at most).
+  std::vector<raw_socket> strangers;
+  for (int i = 0; i < 9; ++i)
+    strangers.emplace_back(c.at[0].cluster);
+  CHECK(strangers.back().read(std::chrono::seconds(5)) == std::string{});
+  CHECK(await([&] {
+    return c.nodes[0]->log().find("8 handshakes from 127.0.0.1 are going on: new ones are closed "
+                                  "as they come, before their handshake listener=cluster") !=
+           std::string::npos;
+  }));
+  https_files files{certs.at("ca.pem").string(), certs.at("client.pem").string(),
+                    certs.at("client.key").string()};
+  auto [status, metrics] =
+      http_request("GET", c.nodes[0]->admin_port(), "/metrics", "", 10000, {}, &files);
+  CHECK(status == 200);
+  CHECK(metrics.find("fusee_limit_refused_total{limit=\"cluster_links\"} 0\n") ==
+        std::string::npos);
+  CHECK(metrics.find("fusee_limit_refused_total{limit=\"cluster_links\"} ") != std::string::npos);
+  // A call through a for a workflow on c crosses the link made before: c parks it and answers.
+  auto sec = certs.client();
+  auto via_a = worker::workflow_client::connect(c.listen(0), "test", sec);
+  REQUIRE_MESSAGE(via_a, (via_a ? "" : via_a.err().message));
+  auto parked = must(via_a->describe(cluster3::id_on(2, "w"), 200));
+  CHECK(parked.error().find("parked") != std::string::npos);
 }
