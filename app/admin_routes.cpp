@@ -161,8 +161,10 @@ public:
       http_refused += server->connections_refused();
     }
     if (ctx.limits) guards.limit_refused.emplace_back("http_connections", http_refused);
-    for (auto& [name, t] : ctx.terminators)  // the cluster's links: 4 per node, 8 per address
-      if (name == "cluster") guards.limit_refused.emplace_back("cluster_links", t->refused());
+    if (ctx.cluster_links)  // 4 per node and 16 in all, 8 handshakes per address
+      guards.limit_refused.emplace_back("cluster_links", ctx.cluster_links->refused());
+    if (ctx.inspect_links)
+      guards.limit_refused.emplace_back("inspect_connections", ctx.inspect_links->refused());
     if (ctx.io_turns)
       guards.io_turn_seconds =
           double(ctx.io_turns->take_longest_ns(server::connection::now_ns())) / 1e9;

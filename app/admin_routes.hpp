@@ -36,6 +36,11 @@ struct admin_context {
   /// The node's TLS terminators by listener name (workers, http, cluster), fixed before the
   /// admin server starts. Empty without TLS.
   std::vector<std::pair<std::string, const tls::terminator*>> terminators;
+  /// The fronts that bound listeners CAF serves, for their refusals: the cluster's TLS links
+  /// (null outside a cluster or without TLS) and the inspector's connections (null: no
+  /// inspect_listen).
+  const tls::terminator* cluster_links = nullptr;
+  const tls::terminator* inspect_links = nullptr;
   /// The admin server itself, set once it is up: its terminator ("admin") and its refusals.
   std::shared_ptr<std::atomic<const http_server*>> own_server =
       std::make_shared<std::atomic<const http_server*>>(nullptr);

@@ -12,6 +12,7 @@
 #include "actors/inspect/inspector.hpp"
 #include "actors/inspect/query.hpp"
 #include "actors/message_types.hpp"
+#include "actors/net/descriptor_budget.hpp"
 #include "app/inspect_json.hpp"
 #include "client/address.hpp"
 
@@ -120,10 +121,15 @@ int run_inspect(const inspect_command& cmd) {
   caf::actor_system sys{cfg};
   auto insp = sys.middleman().remote_actor<server::inspector_actor>(at->host, at->port);
   if (!insp) {
-    std::fprintf(stderr,
-                 "fusee inspect: cannot reach the inspector at %s: %s (is a node running there "
-                 "with server.inspect_listen = \"%s\"?)\n",
-                 cmd.node.c_str(), sys.render(insp.error()).c_str(), cmd.node.c_str());
+    // A node's inspector closes connections over its limit before CAF's handshake.
+    auto hint =
+        insp.error() == caf::sec::disconnect_during_handshake
+            ? "the port took the connection and closed it: is the node's inspector at its " +
+                  std::to_string(server::inspect_connections) +
+                  " connections (its log says so)? Or is this not a fusee inspector?"
+            : "is a node running there with server.inspect_listen = \"" + cmd.node + "\"?";
+    std::fprintf(stderr, "fusee inspect: cannot reach the inspector at %s: %s (%s)\n",
+                 cmd.node.c_str(), sys.render(insp.error()).c_str(), hint.c_str());
     return 1;
   }
   std::signal(SIGINT, [](int) { interrupted = 1; });

@@ -164,9 +164,10 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
   // while the system shuts down may call submit() (a no-op once stopped), never a freed client.
   std::unique_ptr<server::http_client> http;
   {
-    // The cluster's TLS links (below) outlive the actor system: its middleman closes its own
-    // connections as it stops, instead of seeing them cut under it while actors still exit.
-    std::unique_ptr<tls::terminator> cluster_tls;
+    // The fronts of listeners CAF serves (below: the inspector's, the cluster's TLS links)
+    // outlive the actor system: its middleman closes its own connections as it stops, instead
+    // of seeing them cut under it while actors still exit.
+    std::unique_ptr<tls::terminator> cluster_tls, inspect_front;
     std::vector<std::unique_ptr<tls::tunnel>> cluster_tunnels;  // dial through cluster_tls
     node_config caf_cfg{cfg};
     caf::actor_system sys{caf_cfg};
@@ -181,7 +182,9 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     // With [tls], the links are mutual TLS 1.3 (CAF's middleman speaks plain TCP, on loopback
     // only): a terminator ends the peers' TLS on cluster_listen and connects each link to the
     // cluster actor's loopback port; this node dials each peer through a loopback tunnel. (Both
-    // declared before `sys`, above.)
+    // declared before `sys`, above.) Without it CAF serves cluster_listen itself: a front there
+    // would bound the links, but cost each forwarded call ~70 us (docs/benchmarks.md), and the
+    // port checks no one anyway (loopback or a private network, docs/operations.md).
     auto cluster_internal = std::make_shared<std::atomic<uint16_t>>(0);
     if (cfg.clustered) {
       std::map<std::string, std::string> dial_via;
@@ -305,7 +308,24 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
         spdlog::info("HTTP API listening http={}:{}", at->host, api->port());
       }
     }
-    // The inspector, and `fusee inspect`'s way to it: published on inspect_listen only.
+    // Publishes `actor` on a loopback port of its own and puts `front` on `address` (on that
+    // host only) in front of it: the bound port, or 0 after refusing the start naming `setting`.
+    std::vector<std::unique_ptr<tls::acceptor>> fronts_accepting;
+    auto publish_behind = [&](const auto& actor, tls::terminator& front, const char* setting,
+                              const std::string& address, std::atomic<uint16_t>& internal) {
+      internal = publish_at(actor, setting, "127.0.0.1:0");
+      if (internal == 0) return uint16_t{0};
+      auto at = parse_host_port(address);
+      auto a = tls::acceptor::start(at->host, at->port, front);
+      if (!a) {
+        refuse_start(setting, a.err().message);
+        return uint16_t{0};
+      }
+      fronts_accepting.push_back(std::move(*a));
+      return fronts_accepting.back()->port();
+    };
+    // The inspector, and `fusee inspect`'s way to it: on inspect_listen only, behind a front that
+    // holds it to server::inspect_connections at once.
     server::inspector_actor inspector;
     uint16_t inspect_port = 0;
     if (acceptor) {
@@ -325,34 +345,36 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
         caf::anon_send(cluster, caf::put_atom::value,
                        caf::actor_cast<caf::strong_actor_ptr>(inspector));
       if (!cfg.inspect_listen.empty()) {
-        inspect_port = publish_at(inspector, "server.inspect_listen", cfg.inspect_listen);
+        auto internal = std::make_shared<std::atomic<uint16_t>>(0);
+        tls::terminator::options o;
+        o.open_plain = [internal] {
+          std::string why;
+          return tls::dial_tcp("127.0.0.1", *internal, 1000, &why);
+        };
+        o.max_connections = server::inspect_connections;
+        o.limit_name = "the inspector's " + std::to_string(server::inspect_connections);
+        o.what = "inspector";
+        inspect_front = tls::terminator::start(std::move(o));
+        inspect_port = publish_behind(inspector, *inspect_front, "server.inspect_listen",
+                                      cfg.inspect_listen, *internal);
         if (inspect_port != 0)
           spdlog::info("inspector listening inspect={}:{}",
                        parse_host_port(cfg.inspect_listen)->host, inspect_port);
       }
     }
-    // The cluster actor, for the other nodes: on cluster_listen only, once it knows this node's
-    // inspector (a peer's welcome carries it).
+    // The cluster actor, for the other nodes: on cluster_listen only (behind its front), once it
+    // knows this node's inspector (a peer's welcome carries it).
     uint16_t cluster_port = 0;
-    std::unique_ptr<tls::acceptor> cluster_acceptor;
-    if (acceptor && cluster && cluster_tls) {
-      *cluster_internal = publish_at(cluster, "cluster.cluster_listen", "127.0.0.1:0");
-      auto at = parse_host_port(cfg.cluster_listen);
-      if (auto a = tls::acceptor::start(at->host, at->port, *cluster_tls); !a) {
-        refuse_start("cluster.cluster_listen", a.err().message);
-      } else {
-        cluster_acceptor = std::move(*a);
-        cluster_port = cluster_acceptor->port();
-      }
-    } else if (acceptor && cluster) {
+    if (acceptor && cluster && cluster_tls)
+      cluster_port = publish_behind(cluster, *cluster_tls, "cluster.cluster_listen",
+                                    cfg.cluster_listen, *cluster_internal);
+    else if (acceptor && cluster)
       cluster_port = publish_at(cluster, "cluster.cluster_listen", cfg.cluster_listen);
-    }
     if (acceptor && cluster) {
       if (cluster_port != 0)
         spdlog::info("cluster listening node={} cluster={}:{} digest={} nodes={} tls={}",
                      cfg.cluster_node, parse_host_port(cfg.cluster_listen)->host, cluster_port,
-                     cfg.cluster.digest(), cfg.cluster.nodes.size(),
-                     cluster_tls ? "mutual" : "off");
+                     cfg.cluster.digest(), cfg.cluster.nodes.size(), tls_ctx ? "mutual" : "off");
       caf::anon_send(cluster, server::dial_atom::value);  // published: the peers may dial back
     }
     // The admin HTTP server (admin_routes.cpp).
@@ -374,6 +396,8 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       if (api && api->tls()) actx.terminators.emplace_back("http", api->tls());
       actx.log_failure = [w = wal.get()] { return w->failure(); };
       if (cluster_tls) actx.terminators.emplace_back("cluster", cluster_tls.get());
+      actx.cluster_links = cluster_tls.get();
+      actx.inspect_links = inspect_front.get();
       if (api) actx.api_server = &api->server();
       auto own_server = actx.own_server;
       http_server::options o;
@@ -424,7 +448,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
         }
       }
       spdlog::info("stopping signal={}", sig);
-      cluster_acceptor.reset();  // no new cluster links while the actors stop
+      fronts_accepting.clear();  // no new inspectors or TLS links while the actors stop
       acceptor->stop();
       // Every open connection ends with ERR SHUTTING_DOWN (a worker reconnects with backoff):
       // the actor system cannot stop while a session waits for its peer to close.

@@ -29,8 +29,10 @@ struct descriptor_plan {
   bool cut = false;                  ///< something got less than it asked for
 };
 
+/// `fusee inspect` connections open at once on inspect_listen; more are closed as they come.
+constexpr uint32_t inspect_connections = 32;
 /// Kept free beyond every share: the log's segments and checkpoints, the listening sockets, the
-/// inspector's connections, a moment's file reads.
+/// inspector's connections (3 each: the front's two sockets and CAF's end), a moment's file reads.
 constexpr uint64_t reserved_descriptors = 256;
 /// Kept besides, per other node of a cluster: its links both ways (with TLS: the terminator's
 /// socket, the loopback dial and CAF's end; the tunnel's sockets).

@@ -76,14 +76,20 @@ TEST_CASE("out of descriptors, the accept loop backs off, logs once and keeps se
 
   // Connections are completed by the kernel but no longer accepted. (A few may still be: the
   // accept call already waiting holds a descriptor number, which Linux takes before it waits, and
-  // descriptors the server opens for a moment free theirs.)
+  // descriptors the server opens for a moment free theirs. Such a number is not in /proc, so the
+  // limit above may fall below the listener's spare descriptor when another thread waits in
+  // accept too, as the inspector's front does: a connection accepted then cannot have its
+  // lane's descriptor and is closed, said in the log.)
   std::vector<peer> accepted;
   std::optional<peer> waiting;
+  size_t closed = 0;
   for (int i = 0; i < 8 && !waiting; ++i) {
     peer p{f.server.connect()};
     REQUIRE(p.conn.send(proto::client_hello{proto::request_head{1}, 1, "client"}));
     if (p.conn.receive(std::chrono::milliseconds(1000)))
       accepted.push_back(std::move(p));
+    else if (p.conn.closed())
+      ++closed;
     else
       waiting.emplace(std::move(p));
   }
@@ -109,5 +115,7 @@ TEST_CASE("out of descriptors, the accept loop backs off, logs once and keeps se
   auto log = f.server.log();
   // One line when it starts and one when it ends (per episode, not per attempt).
   CHECK(count(log, "cannot accept connections") == count(log, "accepting connections again"));
-  CHECK(count(log, "cannot accept connections") <= accepted.size() + 1);
+  CHECK(count(log, "cannot accept connections") <= accepted.size() + closed + 1);
+  CHECK((closed == 0) == (log.find("closing a new connection: no file descriptor is free for it") ==
+                          std::string::npos));
 }

@@ -1,13 +1,15 @@
 // Limits against abuse (limits.*): connections in total and per peer, the HELLO and frame
-// deadlines, the HTTP listeners' connections. Each trips with its error while the server keeps
-// serving the others.
+// deadlines, the HTTP listeners' connections, the inspector's. Each trips with its error while the
+// server keeps serving the others.
 #include <doctest/doctest.h>
 
 #include <filesystem>
 #include <optional>
 #include <thread>
+#include <tuple>
 #include <vector>
 
+#include "actors/net/descriptor_budget.hpp"
 #include "handler_process.hpp"
 #include "raw_socket.hpp"
 #include "server_process.hpp"
@@ -295,4 +297,49 @@ TEST_CASE("the HTTP API holds at most limits.max_http_connections and lets more 
   CHECK(answer->rfind("HTTP/1.1 ", 0) == 0);
   CHECK(f.server.log().find("2 connections are open (limits.max_http_connections): new "
                             "ones wait in the kernel's accept queue") != std::string::npos);
+}
+
+TEST_CASE("the inspector holds at most 32 connections and closes more as they come: fusee inspect "
+          "says why, the log and /metrics say so, and it is served once one closes") {
+  fixture f("");
+  auto inspect = [&] {
+    return test::run_process({test::fusee_binary(), "inspect", "--node",
+                              "127.0.0.1:" + std::to_string(f.server.inspect_port())},
+                             f.dir.path() / "inspect.out", 30s);
+  };
+  size_t before = descriptors(f.server.pid());
+  std::vector<test::raw_socket> held;  // CAF waits for their handshake for ever
+  for (uint32_t i = 0; i < server::inspect_connections; ++i)
+    held.emplace_back(f.server.inspect_port());
+  // (The 32 are taken once the front has seen them: until then a 33rd may take a place.)
+  std::optional<std::string> closed;
+  for (int i = 0; i < 100 && closed != std::string{}; ++i) {
+    test::raw_socket extra(f.server.inspect_port());
+    closed = extra.read(100ms);
+  }
+  REQUIRE(closed == std::string{});
+  for (int i = 0; i < 20; ++i) {
+    test::raw_socket extra(f.server.inspect_port());
+    CHECK(extra.read(5s) == std::string{});
+  }
+  // Three for each held connection (the front's two sockets, CAF's end), none for the others.
+  CHECK(descriptors(f.server.pid()) <= before + 3 * server::inspect_connections + 4);
+  auto [rc, out] = inspect();
+  CHECK(rc == 1);
+  CHECK_MESSAGE(out.find("the port took the connection and closed it: is the node's inspector "
+                         "at its 32 connections (its log says so)?") != std::string::npos,
+                out);
+  auto worker = f.client();
+  CHECK(answers_ping(worker));
+  held.pop_back();  // a place frees: fusee inspect is served
+  for (int i = 0; i < 100 && rc != 0; ++i) {
+    std::tie(rc, out) = inspect();
+    if (rc != 0) std::this_thread::sleep_for(20ms);  // until the front has seen the close
+  }
+  CHECK_MESSAGE(rc == 0, out);
+  CHECK(out.find("directory") != std::string::npos);
+  CHECK(counted(f.metrics(), "fusee_limit_refused_total{limit=\"inspect_connections\"} "));
+  CHECK(f.server.log().find("32 connections are open (the inspector's 32): new ones are closed "
+                            "as they come listener=inspector peer=127.0.0.1:") !=
+        std::string::npos);
 }
