@@ -201,10 +201,23 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
         };
         o.what = "cluster";
         // Handshakes from anyone who reaches the port hold descriptors: a few links per node in
-        // all, and few from one address, so that one stranger cannot take every place.
-        o.max_connections = static_cast<uint32_t>(4 * cfg.cluster.nodes.size() + 16);
+        // all, and few from one address, so that one stranger cannot take every place. The
+        // other nodes' addresses have places of their own, which strangers elsewhere cannot
+        // take (a node whose address does not resolve now shares the strangers' places).
+        uint32_t resolved = 0;
+        for (auto& n : cfg.cluster.nodes) {
+          if (n.name == cfg.cluster_node) continue;
+          auto ips = tls::addresses_of(parse_host_port(n.cluster)->host);
+          resolved += ips.empty() ? 0 : 1;
+          o.known_peers.insert(o.known_peers.end(), ips.begin(), ips.end());
+        }
+        auto others = static_cast<uint32_t>(cfg.cluster.nodes.size()) - 1;
+        o.max_known = 4 * resolved;
+        o.known_limit_name = "the cluster's links: 4 per other node from the nodes' addresses";
+        o.max_connections = 4 * (others - resolved) + 16;
         o.max_per_peer = 8;
-        o.limit_name = "the cluster's links: 4 per node and 16 in all, 8 handshakes per address";
+        o.limit_name = "the cluster's links: " + std::to_string(o.max_connections) +
+                       " from addresses that are no other node's, 8 handshakes per address";
         // A link may stay silent as long as the peer timeout allows.
         o.stalled_peer_ms = std::max<uint32_t>(30000, cfg.cluster_peer_timeout_ms);
         // Only nodes link: the certificate must name a node's host (workers' certificates from

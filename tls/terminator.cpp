@@ -28,6 +28,14 @@ void nonblocking(int fd) {
 
 }  // namespace
 
+std::string unmapped(const std::string& ip) {
+  // An IPv4 peer of a dual-stack (IPv6) listener: ::ffff:a.b.c.d
+  if (ip.size() > 7 && (ip.compare(0, 7, "::ffff:") == 0 || ip.compare(0, 7, "::FFFF:") == 0) &&
+      ip.find('.') != std::string::npos)
+    return ip.substr(7);
+  return ip;
+}
+
 struct terminator::conn {
   int tcp = -1;        ///< the peer's side (TLS, unless the terminator only relays)
   int plain = -1;      ///< our end of the socketpair (-1 until the handshake is done)
@@ -43,6 +51,7 @@ struct terminator::conn {
   /// When the TLS side last took bytes of to_tls (or to_tls last filled from empty).
   clock_type::time_point sent{};
   bool outbound = false;    ///< this side dialled: client handshake, `plain` given up front
+  bool known = false;       ///< inbound from one of known_peers: counted under max_known
   std::string server_name;  ///< outbound: the name the far side's certificate must carry
   bool open = false;        ///< handshake done, plaintext end handed over
   bool tls_eof = false;     ///< the TLS peer closed: nothing more to decrypt
@@ -109,6 +118,8 @@ void drain(terminator::conn& c) {
 std::unique_ptr<terminator> terminator::start(options o) {
   std::unique_ptr<terminator> t{new terminator};
   t->o_ = std::move(o);
+  for (auto& ip : t->o_.known_peers)
+    ip = unmapped(ip);
   t->epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
   t->wake_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epoll_event ev{};
@@ -155,7 +166,14 @@ void terminator::add_outbound(int tcp, int plain, std::string peer, std::string 
 void terminator::add(int fd, std::string peer, std::string peer_ip) {
   // Checked here, before the socket waits for the thread: a flood must not queue descriptors.
   std::string over, key = o_.what + "full";
-  if (auto held = inbound_.fetch_add(1); o_.max_connections != 0 && held >= o_.max_connections) {
+  bool known = std::find(o_.known_peers.begin(), o_.known_peers.end(), unmapped(peer_ip)) !=
+               o_.known_peers.end();
+  auto& open = known ? known_inbound_ : inbound_;
+  if (auto held = open.fetch_add(1); known && o_.max_known != 0 && held >= o_.max_known) {
+    over = std::to_string(o_.max_known) + " connections from known peers are open (" +
+           o_.known_limit_name + ")";
+    key += "known";
+  } else if (!known && o_.max_connections != 0 && held >= o_.max_connections) {
     over = std::to_string(o_.max_connections) + " connections are open (" + o_.limit_name + ")";
   } else if (o_.max_per_peer != 0) {
     std::lock_guard lk{per_peer_mu_};
@@ -168,7 +186,7 @@ void terminator::add(int fd, std::string peer, std::string peer_ip) {
     }
   }
   if (!over.empty()) {
-    --inbound_;
+    --open;
     refused_++;   // counted before the peer can see the close
     ::close(fd);  // before any byte: the peer may try again later
     say(key, over + ": new ones are closed as they come" +
@@ -179,6 +197,7 @@ void terminator::add(int fd, std::string peer, std::string peer_ip) {
   }
   auto c = std::make_unique<conn>();
   c->tcp = fd;
+  c->known = known;
   c->peer = std::move(peer);
   c->peer_ip = std::move(peer_ip);
   enqueue(std::move(c));
@@ -193,7 +212,7 @@ void terminator::handshake_ended(conn& c) {
 
 void terminator::drop(conn& c, bool delivered) {
   if (!delivered && !c.outbound && o_.dropped) o_.dropped(c.peer_ip);
-  if (!c.outbound) --inbound_;  // its place under max_connections
+  if (!c.outbound) --(c.known ? known_inbound_ : inbound_);  // its place
   if (!c.outbound && !c.open) handshake_ended(c);
   ::epoll_ctl(epoll_, EPOLL_CTL_DEL, c.tcp, nullptr);
   if (c.plain >= 0) ::epoll_ctl(epoll_, EPOLL_CTL_DEL, c.plain, nullptr);

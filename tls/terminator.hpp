@@ -31,6 +31,9 @@ struct handed_over {
   proto::bytes binding;  ///< exporter(), for token proofs
 };
 
+/// `ip` (a numeric address) with an IPv4-mapped IPv6 address (::ffff:a.b.c.d) as plain IPv4.
+std::string unmapped(const std::string& ip);
+
 class terminator {
 public:
   struct options {
@@ -66,6 +69,13 @@ public:
     /// Inbound handshakes going on at once from one address (a stranger's may not take every
     /// place; nodes behind one address link after theirs); 0: no limit.
     uint32_t max_per_peer = 0;
+    /// Peers at these addresses (IP literals) have places of their own: at most max_known of
+    /// them at once, not counted under max_connections (which then holds the others), so that
+    /// strangers who fill theirs leave these alone (a cluster's nodes keep room to link). 0: no
+    /// limit.
+    std::vector<std::string> known_peers;
+    uint32_t max_known = 0;
+    std::string known_limit_name;  ///< names max_known in the warning
   };
 
   static std::unique_ptr<terminator> start(options o);
@@ -110,7 +120,8 @@ private:
   std::vector<std::unique_ptr<conn>> incoming_;
   bool stopping_ = false;
   std::atomic<uint64_t> handshakes_{0}, failures_{0}, timeouts_{0}, plaintext_{0}, refused_{0};
-  std::atomic<uint32_t> inbound_{0};  ///< inbound connections add()ed and not yet dropped
+  std::atomic<uint32_t> inbound_{0};        ///< inbound connections add()ed and not yet dropped
+  std::atomic<uint32_t> known_inbound_{0};  ///< those of them from known_peers
   std::atomic<uint64_t> stalled_{0};
   std::mutex per_peer_mu_;
   std::unordered_map<std::string, uint32_t> per_peer_;  ///< with max_per_peer: held per address

@@ -1,5 +1,6 @@
 #include "tls/tunnel.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -15,6 +16,24 @@
 #include <spdlog/spdlog.h>
 
 namespace fusee::tls {
+
+std::vector<std::string> addresses_of(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  std::vector<std::string> out;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return out;
+  for (auto* ai = res; ai != nullptr; ai = ai->ai_next) {
+    char ip[NI_MAXHOST];
+    if (::getnameinfo(ai->ai_addr, ai->ai_addrlen, ip, sizeof(ip), nullptr, 0, NI_NUMERICHOST) ==
+            0 &&
+        std::find(out.begin(), out.end(), ip) == out.end())
+      out.emplace_back(ip);
+  }
+  ::freeaddrinfo(res);
+  return out;
+}
 
 int dial_tcp(const std::string& host, uint16_t port, uint32_t timeout_ms, std::string* why,
              int stop_fd, int receive_buffer) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "protocol/result.hpp"
 #include "tls/terminator.hpp"
@@ -19,6 +20,10 @@ namespace fusee::tls {
 /// `receive_buffer` sets SO_RCVBUF before connecting.
 int dial_tcp(const std::string& host, uint16_t port, uint32_t timeout_ms, std::string* why,
              int stop_fd = -1, int receive_buffer = 0);
+
+/// The numeric addresses `host` resolves to (itself if it is one), each once; none if it does
+/// not resolve. Blocks on DNS: call it at start, never on a CAF thread.
+std::vector<std::string> addresses_of(const std::string& host);
 
 class tunnel {
 public:

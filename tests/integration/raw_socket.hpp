@@ -18,16 +18,23 @@
 
 namespace fusee::test {
 
-/// A plain TCP connection to 127.0.0.1:port that has sent `bytes` (a request begun, say).
+/// A plain TCP connection to 127.0.0.1:port that has sent `bytes` (a request begun, say); from
+/// the loopback address `from` if one is given (127.0.0.2, say: a peer at another address).
 struct raw_socket {
   int fd = -1;
-  explicit raw_socket(uint16_t port, const std::string& bytes = "") {
+  explicit raw_socket(uint16_t port, const std::string& bytes = "", const std::string& from = "") {
     fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    if (!from.empty()) {
+      sockaddr_in me{};
+      me.sin_family = AF_INET;
+      REQUIRE(::inet_pton(AF_INET, from.c_str(), &me.sin_addr) == 1);
+      REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&me), sizeof(me)) == 0);
+    }
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(fd >= 0);
     REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
     if (!bytes.empty())
       REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == ssize_t(bytes.size()));

@@ -491,3 +491,57 @@ TEST_CASE("a terminator without TLS relays bytes both ways and each side's close
   CHECK(third->read(5s) == std::string{});
   ::close(again);
 }
+
+TEST_CASE("a terminator's known peers have places of their own: strangers who fill theirs leave "
+          "those alone, and each pool closes its own extras") {
+  CHECK(tls::unmapped("::ffff:10.0.0.7") == "10.0.0.7");
+  CHECK(tls::unmapped("::1") == "::1");
+  CHECK(tls::unmapped("10.0.0.7") == "10.0.0.7");
+  test::pki certs;
+  tls::terminator::options so;
+  so.ctx = *tls::server_context({certs.at("node.pem"), certs.at("node.key"), ""});
+  so.max_connections = 2;
+  so.limit_name = "strangers";
+  so.known_peers = {"::ffff:127.0.0.1"};  // (as a dual-stack listener would name it)
+  so.max_known = 1;
+  so.known_limit_name = "known";
+  so.what = "test";
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int> handed;
+  so.deliver = [&](tls::handed_over h) {
+    std::lock_guard lk{mu};
+    handed.push_back(h.fd);
+    cv.notify_all();
+  };
+  auto server = tls::terminator::start(std::move(so));
+  auto listening = tls::acceptor::start("127.0.0.1", 0, *server);
+  REQUIRE(listening);
+  uint16_t port = (*listening)->port();
+  // Two strangers (at 127.0.0.2) in their handshakes fill their places; a third is closed.
+  test::raw_socket s1(port, "", "127.0.0.2"), s2(port, "", "127.0.0.2");
+  test::raw_socket s3(port, "", "127.0.0.2");
+  CHECK(s3.read(5s) == std::string{});
+  // A known peer (127.0.0.1) still has its place: its handshake is done and handed over.
+  std::string why;
+  int tcp = tls::dial_tcp("127.0.0.1", port, 5000, &why);
+  REQUIRE_MESSAGE(tcp >= 0, why);
+  ::fcntl(tcp, F_SETFL, ::fcntl(tcp, F_GETFL) & ~O_NONBLOCK);
+  auto ctx = *tls::client_context({certs.at("ca.pem"), "", "", ""});
+  SSL* ssl = SSL_new(ctx.get());
+  tls::expect_peer_name(ssl, "127.0.0.1");
+  SSL_set_fd(ssl, tcp);
+  CHECK(SSL_connect(ssl) == 1);
+  {
+    std::unique_lock lk{mu};
+    CHECK(cv.wait_for(lk, 5s, [&] { return handed.size() == 1; }));
+  }
+  test::raw_socket k2(port);  // a second known peer: over its own pool's one place
+  CHECK(k2.read(5s) == std::string{});
+  CHECK(server->refused() == 2);
+  SSL_free(ssl);
+  ::close(tcp);
+  std::lock_guard lk{mu};
+  for (int fd : handed)
+    ::close(fd);
+}
