@@ -161,7 +161,7 @@ public:
       http_refused += server->connections_refused();
     }
     if (ctx.limits) guards.limit_refused.emplace_back("http_connections", http_refused);
-    if (ctx.cluster_links)  // 4 per node and 16 in all, 8 handshakes per address
+    if (ctx.cluster_links)  // either places: the nodes' own or the strangers'
       guards.limit_refused.emplace_back("cluster_links", ctx.cluster_links->refused());
     if (ctx.inspect_links)
       guards.limit_refused.emplace_back("inspect_connections", ctx.inspect_links->refused());

@@ -194,30 +194,33 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
         o.client_ctx =
             *tls::client_context({cfg.tls_ca_file, cfg.tls_cert_file, cfg.tls_key_file, ""});
         o.handshake_timeout_ms = cfg.cluster_peer_timeout_ms;
-        o.open_plain = [cluster_internal] {  // each link, to the cluster actor's loopback port
-          std::string why;
+        o.open_plain = [cluster_internal](std::string* why) {  // to the cluster actor's port
+          if (*cluster_internal == 0) *why = "the cluster actor is not published yet";
           return *cluster_internal == 0 ? -1
-                                        : tls::dial_tcp("127.0.0.1", *cluster_internal, 1000, &why);
+                                        : tls::dial_tcp("127.0.0.1", *cluster_internal, 1000, why);
         };
         o.what = "cluster";
         // Handshakes from anyone who reaches the port hold descriptors: a few links per node in
-        // all, and few from one address, so that one stranger cannot take every place. The
-        // other nodes' addresses have places of their own, which strangers elsewhere cannot
-        // take (a node whose address does not resolve now shares the strangers' places).
-        uint32_t resolved = 0;
-        for (auto& n : cfg.cluster.nodes) {
-          if (n.name == cfg.cluster_node) continue;
-          auto ips = tls::addresses_of(parse_host_port(n.cluster)->host);
-          resolved += ips.empty() ? 0 : 1;
-          o.known_peers.insert(o.known_peers.end(), ips.begin(), ips.end());
-        }
-        auto others = static_cast<uint32_t>(cfg.cluster.nodes.size()) - 1;
-        o.max_known = 4 * resolved;
-        o.known_limit_name = "the cluster's links: 4 per other node from the nodes' addresses";
-        o.max_connections = 4 * (others - resolved) + 16;
+        // all, and few from one address, so that one stranger cannot take every place. Besides,
+        // each other node has 4 places of its own for connections from its `cluster` host's
+        // addresses (resolved now, once), which strangers elsewhere cannot take. (A peer is known
+        // by the address it connects from: a node whose links leave from another takes the
+        // strangers' places, as all did before.)
+        o.max_connections = static_cast<uint32_t>(4 * cfg.cluster.nodes.size() + 16);
         o.max_per_peer = 8;
-        o.limit_name = "the cluster's links: " + std::to_string(o.max_connections) +
-                       " from addresses that are no other node's, 8 handshakes per address";
+        o.limit_name = "the cluster's links: 4 per node and 16 in all, 8 handshakes per address";
+        o.known_limit_name = "the cluster's links: 4 per node at that address";
+        for (auto& n : cfg.cluster.nodes) {
+          auto at = parse_host_port(n.cluster);
+          if (n.name == cfg.cluster_node || !at) continue;
+          auto ips = tls::addresses_of(at->host);
+          for (auto& ip : ips)
+            o.known_peers[ip] += 4;  // nodes at one address (one host) share theirs
+          if (ips.empty())
+            spdlog::warn("cluster node {}: its host {} does not resolve now; connections from it "
+                         "take the strangers' places until this node restarts",
+                         n.name, at->host);
+        }
         // A link may stay silent as long as the peer timeout allows.
         o.stalled_peer_ms = std::max<uint32_t>(30000, cfg.cluster_peer_timeout_ms);
         // Only nodes link: the certificate must name a node's host (workers' certificates from
@@ -360,12 +363,15 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       if (!cfg.inspect_listen.empty()) {
         auto internal = std::make_shared<std::atomic<uint16_t>>(0);
         tls::terminator::options o;
-        o.open_plain = [internal] {
-          std::string why;
-          return tls::dial_tcp("127.0.0.1", *internal, 1000, &why);
+        o.open_plain = [internal](std::string* why) {
+          return tls::dial_tcp("127.0.0.1", *internal, 1000, why);
         };
         o.max_connections = server::inspect_connections;
         o.limit_name = "the inspector's " + std::to_string(server::inspect_connections);
+        // Until its first byte, as long as a worker's connection may take to say HELLO; 8 such
+        // at once from one address.
+        o.handshake_timeout_ms = cfg.hello_timeout_ms;
+        o.max_per_peer = 8;
         o.what = "inspector";
         inspect_front = tls::terminator::start(std::move(o));
         inspect_port = publish_behind(inspector, *inspect_front, "server.inspect_listen",

@@ -50,8 +50,10 @@ struct terminator::conn {
   clock_type::time_point drain_until{};
   /// When the TLS side last took bytes of to_tls (or to_tls last filled from empty).
   clock_type::time_point sent{};
-  bool outbound = false;    ///< this side dialled: client handshake, `plain` given up front
-  bool known = false;       ///< inbound from one of known_peers: counted under max_known
+  bool outbound = false;  ///< this side dialled: client handshake, `plain` given up front
+  int known = -1;         ///< inbound from a known peer: the index of its address's places
+  /// Relayed (no TLS), inbound: its peer has sent nothing yet, which counts as a handshake.
+  bool silent = false;
   std::string server_name;  ///< outbound: the name the far side's certificate must carry
   bool open = false;        ///< handshake done, plaintext end handed over
   bool tls_eof = false;     ///< the TLS peer closed: nothing more to decrypt
@@ -118,8 +120,10 @@ void drain(terminator::conn& c) {
 std::unique_ptr<terminator> terminator::start(options o) {
   std::unique_ptr<terminator> t{new terminator};
   t->o_ = std::move(o);
-  for (auto& ip : t->o_.known_peers)
-    ip = unmapped(ip);
+  for (auto& [ip, places] : t->o_.known_peers)
+    if (t->known_index_.emplace(unmapped(ip), t->known_places_.size()).second)
+      t->known_places_.push_back(places);
+  t->known_open_.assign(t->known_places_.size(), 0);
   t->epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
   t->wake_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epoll_event ev{};
@@ -166,29 +170,33 @@ void terminator::add_outbound(int tcp, int plain, std::string peer, std::string 
 void terminator::add(int fd, std::string peer, std::string peer_ip) {
   // Checked here, before the socket waits for the thread: a flood must not queue descriptors.
   std::string over, key = o_.what + "full";
-  bool known = std::find(o_.known_peers.begin(), o_.known_peers.end(), unmapped(peer_ip)) !=
-               o_.known_peers.end();
-  auto& open = known ? known_inbound_ : inbound_;
-  if (auto held = open.fetch_add(1); known && o_.max_known != 0 && held >= o_.max_known) {
-    over = std::to_string(o_.max_known) + " connections from known peers are open (" +
-           o_.known_limit_name + ")";
-    key += "known";
-  } else if (!known && o_.max_connections != 0 && held >= o_.max_connections) {
-    over = std::to_string(o_.max_connections) + " connections are open (" + o_.limit_name + ")";
+  auto at = known_index_.find(unmapped(peer_ip));
+  int known = at == known_index_.end() ? -1 : at->second;
+  bool placed = take_place(known);
+  if (!placed) {
+    if (known < 0) {
+      over = std::to_string(o_.max_connections) + " connections are open (" + o_.limit_name + ")";
+    } else {
+      over = std::to_string(known_places_[static_cast<size_t>(known)]) + " connections from " +
+             peer_ip + " are open (" + o_.known_limit_name + ")";
+      key += peer_ip;
+    }
   } else if (o_.max_per_peer != 0) {
     std::lock_guard lk{per_peer_mu_};
     auto& mine = per_peer_[peer_ip];
     if (mine >= o_.max_per_peer) {
-      over = std::to_string(mine) + " handshakes from " + peer_ip + " are going on";
+      over = std::to_string(mine) +
+             (o_.ctx ? " handshakes from " + peer_ip + " are going on"
+                     : " connections from " + peer_ip + " have sent nothing yet");
       key += peer_ip;
     } else {
       ++mine;
     }
   }
   if (!over.empty()) {
-    --open;
-    refused_++;   // counted before the peer can see the close
-    ::close(fd);  // before any byte: the peer may try again later
+    if (placed) give_place(known);  // refused for max_per_peer
+    refused_++;                     // counted before the peer can see the close
+    ::close(fd);                    // before any byte: the peer may try again later
     say(key, over + ": new ones are closed as they come" +
                  (o_.ctx ? ", before their handshake" : "") + " listener=" + o_.what +
                  " peer=" + peer);
@@ -203,6 +211,28 @@ void terminator::add(int fd, std::string peer, std::string peer_ip) {
   enqueue(std::move(c));
 }
 
+bool terminator::take_place(int known) {
+  if (known < 0) {
+    if (inbound_.fetch_add(1) < o_.max_connections || o_.max_connections == 0) return true;
+    --inbound_;
+    return false;
+  }
+  auto i = static_cast<size_t>(known);
+  std::lock_guard lk{per_peer_mu_};
+  if (known_open_[i] >= known_places_[i]) return false;
+  ++known_open_[i];
+  return true;
+}
+
+void terminator::give_place(int known) {
+  if (known < 0) {
+    --inbound_;
+    return;
+  }
+  std::lock_guard lk{per_peer_mu_};
+  --known_open_[static_cast<size_t>(known)];
+}
+
 void terminator::handshake_ended(conn& c) {
   if (o_.max_per_peer == 0) return;  // its place under max_per_peer, which counts handshakes
   std::lock_guard lk{per_peer_mu_};
@@ -212,8 +242,8 @@ void terminator::handshake_ended(conn& c) {
 
 void terminator::drop(conn& c, bool delivered) {
   if (!delivered && !c.outbound && o_.dropped) o_.dropped(c.peer_ip);
-  if (!c.outbound) --(c.known ? known_inbound_ : inbound_);  // its place
-  if (!c.outbound && !c.open) handshake_ended(c);
+  if (!c.outbound) give_place(c.known);
+  if (!c.outbound && (!c.open || c.silent)) handshake_ended(c);
   ::epoll_ctl(epoll_, EPOLL_CTL_DEL, c.tcp, nullptr);
   if (c.plain >= 0) ::epoll_ctl(epoll_, EPOLL_CTL_DEL, c.plain, nullptr);
 }
@@ -296,11 +326,11 @@ void terminator::pump(conn& c) {
     if (c.ssl != nullptr && !handshake(c)) return;
     int given = -1;  // the end handed to deliver()
     if (c.plain < 0 && o_.open_plain) {
-      c.plain = o_.open_plain();
+      std::string why;
+      c.plain = o_.open_plain(&why);
       if (c.plain < 0) {
-        say("open_plain", "could not open the plaintext side of a connection, closing it "
-                          "listener=" +
-                              o_.what + " peer=" + c.peer);
+        say("open_plain", "could not open the plaintext side of a connection (" + why +
+                              "), closing it listener=" + o_.what + " peer=" + c.peer);
         c.tls_eof = c.plain_eof = true;
         return;
       }
@@ -315,7 +345,8 @@ void terminator::pump(conn& c) {
       given = pair[1];
     }
     nonblocking(c.plain);
-    if (!c.outbound) handshake_ended(c);
+    if (!c.outbound && c.ssl != nullptr) handshake_ended(c);
+    c.silent = !c.outbound && c.ssl == nullptr;  // relayed: until its first byte
     c.open = true;
     if (c.ssl != nullptr) handshakes_++;
     epoll_event ev{};
@@ -346,6 +377,10 @@ void terminator::pump(conn& c) {
     }
     int n = peer_read(c, buf, sizeof(buf), o_.what);
     if (n > 0) {
+      if (c.silent) {
+        c.silent = false;
+        handshake_ended(c);
+      }
       c.to_plain.insert(c.to_plain.end(), buf, buf + n);  // written out before more is read
       continue;
     }
@@ -433,13 +468,14 @@ void terminator::run() {
         c->tls_eof = c->plain_eof = true;
         touched.push_back(p);
       }
-    for (auto& [p, c] : conns)  // handshakes that take too long
-      if (!c->open && !c->tls_eof && !c->draining &&
+    for (auto& [p, c] : conns)  // handshakes (relayed: first bytes) that take too long
+      if ((!c->open || c->silent) && !c->tls_eof && !c->draining &&
           now - c->started >= std::chrono::milliseconds(o_.handshake_timeout_ms)) {
         timeouts_++;
-        say(c->peer_ip + "timeout", "TLS handshake not done within " +
-                                        std::to_string(o_.handshake_timeout_ms) +
-                                        " ms, closing listener=" + o_.what + " peer=" + c->peer);
+        say(c->peer_ip + "timeout",
+            std::string{c->silent ? "nothing sent" : "TLS handshake not done"} + " within " +
+                std::to_string(o_.handshake_timeout_ms) + " ms, closing listener=" + o_.what +
+                " peer=" + c->peer);
         c->tls_eof = c->plain_eof = true;
         touched.push_back(p);
       }

@@ -39,6 +39,8 @@ public:
   struct options {
     /// Inbound TLS; null: no TLS, the bytes are relayed as they are (a connection is open, and
     /// its plaintext side made, as soon as the thread takes it; `handed_over::binding` empty).
+    /// Relayed, a connection is "in its handshake" until its peer's first byte: it counts under
+    /// max_per_peer and is closed after handshake_timeout_ms until then.
     ctx_ptr ctx;
     uint32_t handshake_timeout_ms = 10000;
     /// A TLS peer that takes none of the bytes waiting for it this long is closed: it would
@@ -50,8 +52,9 @@ public:
     std::string plaintext_answer;
     std::function<void(handed_over)> deliver;
     /// Instead of a socketpair (and `deliver`): the plaintext side is a connection this opens
-    /// (e.g. to a loopback port where CAF's middleman listens); -1 drops the connection.
-    std::function<int()> open_plain;
+    /// (e.g. to a loopback port where CAF's middleman listens); -1 (and why) drops the
+    /// connection.
+    std::function<int(std::string* why)> open_plain;
     /// For add_outbound(): this side's certificate and the CA that signs the far side's.
     ctx_ptr client_ctx;
     /// Inbound: the client's certificate must also name one of these (IP addresses or host
@@ -69,13 +72,12 @@ public:
     /// Inbound handshakes going on at once from one address (a stranger's may not take every
     /// place; nodes behind one address link after theirs); 0: no limit.
     uint32_t max_per_peer = 0;
-    /// Peers at these addresses (IP literals) have places of their own: at most max_known of
-    /// them at once, not counted under max_connections (which then holds the others), so that
-    /// strangers who fill theirs leave these alone (a cluster's nodes keep room to link). 0: no
-    /// limit.
-    std::vector<std::string> known_peers;
-    uint32_t max_known = 0;
-    std::string known_limit_name;  ///< names max_known in the warning
+    /// Connections from these addresses (IP literals) have places of their own, as many as the
+    /// number given for each, not counted under max_connections: strangers who fill theirs
+    /// leave these alone, and one address cannot take another's (a cluster's nodes keep room to
+    /// link).
+    std::unordered_map<std::string, uint32_t> known_peers;
+    std::string known_limit_name;  ///< names the known addresses' places in the warning
   };
 
   static std::unique_ptr<terminator> start(options o);
@@ -110,6 +112,9 @@ private:
   void drop(conn& c, bool delivered);
   /// `c`'s handshake is over (done or not): its place under max_per_peer frees.
   void handshake_ended(conn& c);
+  /// The place of a connection from known address `known` (-1: a stranger), if one is free.
+  bool take_place(int known);
+  void give_place(int known);
   /// Logs `line` as a warning unless the same `key` was logged in the last minute.
   void say(const std::string& key, const std::string& line);
 
@@ -120,11 +125,12 @@ private:
   std::vector<std::unique_ptr<conn>> incoming_;
   bool stopping_ = false;
   std::atomic<uint64_t> handshakes_{0}, failures_{0}, timeouts_{0}, plaintext_{0}, refused_{0};
-  std::atomic<uint32_t> inbound_{0};        ///< inbound connections add()ed and not yet dropped
-  std::atomic<uint32_t> known_inbound_{0};  ///< those of them from known_peers
+  std::atomic<uint32_t> inbound_{0};  ///< strangers' connections add()ed and not yet dropped
   std::atomic<uint64_t> stalled_{0};
-  std::mutex per_peer_mu_;
+  std::mutex per_peer_mu_;                              ///< guards per_peer_ and known_open_
   std::unordered_map<std::string, uint32_t> per_peer_;  ///< with max_per_peer: held per address
+  std::unordered_map<std::string, int> known_index_;    ///< of each address of known_peers
+  std::vector<uint32_t> known_places_, known_open_;     ///< by that index
   std::mutex said_mu_;                                  ///< say()'s
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> said_;  ///< say()'s
 };

@@ -308,9 +308,13 @@ TEST_CASE("the inspector holds at most 32 connections and closes more as they co
                              f.dir.path() / "inspect.out", 30s);
   };
   size_t before = descriptors(f.server.pid());
-  std::vector<test::raw_socket> held;  // CAF waits for their handshake for ever
+  // Each sends one byte, so the front no longer counts it as silent, and CAF waits for the rest
+  // of its handshake for ever; four from each of eight addresses (an address may have 8 silent
+  // ones at once, until the front reads their byte).
+  std::vector<test::raw_socket> held;
   for (uint32_t i = 0; i < server::inspect_connections; ++i)
-    held.emplace_back(f.server.inspect_port());
+    held.emplace_back(f.server.inspect_port(), std::string(1, '\0'),
+                      "127.0.0." + std::to_string(2 + i / 4));
   // (The 32 are taken once the front has seen them: until then a 33rd may take a place.)
   std::optional<std::string> closed;
   for (int i = 0; i < 100 && closed != std::string{}; ++i) {
@@ -342,4 +346,24 @@ TEST_CASE("the inspector holds at most 32 connections and closes more as they co
   CHECK(f.server.log().find("32 connections are open (the inspector's 32): new ones are closed "
                             "as they come listener=inspector peer=127.0.0.1:") !=
         std::string::npos);
+}
+
+TEST_CASE("the inspector closes a connection that sends nothing within limits.hello_timeout_ms, "
+          "and holds only 8 such from one address at once") {
+  fixture f("hello_timeout_ms = 1000\n");
+  std::vector<test::raw_socket> silent;
+  for (int i = 0; i < 8; ++i)
+    silent.emplace_back(f.server.inspect_port());
+  test::raw_socket ninth(f.server.inspect_port());
+  CHECK(ninth.read(5s) == std::string{});  // at once, not after the time-out
+  for (auto& s : silent)
+    CHECK(s.closed_within(10s));  // after about a second (CAF's handshake bytes come first)
+  auto [rc, out] = test::run_process({test::fusee_binary(), "inspect", "--node",
+                                      "127.0.0.1:" + std::to_string(f.server.inspect_port())},
+                                     f.dir.path() / "inspect.out", 30s);
+  CHECK_MESSAGE(rc == 0, out);
+  auto log = f.server.log();
+  CHECK(log.find("8 connections from 127.0.0.1 have sent nothing yet: new ones are closed as they "
+                 "come listener=inspector") != std::string::npos);
+  CHECK(log.find("nothing sent within 1000 ms, closing listener=inspector") != std::string::npos);
 }

@@ -46,6 +46,16 @@ struct raw_socket {
   /// What arrives within `wait`: "" once the server closed the connection, nullopt if nothing
   /// came (the connection still open).
   std::optional<std::string> read(std::chrono::milliseconds wait) { return read_fd(fd, wait); }
+  /// True if the server closes the connection within `wait` (what it sends before is dropped).
+  bool closed_within(std::chrono::milliseconds wait) {
+    auto deadline = std::chrono::steady_clock::now() + wait;
+    for (auto now = std::chrono::steady_clock::now(); now < deadline;
+         now = std::chrono::steady_clock::now()) {
+      auto got = read_fd(fd, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now));
+      if (got && got->empty()) return true;
+    }
+    return false;
+  }
   /// As read(), on any socket.
   static std::optional<std::string> read_fd(int fd, std::chrono::milliseconds wait) {
     pollfd p{fd, POLLIN, 0};

@@ -444,9 +444,8 @@ TEST_CASE("a terminator without TLS relays bytes both ways and each side's close
           "connections over its bound as they come until a place frees") {
   backend far;
   tls::terminator::options o;  // no ctx: plain TCP in, plain TCP out
-  o.open_plain = [port = far.port] {
-    std::string why;
-    return tls::dial_tcp("127.0.0.1", port, 1000, &why);
+  o.open_plain = [port = far.port](std::string* why) {
+    return tls::dial_tcp("127.0.0.1", port, 1000, why);
   };
   o.max_connections = 1;
   o.limit_name = "the test's 1";
@@ -492,8 +491,8 @@ TEST_CASE("a terminator without TLS relays bytes both ways and each side's close
   ::close(again);
 }
 
-TEST_CASE("a terminator's known peers have places of their own: strangers who fill theirs leave "
-          "those alone, and each pool closes its own extras") {
+TEST_CASE("a terminator's known peers have places of their own, each address its own: strangers "
+          "who fill theirs leave those alone, and each closes its own extras") {
   CHECK(tls::unmapped("::ffff:10.0.0.7") == "10.0.0.7");
   CHECK(tls::unmapped("::1") == "::1");
   CHECK(tls::unmapped("10.0.0.7") == "10.0.0.7");
@@ -502,8 +501,8 @@ TEST_CASE("a terminator's known peers have places of their own: strangers who fi
   so.ctx = *tls::server_context({certs.at("node.pem"), certs.at("node.key"), ""});
   so.max_connections = 2;
   so.limit_name = "strangers";
-  so.known_peers = {"::ffff:127.0.0.1"};  // (as a dual-stack listener would name it)
-  so.max_known = 1;
+  // One place each; 127.0.0.1 as a dual-stack listener would name it.
+  so.known_peers = {{"::ffff:127.0.0.1", 1}, {"127.0.0.3", 1}};
   so.known_limit_name = "known";
   so.what = "test";
   std::mutex mu;
@@ -518,30 +517,62 @@ TEST_CASE("a terminator's known peers have places of their own: strangers who fi
   auto listening = tls::acceptor::start("127.0.0.1", 0, *server);
   REQUIRE(listening);
   uint16_t port = (*listening)->port();
+  auto ctx = *tls::client_context({certs.at("ca.pem"), "", "", ""});
+  // A TLS handshake from `from` on a blocking socket: true once the server handed it over.
+  auto handshake = [&](const std::string& from, size_t handed_then) {
+    test::raw_socket tcp(port, "", from);
+    SSL* ssl = SSL_new(ctx.get());
+    tls::expect_peer_name(ssl, "127.0.0.1");
+    SSL_set_fd(ssl, tcp.fd);
+    bool done = SSL_connect(ssl) == 1;
+    SSL_free(ssl);
+    std::unique_lock lk{mu};
+    return done && cv.wait_for(lk, 5s, [&] { return handed.size() == handed_then; });
+  };
   // Two strangers (at 127.0.0.2) in their handshakes fill their places; a third is closed.
   test::raw_socket s1(port, "", "127.0.0.2"), s2(port, "", "127.0.0.2");
   test::raw_socket s3(port, "", "127.0.0.2");
   CHECK(s3.read(5s) == std::string{});
-  // A known peer (127.0.0.1) still has its place: its handshake is done and handed over.
-  std::string why;
-  int tcp = tls::dial_tcp("127.0.0.1", port, 5000, &why);
-  REQUIRE_MESSAGE(tcp >= 0, why);
-  ::fcntl(tcp, F_SETFL, ::fcntl(tcp, F_GETFL) & ~O_NONBLOCK);
-  auto ctx = *tls::client_context({certs.at("ca.pem"), "", "", ""});
-  SSL* ssl = SSL_new(ctx.get());
-  tls::expect_peer_name(ssl, "127.0.0.1");
-  SSL_set_fd(ssl, tcp);
-  CHECK(SSL_connect(ssl) == 1);
-  {
-    std::unique_lock lk{mu};
-    CHECK(cv.wait_for(lk, 5s, [&] { return handed.size() == 1; }));
-  }
-  test::raw_socket k2(port);  // a second known peer: over its own pool's one place
+  // Each known address still has its place: 127.0.0.1's ...
+  test::raw_socket k1(port);  // (its handshake not begun: it holds 127.0.0.1's one place)
+  test::raw_socket k2(port);  // over 127.0.0.1's place: closed
   CHECK(k2.read(5s) == std::string{});
+  // ... and 127.0.0.3's, which 127.0.0.1 cannot take: a handshake from it is done.
+  CHECK(handshake("127.0.0.3", 1));
   CHECK(server->refused() == 2);
-  SSL_free(ssl);
-  ::close(tcp);
   std::lock_guard lk{mu};
   for (int fd : handed)
     ::close(fd);
+}
+
+TEST_CASE("a relayed connection that sends nothing is closed after the handshake time-out, and "
+          "an address has only so many such at once, while one that spoke stays") {
+  backend far;
+  tls::terminator::options o;
+  o.open_plain = [port = far.port](std::string* why) {
+    return tls::dial_tcp("127.0.0.1", port, 1000, why);
+  };
+  o.handshake_timeout_ms = 300;
+  o.max_per_peer = 2;
+  o.what = "test";
+  auto relay = tls::terminator::start(std::move(o));
+  auto listening = tls::acceptor::start("127.0.0.1", 0, *relay);
+  REQUIRE(listening);
+  uint16_t port = (*listening)->port();
+  test::raw_socket spoke(port, "x");  // its first byte: no longer "in its handshake"
+  int far_end = far.accept_one();
+  REQUIRE(far_end >= 0);
+  CHECK(test::raw_socket::read_fd(far_end, 5s) == std::string{"x"});
+  test::raw_socket silent1(port), silent2(port);
+  test::raw_socket third(port);  // a third silent one from 127.0.0.1: closed at once
+  CHECK(third.read(5s) == std::string{});
+  CHECK(relay->refused() == 1);
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(silent1.read(5s) == std::string{});  // closed by the time-out
+  CHECK(silent2.read(5s) == std::string{});
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  CHECK(relay->timeouts() == 2);
+  // The one that spoke was not cut: it still relays.
+  CHECK(passes(spoke.fd, far_end, "still here"));
+  ::close(far_end);
 }
