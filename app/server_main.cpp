@@ -208,14 +208,13 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
         // strangers' places, as all did before.)
         o.max_connections = static_cast<uint32_t>(4 * cfg.cluster.nodes.size() + 16);
         o.max_per_peer = 8;
-        o.limit_name = "the cluster's links: 4 per node and 16 in all, 8 handshakes per address";
-        o.known_limit_name = "the cluster's links: 4 per node at that address";
+        o.limit_name = "the cluster's links: 4 per node + 16, 8 handshakes per address";
+        o.known_limit_name = "the cluster's links: 4 of the node's own";
         for (auto& n : cfg.cluster.nodes) {
           auto at = parse_host_port(n.cluster);
           if (n.name == cfg.cluster_node || !at) continue;
           auto ips = tls::addresses_of(at->host);
-          for (auto& ip : ips)
-            o.known_peers[ip] += 4;  // nodes at one address (one host) share theirs
+          o.add_known(ips, 4);  // nodes at one address (one host) share theirs
           if (ips.empty())
             spdlog::warn("cluster node {}: its host {} does not resolve now; connections from it "
                          "take the strangers' places until this node restarts",

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <unordered_map>
+#include <utility>
 
 #include <fcntl.h>
 #include <sys/epoll.h>
@@ -51,7 +52,7 @@ struct terminator::conn {
   /// When the TLS side last took bytes of to_tls (or to_tls last filled from empty).
   clock_type::time_point sent{};
   bool outbound = false;  ///< this side dialled: client handshake, `plain` given up front
-  int known = -1;         ///< inbound from a known peer: the index of its address's places
+  int known = -1;         ///< inbound from a known peer: the index of its places
   /// Relayed (no TLS), inbound: its peer has sent nothing yet, which counts as a handshake.
   bool silent = false;
   std::string server_name;  ///< outbound: the name the far side's certificate must carry
@@ -117,13 +118,30 @@ void drain(terminator::conn& c) {
   c.drain_until = clock_type::now() + std::chrono::seconds(2);
 }
 
+void terminator::options::add_known(const std::vector<std::string>& addresses, uint32_t places) {
+  // The peers these addresses already belong to merge into the first of them (or a new one).
+  std::vector<uint32_t> peers;
+  for (auto& a : addresses)
+    if (auto at = known_peers.find(unmapped(a)); at != known_peers.end())
+      peers.push_back(at->second);
+  std::sort(peers.begin(), peers.end());
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+  auto into = peers.empty() ? static_cast<uint32_t>(known_places.size()) : peers.front();
+  if (peers.empty()) known_places.push_back(0);
+  for (size_t k = 1; k < peers.size(); ++k) {
+    known_places[into] += std::exchange(known_places[peers[k]], 0);
+    for (auto& [ip, peer] : known_peers)
+      if (peer == peers[k]) peer = into;
+  }
+  known_places[into] += places;
+  for (auto& a : addresses)
+    known_peers[unmapped(a)] = into;
+}
+
 std::unique_ptr<terminator> terminator::start(options o) {
   std::unique_ptr<terminator> t{new terminator};
   t->o_ = std::move(o);
-  for (auto& [ip, places] : t->o_.known_peers)
-    if (t->known_index_.emplace(unmapped(ip), t->known_places_.size()).second)
-      t->known_places_.push_back(places);
-  t->known_open_.assign(t->known_places_.size(), 0);
+  t->known_open_.assign(t->o_.known_places.size(), 0);
   t->epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
   t->wake_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epoll_event ev{};
@@ -170,16 +188,16 @@ void terminator::add_outbound(int tcp, int plain, std::string peer, std::string 
 void terminator::add(int fd, std::string peer, std::string peer_ip) {
   // Checked here, before the socket waits for the thread: a flood must not queue descriptors.
   std::string over, key = o_.what + "full";
-  auto at = known_index_.find(unmapped(peer_ip));
-  int known = at == known_index_.end() ? -1 : at->second;
+  auto at = o_.known_peers.find(unmapped(peer_ip));
+  int known = at == o_.known_peers.end() ? -1 : static_cast<int>(at->second);
   bool placed = take_place(known);
   if (!placed) {
     if (known < 0) {
       over = std::to_string(o_.max_connections) + " connections are open (" + o_.limit_name + ")";
     } else {
-      over = std::to_string(known_places_[static_cast<size_t>(known)]) + " connections from " +
-             peer_ip + " are open (" + o_.known_limit_name + ")";
-      key += peer_ip;
+      over = std::to_string(o_.known_places[static_cast<size_t>(known)]) + " connections from " +
+             peer_ip + "'s peer are open (" + o_.known_limit_name + ")";
+      key += "known" + peer_ip;
     }
   } else if (o_.max_per_peer != 0) {
     std::lock_guard lk{per_peer_mu_};
@@ -219,7 +237,7 @@ bool terminator::take_place(int known) {
   }
   auto i = static_cast<size_t>(known);
   std::lock_guard lk{per_peer_mu_};
-  if (known_open_[i] >= known_places_[i]) return false;
+  if (known_open_[i] >= o_.known_places[i]) return false;
   ++known_open_[i];
   return true;
 }
@@ -468,17 +486,6 @@ void terminator::run() {
         c->tls_eof = c->plain_eof = true;
         touched.push_back(p);
       }
-    for (auto& [p, c] : conns)  // handshakes (relayed: first bytes) that take too long
-      if ((!c->open || c->silent) && !c->tls_eof && !c->draining &&
-          now - c->started >= std::chrono::milliseconds(o_.handshake_timeout_ms)) {
-        timeouts_++;
-        say(c->peer_ip + "timeout",
-            std::string{c->silent ? "nothing sent" : "TLS handshake not done"} + " within " +
-                std::to_string(o_.handshake_timeout_ms) + " ms, closing listener=" + o_.what +
-                " peer=" + c->peer);
-        c->tls_eof = c->plain_eof = true;
-        touched.push_back(p);
-      }
     std::sort(touched.begin(), touched.end());
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
     for (auto* p : touched) {
@@ -493,6 +500,22 @@ void terminator::run() {
         drop(c, c.open);
         conns.erase(it);
       }
+    }
+    // Handshakes (relayed: first bytes) that take too long, looked at after this turn's bytes
+    // were read: one whose awaited bytes just came is not cut, one that trickles bytes is.
+    for (auto it = conns.begin(); it != conns.end();) {
+      auto& c = *it->second;
+      if (!(!c.open || c.silent) || c.tls_eof || c.draining ||
+          now - c.started < std::chrono::milliseconds(o_.handshake_timeout_ms)) {
+        ++it;
+        continue;
+      }
+      timeouts_++;
+      say(c.peer_ip + "timeout", std::string{c.silent ? "nothing sent" : "TLS handshake not done"} +
+                                     " within " + std::to_string(o_.handshake_timeout_ms) +
+                                     " ms, closing listener=" + o_.what + " peer=" + c.peer);
+      drop(c, c.open);
+      it = conns.erase(it);
     }
     // A TLS peer that took none of what waits for it for stalled_peer_ms (looked at after this
     // turn's events, so one that just read is not cut, whether or not it closed its side): reset.

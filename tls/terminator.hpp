@@ -72,12 +72,15 @@ public:
     /// Inbound handshakes going on at once from one address (a stranger's may not take every
     /// place; nodes behind one address link after theirs); 0: no limit.
     uint32_t max_per_peer = 0;
-    /// Connections from these addresses (IP literals) have places of their own, as many as the
-    /// number given for each, not counted under max_connections: strangers who fill theirs
-    /// leave these alone, and one address cannot take another's (a cluster's nodes keep room to
-    /// link).
-    std::unordered_map<std::string, uint32_t> known_peers;
-    std::string known_limit_name;  ///< names the known addresses' places in the warning
+    /// Known peers (a cluster's nodes), filled by add_known(): connections from their addresses
+    /// (IP literals) have places of their own, not counted under max_connections, so strangers
+    /// who fill theirs leave these alone, and one peer cannot take another's.
+    std::unordered_map<std::string, uint32_t> known_peers;  ///< address -> its peer's places
+    std::vector<uint32_t> known_places;                     ///< places by that index
+    /// Adds a peer at `addresses` (IPv4-mapped IPv6 ones as IPv4) with `places` of its own;
+    /// peers that share an address (nodes on one host) share their places, added together.
+    void add_known(const std::vector<std::string>& addresses, uint32_t places);
+    std::string known_limit_name;  ///< names the known peers' places in the warning
   };
 
   static std::unique_ptr<terminator> start(options o);
@@ -112,7 +115,7 @@ private:
   void drop(conn& c, bool delivered);
   /// `c`'s handshake is over (done or not): its place under max_per_peer frees.
   void handshake_ended(conn& c);
-  /// The place of a connection from known address `known` (-1: a stranger), if one is free.
+  /// The place of a connection from known peer `known` (-1: a stranger), if one is free.
   bool take_place(int known);
   void give_place(int known);
   /// Logs `line` as a warning unless the same `key` was logged in the last minute.
@@ -129,8 +132,7 @@ private:
   std::atomic<uint64_t> stalled_{0};
   std::mutex per_peer_mu_;                              ///< guards per_peer_ and known_open_
   std::unordered_map<std::string, uint32_t> per_peer_;  ///< with max_per_peer: held per address
-  std::unordered_map<std::string, int> known_index_;    ///< of each address of known_peers
-  std::vector<uint32_t> known_places_, known_open_;     ///< by that index
+  std::vector<uint32_t> known_open_;                    ///< by the index of options::known_places
   std::mutex said_mu_;                                  ///< say()'s
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> said_;  ///< say()'s
 };
