@@ -460,12 +460,12 @@ TEST_CASE("nodes with mutual TLS form a cluster and a node with a stranger's cer
 
 TEST_CASE("with TLS strangers hold at most 8 handshakes from one address and 4 per node + 16 in "
           "all on a node's cluster port, apart from the nodes' places: more are closed as they "
-          "come, said in the log and /metrics, and a node links again meanwhile") {
+          "come, said in the log and /metrics, and a node's connection still comes in") {
   pki certs;
-  cluster3 c(certs.tls_toml("node", true), "", {}, 10000);
+  cluster3 c(certs.tls_toml("node", true), "", {}, 20000);
   REQUIRE(c.all_linked());
   // Plain TCP from addresses that are no node's (the nodes are at 127.0.0.1): handshakes that
-  // never begin, each cut after cluster.peer_timeout_ms (10 s); a refused one is closed at once.
+  // never begin, each cut after cluster.peer_timeout_ms (20 s); a refused one is closed at once.
   auto refused = [](raw_socket& s) { return s.read(std::chrono::seconds(3)) == ""; };
   std::vector<raw_socket> strangers;
   for (int i = 0; i < 8; ++i)
@@ -476,11 +476,10 @@ TEST_CASE("with TLS strangers hold at most 8 handshakes from one address and 4 p
     strangers.emplace_back(c.at[0].cluster, "", "127.0.0.3" + std::to_string(i / 8));
   raw_socket over(c.at[0].cluster, "", "127.0.0.4");
   CHECK(refused(over));
-  // Node c restarts and links to a again while the strangers hold all their places: its links
-  // come from a node's address (127.0.0.1), which has places of its own.
-  REQUIRE(c.nodes[2]->stop() == 0);
-  REQUIRE(c.nodes[2]->start() == "");
-  CHECK(await([&] { return count_of(c.nodes[0]->log(), "cluster peer up node=c") >= 2; }));
+  // A node's connection still comes in while the strangers hold every place they have: from a
+  // node's address (127.0.0.1), with a node's certificate, its TLS handshake is done.
+  auto as_node = client::connection::open("127.0.0.1", c.at[0].cluster, certs.client("node"));
+  CHECK_MESSAGE(as_node, (as_node ? "" : as_node.err().message));
   auto log = c.nodes[0]->log();
   CHECK(log.find("8 handshakes from 127.0.0.2 are going on: new ones are closed as they come, "
                  "before their handshake listener=cluster") != std::string::npos);
