@@ -119,6 +119,7 @@ void drain(terminator::conn& c) {
 }
 
 void terminator::options::add_known(const std::vector<std::string>& addresses, uint32_t places) {
+  if (addresses.empty()) return;  // nothing could take its places
   // The peers these addresses already belong to merge into the first of them (or a new one).
   std::vector<uint32_t> peers;
   for (auto& a : addresses)
@@ -505,7 +506,8 @@ void terminator::run() {
     // were read: one whose awaited bytes just came is not cut, one that trickles bytes is.
     for (auto it = conns.begin(); it != conns.end();) {
       auto& c = *it->second;
-      if (!(!c.open || c.silent) || c.tls_eof || c.draining ||
+      bool waiting = !c.open || c.silent;  // for its handshake, or (relayed) its first byte
+      if (!waiting || c.tls_eof || c.draining ||
           now - c.started < std::chrono::milliseconds(o_.handshake_timeout_ms)) {
         ++it;
         continue;

@@ -75,7 +75,7 @@ public:
     /// Known peers (a cluster's nodes), filled by add_known(): connections from their addresses
     /// (IP literals) have places of their own, not counted under max_connections, so strangers
     /// who fill theirs leave these alone, and one peer cannot take another's.
-    std::unordered_map<std::string, uint32_t> known_peers;  ///< address -> its peer's places
+    std::unordered_map<std::string, uint32_t> known_peers;  ///< address -> index of its places
     std::vector<uint32_t> known_places;                     ///< places by that index
     /// Adds a peer at `addresses` (IPv4-mapped IPv6 ones as IPv4) with `places` of its own;
     /// peers that share an address (nodes on one host) share their places, added together.

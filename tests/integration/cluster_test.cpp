@@ -476,8 +476,8 @@ TEST_CASE("with TLS strangers hold at most 8 handshakes from one address and 4 p
     strangers.emplace_back(c.at[0].cluster, "", "127.0.0.3" + std::to_string(i / 8));
   raw_socket over(c.at[0].cluster, "", "127.0.0.4");
   CHECK(refused(over));
-  // A node's connection still comes in while the strangers hold every place they have: from a
-  // node's address (127.0.0.1), with a node's certificate, its TLS handshake is done.
+  // A connection from a node's address (127.0.0.1) still comes in while the strangers hold every
+  // place they have: its TLS handshake is done (with a node's certificate, as a link's would be).
   auto as_node = client::connection::open("127.0.0.1", c.at[0].cluster, certs.client("node"));
   CHECK_MESSAGE(as_node, (as_node ? "" : as_node.err().message));
   auto log = c.nodes[0]->log();

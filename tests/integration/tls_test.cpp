@@ -508,6 +508,18 @@ TEST_CASE("known peers that share an address share their places, added together"
   o.add_known({"10.0.0.4", "10.0.0.2"}, 4);  // a peer at both: the two merge
   CHECK(o.known_peers.at("10.0.0.4") == o.known_peers.at("fd00::2"));
   CHECK(o.known_places[o.known_peers.at("10.0.0.4")] == 12);
+  o.add_known({"10.0.0.5", "10.0.0.5", "::ffff:10.0.0.5"}, 4);  // one address said three ways
+  CHECK(o.known_places[o.known_peers.at("10.0.0.5")] == 4);
+  o.add_known({"10.0.0.1", "10.0.0.4", "10.0.0.5"}, 4);  // three peers merge into one
+  auto all = o.known_peers.at("10.0.0.1");
+  for (auto ip : {"10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5", "fd00::2"})
+    CHECK(o.known_peers.at(ip) == all);
+  CHECK(o.known_places[all] == 8 + 12 + 4 + 4);
+  o.add_known({}, 4);  // no address: nothing
+  uint32_t sum = 0;
+  for (auto n : o.known_places)
+    sum += n;
+  CHECK(sum == 8 + 12 + 4 + 4);
 }
 
 TEST_CASE("a terminator's known peers have places of their own, each peer its own: strangers "
@@ -611,4 +623,27 @@ TEST_CASE("a relayed connection that sends nothing is closed after the handshake
   CHECK(relay->timeouts() == 1);
   CHECK(passes(spoke.fd, far_end, "still here"));  // not cut
   ::close(far_end);
+}
+
+TEST_CASE("a TLS handshake that trickles its bytes is still cut after the handshake time-out") {
+  test::pki certs;
+  tls::terminator::options so;
+  so.ctx = *tls::server_context({certs.at("node.pem"), certs.at("node.key"), ""});
+  so.handshake_timeout_ms = 500;
+  so.what = "test";
+  so.deliver = [](tls::handed_over h) { ::close(h.fd); };
+  auto server = tls::terminator::start(std::move(so));
+  auto listening = tls::acceptor::start("127.0.0.1", 0, *server);
+  REQUIRE(listening);
+  // A record header that promises a long ClientHello, then one byte of it every 50 ms.
+  test::raw_socket slow((*listening)->port(), std::string("\x16\x03\x01\x40\x00", 5));
+  bool closed = false;
+  auto t0 = std::chrono::steady_clock::now();
+  while (!closed && std::chrono::steady_clock::now() - t0 < 10s) {
+    (void)!::send(slow.fd, "\x01", 1, MSG_NOSIGNAL);
+    auto got = slow.read(50ms);  // paces the bytes; the close is what it waits for
+    closed = got && got->empty();
+  }
+  CHECK(closed);
+  CHECK(server->timeouts() == 1);
 }
