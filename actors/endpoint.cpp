@@ -175,7 +175,7 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
         auto i = st.invocations.find(id);
         if (i == st.invocations.end()) return;
         auto inv = i->second;
-        if (out.sent) {  // a POST never sent says nothing of the endpoint's latency
+        if (out.sent && !out.stopping) {  // a POST never sent (or cut) says nothing of its latency
           st.m.total_ms += static_cast<uint64_t>(total_ms);
           st.m.max_ms = std::max(st.m.max_ms, static_cast<uint64_t>(total_ms));
           st.m.duration.observe(static_cast<double>(total_ms) / 1000.0);
@@ -187,17 +187,20 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
           spdlog::debug("invocation ended endpoint={} invocation={} status={} ms={:.1f} leased={}",
                         st.index, proto::format_invocation_id(proto::invocation_id{id}), status,
                         total_ms, inv.leased);
-        if (success)
+        if (out.stopping) {
+          // This node's stop ended it: nothing the endpoint did, counted nowhere.
+        } else if (success) {
           st.m.succeeded++;
-        else if (preempted)
+        } else if (preempted) {
           st.m.preempted++;
-        else if (ok)
+        } else if (ok) {
           st.m.unleased++;
-        else if (timed_out)
+        } else if (timed_out) {
           st.m.timed_out++;
-        else
+        } else {
           st.m.failed++;
-        if (!success && !preempted &&
+        }
+        if (!success && !preempted && !out.stopping &&
             rules::counts_in_a_row(st.failures, inv.started, st.last_counted)) {
           st.failures++;
           st.m.backoffs++;

@@ -84,6 +84,7 @@ void http_client::answer_stopping(http_request& r) {
   res.id = r.id;
   res.error = not_sent_stopping;
   res.sent = false;
+  res.stopping = true;
   if (r.done) r.done(std::move(res));
 }
 
@@ -105,8 +106,10 @@ void http_client::run() {
   // that waits for a connection, so each one's deadline is kept here.
   std::list<std::unique_ptr<transfer>> waiting;
   std::multimap<clock::time_point, transfer*> expiries;
+  bool stopping = false;  // set once the loop ends: whatever ends then, the stop ended
   auto report = [&](transfer& t, http_result res, clock::time_point now) {
     res.id = t.req.id;
+    res.stopping = stopping;
     // A POST sent: its own time, not its wait for a connection (the node's, not the endpoint's).
     auto from = res.sent ? t.sent : t.started;
     res.total_ms = std::chrono::duration<double, std::milli>(now - from).count();
@@ -233,6 +236,7 @@ void http_client::run() {
     }
     curl_multi_poll(multi, nullptr, 0, wait_ms, nullptr);
   }
+  stopping = true;
   for (auto& [easy, t] : active) {
     std::snprintf(t->errbuf, sizeof(t->errbuf), "aborted: the server is stopping");
     finish(easy, *t, CURLE_ABORTED_BY_CALLBACK);

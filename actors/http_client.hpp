@@ -38,11 +38,13 @@ struct http_result {
   double total_ms = 0;
   /// False: never sent (no connection free in time, the server stopping): no endpoint's latency.
   bool sent = true;
+  /// Ended by this node's stop (aborted, or never sent): says nothing of the endpoint.
+  bool stopping = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, http_result& x) {
-  return f(x.id, x.status, x.error, x.timed_out, x.body, x.total_ms, x.sent);
+  return f(x.id, x.status, x.error, x.timed_out, x.body, x.total_ms, x.sent, x.stopping);
 }
 
 /// Where the endpoint actors hand their POSTs: the curl thread in the server, a fake in tests.

@@ -144,6 +144,7 @@ TEST_CASE(
   CHECK_FALSE(refused.timed_out);
   CHECK(refused.error.find("onnect") != std::string::npos);
   CHECK(refused.sent);  // tried: the endpoint's failure
+  CHECK_FALSE(refused.stopping);
   CHECK(client.in_flight() == 0);
 
   client.stop();  // a POST after the client stopped is still answered, not lost
@@ -152,6 +153,7 @@ TEST_CASE(
   CHECK(stopped.status == 0);
   CHECK(stopped.error == "not sent: the server is stopping");
   CHECK_FALSE(stopped.sent);
+  CHECK(stopped.stopping);  // no failure of the endpoint's
 }
 
 TEST_CASE("curl's connect time-out is a failure to reach the endpoint, not an answer's time-out") {
@@ -216,6 +218,7 @@ TEST_CASE("a POST that waits for a connection past its time-out is never sent an
   CHECK(failed.status == 0);
   CHECK_FALSE(failed.timed_out);  // no endpoint was slow
   CHECK_FALSE(failed.sent);
+  CHECK_FALSE(failed.stopping);  // the node's shortage: the endpoint backs off
   CHECK(failed.error ==
         "not sent: no connection free within its 300 ms (all 1 connections that the node's file "
         "descriptors leave the invoker were in use)");
@@ -242,9 +245,11 @@ TEST_CASE("when the client stops, the POST it was sending is aborted and the one
   auto sending = got.await(1);
   CHECK(sending.error == "aborted: the server is stopping");
   CHECK(sending.sent);
+  CHECK(sending.stopping);
   auto waiting = got.await(2);
   CHECK(waiting.error == "not sent: the server is stopping");
   CHECK_FALSE(waiting.sent);
+  CHECK(waiting.stopping);
   CHECK(client.in_flight() == 0);
   CHECK(h.arrived() == 1);
 }

@@ -368,6 +368,26 @@ TEST_CASE("a POST never sent (no connection free in time) is a failure with its 
   CHECK(f.http.requests.size() == 2);
 }
 
+TEST_CASE("a POST this node's stop ended (cut, or never sent) is no failure of its endpoint: "
+          "nothing counted, no backoff, nothing said") {
+  fixture f;
+  auto id = f.last_id();
+  http_result res;
+  res.id = id;
+  res.error = "aborted: the server is stopping";
+  res.total_ms = 700.0;
+  res.stopping = true;
+  f.request_of(id).done(std::move(res));
+  f.sched.run();
+  auto j = f.invoker_json();
+  CHECK(j.find("\"failed\":0,\"timedOut\":0") != std::string::npos);
+  CHECK(j.find("\"failuresInARow\":0,\"backoffMs\":0,\"totalMs\":0,\"maxMs\":0") !=
+        std::string::npos);
+  CHECK(j.find("\"lastError\":null") != std::string::npos);
+  // No backoff: the shard is sent again at once (were the node not stopping).
+  CHECK(f.http.requests.size() == 2);
+}
+
 TEST_CASE("invocations that fail together count as one failure in a row, not as many") {
   // 8 invocations in flight when the endpoint breaks: one step of backoff (100 ms), not eight
   // (12.8 s). The chaos load test found calls parked past their limit behind such jumps.
