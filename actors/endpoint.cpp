@@ -242,6 +242,10 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
                 ? static_cast<uint64_t>(
                       std::chrono::duration_cast<ms>(st.not_before - self->clock().now()).count())
                 : 0;
+        // The node stops: its shards are not sent again at once (the scheduler exits first
+        // today; this keeps a changed shutdown order from looping through here).
+        if (out.stopping)
+          wait = std::max<uint64_t>(wait, static_cast<uint64_t>(rules::failure_base.count()));
         self->send(st.scheduler, invocation_ended{st.index, id, inv.shards, success, wait});
       },
       [=](fencelater_atom, uint64_t session) {
