@@ -33,11 +33,24 @@
 #include "tls/tunnel.hpp"
 
 #include <atomic>
+#include <functional>
 #include <map>
 
 namespace fusee::app {
 
 namespace {
+
+/// A front's open_plain for an actor CAF publishes on loopback `port`: each connection dials it
+/// (none before it is published, 0).
+std::function<int(std::string*)> dial_published(std::shared_ptr<std::atomic<uint16_t>> port) {
+  return [port](std::string* why) {
+    if (*port == 0) {
+      *why = "the actor behind it is not published yet";
+      return -1;
+    }
+    return tls::dial_tcp("127.0.0.1", *port, 1000, why);
+  };
+}
 
 struct node_config : caf::actor_system_config {
   explicit node_config(const server::node_settings& cfg) {
@@ -194,11 +207,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
         o.client_ctx =
             *tls::client_context({cfg.tls_ca_file, cfg.tls_cert_file, cfg.tls_key_file, ""});
         o.handshake_timeout_ms = cfg.cluster_peer_timeout_ms;
-        o.open_plain = [cluster_internal](std::string* why) {  // to the cluster actor's port
-          if (*cluster_internal == 0) *why = "the cluster actor is not published yet";
-          return *cluster_internal == 0 ? -1
-                                        : tls::dial_tcp("127.0.0.1", *cluster_internal, 1000, why);
-        };
+        o.open_plain = dial_published(cluster_internal);  // each link, to the cluster actor
         o.what = "cluster";
         // Handshakes from anyone who reaches the port hold descriptors: a few links per node in
         // all, and few from one address, so that one stranger cannot take every place. Besides,
@@ -362,9 +371,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       if (!cfg.inspect_listen.empty()) {
         auto internal = std::make_shared<std::atomic<uint16_t>>(0);
         tls::terminator::options o;
-        o.open_plain = [internal](std::string* why) {
-          return tls::dial_tcp("127.0.0.1", *internal, 1000, why);
-        };
+        o.open_plain = dial_published(internal);
         o.max_connections = server::inspect_connections;
         o.limit_name = "the inspector's " + std::to_string(server::inspect_connections);
         // Until its first byte, as long as a worker's connection may take to say HELLO; 8 such

@@ -70,17 +70,23 @@ struct terminator::conn {
 
 namespace {
 
+/// A nonblocking recv() or send() on a plain socket, retried after EINTR, in peer_read()'s and
+/// peer_write()'s terms: the bytes moved (> 0), 0 when it would block, -1 when closed or failed.
+template <class Io>
+int plain_io(Io io) {
+  for (;;) {
+    ssize_t n = io();
+    if (n > 0) return static_cast<int>(n);
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
+  }
+}
+
 /// Reads the peer's side (TLS, or plain when relaying): the bytes read (> 0), 0 when none are
 /// there yet, -1 when it closed or failed.
 int peer_read(terminator::conn& c, uint8_t* buf, int len, const std::string& what) {
-  if (c.ssl == nullptr) {
-    for (;;) {
-      ssize_t n = ::recv(c.tcp, buf, static_cast<size_t>(len), 0);
-      if (n > 0) return static_cast<int>(n);
-      if (n < 0 && errno == EINTR) continue;
-      return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
-    }
-  }
+  if (c.ssl == nullptr)
+    return plain_io([&] { return ::recv(c.tcp, buf, static_cast<size_t>(len), 0); });
   int n = SSL_read(c.ssl, buf, len);
   if (n > 0) return n;
   int e = SSL_get_error(c.ssl, n);
@@ -94,14 +100,8 @@ int peer_read(terminator::conn& c, uint8_t* buf, int len, const std::string& wha
 /// Writes to the peer's side: the bytes it took (> 0), 0 when it takes none now, -1 when it is
 /// gone. (OpenSSL takes all of `buf` or nothing, and wants the same bytes again after a 0.)
 int peer_write(terminator::conn& c, const uint8_t* buf, int len) {
-  if (c.ssl == nullptr) {
-    for (;;) {
-      ssize_t n = ::send(c.tcp, buf, static_cast<size_t>(len), MSG_NOSIGNAL);
-      if (n > 0) return static_cast<int>(n);
-      if (n < 0 && errno == EINTR) continue;
-      return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
-    }
-  }
+  if (c.ssl == nullptr)
+    return plain_io([&] { return ::send(c.tcp, buf, static_cast<size_t>(len), MSG_NOSIGNAL); });
   int n = SSL_write(c.ssl, buf, len);
   if (n > 0) return n;
   int e = SSL_get_error(c.ssl, n);

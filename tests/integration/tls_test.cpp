@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -340,6 +341,35 @@ TEST_CASE("a TLS peer that closes its side (close_notify) and then reads nothing
   ::close(tcp);
 }
 
+namespace {
+
+/// The plaintext ends a terminator hands over, kept until the test ends (then closed). Declare
+/// it before the terminator, which may hand one over until it stops.
+struct handed_ends {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int> fds;
+  std::function<void(tls::handed_over)> deliver() {
+    return [this](tls::handed_over h) {
+      std::lock_guard lk{mu};
+      fds.push_back(h.fd);
+      cv.notify_all();
+    };
+  }
+  /// True once `n` were handed over (within 5 s).
+  bool await(size_t n) {
+    std::unique_lock lk{mu};
+    return cv.wait_for(lk, 5s, [&] { return fds.size() == n; });
+  }
+  ~handed_ends() {
+    std::lock_guard lk{mu};
+    for (int fd : fds)
+      ::close(fd);
+  }
+};
+
+}  // namespace
+
 TEST_CASE("a terminator's places per address count handshakes only: connections that finished "
           "theirs leave room, silent ones from that address take it") {
   test::pki certs;
@@ -348,14 +378,8 @@ TEST_CASE("a terminator's places per address count handshakes only: connections 
   so.max_connections = 10;
   so.max_per_peer = 2;
   so.what = "test";
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<int> handed;
-  so.deliver = [&](tls::handed_over h) {
-    std::lock_guard lk{mu};
-    handed.push_back(h.fd);
-    cv.notify_all();
-  };
+  handed_ends handed;
+  so.deliver = handed.deliver();
   auto server = tls::terminator::start(std::move(so));
   auto listening = tls::acceptor::start("127.0.0.1", 0, *server);
   REQUIRE(listening);
@@ -382,19 +406,13 @@ TEST_CASE("a terminator's places per address count handshakes only: connections 
     CHECK(handshake(&tcp));
     open.push_back(tcp);
   }
-  {
-    std::unique_lock lk{mu};  // the server's side of all four is done too
-    REQUIRE(cv.wait_for(lk, 5s, [&] { return handed.size() == 4; }));
-  }
+  REQUIRE(handed.await(4));  // the server's side of all four is done too
   test::raw_socket silent1((*listening)->port()), silent2((*listening)->port());
   int tcp = -1;
   CHECK_FALSE(handshake(&tcp));  // two handshakes from 127.0.0.1 are going on: closed at once
   open.push_back(tcp);
   CHECK(server->refused() == 1);
   for (int fd : open)
-    ::close(fd);
-  std::lock_guard lk{mu};
-  for (int fd : handed)
     ::close(fd);
 }
 
@@ -534,14 +552,8 @@ TEST_CASE("a terminator's known peers have places of their own, each peer its ow
   so.add_known({"127.0.0.3"}, 1);
   so.known_limit_name = "known";
   so.what = "test";
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<int> handed;
-  so.deliver = [&](tls::handed_over h) {
-    std::lock_guard lk{mu};
-    handed.push_back(h.fd);
-    cv.notify_all();
-  };
+  handed_ends handed;
+  so.deliver = handed.deliver();
   auto server = tls::terminator::start(std::move(so));
   auto listening = tls::acceptor::start("127.0.0.1", 0, *server);
   REQUIRE(listening);
@@ -555,8 +567,7 @@ TEST_CASE("a terminator's known peers have places of their own, each peer its ow
     SSL_set_fd(ssl, tcp.fd);
     bool done = SSL_connect(ssl) == 1;
     SSL_free(ssl);
-    std::unique_lock lk{mu};
-    return done && cv.wait_for(lk, 5s, [&] { return handed.size() == handed_then; });
+    return done && handed.await(handed_then);
   };
   // Two strangers (at 127.0.0.2) in their handshakes fill their places; a third is closed.
   test::raw_socket s1(port, "", "127.0.0.2"), s2(port, "", "127.0.0.2");
@@ -569,9 +580,6 @@ TEST_CASE("a terminator's known peers have places of their own, each peer its ow
   // ... and 127.0.0.3's, which 127.0.0.1 cannot take: a handshake from it is done.
   CHECK(handshake("127.0.0.3", 1));
   CHECK(server->refused() == 2);
-  std::lock_guard lk{mu};
-  for (int fd : handed)
-    ::close(fd);
 }
 
 TEST_CASE("an address has only so many relayed connections that sent nothing yet, while those "
