@@ -9,6 +9,7 @@
 #include <fcntl.h>
 
 #include "actors/wal/file_io.hpp"
+#include "app/halt_polling.hpp"
 
 namespace fusee::app {
 
@@ -72,6 +73,7 @@ int run_disk_check(const std::string& dir, int runs, int idle_ms) {
     std::printf("%s: fdatasync of 4 KiB in %s, %d runs%s: p50 %.0f us, p99 %.0f us, max %.0f us\n",
                 p.what, dir.c_str(), p.runs, idle.c_str(), pct(0.50), pct(0.99), us->back());
   }
+  if (auto hint = halt_polling_hint()) std::printf("note: %s\n", hint->c_str());
   return 0;
 }
 

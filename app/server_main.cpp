@@ -26,6 +26,7 @@
 #include "actors/wal/wal_writer.hpp"
 #include "app/admin_routes.hpp"
 #include "app/chained_sharing.hpp"
+#include "app/halt_polling.hpp"
 #include "app/http_api.hpp"
 #include "protocol/messages.hpp"
 #include "tls/acceptor.hpp"
@@ -171,6 +172,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
   if (rep.torn_bytes > 0)
     spdlog::warn("dropped a torn tail of the log bytes={} reason={}", rep.torn_bytes,
                  server::logging::quoted(rep.torn_reason));
+  if (auto hint = halt_polling_hint()) spdlog::info("latency hint: {}", *hint);
 
   int rc = 0;
   // The curl thread outlives the actor system: an endpoint actor still draining its mailbox
