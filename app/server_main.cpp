@@ -215,8 +215,8 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
         // all, and few from one address, so that one stranger cannot take every place. Besides,
         // each other node has 4 places of its own for connections from its `cluster` host's
         // addresses (resolved now, once), which strangers elsewhere cannot take. (A peer is known
-        // by the address it connects from: a node whose links leave from another takes the
-        // strangers' places, as all did before.)
+        // by the address it connects from: each node's links leave from its `cluster` host, below,
+        // where its host has that address; behind NAT they take the strangers' places.)
         o.max_connections = static_cast<uint32_t>(4 * cfg.cluster.nodes.size() + 16);
         o.max_per_peer = 8;
         o.limit_name = "the cluster's links: 4 per node + 16, 8 handshakes per address";
@@ -238,11 +238,25 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
         for (auto& n : cfg.cluster.nodes)
           if (auto at = parse_host_port(n.cluster)) o.peer_names.push_back(at->host);
         cluster_tls = tls::terminator::start(std::move(o));
+        // The links leave from this node's own `cluster` host, where this host has it, so that
+        // the other nodes know them by it (a host with several addresses would otherwise send
+        // them from whichever its route picks, and they would take the strangers' places).
+        std::vector<std::string> sources;
+        for (auto& n : cfg.cluster.nodes)
+          if (auto at = parse_host_port(n.cluster); at && n.name == cfg.cluster_node) {
+            sources = tls::local_addresses(tls::addresses_of(at->host));
+            if (sources.empty())
+              spdlog::info("cluster: this node's host {} is no address of this host (a wildcard, "
+                           "or behind NAT): its links leave from the addresses its routes pick, "
+                           "and the other nodes know them only if they resolve to those",
+                           at->host);
+          }
         for (auto& n : cfg.cluster.nodes) {
           if (n.name == cfg.cluster_node) continue;
           auto at = parse_host_port(n.cluster);
-          auto t = tls::tunnel::start(*cluster_tls, at->host, at->port, at->host,
-                                      std::min<uint32_t>(cfg.cluster_peer_timeout_ms, 5000));
+          auto t =
+              tls::tunnel::start(*cluster_tls, at->host, at->port, at->host,
+                                 std::min<uint32_t>(cfg.cluster_peer_timeout_ms, 5000), sources);
           if (!t) {  // this peer stays unreachable; the others are served
             spdlog::error("cluster peer {}: {}", n.name, t.err().message);
             continue;

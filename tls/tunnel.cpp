@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -35,8 +36,77 @@ std::vector<std::string> addresses_of(const std::string& host) {
   return out;
 }
 
+namespace {
+
+/// `ip` (numeric) as a socket address with port 0; false if it is not one.
+bool socket_address(const std::string& ip, sockaddr_storage& out, socklen_t& len) {
+  out = {};
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&out);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&out);
+  if (::inet_pton(AF_INET, ip.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    len = sizeof(sockaddr_in);
+    return true;
+  }
+  if (::inet_pton(AF_INET6, ip.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    len = sizeof(sockaddr_in6);
+    return true;
+  }
+  return false;
+}
+
+bool is_loopback(const sockaddr* a) {
+  if (a->sa_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
+  return a->sa_family == AF_INET6 &&
+         IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
+}
+
+bool is_wildcard(const sockaddr* a) {
+  if (a->sa_family == AF_INET)
+    return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr == htonl(INADDR_ANY);
+  return a->sa_family == AF_INET6 &&
+         IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
+}
+
+/// Binds `fd` (not yet connected) to the first of `sources` that suits a connection to `to`
+/// (its family, loopback where `to` is), port left to the connect; false if none suits or the
+/// bind fails (the kernel then picks the address).
+bool bind_source(int fd, const sockaddr* to, const std::vector<std::string>& sources) {
+  for (auto& ip : sources) {
+    sockaddr_storage from;
+    socklen_t len = 0;
+    auto* at = reinterpret_cast<sockaddr*>(&from);
+    if (!socket_address(ip, from, len) || at->sa_family != to->sa_family ||
+        is_loopback(at) != is_loopback(to) || is_wildcard(at))
+      continue;
+    int one = 1;  // the port is chosen at connect, for this peer: no ephemeral port held alone
+    ::setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+    return ::bind(fd, at, len) == 0;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> local_addresses(const std::vector<std::string>& addresses) {
+  std::vector<std::string> out;
+  for (auto& ip : addresses) {
+    sockaddr_storage at;
+    socklen_t len = 0;
+    auto* a = reinterpret_cast<sockaddr*>(&at);
+    if (!socket_address(ip, at, len) || is_wildcard(a)) continue;
+    int fd = ::socket(a->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    if (::bind(fd, a, len) == 0) out.push_back(ip);  // EADDRNOTAVAIL: not this host's
+    ::close(fd);
+  }
+  return out;
+}
+
 int dial_tcp(const std::string& host, uint16_t port, uint32_t timeout_ms, std::string* why,
-             int stop_fd, int receive_buffer) {
+             int stop_fd, int receive_buffer, const std::vector<std::string>& sources) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -52,6 +122,7 @@ int dial_tcp(const std::string& host, uint16_t port, uint32_t timeout_ms, std::s
     if (fd < 0) continue;
     if (receive_buffer > 0)
       ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
+    if (!sources.empty()) bind_source(fd, ai->ai_addr, sources);
     if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
       *why = std::strerror(errno);
       ::close(fd);
@@ -79,13 +150,15 @@ int dial_tcp(const std::string& host, uint16_t port, uint32_t timeout_ms, std::s
 
 proto::result<std::unique_ptr<tunnel>> tunnel::start(terminator& via, std::string host,
                                                      uint16_t port, std::string server_name,
-                                                     uint32_t connect_timeout_ms) {
+                                                     uint32_t connect_timeout_ms,
+                                                     std::vector<std::string> sources) {
   std::unique_ptr<tunnel> t{new tunnel};
   t->via_ = &via;
   t->host_ = std::move(host);
   t->remote_port_ = port;
   t->server_name_ = std::move(server_name);
   t->timeout_ms_ = connect_timeout_ms;
+  t->sources_ = std::move(sources);
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -123,7 +196,7 @@ void tunnel::run() {
       return;  // shut down
     }
     std::string why;
-    int remote = dial_tcp(host_, remote_port_, timeout_ms_, &why, stop_fd_);
+    int remote = dial_tcp(host_, remote_port_, timeout_ms_, &why, stop_fd_, 0, sources_);
     auto peer = host_ + ":" + std::to_string(remote_port_);
     if (remote < 0) {
       spdlog::debug("TLS tunnel: cannot connect to {}: {}", peer, why);

@@ -40,14 +40,19 @@ struct cluster3 {
   temp_dir dir;
   std::vector<std::string> other_ranges;
   uint32_t peer_timeout_ms;
+  std::vector<std::string> cluster_hosts;  ///< each node's `cluster` host (and cluster_listen's)
   std::vector<ports> at;
   std::vector<std::unique_ptr<server_process>> nodes;
 
   /// `extra` is added to every node's config; node `other_map_for` gets another map: one that
   /// gives the nodes `other_ranges` (a, b, c) or, without them, names another HTTP address for a.
+  /// The nodes link at `cluster_hosts` (a, b, c; empty: all at 127.0.0.1).
   explicit cluster3(const std::string& extra = "", std::string other_map_for = "",
-                    std::vector<std::string> other_ranges = {}, uint32_t peer_timeout_ms = 1000)
-      : other_ranges(std::move(other_ranges)), peer_timeout_ms(peer_timeout_ms) {
+                    std::vector<std::string> other_ranges = {}, uint32_t peer_timeout_ms = 1000,
+                    std::vector<std::string> cluster_hosts = {})
+      : other_ranges(std::move(other_ranges)), peer_timeout_ms(peer_timeout_ms),
+        cluster_hosts(cluster_hosts.empty() ? std::vector<std::string>(3, "127.0.0.1")
+                                            : std::move(cluster_hosts)) {
     // Every node's map names all the ports before any node starts, so another process (a test
     // running beside this one) can take one in between: then the cluster starts again on new
     // ports, a few times at most, from empty data and log dirs.
@@ -78,10 +83,13 @@ struct cluster3 {
 
   std::string addr(uint16_t port) const { return "127.0.0.1:" + std::to_string(port); }
   std::string listen(size_t i) const { return addr(at[i].listen); }
+  std::string cluster_addr(size_t i) const {
+    return cluster_hosts[i] + ":" + std::to_string(at[i].cluster);
+  }
 
   std::string config(size_t self, bool other_map) const {
     std::string t = "[server]\nshards = " + std::to_string(shards) + "\n[cluster]\nnode = \"" +
-                    names[self] + "\"\ncluster_listen = \"" + addr(at[self].cluster) +
+                    names[self] + "\"\ncluster_listen = \"" + cluster_addr(self) +
                     "\"\npeer_timeout_ms = " + std::to_string(peer_timeout_ms) + "\n";
     std::vector<std::string> ranges{"0-3", "4-7", "8-11"};
     if (other_map && !other_ranges.empty()) ranges = other_ranges;
@@ -89,7 +97,7 @@ struct cluster3 {
       std::string http = addr(at[i].http);
       if (other_map && i == 0 && other_ranges.empty())
         http = "127.0.0.1:1";  // a differing line in one node's map
-      t += "[[cluster.nodes]]\nname = \"" + names[i] + "\"\ncluster = \"" + addr(at[i].cluster) +
+      t += "[[cluster.nodes]]\nname = \"" + names[i] + "\"\ncluster = \"" + cluster_addr(i) +
            "\"\nlisten = \"" + listen(i) + "\"\nhttp = \"" + http + "\"\nshards = \"" + ranges[i] +
            "\"\n";
     }
@@ -499,4 +507,32 @@ TEST_CASE("with TLS strangers hold at most 8 handshakes from one address and 4 p
   REQUIRE_MESSAGE(via_a, (via_a ? "" : via_a.err().message));
   auto parked = must(via_a->describe(cluster3::id_on(2, "w"), 200));
   CHECK(parked.error().find("parked") != std::string::npos);
+}
+
+TEST_CASE("with TLS a node's links leave from its own cluster host: restarted while strangers "
+          "hold every place they have on another node, it links to that node again in the "
+          "places kept for it") {
+  pki certs;
+  cluster3 c(certs.tls_toml("node", true), "", {}, 20000, {"127.0.0.1", "127.0.0.2", "127.0.0.3"});
+  REQUIRE(c.all_linked());
+  c.nodes[1]->kill9();
+  REQUIRE(await(
+      [&] { return c.nodes[0]->log().find("cluster peer down node=b") != std::string::npos; }));
+  // 28 strangers, at addresses that are no node's, take all of a's places for strangers (their
+  // handshakes never begin; a cuts them after cluster.peer_timeout_ms, 20 s): a 29th is closed.
+  std::vector<raw_socket> strangers;
+  for (int i = 0; i < 28; ++i)
+    strangers.emplace_back(c.at[0].cluster, "", "127.0.0.4" + std::to_string(i / 8));
+  raw_socket over(c.at[0].cluster, "", "127.0.0.50");
+  REQUIRE(over.read(std::chrono::seconds(3)) == std::optional<std::string>{""});
+  // b comes back. Its link to a leaves from 127.0.0.2, the address a knows b by, so it takes one
+  // of b's places on a; from 127.0.0.1 (where the kernel would send it from) it would be a
+  // stranger's, closed until the strangers' time-out.
+  c.nodes[1] = std::make_unique<server_process>(c.dir.path() / "b",
+                                                c.config(1, false) + certs.tls_toml("node", true));
+  c.nodes[1]->use_ports(c.at[1].listen, c.at[1].http);
+  REQUIRE(c.nodes[1]->start() == "");
+  // (b's log holds its first run's lines too.)
+  CHECK(await([&] { return count_of(c.nodes[1]->log(), "cluster peer up node=a") == 2; },
+              std::chrono::seconds(10)));
 }

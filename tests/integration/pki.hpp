@@ -42,7 +42,7 @@ struct pki {
   pki() {
     make_ca("ca");
     make_ca("rogue-ca");
-    make_cert("node", "ca", "IP:127.0.0.1,DNS:localhost");
+    make_cert("node", "ca", "IP:127.0.0.1,IP:127.0.0.2,IP:127.0.0.3,DNS:localhost");
     make_cert("client", "ca", "DNS:worker-1");
     make_cert("rogue", "rogue-ca", "DNS:worker-2");
     make_cert("rogue-node", "rogue-ca", "IP:127.0.0.1");

@@ -9,7 +9,9 @@
 #include <optional>
 #include <thread>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -654,4 +656,41 @@ TEST_CASE("a TLS handshake that trickles its bytes is still cut after the handsh
   }
   CHECK(closed);
   CHECK(server->timeouts() == 1);
+}
+
+TEST_CASE("a dialled connection leaves from the first source address of its family that is "
+          "loopback where the peer is, else from the kernel's pick; only this host's addresses "
+          "count as local") {
+  int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(at);
+  REQUIRE(::bind(l, reinterpret_cast<sockaddr*>(&at), sizeof(at)) == 0);
+  REQUIRE(::listen(l, 8) == 0);
+  REQUIRE(::getsockname(l, reinterpret_cast<sockaddr*>(&at), &len) == 0);
+  // The address the listener sees a connection dialled from `sources` come from.
+  auto seen_from = [&](const std::vector<std::string>& sources) {
+    std::string why;
+    int fd = tls::dial_tcp("127.0.0.1", ntohs(at.sin_port), 2000, &why, -1, 0, sources);
+    REQUIRE_MESSAGE(fd >= 0, why);
+    sockaddr_in peer{};
+    socklen_t plen = sizeof(peer);
+    int in = ::accept(l, reinterpret_cast<sockaddr*>(&peer), &plen);
+    REQUIRE(in >= 0);
+    char ip[INET_ADDRSTRLEN];
+    ::inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof(ip));
+    ::close(in);
+    ::close(fd);
+    return std::string{ip};
+  };
+  CHECK(seen_from({}) == "127.0.0.1");
+  CHECK(seen_from({"127.0.0.2"}) == "127.0.0.2");
+  // Another family, a non-loopback address for a loopback peer, a wildcard: none suits.
+  CHECK(seen_from({"::1", "192.0.2.1", "0.0.0.0"}) == "127.0.0.1");
+  CHECK(seen_from({"192.0.2.1", "127.0.0.3", "127.0.0.2"}) == "127.0.0.3");
+  ::close(l);
+  // 192.0.2.1 (TEST-NET-1) is on no interface here; wildcards and names are no source.
+  CHECK(tls::local_addresses({"127.0.0.2", "0.0.0.0", "::", "192.0.2.1", "localhost"}) ==
+        std::vector<std::string>{"127.0.0.2"});
 }
