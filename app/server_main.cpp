@@ -31,6 +31,7 @@
 #include "protocol/messages.hpp"
 #include "tls/acceptor.hpp"
 #include "tls/context.hpp"
+#include "tls/peer_refresh.hpp"
 #include "tls/tunnel.hpp"
 
 #include <atomic>
@@ -40,6 +41,10 @@
 namespace fusee::app {
 
 namespace {
+
+/// How often the cluster's other nodes' hosts are looked up again (their addresses for the
+/// places each node keeps on this one's TLS port).
+constexpr std::chrono::seconds peer_refresh_period{30};
 
 /// A front's open_plain for an actor CAF publishes on loopback `port`: each connection dials it
 /// (none before it is published, 0).
@@ -184,6 +189,8 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     // of seeing them cut under it while actors still exit.
     std::unique_ptr<tls::terminator> cluster_tls, inspect_front;
     std::vector<std::unique_ptr<tls::tunnel>> cluster_tunnels;  // dial through cluster_tls
+    std::unique_ptr<tls::peer_refresh>
+        cluster_refresh;  // tells cluster_tls the nodes' new addresses
     node_config caf_cfg{cfg};
     caf::actor_system sys{caf_cfg};
     auto directory = server::spawn_directory(sys, cfg, wal.get());
@@ -214,13 +221,15 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
         // Handshakes from anyone who reaches the port hold descriptors: a few links per node in
         // all, and few from one address, so that one stranger cannot take every place. Besides,
         // each other node has 4 places of its own for connections from its `cluster` host's
-        // addresses (resolved now, once), which strangers elsewhere cannot take. (A peer is known
-        // by the address it connects from: each node's links leave from its `cluster` host, below,
-        // where its host has that address; behind NAT they take the strangers' places.)
+        // addresses (resolved now, and again every 30 s), which strangers elsewhere cannot take. (A
+        // peer is known by the address it connects from: each node's links leave from its `cluster`
+        // host, below, where its host has that address; behind NAT they take the strangers'
+        // places.)
         o.max_connections = static_cast<uint32_t>(4 * cfg.cluster.nodes.size() + 16);
         o.max_per_peer = 8;
         o.limit_name = "the cluster's links: 4 per node + 16, 8 handshakes per address";
         o.known_limit_name = "the cluster's links: 4 of the node's own";
+        std::vector<tls::peer_refresh::peer> others;
         for (auto& n : cfg.cluster.nodes) {
           auto at = parse_host_port(n.cluster);
           if (n.name == cfg.cluster_node || !at) continue;
@@ -228,8 +237,9 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
           o.add_known(ips, 4);  // nodes at one address (one host) share theirs
           if (ips.empty())
             spdlog::warn("cluster node {}: its host {} does not resolve now; connections from it "
-                         "take the strangers' places until this node restarts",
-                         n.name, at->host);
+                         "take the strangers' places until it does (looked up every {} s)",
+                         n.name, at->host, peer_refresh_period.count());
+          others.push_back({n.name, at->host, ips});
         }
         // A link may stay silent as long as the peer timeout allows.
         o.stalled_peer_ms = std::max<uint32_t>(30000, cfg.cluster_peer_timeout_ms);
@@ -238,6 +248,12 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
         for (auto& n : cfg.cluster.nodes)
           if (auto at = parse_host_port(n.cluster)) o.peer_names.push_back(at->host);
         cluster_tls = tls::terminator::start(std::move(o));
+        // The hosts are looked up again while the node runs: a node restarted at a new address
+        // keeps its places here.
+        cluster_refresh = std::make_unique<tls::peer_refresh>(
+            *cluster_tls, std::move(others), 4,
+            std::chrono::duration_cast<std::chrono::milliseconds>(peer_refresh_period),
+            tls::addresses_of);
         // The links leave from this node's own `cluster` host, where this host has it, so that
         // the other nodes know them by it (a host with several addresses would otherwise send
         // them from whichever its route picks, and they would take the strangers' places).

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -189,15 +190,15 @@ void terminator::add_outbound(int tcp, int plain, std::string peer, std::string 
 void terminator::add(int fd, std::string peer, std::string peer_ip) {
   // Checked here, before the socket waits for the thread: a flood must not queue descriptors.
   std::string over, key = o_.what + "full";
-  auto at = o_.known_peers.find(unmapped(peer_ip));
-  int known = at == o_.known_peers.end() ? -1 : static_cast<int>(at->second);
-  bool placed = take_place(known);
+  int known = -1;
+  uint32_t places = 0;
+  bool placed = take_place(peer_ip, known, places);
   if (!placed) {
     if (known < 0) {
       over = std::to_string(o_.max_connections) + " connections are open (" + o_.limit_name + ")";
     } else {
-      over = std::to_string(o_.known_places[static_cast<size_t>(known)]) + " connections from " +
-             peer_ip + "'s peer are open (" + o_.known_limit_name + ")";
+      over = std::to_string(places) + " connections from " + peer_ip + "'s peer are open (" +
+             o_.known_limit_name + ")";
       key += "known" + peer_ip;
     }
   } else if (o_.max_per_peer != 0) {
@@ -230,17 +231,51 @@ void terminator::add(int fd, std::string peer, std::string peer_ip) {
   enqueue(std::move(c));
 }
 
-bool terminator::take_place(int known) {
-  if (known < 0) {
-    if (inbound_.fetch_add(1) < o_.max_connections || o_.max_connections == 0) return true;
-    --inbound_;
-    return false;
+bool terminator::take_place(const std::string& peer_ip, int& known, uint32_t& places) {
+  {
+    std::lock_guard lk{per_peer_mu_};
+    if (auto at = o_.known_peers.find(unmapped(peer_ip)); at != o_.known_peers.end()) {
+      known = static_cast<int>(at->second);
+      places = o_.known_places[at->second];
+      if (known_open_[at->second] >= places) return false;
+      ++known_open_[at->second];
+      return true;
+    }
   }
-  auto i = static_cast<size_t>(known);
+  known = -1;
+  places = o_.max_connections;
+  if (inbound_.fetch_add(1) < o_.max_connections || o_.max_connections == 0) return true;
+  --inbound_;
+  return false;
+}
+
+bool terminator::knows(const std::string& ip) const {
   std::lock_guard lk{per_peer_mu_};
-  if (known_open_[i] >= o_.known_places[i]) return false;
-  ++known_open_[i];
-  return true;
+  return o_.known_peers.count(unmapped(ip)) != 0;
+}
+
+std::vector<std::string> terminator::learn(const std::vector<std::string>& had,
+                                           const std::vector<std::string>& now, uint32_t places) {
+  std::vector<std::string> learned;
+  std::lock_guard lk{per_peer_mu_};
+  std::optional<uint32_t> peer;
+  for (auto& a : had)
+    if (auto at = o_.known_peers.find(unmapped(a)); at != o_.known_peers.end()) {
+      peer = at->second;
+      break;
+    }
+  for (auto& a : now) {
+    auto ip = unmapped(a);
+    if (o_.known_peers.count(ip) != 0) continue;
+    if (!peer) {  // a peer none of whose addresses was known (its host did not resolve)
+      peer = static_cast<uint32_t>(o_.known_places.size());
+      o_.known_places.push_back(places);
+      known_open_.push_back(0);
+    }
+    o_.known_peers.emplace(ip, *peer);
+    learned.push_back(ip);
+  }
+  return learned;
 }
 
 void terminator::give_place(int known) {

@@ -94,6 +94,15 @@ public:
   /// side runs the client's handshake (client_ctx), checking `server_name` in its certificate.
   void add_outbound(int tcp, int plain, std::string peer, std::string server_name);
 
+  /// Known peers' addresses learned after start (a host that resolves anew): each of `now` not
+  /// yet known counts from here on in the places of the peer any of `had` belongs to, or, if none
+  /// does, of a new peer with `places`. An address known already keeps its peer (a stale address
+  /// stays a peer's: peers only gain). Returns the addresses learned.
+  std::vector<std::string> learn(const std::vector<std::string>& had,
+                                 const std::vector<std::string>& now, uint32_t places);
+  /// Whether connections from `ip` count in a known peer's places.
+  bool knows(const std::string& ip) const;
+
   uint64_t handshakes() const { return handshakes_.load(); }
   uint64_t failures() const { return failures_.load(); }    ///< handshakes that failed
   uint64_t timeouts() const { return timeouts_.load(); }    ///< handshakes cut by the timeout
@@ -115,8 +124,9 @@ private:
   void drop(conn& c, bool delivered);
   /// `c`'s handshake is over (done or not): its place under max_per_peer frees.
   void handshake_ended(conn& c);
-  /// The place of a connection from known peer `known` (-1: a stranger), if one is free.
-  bool take_place(int known);
+  /// The place of a connection from `peer_ip`, if one is free: `known` is set to the index of
+  /// its known peer (-1: a stranger) and `places` to that peer's number of places.
+  bool take_place(const std::string& peer_ip, int& known, uint32_t& places);
   void give_place(int known);
   /// Logs `line` as a warning unless the same `key` was logged in the last minute.
   void say(const std::string& key, const std::string& line);
@@ -130,7 +140,8 @@ private:
   std::atomic<uint64_t> handshakes_{0}, failures_{0}, timeouts_{0}, plaintext_{0}, refused_{0};
   std::atomic<uint32_t> inbound_{0};  ///< strangers' connections add()ed and not yet dropped
   std::atomic<uint64_t> stalled_{0};
-  std::mutex per_peer_mu_;                              ///< guards per_peer_ and known_open_
+  /// Guards per_peer_, known_open_ and o_.known_peers / known_places (learn() adds to them).
+  mutable std::mutex per_peer_mu_;
   std::unordered_map<std::string, uint32_t> per_peer_;  ///< with max_per_peer: held per address
   std::vector<uint32_t> known_open_;                    ///< by the index of options::known_places
   std::mutex said_mu_;                                  ///< say()'s

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -20,6 +21,7 @@
 #include "server_process.hpp"
 #include "tls/acceptor.hpp"
 #include "tls/context.hpp"
+#include "tls/peer_refresh.hpp"
 #include "tls/terminator.hpp"
 #include "tls/tunnel.hpp"
 
@@ -693,4 +695,75 @@ TEST_CASE("a dialled connection leaves from the first source address of its fami
   // 192.0.2.1 (TEST-NET-1) is on no interface here; wildcards and names are no source.
   CHECK(tls::local_addresses({"127.0.0.2", "0.0.0.0", "::", "192.0.2.1", "localhost"}) ==
         std::vector<std::string>{"127.0.0.2"});
+}
+
+TEST_CASE("a terminator learns a known peer's new addresses while it runs: connections from them "
+          "take that peer's places, not the strangers', and a peer it did not know gets its own") {
+  test::pki certs;
+  tls::terminator::options so;
+  so.ctx = *tls::server_context({certs.at("node.pem"), certs.at("node.key"), ""});
+  so.max_connections = 1;
+  so.limit_name = "strangers";
+  so.add_known({"127.0.0.3"}, 1);
+  so.known_limit_name = "known";
+  so.what = "test";
+  handed_ends handed;
+  so.deliver = handed.deliver();
+  auto server = tls::terminator::start(std::move(so));
+  auto listening = tls::acceptor::start("127.0.0.1", 0, *server);
+  REQUIRE(listening);
+  uint16_t port = (*listening)->port();
+  // Connections whose handshakes never begin hold their places (cut only after 10 s); one that
+  // finds no place is closed at once.
+  auto held = [](test::raw_socket& s) { return !s.read(300ms).has_value(); };
+  auto closed = [](test::raw_socket& s) { return s.read(5s) == std::string{}; };
+  test::raw_socket stranger(port, "", "127.0.0.2");  // the strangers' one place
+  CHECK(held(stranger));
+  test::raw_socket early(port, "", "127.0.0.5");  // a stranger too, until learned
+  CHECK(closed(early));
+  CHECK_FALSE(server->knows("127.0.0.5"));
+  CHECK(server->learn({"127.0.0.3"}, {"127.0.0.3", "::ffff:127.0.0.5"}, 1) ==
+        std::vector<std::string>{"127.0.0.5"});
+  CHECK(server->knows("127.0.0.5"));
+  CHECK(server->learn({"127.0.0.3"}, {"127.0.0.5"}, 1).empty());  // known already
+  test::raw_socket moved(port, "", "127.0.0.5");                  // the peer's one place
+  CHECK(held(moved));
+  test::raw_socket old(port, "", "127.0.0.3");  // the same peer, its place taken
+  CHECK(closed(old));
+  // A peer none of whose addresses was known (its host did not resolve at start).
+  CHECK(server->learn({}, {"127.0.0.6"}, 1) == std::vector<std::string>{"127.0.0.6"});
+  test::raw_socket fresh(port, "", "127.0.0.6");
+  CHECK(held(fresh));
+  CHECK(server->refused() == 2);
+}
+
+TEST_CASE("the cluster's nodes are looked up again every period, and the addresses they gained "
+          "given to the terminator; those they had stay theirs") {
+  tls::terminator::options so;
+  so.what = "test";
+  so.max_connections = 1;
+  so.deliver = [](tls::handed_over h) { ::close(h.fd); };
+  so.add_known({"10.0.0.1"}, 4);
+  auto server = tls::terminator::start(std::move(so));
+  std::mutex mu;
+  std::map<std::string, std::vector<std::string>> dns{{"a.test", {"10.0.0.1"}}, {"b.test", {}}};
+  auto resolve = [&](const std::string& host) {
+    std::lock_guard lk{mu};
+    return dns[host];
+  };
+  tls::peer_refresh refresh(*server, {{"a", "a.test", {"10.0.0.1"}}, {"b", "b.test", {}}}, 4, 10ms,
+                            resolve);
+  {
+    std::lock_guard lk{mu};
+    dns["a.test"] = {"10.0.0.7"};  // a restarted elsewhere
+    dns["b.test"] = {"10.0.0.8"};  // b resolves now
+  }
+  auto until = std::chrono::steady_clock::now() + 5s;
+  while (!(server->knows("10.0.0.7") && server->knows("10.0.0.8")) &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(5ms);
+  CHECK(server->knows("10.0.0.7"));
+  CHECK(server->knows("10.0.0.8"));
+  CHECK(server->knows("10.0.0.1"));
+  CHECK_FALSE(server->knows("10.0.0.9"));
 }
