@@ -1,41 +1,64 @@
 #include "tls/peer_refresh.hpp"
 
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <utility>
 
 #include <spdlog/spdlog.h>
 
 namespace fusee::tls {
 
-peer_refresh::peer_refresh(terminator& via, std::vector<peer> peers, uint32_t places,
-                           std::chrono::milliseconds period, resolver resolve)
-    : via_(via), peers_(std::move(peers)), places_(places), period_(period),
-      resolve_(std::move(resolve)), thread_([this] { run(); }) {}
+struct peer_refresh::state {
+  std::mutex mu;
+  std::condition_variable cv;
+  terminator* via = nullptr;  ///< null once stopped (guarded by mu)
+  std::vector<peer> peers;    ///< the thread's alone
+  uint32_t places = 0;
+  std::chrono::milliseconds period{0};
+  resolver resolve;
+};
 
-peer_refresh::~peer_refresh() {
-  {
-    std::lock_guard lk{mu_};
-    stop_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
-}
+namespace {
 
-void peer_refresh::run() {
-  std::unique_lock lk{mu_};
-  while (!cv_.wait_for(lk, period_, [this] { return stop_; })) {
-    lk.unlock();
-    for (auto& p : peers_) {
-      auto now = resolve_(p.host);
-      auto learned = via_.learn(p.had, now, places_);
-      for (auto& ip : learned) {
+void run(const std::shared_ptr<peer_refresh::state>& st) {
+  std::unique_lock lk{st->mu};
+  for (;;) {
+    if (st->cv.wait_for(lk, st->period, [&] { return st->via == nullptr; })) return;
+    for (auto& p : st->peers) {
+      lk.unlock();
+      auto now = st->resolve(p.host);  // may block for the resolver's time-outs
+      lk.lock();
+      if (st->via == nullptr) return;  // stopped meanwhile: the terminator may be gone
+      for (auto& ip : st->via->learn(p.had, now, st->places)) {
         spdlog::info("cluster node {}: its host {} resolves to {} now: connections from there "
                      "count in its places",
                      p.name, p.host, ip);
         p.had.push_back(ip);
       }
     }
-    lk.lock();
   }
+}
+
+}  // namespace
+
+peer_refresh::peer_refresh(terminator& via, std::vector<peer> peers, uint32_t places,
+                           std::chrono::milliseconds period, resolver resolve)
+    : st_(std::make_shared<state>()) {
+  st_->via = &via;
+  st_->peers = std::move(peers);
+  st_->places = places;
+  st_->period = period;
+  st_->resolve = std::move(resolve);
+  std::thread([st = st_] { run(st); }).detach();
+}
+
+peer_refresh::~peer_refresh() {
+  {
+    std::lock_guard lk{st_->mu};  // waits for a learn() going on
+    st_->via = nullptr;
+  }
+  st_->cv.notify_all();
 }
 
 }  // namespace fusee::tls

@@ -5,12 +5,10 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
+#include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "tls/terminator.hpp"
@@ -26,25 +24,20 @@ public:
   using resolver = std::function<std::vector<std::string>(const std::string& host)>;
 
   /// Starts the thread; `via` outlives this. A node gaining addresses gets `places` of its own
-  /// if it had none (its host did not resolve at start).
+  /// if it had none (its host did not resolve at start). `resolve` may still be running after
+  /// this is destroyed: it must own what it uses.
   peer_refresh(terminator& via, std::vector<peer> peers, uint32_t places,
                std::chrono::milliseconds period, resolver resolve);
-  ~peer_refresh();  ///< stops the thread (a lookup going on is waited for)
+  /// Stops the thread without waiting for a lookup going on (a DNS server that does not answer
+  /// must not hold up the node's stop): from here on it touches nothing of the terminator's.
+  ~peer_refresh();
   peer_refresh(const peer_refresh&) = delete;
   peer_refresh& operator=(const peer_refresh&) = delete;
 
-private:
-  void run();
+  struct state;
 
-  terminator& via_;
-  std::vector<peer> peers_;
-  uint32_t places_;
-  std::chrono::milliseconds period_;
-  resolver resolve_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::thread thread_;
+private:
+  std::shared_ptr<state> st_;  ///< shared with the thread, which may outlive this
 };
 
 }  // namespace fusee::tls

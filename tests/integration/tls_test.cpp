@@ -745,18 +745,22 @@ TEST_CASE("the cluster's nodes are looked up again every period, and the address
   so.deliver = [](tls::handed_over h) { ::close(h.fd); };
   so.add_known({"10.0.0.1"}, 4);
   auto server = tls::terminator::start(std::move(so));
-  std::mutex mu;
-  std::map<std::string, std::vector<std::string>> dns{{"a.test", {"10.0.0.1"}}, {"b.test", {}}};
-  auto resolve = [&](const std::string& host) {
-    std::lock_guard lk{mu};
-    return dns[host];
+  // The resolver may outlive the refresh (a lookup is not waited for): it owns what it reads.
+  struct fake_dns {
+    std::mutex mu;
+    std::map<std::string, std::vector<std::string>> hosts{{"a.test", {"10.0.0.1"}}, {"b.test", {}}};
+  };
+  auto dns = std::make_shared<fake_dns>();
+  auto resolve = [dns](const std::string& host) {
+    std::lock_guard lk{dns->mu};
+    return dns->hosts[host];
   };
   tls::peer_refresh refresh(*server, {{"a", "a.test", {"10.0.0.1"}}, {"b", "b.test", {}}}, 4, 10ms,
                             resolve);
   {
-    std::lock_guard lk{mu};
-    dns["a.test"] = {"10.0.0.7"};  // a restarted elsewhere
-    dns["b.test"] = {"10.0.0.8"};  // b resolves now
+    std::lock_guard lk{dns->mu};
+    dns->hosts["a.test"] = {"10.0.0.7"};  // a restarted elsewhere
+    dns->hosts["b.test"] = {"10.0.0.8"};  // b resolves now
   }
   auto until = std::chrono::steady_clock::now() + 5s;
   while (!(server->knows("10.0.0.7") && server->knows("10.0.0.8")) &&
