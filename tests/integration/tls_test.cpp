@@ -661,7 +661,7 @@ TEST_CASE("a TLS handshake that trickles its bytes is still cut after the handsh
 }
 
 TEST_CASE("a dialled connection leaves from the first source address of its family that is "
-          "loopback where the peer is, else from the kernel's pick; only this host's addresses "
+          "loopback where the peer is, else from the kernel's pick, and only this host's addresses "
           "count as local") {
   int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in at{};
@@ -738,7 +738,7 @@ TEST_CASE("a terminator learns a known peer's new addresses while it runs: conne
 }
 
 TEST_CASE("the cluster's nodes are looked up again every period, and the addresses they gained "
-          "given to the terminator; those they had stay theirs") {
+          "given to the terminator, while those they had stay theirs") {
   tls::terminator::options so;
   so.what = "test";
   so.max_connections = 1;
