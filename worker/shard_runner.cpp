@@ -67,7 +67,8 @@ struct shard_runner::run_state {
   bool live = false;
   uint32_t next_seq = 0;
   std::coroutine_handle<> waiting;
-  enum class wait_kind { none, timer, signal, retry } wait = wait_kind::none;
+  /// backlog: a step whose body waits for fewer records not yet durable (max_records_ahead).
+  enum class wait_kind { none, timer, signal, retry, backlog } wait = wait_kind::none;
   uint32_t wait_seq = 0;
   std::string wait_name;
   uint64_t wait_due = never;
@@ -540,14 +541,30 @@ void shard_runner::tick() {
       break;
     }
     case run_state::wait_kind::none:
+    case run_state::wait_kind::backlog:  // (never due by time: resume_parked())
       break;
     }
   }
+  if (parked_ > 0 && !backlogged()) resume_parked();
   // Unacknowledged messages go out again now and then (receivers deduplicate): a target holder
   // that died before its record was durable has lost the first delivery.
   for (auto& [id, m] : outbox_)
     if (m.sent_ms + settings_.resend_every_ms <= now) resend(id, m);
   answer_waits([&](const result_wait& w) { return w.deadline_ms <= now; });
+}
+
+void shard_runner::resume_parked() {
+  if (leaving_) return;  // the next holder runs them
+  std::vector<run_state*> parked;
+  for (auto& [id, run] : runs_)
+    if (run->live && run->wait == run_state::wait_kind::backlog) parked.push_back(run.get());
+  for (auto* run : parked) {
+    if (backlogged()) return;
+    --parked_;
+    run->wait = run_state::wait_kind::none;
+    run->current = "step '" + run->step_name + "'";
+    if (attempt_step(*run)) resume(*run);
+  }
 }
 
 void shard_runner::leave() {
@@ -560,6 +577,7 @@ uint64_t shard_runner::next_wake_ms() const {
   if (!started_) return at;
   for (auto& [id, run] : runs_)
     if (run->live && run->wait != run_state::wait_kind::none) at = std::min(at, run->wait_due);
+  if (parked_ > 0 && !backlogged()) at = std::min(at, env_.now_ms());
   for (auto& w : result_waits_)
     at = std::min(at, w.deadline_ms);
   for (auto& [id, m] : outbox_)
@@ -573,6 +591,7 @@ uint64_t shard_runner::next_due_ms() const {
     // A stopped run waits for other code, a run without code here for another worker (its type
     // is reported): neither makes this shard due.
     if (run->status != run_status::running || run->stopped || !types_.find(run->type)) continue;
+    if (run->live && run->wait == run_state::wait_kind::backlog) at = std::min(at, env_.now_ms());
     if (run->live && run->wait != run_state::wait_kind::none) at = std::min(at, run->wait_due);
     for (auto& [seq, t] : run->timers)
       at = std::min(at, t.due_ms);
@@ -585,7 +604,7 @@ uint64_t shard_runner::next_due_ms() const {
 
 bool shard_runner::quiet() const {
   return started_ && records_.empty() && durable_ >= last_lsn() && gated_.empty() &&
-         ready_.empty() && result_waits_.empty();
+         ready_.empty() && result_waits_.empty() && (parked_ == 0 || leaving_);
 }
 
 std::vector<std::string> shard_runner::missing_types() const {
@@ -772,6 +791,7 @@ void shard_runner::handle_call(uint64_t relay, const std::string& method, proto:
       run->root = task<json>{};  // destroys the suspended frames
       run->live = false;
       run->waiting = {};
+      if (run->wait == run_state::wait_kind::backlog) --parked_;
       run->wait = run_state::wait_kind::none;
       commit(rec::finished{id, run_status::cancelled, dump(json(reason)), env_.now_ms()});
       answer_waits([&](const result_wait& w) { return w.workflow == id; });
@@ -937,6 +957,15 @@ op_awaitable<json> context::step_impl(std::string name, std::function<json()> bo
                     "; last error: " + r->second.error + ")";
       return {run_, false};
     }
+  }
+  if (run.owner->backlogged()) {  // its body runs once DURABLEs come (resume_parked)
+    run.wait = run_state::wait_kind::backlog;
+    run.wait_due = never;
+    run.current = "step '" + run.step_name + "' (waits: " +
+                  std::to_string(run.owner->last_lsn() - run.owner->durable_) +
+                  " of the shard's records are not yet durable)";
+    ++run.owner->parked_;
+    return {run_, false};
   }
   return {run_, run.owner->attempt_step(run)};
 }

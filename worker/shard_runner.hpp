@@ -61,6 +61,12 @@ struct runner_settings {
   uint64_t resend_after_ms = 1000;
   /// How often a holder sends an unacknowledged message again.
   uint64_t resend_every_ms = 30000;
+  /// A step waits before its body runs while this many of the shard's records are not yet
+  /// durable (its run parks until DURABLEs bring them below): a workflow looping over steps,
+  /// whose results are ready at once, hands the worker's loop back its turn (to read DURABLEs,
+  /// calls and signals, and to see a stop or the end of its budget), and its records wait in
+  /// memory only so many at a time.
+  uint64_t max_records_ahead = 4096;
   /// Finished runs are forgotten by the first checkpoint this long after they ended (their ids
   /// can then start new runs), and so are the marks that recognise a resent message; 0 keeps
   /// them forever.
@@ -156,6 +162,11 @@ private:
   void after_resume(run_state& run);
   void deliver_signals(run_state& run);
   bool attempt_step(run_state& run);
+  /// Too many records not yet durable for another step to run (max_records_ahead).
+  bool backlogged() const { return last_lsn() - durable_ >= settings_.max_records_ahead; }
+  /// Runs the steps parked by backlogged(), in the order of their runs' ids, while it allows
+  /// (none once leaving: the next holder runs them).
+  void resume_parked();
   bool journal_value(run_state& run, op_kind op, uint64_t fresh);
   op_awaitable<void> send_op(run_state& run, workflow_run* w, op_kind op, const std::string& name,
                              const std::string& target_id, json message);
@@ -180,6 +191,7 @@ private:
   uint64_t uncheckpointed_since_ms_ = 0;  // when the first record after checkpoint_lsn_ came
   uint64_t checkpoint_retry_lsn_ = 0;     // after a checkpoint too large to send, not before this
   uint64_t steps_ = 0;
+  size_t parked_ = 0;  // runs whose step waits for backlogged() to end
   std::vector<proto::bytes> records_;  // committed, not yet taken for APPEND
   uint64_t records_first_ = 1;
   std::deque<std::pair<uint64_t, proto::any_message>> gated_;  // by LSN, ascending

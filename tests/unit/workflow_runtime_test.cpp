@@ -99,6 +99,15 @@ registry make_types(bodies& b, std::string second_step = "b") {
     }
     co_return json{{"value", v.is_null() ? "null" : "a number"}, {"caught", caught}};
   });
+  // "loop" runs n steps, one after the other (each ready at once: nothing waits in it).
+  r.add("loop", [&b](context& ctx, json in) -> task<json> {
+    int n = in.value("n", 0);
+    for (int i = 0; i < n; ++i) {
+      std::string name = "s" + std::to_string(i);
+      co_await ctx.step(name, [&] { return ++b.of(ctx.id(), "loop"); });
+    }
+    co_return n;
+  });
   r.add("sender", [](context& ctx, json) -> task<json> {
     std::string target = "someone", name = "hello", child_type = "pair", child = "kid";
     // GCC 12 cannot keep a string literal inside a co_await expression: build values first.
@@ -640,7 +649,7 @@ TEST_CASE("start is idempotent by id and another type is a conflict and unknown 
   CHECK(t.answer(3)["code"] == "conflict");
   t.call(4, "start", {{"id", "x"}, {"type", "nope"}});
   CHECK(t.answer(4)["error"] ==
-        "unknown workflow type 'nope'; this worker has: flaky, odd, pair, sender, waiter");
+        "unknown workflow type 'nope'; this worker has: flaky, loop, odd, pair, sender, waiter");
   t.call(5, "frobnicate", {{"id", "w"}});
   CHECK(t.answer(5)["code"] == "bad_request");
   t.call(6, "result", {{"id", "zz"}});
@@ -824,4 +833,63 @@ TEST_CASE("an IDLE's missing types are cut to what fits the smallest frame a nod
   std::vector<proto::idle_entry> few(3, widest);
   CHECK(worker::fit_idle_types(few) == 0);
   CHECK(few[2].types.size() == 2);
+}
+
+TEST_CASE("a workflow looping over steps parks once max_records_ahead of the shard's records are "
+          "not yet durable, goes on as DURABLEs come, and completes with each body run once") {
+  rig t;
+  t.settings.max_records_ahead = 10;
+  t.fresh();
+  t.runner->start(0);
+  t.call(1, "start", {{"id", "l"}, {"type", "loop"}, {"input", {{"n", 35}}}});
+  // Its start and 9 steps: 10 records not yet durable, and the 10th step waits.
+  CHECK(t.runner->last_lsn() == 10);
+  CHECK(t.b.of("l", "loop") == 9);
+  t.runner->tick();  // still 10 not durable: nothing runs
+  CHECK(t.b.of("l", "loop") == 9);
+  CHECK_FALSE(t.runner->quiet());
+  CHECK(t.runner->next_due_ms() == t.env.now);  // an IDLE now would say the shard is due
+  // Its answer leaves once the records it saw are durable (answer() makes them so).
+  t.call(2, "describe", {{"id", "l"}});
+  auto described = t.answer(2);
+  CHECK_MESSAGE(described.value("current", "").find("waits: 10 of the shard's records are not "
+                                                    "yet durable") != std::string::npos,
+                described.dump());
+  // With all of them durable the next turn runs steps until 10 wait again.
+  CHECK(t.b.of("l", "loop") == 9);
+  CHECK(t.runner->next_wake_ms() == t.env.now);
+  t.runner->tick();
+  CHECK(t.b.of("l", "loop") == 19);
+  for (int turns = 0; turns < 10 && t.b.of("l", "loop") < 35; ++turns) {
+    t.durable();
+    t.runner->tick();
+  }
+  CHECK(t.b.of("l", "loop") == 35);
+  t.call(3, "result", {{"id", "l"}});
+  CHECK(t.answer(3)["status"] == "completed");
+  CHECK(t.reply(1).has_value());  // the start's answer, taken
+  CHECK(t.runner->quiet());
+}
+
+TEST_CASE("a step parked for the backlog does not run once its shard is leaving, nor keeps the "
+          "shard from being quiet: the next holder runs it") {
+  rig t;
+  t.settings.max_records_ahead = 4;
+  t.fresh();
+  t.runner->start(0);
+  t.call(1, "start", {{"id", "l"}, {"type", "loop"}, {"input", {{"n", 10}}}});
+  CHECK(t.b.of("l", "loop") == 3);
+  t.durable();
+  CHECK(t.reply(1).has_value());  // (taken, so that only the parked step could keep it busy)
+  t.runner->leave();
+  t.durable();
+  t.runner->tick();
+  CHECK(t.b.of("l", "loop") == 3);
+  CHECK(t.runner->quiet());
+  // The next holder goes on from the journal: the three steps are not run again.
+  t.settings.max_records_ahead = 4096;
+  t.recover(t.journal);
+  CHECK(t.b.of("l", "loop") == 10);
+  t.call(2, "result", {{"id", "l"}});
+  CHECK(t.answer(2)["status"] == "completed");
 }
