@@ -961,8 +961,8 @@ op_awaitable<json> context::step_impl(std::string name, std::function<json()> bo
   if (run.owner->backlogged()) {  // its body runs once DURABLEs come (resume_parked)
     run.wait = run_state::wait_kind::backlog;
     run.wait_due = never;
-    run.current = "step '" + run.step_name + "' (waits: " +
-                  std::to_string(run.owner->last_lsn() - run.owner->durable_) +
+    run.current = "step '" + run.step_name +
+                  "' (waits: " + std::to_string(run.owner->last_lsn() - run.owner->durable_) +
                   " of the shard's records are not yet durable)";
     ++run.owner->parked_;
     return {run_, false};

@@ -191,7 +191,7 @@ private:
   uint64_t uncheckpointed_since_ms_ = 0;  // when the first record after checkpoint_lsn_ came
   uint64_t checkpoint_retry_lsn_ = 0;     // after a checkpoint too large to send, not before this
   uint64_t steps_ = 0;
-  size_t parked_ = 0;  // runs whose step waits for backlogged() to end
+  size_t parked_ = 0;                  // runs whose step waits for backlogged() to end
   std::vector<proto::bytes> records_;  // committed, not yet taken for APPEND
   uint64_t records_first_ = 1;
   std::deque<std::pair<uint64_t, proto::any_message>> gated_;  // by LSN, ascending

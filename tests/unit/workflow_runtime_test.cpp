@@ -852,8 +852,9 @@ TEST_CASE("a workflow looping over steps parks once max_records_ahead of the sha
   // Its answer leaves once the records it saw are durable (answer() makes them so).
   t.call(2, "describe", {{"id", "l"}});
   auto described = t.answer(2);
-  CHECK_MESSAGE(described.value("current", "").find("waits: 10 of the shard's records are not "
-                                                    "yet durable") != std::string::npos,
+  CHECK_MESSAGE(described.value("current", "")
+                        .find("waits: 10 of the shard's records are not "
+                              "yet durable") != std::string::npos,
                 described.dump());
   // With all of them durable the next turn runs steps until 10 wait again.
   CHECK(t.b.of("l", "loop") == 9);
