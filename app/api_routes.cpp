@@ -28,14 +28,15 @@ std::optional<std::string> unknown_argument(const http_exchange& ex, std::string
   return std::nullopt;
 }
 
-/// Path segments of /a/b/c (empty segments dropped).
+/// Path segments of /a/b/c. Empty ones are kept: a trailing or doubled '/' names an empty id,
+/// type or signal name (refused as such), never another route.
 std::vector<std::string> segments(const std::string& path) {
   std::vector<std::string> out;
-  size_t i = 0;
-  while (i < path.size()) {
+  size_t i = path.rfind('/', 0) == 0 ? 1 : 0;
+  while (i <= path.size()) {
     size_t j = path.find('/', i);
     if (j == std::string::npos) j = path.size();
-    if (j > i) out.push_back(path.substr(i, j - i));
+    out.push_back(path.substr(i, j - i));
     i = j + 1;
   }
   return out;
@@ -77,6 +78,7 @@ api_route route_api_request(const http_exchange& ex) {
   if (seg.size() < 3 || seg[0] != "v1" || seg[1] != "workflows")
     return refuse(404, "no route " + ex.method + " " + ex.path +
                            "; routes: POST /v1/workflows/{type}/{id}, GET /v1/workflows/{id}, "
+                           "GET /v1/workflows/{id}/describe, "
                            "POST /v1/workflows/{id}/signals/{name}, "
                            "POST /v1/workflows/{id}/cancel");
   api_request r;
