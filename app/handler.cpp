@@ -3,12 +3,12 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <map>
 
 #include "app/config.hpp"
 #include "app/demo_workflows.hpp"
 #include "app/http_server.hpp"
+#include "app/ready_file.hpp"
 #include "client/connection.hpp"
 #include "client/secret_file.hpp"
 #include "protocol/invocation_request.hpp"
@@ -116,6 +116,7 @@ http_reply run_invocation(const handler_config& cfg, const proto::invocation_req
 }  // namespace
 
 int run_handler(const handler_config& cfg) {
+  remove_ready_file(cfg.ready_file);  // a stale one would name a port of a process gone
   auto at = parse_host_port(cfg.listen);
   if (!at) {
     std::fprintf(stderr, "fusee handler: --listen %s is not host:port\n", cfg.listen.c_str());
@@ -188,12 +189,15 @@ int run_handler(const handler_config& cfg) {
   std::fprintf(stderr, "fusee handler: serving invocations on %s:%u\n", at->host.c_str(),
                srv->port());
   if (!cfg.ready_file.empty()) {
-    auto tmp = cfg.ready_file + ".tmp";
-    std::ofstream(tmp) << "listen=" << at->host << ":" << srv->port() << "\n";
-    std::rename(tmp.c_str(), cfg.ready_file.c_str());
+    auto line = "listen=" + at->host + ":" + std::to_string(srv->port()) + "\n";
+    if (auto why = write_ready_file(cfg.ready_file, line)) {
+      std::fprintf(stderr, "fusee handler: %s: stopping\n", why->c_str());
+      return 1;
+    }
   }
   int sig = 0;
   sigwait(&stop, &sig);
+  remove_ready_file(cfg.ready_file);
   return 0;
 }
 

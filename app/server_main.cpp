@@ -2,7 +2,8 @@
 
 #include <csignal>
 #include <cstdio>
-#include <fstream>
+#include <optional>
+#include <sstream>
 
 #include <sys/resource.h>
 
@@ -28,6 +29,7 @@
 #include "app/chained_sharing.hpp"
 #include "app/halt_polling.hpp"
 #include "app/http_api.hpp"
+#include "app/ready_file.hpp"
 #include "protocol/messages.hpp"
 #include "tls/acceptor.hpp"
 #include "tls/context.hpp"
@@ -125,6 +127,7 @@ server::descriptor_plan share_descriptors(const server_config& cfg) {
 int run_server(const server_config& cfg, const std::string& ready_file) {
   auto listen = parse_host_port(cfg.listen);
   server::logging::init(*server::logging::parse_level(cfg.log_level));
+  remove_ready_file(ready_file);  // a stale one would name the ports of a process gone
   auto descriptors = share_descriptors(cfg);
 
   // Block the stop signals before any thread exists, so only sigwait below sees them.
@@ -473,25 +476,26 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     }
     if (acceptor) {
       uint16_t port = acceptor->port();
+      std::optional<std::string> unready;
       if (!ready_file.empty()) {
-        auto tmp = ready_file + ".tmp";
-        {
-          std::ofstream out(tmp);
-          out << "listen=" << listen->host << ":" << port << "\n";
-          out << "admin=" << admin_at->host << ":" << admin->port() << "\n";
-          if (api)
-            out << "http=" << parse_host_port(cfg.http_listen)->host << ":" << api->port() << "\n";
-          if (cluster_port != 0)
-            out << "cluster=" << parse_host_port(cfg.cluster_listen)->host << ":" << cluster_port
-                << "\n";
-          if (inspect_port != 0)
-            out << "inspect=" << parse_host_port(cfg.inspect_listen)->host << ":" << inspect_port
-                << "\n";
+        std::ostringstream out;
+        out << "listen=" << listen->host << ":" << port << "\n";
+        out << "admin=" << admin_at->host << ":" << admin->port() << "\n";
+        if (api)
+          out << "http=" << parse_host_port(cfg.http_listen)->host << ":" << api->port() << "\n";
+        if (cluster_port != 0)
+          out << "cluster=" << parse_host_port(cfg.cluster_listen)->host << ":" << cluster_port
+              << "\n";
+        if (inspect_port != 0)
+          out << "inspect=" << parse_host_port(cfg.inspect_listen)->host << ":" << inspect_port
+              << "\n";
+        if ((unready = write_ready_file(ready_file, out.str()))) {
+          spdlog::error("{}: stopping (a script waiting for it would wait for ever)", *unready);
+          rc = 1;
         }
-        std::rename(tmp.c_str(), ready_file.c_str());
       }
       int sig = 0;
-      for (;;) {
+      for (; !unready;) {
         sigwait(&stop_signals, &sig);
         if (sig != SIGHUP) break;
         // Open connections keep the scope they proved; new ones see the files as they are now.
@@ -504,6 +508,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
                         n.err().message);
         }
       }
+      if (!unready) remove_ready_file(ready_file);  // not serving any more
       spdlog::info("stopping signal={}", sig);
       fronts_accepting.clear();  // no new inspectors or TLS links while the actors stop
       acceptor->stop();

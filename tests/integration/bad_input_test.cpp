@@ -1,7 +1,14 @@
-// Malformed input gets a clear ERR and closes only its own connection.
+// Malformed input gets a clear ERR and closes only its own connection; a ready file that cannot
+// be written stops the process.
+#include <csignal>
+#include <fstream>
+
+#include <sys/wait.h>
+
 #include "protocol/crc32c.hpp"
 #include "server_process.hpp"
 #include "worker.hpp"
+#include "worker_process.hpp"
 
 using namespace fusee;
 using namespace fusee::test;
@@ -143,4 +150,46 @@ TEST_CASE("bad frames and bodies: a clear ERR, that connection closes, others ke
   // Whatever happened on the other connection, the worker is still served.
   w.append(0, e, 1, {record("still here")});
   REQUIRE(w.wait_durable(0, 1));
+}
+
+TEST_CASE("a ready file that cannot be written stops the server and the handler with an error "
+          "naming it, and one written is removed when the server stops") {
+  test::temp_dir tmp;
+  auto nowhere = (tmp.path() / "no-such-dir" / "ready").string();
+  auto [rc, out] = test::run_process({test::fusee_binary(), "server", "--data-dir",
+                                      (tmp.path() / "data").string(), "--listen", "127.0.0.1:0",
+                                      "--admin-listen", "127.0.0.1:0", "--http-listen", "off",
+                                      "--inspect-listen", "off", "--ready-file", nowhere},
+                                     tmp.path() / "server.log", 30s);
+  CHECK(rc == 1);
+  CHECK_MESSAGE(out.find("cannot write the ready file " + nowhere +
+                         ".tmp: No such file or "
+                         "directory: stopping") != std::string::npos,
+                out);
+  std::ofstream(tmp.path() / "secret") << "s3cret-s3cret-s3cret\n";
+  auto [hrc, hout] = test::run_process({test::fusee_binary(), "handler", "--listen", "127.0.0.1:0",
+                                        "--secret-file", (tmp.path() / "secret").string(), "--mode",
+                                        "echo", "--ready-file", nowhere},
+                                       tmp.path() / "handler.log", 30s);
+  CHECK(hrc == 1);
+  CHECK_MESSAGE(hout.find("cannot write the ready file " + nowhere) != std::string::npos, hout);
+  // Written once serving, removed at stop (a stale one, there before, is removed at start).
+  auto ready = tmp.path() / "ready";
+  std::ofstream(ready) << "listen=127.0.0.1:1\n";
+  int pid = test::spawn_process({test::fusee_binary(), "server", "--data-dir",
+                                 (tmp.path() / "data").string(), "--listen", "127.0.0.1:0",
+                                 "--admin-listen", "127.0.0.1:0", "--http-listen", "off",
+                                 "--inspect-listen", "off", "--ready-file", ready.string()},
+                                tmp.path() / "server2.log");
+  auto written = [&] {
+    std::ifstream in(ready);
+    std::string line;
+    return std::getline(in, line) && line != "listen=127.0.0.1:1";
+  };
+  CHECK(test::await(written, 20s));
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK_FALSE(std::filesystem::exists(ready));
 }
