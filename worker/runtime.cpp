@@ -82,6 +82,11 @@ int runtime::serve(const worker_options& opts, bool follow_map) {
     for (auto until = clock::now() + d; clock::now() < until && !stop_;)
       std::this_thread::sleep_for(20ms);
   };
+  if (!client::parse_host_port(opts.server)) {  // no retry can mend it
+    session(types_, opts).log("the server address " + opts.server + " is not host:port");
+    join_others.stop_them = true;
+    return 2;
+  }
   while (!stop_) {
     session s(types_, opts);
     auto ok = s.connect(offers, proto::invocation_id{});
@@ -92,9 +97,10 @@ int runtime::serve(const worker_options& opts, bool follow_map) {
       continue;
     }
     if (!ok) {
-      // A refusal of the HELLO itself (version, offers) will not change by retrying.
+      // A refusal of the HELLO itself (version, offers, a token that may not hold shards) will
+      // not change by retrying.
       if (ok.err().code == proto::err_code::version ||
-          ok.err().code == proto::err_code::bad_offer) {
+          ok.err().code == proto::err_code::bad_offer || s.hello_refused()) {
         s.log("the server refused this worker: " + ok.err().to_string());
         join_others.stop_them = true;
         return 2;

@@ -51,8 +51,14 @@ proto::result<void> session::connect(uint32_t offers, proto::invocation_id invoc
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - clock::now());
     auto r = conn_.receive(std::max(left, 0ms));
     if (!r) return r.err();
-    if (!took_cluster_map(*r)) return take_lease(client::lease_of(std::move(r)));
+    if (!took_cluster_map(*r)) return take_answer(std::move(r));
   }
+}
+
+proto::result<void> session::take_answer(proto::result<proto::any_message> answer) {
+  if (auto* e = answer ? std::get_if<proto::err>(&*answer) : nullptr)
+    hello_refused_ = e->code == static_cast<uint16_t>(proto::err_code::unauthorized);
+  return take_lease(client::lease_of(std::move(answer)));
 }
 
 bool session::took_cluster_map(proto::any_message& m) {
@@ -83,7 +89,7 @@ std::optional<proto::result<void>> session::lease_answer() {
   while (r && took_cluster_map(*r))
     r = conn_.receive(std::chrono::milliseconds(0));
   if (!r && conn_.timed_out()) return std::nullopt;  // not yet
-  return take_lease(client::lease_of(std::move(r)));
+  return take_answer(std::move(r));
 }
 
 proto::result<void> session::take_lease(proto::result<proto::lease> lease) {

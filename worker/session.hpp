@@ -80,6 +80,9 @@ public:
   /// refusal) has come.
   proto::result<void> begin_connect(uint32_t offers, proto::invocation_id invocation);
   std::optional<proto::result<void>> lease_answer();
+  /// The server itself answered the HELLO with ERR UNAUTHORIZED (a token whose scope may not
+  /// hold shards): connecting again with the same token cannot succeed.
+  bool hello_refused() const { return hello_refused_; }
 
   /// One turn: waits up to `wait` for frames, handles all that came, runs what is due, sends.
   /// False once the connection is gone.
@@ -140,6 +143,8 @@ public:
   void ping_if_quiet();
 
 private:
+  /// The answer to HELLO: a LEASE, or the server's ERR (or the connection's failure).
+  proto::result<void> take_answer(proto::result<proto::any_message> answer);
   proto::result<void> take_lease(proto::result<proto::lease> lease);
   void take(const proto::grant_entry& g);
 
@@ -229,6 +234,7 @@ private:
   bool ka_stop_ = false;
   std::thread keepalive_;
   std::string lost_;
+  bool hello_refused_ = false;
   uint64_t calls_ = 0;
   bool more_ = false;
   clock::duration lease_wait_{};

@@ -160,6 +160,25 @@ TEST_CASE("before a token is proven a frame is refused undecoded, and may be 64 
   CHECK(res->id == 9);
 }
 
+TEST_CASE("a fusee worker whose token may not hold shards, or whose server address is not "
+          "host:port, stops with exit 2 saying why instead of retrying for ever") {
+  fixture f;
+  auto addr = "127.0.0.1:" + std::to_string(f.server.port());
+  auto [rc, out] = test::run_process({test::fusee_binary(), "worker", "--server", addr, "--name",
+                                      "w", "--token-file", (f.files / "client.token").string()},
+                                     f.dir.path() / "worker-ci.log", 20s);
+  CHECK(rc == 2);
+  CHECK_MESSAGE(out.find("the server refused this worker: UNAUTHORIZED: token \"ci\" has the "
+                         "client scope: HELLO needs a worker token") != std::string::npos,
+                out);
+  auto [rc2, out2] =
+      test::run_process({test::fusee_binary(), "worker", "--server", "127.0.0.1", "--name", "w"},
+                        f.dir.path() / "worker-addr.log", 20s);
+  CHECK(rc2 == 2);
+  CHECK_MESSAGE(out2.find("w: the server address 127.0.0.1 is not host:port") != std::string::npos,
+                out2);
+}
+
 TEST_CASE("a client-scoped token cannot HELLO as a worker, a worker token can") {
   fixture f;
   auto c = f.proven(client_secret, proto::scope::client);
