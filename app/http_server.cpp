@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -79,6 +80,10 @@ struct http_server::impl {
       spdlog::warn("{} connections are open ({}): {} listener={} (said once a minute)",
                    max_connections, limit_name, at_limit, listener());
   }
+  /// libmicrohttpd's own messages (mostly a peer's malformed request): one a minute is logged,
+  /// the others counted, so that peers cannot fill the log and the dashboard's problems.
+  std::atomic<int64_t> mhd_said_ns{std::numeric_limits<int64_t>::min() / 2};
+  std::atomic<uint64_t> mhd_unsaid{0};
   std::mutex mu;
   std::set<std::shared_ptr<pending_reply>> open;  // async requests not completed yet
   bool stopping = false;                          // under mu: no connection is suspended any more
@@ -290,8 +295,20 @@ void log_mhd(void* cls, const char* fmt, va_list ap) {
     im->say_full();
     return;
   }
-  spdlog::warn("HTTP server {}: {}", im->listener(),
-               text.substr(0, text.find_last_not_of("\n") + 1));
+  auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+  auto said = im->mhd_said_ns.load();
+  if (now - said < std::chrono::nanoseconds(std::chrono::minutes(1)).count() ||
+      !im->mhd_said_ns.compare_exchange_strong(said, now)) {
+    im->mhd_unsaid++;
+    return;
+  }
+  auto unsaid = im->mhd_unsaid.exchange(0);
+  spdlog::warn("HTTP server {}: {}{}", im->listener(),
+               text.substr(0, text.find_last_not_of("\n") + 1),
+               unsaid == 0 ? std::string{}
+                           : " (and " + std::to_string(unsaid) +
+                                 " more of its messages since the last one logged: one a "
+                                 "minute is)");
 }
 
 /// Counts the connections open. In the async mode (epoll) libmicrohttpd stops polling its

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include "protocol/crc32c.hpp"
+#include "raw_socket.hpp"
 #include "server_process.hpp"
 #include "worker.hpp"
 #include "worker_process.hpp"
@@ -192,4 +193,24 @@ TEST_CASE("a ready file that cannot be written stops the server and the handler 
   ::waitpid(pid, &status, 0);
   CHECK(WIFEXITED(status));
   CHECK_FALSE(std::filesystem::exists(ready));
+}
+
+TEST_CASE("malformed HTTP requests leave one line of libmicrohttpd's a minute in the log, not one "
+          "each, and the admin server keeps answering") {
+  test::temp_dir tmp;
+  server_process s(tmp.path() / "data", "[server]\nshards = 2\n");
+  REQUIRE(s.start().empty());
+  for (int i = 0; i < 20; ++i) {
+    raw_socket bad(s.admin_port(),
+                   "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -1\r\n\r\n");
+    CHECK(bad.closed_within(5s));
+  }
+  auto [status, body] = http_get(s.admin_port(), "/healthz");
+  CHECK(status == 200);
+  auto log = s.log();
+  size_t lines = 0;
+  for (auto at = log.find("HTTP server 127.0.0.1:"); at != std::string::npos;
+       at = log.find("HTTP server 127.0.0.1:", at + 1))
+    ++lines;
+  CHECK_MESSAGE(lines == 1, log);
 }
