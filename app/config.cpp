@@ -12,6 +12,8 @@
 #include <sstream>
 #include <variant>
 
+#include <arpa/inet.h>
+
 #define TOML_EXCEPTIONS 1
 // toml++ 3.3.0 (Debian 12) reaches TOML_UNREACHABLE (__builtin_unreachable: undefined
 // behaviour) in its generated Unicode tables for code points the tables do not cover, e.g.
@@ -80,7 +82,8 @@ const setting<server_config> server_settings[] = {
     {"invoker", "close_grace_ms", &server_config::close_grace_ms, 0, u32_max,
      "after a 2xx, how long before an invocation's leases are revoked"},
     {"invoker", "retire_idle_ms", &server_config::retire_idle_ms, 0, u32_max,
-     "a shard's wake record nothing was sent to this long rests in 32 bytes, not an actor; 0 = "
+     "a shard's wake record nothing was sent to this long rests in 48 bytes (its state and its "
+     "slot), not an actor; 0 = "
      "never"},
     {"tls", "cert_file", &server_config::tls_cert_file, 0, 0,
      "this node's certificate chain (PEM): TLS 1.3 on listen, http_listen and admin_listen", true},
@@ -109,7 +112,7 @@ const setting<server_config> server_settings[] = {
     {"limits", "max_appends_in_flight", &server_config::max_appends_in_flight, 1, u32_max,
      "APPENDs of one connection waiting in the log's queue; more are refused (TOO_LARGE)"},
     {"limits", "max_frame_mb", &server_config::max_frame_mb, 1, 96,
-     "largest frame body accepted, in MiB (PROTOCOL.md allows 96)"},
+     "largest frame body accepted, in MiB (the protocol allows 96: docs/protocol.md)"},
     {"limits", "http_body_kb", &server_config::http_body_kb, 1, 1048576,
      "largest HTTP API request body, in KiB; more is answered 413"},
 };
@@ -427,6 +430,18 @@ std::optional<std::string> validate(server_config& cfg) {
     return "`server.http_listen` = \"" + cfg.http_listen + "\" is not host:port";
   if (!cfg.inspect_listen.empty() && !parse_host_port(cfg.inspect_listen))
     return "`server.inspect_listen` = \"" + cfg.inspect_listen + "\" is not host:port";
+  // The HTTP servers bind an IPv4 literal (libmicrohttpd is given the address itself): said
+  // here, before the log is opened, rather than by the listener once the rest is up.
+  for (auto [key, value] :
+       {std::pair<const char*, const std::string*>{"admin_listen", &cfg.admin_listen},
+        {"http_listen", &cfg.http_listen}}) {
+    in_addr v4{};
+    if (!value->empty() && ::inet_pton(AF_INET, parse_host_port(*value)->host.c_str(), &v4) != 1)
+      return std::string{"`server."} + key + "` = \"" + *value +
+             "\": an HTTP listener's host must be a numeric IPv4 address (127.0.0.1, 0.0.0.0), "
+             "not " +
+             parse_host_port(*value)->host;
+  }
   if (!server::logging::parse_level(cfg.log_level))
     return "`log.level` = \"" + cfg.log_level +
            "\" is not one of trace, debug, info, warn, error, off";

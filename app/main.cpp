@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   CLI::App app{"Fusee: a durable workflow server. The server holds the log; workflow code runs "
                "in the application."};
+  app.set_version_flag("--version", "fusee " FUSEE_VERSION);
   app.require_subcommand(1);
 
   fusee::app::server_config cfg;
@@ -189,7 +190,7 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> inspect_args;
   for (auto [flag, key, what] :
        {std::tuple{"--kind", "kind",
-                   "directory, scheduler, log, gateway, endpoint, session, shard"},
+                   "directory, scheduler, log, gateway, endpoint, session, shard, cluster"},
         std::tuple{"--shard", "shard", "a shard or a range such as 10-19"},
         std::tuple{"--state", "state", "only actors in this state (e.g. held, backoff, due)"},
         std::tuple{"--top", "top", "rank by: mailbox"},

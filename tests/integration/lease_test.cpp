@@ -362,6 +362,30 @@ TEST_CASE("bad settings are refused at start with the key named") {
   }
 }
 
+TEST_CASE("an HTTP listener's host that is no IPv4 literal is refused with the config errors, "
+          "before the log is opened") {
+  temp_dir tmp;
+  auto [rc, out] =
+      run_process({fusee_binary(), "server", "--data-dir", (tmp.path() / "data").string(),
+                   "--listen", "127.0.0.1:0", "--admin-listen", "localhost:0", "--http-listen",
+                   "off", "--inspect-listen", "off"},
+                  tmp.path() / "server.log", 20s);
+  CHECK(rc == 2);
+  CHECK_MESSAGE(out.find("`server.admin_listen` = \"localhost:0\": an HTTP listener's host must "
+                         "be a numeric IPv4 address (127.0.0.1, 0.0.0.0), not localhost") !=
+                    std::string::npos,
+                out);
+  CHECK(out.find("log recovered") == std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(tmp.path() / "data"));
+}
+
+TEST_CASE("fusee --version prints the version /metrics reports, and exits 0") {
+  temp_dir tmp;
+  auto [rc, out] = run_process({fusee_binary(), "--version"}, tmp.path() / "version.out", 20s);
+  CHECK(rc == 0);
+  CHECK_MESSAGE(out.rfind("fusee 0.", 0) == 0, out);
+}
+
 TEST_CASE("a cluster map in the config is checked at start naming gaps, overlaps and unknown "
           "nodes") {
   temp_dir tmp;
