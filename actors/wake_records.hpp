@@ -1,9 +1,9 @@
 // The shards' wake records as the directory, the scheduler and the inspector share them. A record
 // is an actor only while it is in use: it is spawned at its first message (a record never spawned
 // is exactly in its initial state, shard.hpp's initial_status, so spawning it then is the same as
-// spawning it at start), and one nothing was sent to for a while is retired to 32 bytes (its
-// resting_record) by the directory and spawned again from them at its next message. So a million
-// shards cost an actor only for those in use (docs/architecture.md, "Scale").
+// spawning it at start), and one nothing was sent to for a while is retired to its 32-byte
+// resting_record (48 bytes with its slot) by the directory and spawned again from them at its next
+// message. So a million shards cost an actor only for those in use (docs/architecture.md, "Scale").
 //
 // Threading: any thread; one mutex, held for a look-up (and a spawn).
 #pragma once

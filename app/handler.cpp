@@ -116,7 +116,6 @@ http_reply run_invocation(const handler_config& cfg, const proto::invocation_req
 }  // namespace
 
 int run_handler(const handler_config& cfg) {
-  remove_ready_file(cfg.ready_file);  // a stale one would name a port of a process gone
   auto at = parse_host_port(cfg.listen);
   if (!at) {
     std::fprintf(stderr, "fusee handler: --listen %s is not host:port\n", cfg.listen.c_str());
@@ -188,7 +187,7 @@ int run_handler(const handler_config& cfg) {
   }
   std::fprintf(stderr, "fusee handler: serving invocations on %s:%u\n", at->host.c_str(),
                srv->port());
-  if (!cfg.ready_file.empty()) {
+  if (!cfg.ready_file.empty()) {  // (replaces a stale one at once)
     auto line = "listen=" + at->host + ":" + std::to_string(srv->port()) + "\n";
     if (auto why = write_ready_file(cfg.ready_file, line)) {
       std::fprintf(stderr, "fusee handler: %s: stopping\n", why->c_str());

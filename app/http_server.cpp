@@ -9,11 +9,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
+#include <unordered_map>
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -80,10 +80,16 @@ struct http_server::impl {
       spdlog::warn("{} connections are open ({}): {} listener={} (said once a minute)",
                    max_connections, limit_name, at_limit, listener());
   }
-  /// libmicrohttpd's own messages (mostly a peer's malformed request): one a minute is logged,
-  /// the others counted, so that peers cannot fill the log and the dashboard's problems.
-  std::atomic<int64_t> mhd_said_ns{std::numeric_limits<int64_t>::min() / 2};
-  std::atomic<uint64_t> mhd_unsaid{0};
+  /// libmicrohttpd's own messages (mostly a peer's malformed request): one a minute of each kind
+  /// (its format string, a literal of the library's) is logged, the others counted, so that peers
+  /// cannot fill the log and the dashboard's problems, while another kind (the daemon out of
+  /// descriptors, say) still shows at once.
+  struct mhd_kind {
+    int64_t said_ns = 0;
+    uint64_t unsaid = 0;
+  };
+  std::mutex mhd_mu;
+  std::unordered_map<const char*, mhd_kind> mhd_said;
   std::mutex mu;
   std::set<std::shared_ptr<pending_reply>> open;  // async requests not completed yet
   bool stopping = false;                          // under mu: no connection is suspended any more
@@ -296,19 +302,23 @@ void log_mhd(void* cls, const char* fmt, va_list ap) {
     return;
   }
   auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-  auto said = im->mhd_said_ns.load();
-  if (now - said < std::chrono::nanoseconds(std::chrono::minutes(1)).count() ||
-      !im->mhd_said_ns.compare_exchange_strong(said, now)) {
-    im->mhd_unsaid++;
-    return;
+  uint64_t unsaid = 0;
+  {
+    std::lock_guard lk{im->mhd_mu};
+    auto [kind, fresh] = im->mhd_said.try_emplace(fmt);
+    if (!fresh &&
+        now - kind->second.said_ns < std::chrono::nanoseconds(std::chrono::minutes(1)).count()) {
+      kind->second.unsaid++;
+      return;
+    }
+    kind->second.said_ns = now;
+    unsaid = std::exchange(kind->second.unsaid, 0);
   }
-  auto unsaid = im->mhd_unsaid.exchange(0);
   spdlog::warn("HTTP server {}: {}{}", im->listener(),
                text.substr(0, text.find_last_not_of("\n") + 1),
                unsaid == 0 ? std::string{}
                            : " (and " + std::to_string(unsaid) +
-                                 " more of its messages since the last one logged: one a "
-                                 "minute is)");
+                                 " more like it since it was last logged: one a minute is)");
 }
 
 /// Counts the connections open. In the async mode (epoll) libmicrohttpd stops polling its

@@ -78,7 +78,7 @@ const row_metric directory_metrics[] = {
     {"workers", "gauge", "Long-lived worker connections.", "workers"},
     {"invoked_workers", "gauge", "Invoked worker connections.", "invokedWorkers"},
     {"wake_record_actors", "gauge",
-     "Shards whose wake record is an actor now (the others rest in 32 bytes).", "recordActors"},
+     "Shards whose wake record is an actor now (the others rest in 48 bytes).", "recordActors"},
     {"wake_records_retired_total", "counter", "Wake records retired to their resting state.",
      "recordsRetired"},
 };

@@ -127,7 +127,6 @@ server::descriptor_plan share_descriptors(const server_config& cfg) {
 int run_server(const server_config& cfg, const std::string& ready_file) {
   auto listen = parse_host_port(cfg.listen);
   server::logging::init(*server::logging::parse_level(cfg.log_level));
-  remove_ready_file(ready_file);  // a stale one would name the ports of a process gone
   auto descriptors = share_descriptors(cfg);
 
   // Block the stop signals before any thread exists, so only sigwait below sees them.
@@ -156,6 +155,10 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     return 1;
   }
   auto wal = std::move(*opened);
+  // The data dir is this process's now (its lock is held): a ready file from an earlier one would
+  // name ports of a process gone. (Before the lock, a second server by mistake would remove the
+  // running one's.)
+  remove_ready_file(ready_file);
   if (wal->drops_acknowledged())
     spdlog::error("FUSEE_TEST_DROP_ACKNOWLEDGED={} is set: this server acknowledges appends and "
                   "does NOT write them (after:N: each shard's records past LSN N; anything else: "
@@ -508,7 +511,6 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
                         n.err().message);
         }
       }
-      if (!unready) remove_ready_file(ready_file);  // not serving any more
       spdlog::info("stopping signal={}", sig);
       fronts_accepting.clear();  // no new inspectors or TLS links while the actors stop
       acceptor->stop();
@@ -534,6 +536,9 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
                  "records_per_batch={:.1f} segments_retired={}",
                  st.records, st.batches, st.batches_inline, st.fsyncs,
                  st.batches ? double(st.records) / double(st.batches) : 0.0, st.retired_segments);
+    // Removed once the log is stopped and the data dir about to be free: a script that waits for
+    // it to go may start the next server on the same data dir.
+    remove_ready_file(ready_file);
   }
   return rc;
 }

@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -91,12 +92,31 @@ bool bind_source(int fd, const sockaddr* to, const std::vector<std::string>& sou
 }  // namespace
 
 std::vector<std::string> local_addresses(const std::vector<std::string>& addresses) {
+  // An interface's address, or loopback (all of 127/8 is this host's). A bind() alone is not
+  // proof: with ip_nonlocal_bind (hosts of floating addresses) any address binds, and links
+  // dialled from one this host does not have would never be answered.
+  std::vector<std::string> mine;
+  ifaddrs* ifs = nullptr;
+  if (::getifaddrs(&ifs) == 0) {
+    for (auto* i = ifs; i != nullptr; i = i->ifa_next) {
+      if (i->ifa_addr == nullptr ||
+          (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
+        continue;
+      char ip[NI_MAXHOST];
+      socklen_t len =
+          i->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+      if (::getnameinfo(i->ifa_addr, len, ip, sizeof(ip), nullptr, 0, NI_NUMERICHOST) == 0)
+        mine.emplace_back(ip);
+    }
+    ::freeifaddrs(ifs);
+  }
   std::vector<std::string> out;
   for (auto& ip : addresses) {
     sockaddr_storage at;
     socklen_t len = 0;
     auto* a = reinterpret_cast<sockaddr*>(&at);
     if (!socket_address(ip, at, len) || is_wildcard(a)) continue;
+    if (!is_loopback(a) && std::find(mine.begin(), mine.end(), ip) == mine.end()) continue;
     int fd = ::socket(a->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) continue;
     if (::bind(fd, a, len) == 0) out.push_back(ip);  // EADDRNOTAVAIL: not this host's

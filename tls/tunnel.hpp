@@ -28,8 +28,9 @@ int dial_tcp(const std::string& host, uint16_t port, uint32_t timeout_ms, std::s
 /// not resolve. Blocks on DNS: call it at start, never on a CAF thread.
 std::vector<std::string> addresses_of(const std::string& host);
 
-/// Of `addresses` (numeric), those a connection here can leave from: a wildcard address, or one
-/// no interface of this host has (a public address behind NAT, say), is left out.
+/// Of `addresses` (numeric), those a connection here can leave from: loopback ones and those an
+/// interface of this host has; a wildcard address, or one no interface has (a public address
+/// behind NAT, a floating address held elsewhere), is left out.
 std::vector<std::string> local_addresses(const std::vector<std::string>& addresses);
 
 class tunnel {

@@ -84,7 +84,7 @@ int runtime::serve(const worker_options& opts, bool follow_map) {
   };
   if (!client::parse_host_port(opts.server)) {  // no retry can mend it
     session(types_, opts).log("the server address " + opts.server + " is not host:port");
-    join_others.stop_them = true;
+    join_others.stop_them = follow_map;  // (another node's thread ends alone)
     return 2;
   }
   while (!stop_) {
@@ -102,7 +102,7 @@ int runtime::serve(const worker_options& opts, bool follow_map) {
       if (ok.err().code == proto::err_code::version ||
           ok.err().code == proto::err_code::bad_offer || s.hello_refused()) {
         s.log("the server refused this worker: " + ok.err().to_string());
-        join_others.stop_them = true;
+        join_others.stop_them = follow_map;  // another node's refusal ends its thread alone
         return 2;
       }
       auto wait = backoff.after_failed_connect();

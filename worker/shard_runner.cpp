@@ -555,16 +555,18 @@ void shard_runner::tick() {
 
 void shard_runner::resume_parked() {
   if (leaving_) return;  // the next holder runs them
-  std::vector<run_state*> parked;
-  for (auto& [id, run] : runs_)
-    if (run->live && run->wait == run_state::wait_kind::backlog) parked.push_back(run.get());
-  for (auto* run : parked) {
-    if (backlogged()) return;
+  while (!parked_ids_.empty() && !backlogged()) {
+    auto it = runs_.find(parked_ids_.front());
+    parked_ids_.pop_front();
+    if (it == runs_.end() || !it->second->live || it->second->wait != run_state::wait_kind::backlog)
+      continue;  // cancelled meanwhile
+    auto& run = *it->second;
     --parked_;
-    run->wait = run_state::wait_kind::none;
-    run->current = "step '" + run->step_name + "'";
-    if (attempt_step(*run)) resume(*run);
+    run.wait = run_state::wait_kind::none;
+    run.current = "step '" + run.step_name + "'";
+    if (attempt_step(run)) resume(run);  // (parks again at the back if the bound comes first)
   }
+  if (parked_ == 0) parked_ids_.clear();
 }
 
 void shard_runner::leave() {
@@ -577,7 +579,7 @@ uint64_t shard_runner::next_wake_ms() const {
   if (!started_) return at;
   for (auto& [id, run] : runs_)
     if (run->live && run->wait != run_state::wait_kind::none) at = std::min(at, run->wait_due);
-  if (parked_ > 0 && !backlogged()) at = std::min(at, env_.now_ms());
+  if (parked_ > 0 && !backlogged() && !leaving_) at = std::min(at, env_.now_ms());
   for (auto& w : result_waits_)
     at = std::min(at, w.deadline_ms);
   for (auto& [id, m] : outbox_)
@@ -965,6 +967,7 @@ op_awaitable<json> context::step_impl(std::string name, std::function<json()> bo
                   "' (waits: " + std::to_string(run.owner->last_lsn() - run.owner->durable_) +
                   " of the shard's records are not yet durable)";
     ++run.owner->parked_;
+    run.owner->parked_ids_.push_back(run.id);
     return {run_, false};
   }
   return {run_, run.owner->attempt_step(run)};

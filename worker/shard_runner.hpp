@@ -66,7 +66,7 @@ struct runner_settings {
   /// whose results are ready at once, hands the worker's loop back its turn (to read DURABLEs,
   /// calls and signals, and to see a stop or the end of its budget), and its records wait in
   /// memory only so many at a time.
-  uint64_t max_records_ahead = 4096;
+  uint64_t max_records_ahead = 4096;  ///< 0: no bound
   /// Finished runs are forgotten by the first checkpoint this long after they ended (their ids
   /// can then start new runs), and so are the marks that recognise a resent message; 0 keeps
   /// them forever.
@@ -163,9 +163,12 @@ private:
   void deliver_signals(run_state& run);
   bool attempt_step(run_state& run);
   /// Too many records not yet durable for another step to run (max_records_ahead).
-  bool backlogged() const { return last_lsn() - durable_ >= settings_.max_records_ahead; }
-  /// Runs the steps parked by backlogged(), in the order of their runs' ids, while it allows
-  /// (none once leaving: the next holder runs them).
+  bool backlogged() const {
+    return settings_.max_records_ahead != 0 && last_lsn() - durable_ >= settings_.max_records_ahead;
+  }
+  /// Runs the steps parked by backlogged(), first parked first, while it allows (none once
+  /// leaving: the next holder runs them). A run that parks again goes to the back, so a long
+  /// loop on a shard takes turns with the shard's other runs.
   void resume_parked();
   bool journal_value(run_state& run, op_kind op, uint64_t fresh);
   op_awaitable<void> send_op(run_state& run, workflow_run* w, op_kind op, const std::string& name,
@@ -191,8 +194,9 @@ private:
   uint64_t uncheckpointed_since_ms_ = 0;  // when the first record after checkpoint_lsn_ came
   uint64_t checkpoint_retry_lsn_ = 0;     // after a checkpoint too large to send, not before this
   uint64_t steps_ = 0;
-  size_t parked_ = 0;                  // runs whose step waits for backlogged() to end
-  std::vector<proto::bytes> records_;  // committed, not yet taken for APPEND
+  size_t parked_ = 0;                   // runs whose step waits for backlogged() to end
+  std::deque<std::string> parked_ids_;  // their ids, first parked first (a cancelled one stays)
+  std::vector<proto::bytes> records_;   // committed, not yet taken for APPEND
   uint64_t records_first_ = 1;
   std::deque<std::pair<uint64_t, proto::any_message>> gated_;  // by LSN, ascending
   std::vector<proto::any_message> ready_;

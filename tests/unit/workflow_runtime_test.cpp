@@ -894,3 +894,45 @@ TEST_CASE("a step parked for the backlog does not run once its shard is leaving,
   t.call(2, "result", {{"id", "l"}});
   CHECK(t.answer(2)["status"] == "completed");
 }
+
+TEST_CASE("two loops on one shard take turns past the bound: a run that parks again waits behind "
+          "the one parked before it") {
+  rig t;
+  t.settings.max_records_ahead = 10;
+  t.fresh();
+  t.runner->start(0);
+  t.call(1, "start", {{"id", "a"}, {"type", "loop"}, {"input", {{"n", 1000}}}});
+  CHECK(t.b.of("a", "loop") == 9);  // its start and 9 steps: a parks
+  t.durable();
+  t.call(2, "start", {{"id", "b"}, {"type", "loop"}, {"input", {{"n", 1000}}}});
+  CHECK(t.b.of("b", "loop") == 9);  // b's start and 9 steps on the now empty backlog: b parks
+  // Each turn now runs the run parked longest, until the bound: a, b, a, ...
+  t.durable();
+  t.runner->tick();
+  CHECK(t.b.of("a", "loop") == 19);
+  CHECK(t.b.of("b", "loop") == 9);
+  t.durable();
+  t.runner->tick();
+  CHECK(t.b.of("a", "loop") == 19);
+  CHECK(t.b.of("b", "loop") == 19);
+  t.durable();
+  t.runner->tick();
+  CHECK(t.b.of("a", "loop") == 29);
+}
+
+TEST_CASE("a run cancelled while its step is parked leaves the shard quiet once its records are "
+          "durable, and the step never runs") {
+  rig t;
+  t.settings.max_records_ahead = 4;
+  t.fresh();
+  t.runner->start(0);
+  t.call(1, "start", {{"id", "l"}, {"type", "loop"}, {"input", {{"n", 10}}}});
+  CHECK(t.b.of("l", "loop") == 3);
+  t.call(2, "cancel", {{"id", "l"}});
+  CHECK(t.answer(2)["status"] == "cancelled");
+  CHECK(t.reply(1).has_value());
+  t.runner->tick();
+  CHECK(t.b.of("l", "loop") == 3);
+  CHECK(t.runner->quiet());
+  CHECK(t.runner->next_wake_ms() == UINT64_MAX);  // nothing to wake for
+}
