@@ -15,7 +15,7 @@ namespace {
 /// An error answered at once; its `code` follows from the status (docs/operations.md).
 api_route refuse(unsigned status, const std::string& message) {
   const char* code = status == 400 ? "bad_request" : status == 404 ? "no_route" : "bad_method";
-  return api_route{std::nullopt, api_refusal{status, proto::json_error(message, code)}};
+  return api_route{std::nullopt, api_refusal{status, proto::json_error(message, code), {}}};
 }
 
 /// A query argument the route does not take, named with the ones it does.
@@ -109,9 +109,12 @@ api_route route_api_request(const http_exchange& ex) {
     return api_route{r, std::nullopt};
   }
   if (ex.method == "GET") return refuse(404, "no route GET " + ex.path);
-  if (ex.method != "POST")
-    return refuse(405,
-                  ex.method + " " + ex.path + ": use GET to read a workflow, POST to change it");
+  if (ex.method != "POST") {
+    auto r =
+        refuse(405, ex.method + " " + ex.path + ": use GET to read a workflow, POST to change it");
+    r.refusal->allow = "GET, POST";
+    return r;
+  }
   if (seg.size() == 4 && seg[3] == "cancel") {
     if (auto bad = unknown_argument(ex, "")) return refuse(400, *bad);
     if (!check("workflow id", id)) return refuse(400, err);

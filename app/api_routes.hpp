@@ -21,7 +21,8 @@ struct api_request {
 };
 struct api_refusal {
   unsigned status = 400;
-  std::string body;  ///< JSON
+  std::string body;   ///< JSON
+  std::string allow;  ///< a 405's Allow header: the methods the path takes
 };
 /// nullopt-free: exactly one of the two is set.
 struct api_route {

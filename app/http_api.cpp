@@ -164,7 +164,11 @@ struct http_api::impl final : server::call_results {
     if (auto refused = check_bearer(ex, tokens.get(), proto::scope::read))
       return respond(std::move(*refused));
     auto route = route_api_request(ex);
-    if (route.refusal) return respond(json_reply(route.refusal->status, route.refusal->body));
+    if (route.refusal) {
+      auto reply = json_reply(route.refusal->status, route.refusal->body);
+      if (!route.refusal->allow.empty()) reply.headers["Allow"] = route.refusal->allow;
+      return respond(std::move(reply));
+    }
     auto needed =
         proto::is_read_method(route.call->method) ? proto::scope::read : proto::scope::client;
     if (auto refused = check_bearer(ex, tokens.get(), needed)) return respond(std::move(*refused));

@@ -255,9 +255,13 @@ proto::result<recovered_log> recover(const wal_options& opts) {
   fs::create_directories(wal_dir, ec);
   if (!ec) fs::create_directories(opts.dir / "checkpoints", ec);
   if (ec) return refuse("cannot create " + wal_dir.string() + ": " + ec.message());
-  // A data dir the log creates is the owner's only (an existing one keeps the operator's mode).
-  if (new_dir) fs::permissions(opts.dir, fs::perms::owner_all, fs::perm_options::replace, ec);
-  if (ec) return refuse("cannot restrict " + opts.dir.string() + " to its owner: " + ec.message());
+  // A data dir the log creates is the owner's only, and so are wal/ and checkpoints/ in it (an
+  // existing one keeps the operator's mode).
+  if (new_dir)
+    for (auto& d : {opts.dir, wal_dir, opts.dir / "checkpoints"}) {
+      fs::permissions(d, fs::perms::owner_all, fs::perm_options::replace, ec);
+      if (ec) return refuse("cannot restrict " + d.string() + " to its owner: " + ec.message());
+    }
   // The data dir's own entry made durable too (wal/ and checkpoints/: the meta file's sync). Only
   // the last level of a new path is covered; its parents are the operator's.
   if (new_dir) {

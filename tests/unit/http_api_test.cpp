@@ -89,6 +89,7 @@ TEST_CASE("bad HTTP API requests are refused with a fitting status and code befo
   CHECK(status(ex("GET", "/v1/workflows/x/frobnicate")) == 404);
   CHECK(status(ex("POST", "/v1/workflows/a/b/c/d")) == 404);
   CHECK(status(ex("DELETE", "/v1/workflows/x")) == 405);
+  CHECK(route_api_request(ex("DELETE", "/v1/workflows/x")).refusal->allow == "GET, POST");
   // a trailing or doubled '/' names an empty signal name, type or id, never another route (the
   // signal route with a '/' after it once started a workflow of the id's type)
   CHECK(status(ex("POST", "/v1/workflows/steps/signals/", "{}")) == 400);

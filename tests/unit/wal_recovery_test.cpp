@@ -525,12 +525,14 @@ TEST_CASE("a file named like a segment but far larger than any segment is refuse
   CHECK(contains(why, "larger than any segment"));
 }
 
-TEST_CASE("a data dir the log creates, and the files it creates, are its owner's only") {
+TEST_CASE("a data dir the log creates, the folders in it and the files it creates, are its "
+          "owner's only") {
   temp_dir tmp;
   auto dir = tmp.path / "fresh";
   auto log = wal::recover(wal_options{dir, 4});
   REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
-  CHECK((fs::status(dir).permissions() & fs::perms::all) == fs::perms::owner_all);
+  for (auto& d : {dir, dir / "wal", dir / "checkpoints"})
+    CHECK_MESSAGE((fs::status(d).permissions() & fs::perms::all) == fs::perms::owner_all, d);
   int files = 0;
   for (auto& e : fs::recursive_directory_iterator(dir))
     if (e.is_regular_file()) {
