@@ -435,12 +435,14 @@ std::optional<std::string> validate(server_config& cfg) {
   for (auto [key, value] :
        {std::pair<const char*, const std::string*>{"admin_listen", &cfg.admin_listen},
         {"http_listen", &cfg.http_listen}}) {
+    if (value->empty()) continue;
+    auto host = parse_host_port(*value)->host;
     in_addr v4{};
-    if (!value->empty() && ::inet_pton(AF_INET, parse_host_port(*value)->host.c_str(), &v4) != 1)
+    if (::inet_pton(AF_INET, host.c_str(), &v4) != 1)
       return std::string{"`server."} + key + "` = \"" + *value +
              "\": an HTTP listener's host must be a numeric IPv4 address (127.0.0.1, 0.0.0.0), "
              "not " +
-             parse_host_port(*value)->host;
+             host;
   }
   if (!server::logging::parse_level(cfg.log_level))
     return "`log.level` = \"" + cfg.log_level +

@@ -264,15 +264,14 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
         // the other nodes know them by it (a host with several addresses would otherwise send
         // them from whichever its route picks, and they would take the strangers' places).
         std::vector<std::string> sources;
-        for (auto& n : cfg.cluster.nodes)
-          if (auto at = parse_host_port(n.cluster); at && n.name == cfg.cluster_node) {
-            sources = tls::local_addresses(tls::addresses_of(at->host));
-            if (sources.empty())
-              spdlog::info("cluster: this node's host {} is no address of this host (a wildcard, "
-                           "or behind NAT): its links leave from the addresses its routes pick, "
-                           "and the other nodes know them only if they resolve to those",
-                           at->host);
-          }
+        if (auto me = parse_host_port(owners->nodes()[owners->self()].cluster)) {
+          sources = tls::local_addresses(tls::addresses_of(me->host));
+          if (sources.empty())
+            spdlog::info("cluster: this node's host {} is no address of this host (a wildcard, "
+                         "or behind NAT): its links leave from the addresses its routes pick, "
+                         "and the other nodes know them only if they resolve to those",
+                         me->host);
+        }
         for (auto& n : cfg.cluster.nodes) {
           if (n.name == cfg.cluster_node) continue;
           auto at = parse_host_port(n.cluster);

@@ -65,11 +65,9 @@ struct cluster3 {
       }
       for (size_t i = 0; i < 3; ++i)
         at.push_back(ports{free_port(), free_port(), free_port()});
-      for (size_t i = 0; i < 3; ++i) {
-        nodes.push_back(std::make_unique<server_process>(
-            dir.path() / names[i], config(i, names[i] == other_map_for) + extra));
-        nodes[i]->use_ports(at[i].listen, at[i].http);
-      }
+      nodes.resize(3);
+      for (size_t i = 0; i < 3; ++i)
+        place(i, config(i, names[i] == other_map_for) + extra);
       std::string failed;
       for (auto& n : nodes)
         if (failed.empty()) failed = n->start();
@@ -79,6 +77,18 @@ struct cluster3 {
       REQUIRE(failed == "");
       return;
     }
+  }
+
+  /// Node i's process, not started, on its ports with `toml` as its config (in its data dir).
+  void place(size_t i, const std::string& toml) {
+    nodes[i] = std::make_unique<server_process>(dir.path() / names[i], toml);
+    nodes[i]->use_ports(at[i].listen, at[i].http);
+  }
+  /// Node i started again (after kill9 or stop) with the map the others serve and `extra`; ""
+  /// or why it did not start.
+  std::string restart(size_t i, const std::string& extra = "") {
+    place(i, config(i, false) + extra);
+    return nodes[i]->start();
   }
 
   std::string addr(uint16_t port) const { return "127.0.0.1:" + std::to_string(port); }
@@ -394,9 +404,7 @@ TEST_CASE("a shard two maps give to two nodes is leased by neither while both ru
   CHECK(c.nodes[1]->log().find("cluster shards withheld") == std::string::npos);  // b: nothing
   // c restarts with the map a and b serve: a leases shard 3 again.
   c.nodes[2]->kill9();
-  c.nodes[2] = std::make_unique<server_process>(c.dir.path() / "c", c.config(2, false));
-  c.nodes[2]->use_ports(c.at[2].listen, c.at[2].http);
-  REQUIRE(c.nodes[2]->start() == "");
+  REQUIRE(c.restart(2) == "");
   REQUIRE(logged(0, "cluster shards no longer withheld: node c serves this node's map"));
   auto client = c.client(1);
   auto started = must(client.start("steps", on3, json{{"steps", 1}}, 10000));
@@ -528,10 +536,7 @@ TEST_CASE("with TLS a node's links leave from its own cluster host: restarted wh
   // b comes back. Its link to a leaves from 127.0.0.2, the address a knows b by, so it takes one
   // of b's places on a; from 127.0.0.1 (where the kernel would send it from) it would be a
   // stranger's, closed until the strangers' time-out.
-  c.nodes[1] = std::make_unique<server_process>(c.dir.path() / "b",
-                                                c.config(1, false) + certs.tls_toml("node", true));
-  c.nodes[1]->use_ports(c.at[1].listen, c.at[1].http);
-  REQUIRE(c.nodes[1]->start() == "");
+  REQUIRE(c.restart(1, certs.tls_toml("node", true)) == "");
   // (b's log holds its first run's lines too.)
   CHECK(await([&] { return count_of(c.nodes[1]->log(), "cluster peer up node=a") == 2; },
               std::chrono::seconds(10)));

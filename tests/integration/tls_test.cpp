@@ -372,6 +372,34 @@ struct handed_ends {
   }
 };
 
+/// A TLS terminator (the node's certificate) on a loopback port with `strangers` places for
+/// strangers and known peers given as (addresses, places); what finishes its handshake is handed
+/// over into `handed`.
+struct known_peers_port {
+  test::pki certs;
+  handed_ends handed;
+  std::unique_ptr<tls::terminator> server;
+  std::unique_ptr<tls::acceptor> listening;
+  uint16_t port = 0;
+  known_peers_port(uint32_t strangers,
+                   const std::vector<std::pair<std::vector<std::string>, uint32_t>>& known) {
+    tls::terminator::options so;
+    so.ctx = *tls::server_context({certs.at("node.pem"), certs.at("node.key"), ""});
+    so.max_connections = strangers;
+    so.limit_name = "strangers";
+    for (auto& [addresses, places] : known)
+      so.add_known(addresses, places);
+    so.known_limit_name = "known";
+    so.what = "test";
+    so.deliver = handed.deliver();
+    server = tls::terminator::start(std::move(so));
+    auto l = tls::acceptor::start("127.0.0.1", 0, *server);
+    REQUIRE(l);
+    listening = std::move(*l);
+    port = listening->port();
+  }
+};
+
 }  // namespace
 
 TEST_CASE("a terminator's places per address count handshakes only: connections that finished "
@@ -546,22 +574,12 @@ TEST_CASE("known peers that share an address share their places, added together"
 
 TEST_CASE("a terminator's known peers have places of their own, each peer its own: strangers "
           "who fill theirs leave those alone, and each closes its own extras") {
-  test::pki certs;
-  tls::terminator::options so;
-  so.ctx = *tls::server_context({certs.at("node.pem"), certs.at("node.key"), ""});
-  so.max_connections = 2;
-  so.limit_name = "strangers";
   // One place each; 127.0.0.1 as a dual-stack listener would name it.
-  so.add_known({"::ffff:127.0.0.1"}, 1);
-  so.add_known({"127.0.0.3"}, 1);
-  so.known_limit_name = "known";
-  so.what = "test";
-  handed_ends handed;
-  so.deliver = handed.deliver();
-  auto server = tls::terminator::start(std::move(so));
-  auto listening = tls::acceptor::start("127.0.0.1", 0, *server);
-  REQUIRE(listening);
-  uint16_t port = (*listening)->port();
+  known_peers_port k(2, {{{"::ffff:127.0.0.1"}, 1}, {{"127.0.0.3"}, 1}});
+  auto& certs = k.certs;
+  auto& handed = k.handed;
+  auto& server = k.server;
+  uint16_t port = k.port;
   auto ctx = *tls::client_context({certs.at("ca.pem"), "", "", ""});
   // A TLS handshake from `from` on a blocking socket: true once the server handed it over.
   auto handshake = [&](const std::string& from, size_t handed_then) {
@@ -699,20 +717,9 @@ TEST_CASE("a dialled connection leaves from the first source address of its fami
 
 TEST_CASE("a terminator learns a known peer's new addresses while it runs: connections from them "
           "take that peer's places, not the strangers', and a peer it did not know gets its own") {
-  test::pki certs;
-  tls::terminator::options so;
-  so.ctx = *tls::server_context({certs.at("node.pem"), certs.at("node.key"), ""});
-  so.max_connections = 1;
-  so.limit_name = "strangers";
-  so.add_known({"127.0.0.3"}, 1);
-  so.known_limit_name = "known";
-  so.what = "test";
-  handed_ends handed;
-  so.deliver = handed.deliver();
-  auto server = tls::terminator::start(std::move(so));
-  auto listening = tls::acceptor::start("127.0.0.1", 0, *server);
-  REQUIRE(listening);
-  uint16_t port = (*listening)->port();
+  known_peers_port k(1, {{{"127.0.0.3"}, 1}});
+  auto& server = k.server;
+  uint16_t port = k.port;
   // Connections whose handshakes never begin hold their places (cut only after 10 s); one that
   // finds no place is closed at once.
   auto held = [](test::raw_socket& s) { return !s.read(300ms).has_value(); };

@@ -174,6 +174,16 @@ struct rig {
   void call(uint64_t relay, const std::string& method, const json& args) {
     runner->on_call(relay, method, text(args.dump()));
   }
+  /// A fresh started runner whose steps park at `n` records not yet durable (max_records_ahead).
+  void bound_records(uint64_t n) {
+    settings.max_records_ahead = n;
+    fresh();
+    runner->start(0);
+  }
+  /// Starts run `id` of "loop" with `n` steps (the CALL `relay`).
+  void start_loop(uint64_t relay, const std::string& id, int n) {
+    call(relay, "start", {{"id", id}, {"type", "loop"}, {"input", {{"n", n}}}});
+  }
   /// The CALL_REPLY for `relay` among the frames ready to leave (removed), if any.
   std::optional<proto::call_reply> reply(uint64_t relay) {
     auto& f = runner->ready_frames();
@@ -838,10 +848,8 @@ TEST_CASE("an IDLE's missing types are cut to what fits the smallest frame a nod
 TEST_CASE("a workflow looping over steps parks once max_records_ahead of the shard's records are "
           "not yet durable, goes on as DURABLEs come, and completes with each body run once") {
   rig t;
-  t.settings.max_records_ahead = 10;
-  t.fresh();
-  t.runner->start(0);
-  t.call(1, "start", {{"id", "l"}, {"type", "loop"}, {"input", {{"n", 35}}}});
+  t.bound_records(10);
+  t.start_loop(1, "l", 35);
   // Its start and 9 steps: 10 records not yet durable, and the 10th step waits.
   CHECK(t.runner->last_lsn() == 10);
   CHECK(t.b.of("l", "loop") == 9);
@@ -875,10 +883,8 @@ TEST_CASE("a workflow looping over steps parks once max_records_ahead of the sha
 TEST_CASE("a step parked for the backlog does not run once its shard is leaving, nor keeps the "
           "shard from being quiet: the next holder runs it") {
   rig t;
-  t.settings.max_records_ahead = 4;
-  t.fresh();
-  t.runner->start(0);
-  t.call(1, "start", {{"id", "l"}, {"type", "loop"}, {"input", {{"n", 10}}}});
+  t.bound_records(4);
+  t.start_loop(1, "l", 10);
   CHECK(t.b.of("l", "loop") == 3);
   t.durable();
   CHECK(t.reply(1).has_value());  // (taken, so that only the parked step could keep it busy)
@@ -898,13 +904,11 @@ TEST_CASE("a step parked for the backlog does not run once its shard is leaving,
 TEST_CASE("two loops on one shard take turns past the bound: a run that parks again waits behind "
           "the one parked before it") {
   rig t;
-  t.settings.max_records_ahead = 10;
-  t.fresh();
-  t.runner->start(0);
-  t.call(1, "start", {{"id", "a"}, {"type", "loop"}, {"input", {{"n", 1000}}}});
+  t.bound_records(10);
+  t.start_loop(1, "a", 1000);
   CHECK(t.b.of("a", "loop") == 9);  // its start and 9 steps: a parks
   t.durable();
-  t.call(2, "start", {{"id", "b"}, {"type", "loop"}, {"input", {{"n", 1000}}}});
+  t.start_loop(2, "b", 1000);
   CHECK(t.b.of("b", "loop") == 9);  // b's start and 9 steps on the now empty backlog: b parks
   // Each turn now runs the run parked longest, until the bound: a, b, a, ...
   t.durable();
@@ -923,10 +927,8 @@ TEST_CASE("two loops on one shard take turns past the bound: a run that parks ag
 TEST_CASE("a run cancelled while its step is parked leaves the shard quiet once its records are "
           "durable, and the step never runs") {
   rig t;
-  t.settings.max_records_ahead = 4;
-  t.fresh();
-  t.runner->start(0);
-  t.call(1, "start", {{"id", "l"}, {"type", "loop"}, {"input", {{"n", 10}}}});
+  t.bound_records(4);
+  t.start_loop(1, "l", 10);
   CHECK(t.b.of("l", "loop") == 3);
   t.call(2, "cancel", {{"id", "l"}});
   CHECK(t.answer(2)["status"] == "cancelled");
