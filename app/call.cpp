@@ -25,13 +25,10 @@ int run_call(const std::string& server, int64_t shard, const std::string& workfl
     std::fprintf(stderr, "fusee call: %s\n", c.err().message.c_str());
     return 2;
   }
-  c->send(proto::client_hello{proto::request_head{1}, proto::protocol_version, "fusee-call"});
-  auto hello = c->receive(std::chrono::seconds(10));
-  auto* ok = hello ? std::get_if<proto::ok>(&*hello) : nullptr;
-  auto count = ok ? proto::client_hello_shard_count(*ok) : std::nullopt;
+  auto count = client::client_hello(*c, "fusee-call", std::chrono::seconds(10));
   if (!count) {
     std::fprintf(stderr, "fusee call: the server did not accept the client: %s\n",
-                 hello ? "unexpected answer" : hello.err().to_string().c_str());
+                 count.err().message.c_str());
     return 2;
   }
   auto target = workflow.empty() ? proto::shard_id{static_cast<uint32_t>(shard)}

@@ -229,7 +229,13 @@ int main(int argc, char** argv) {
   load->add_flag("--correctness-only", load_correctness_only,
                  "check correctness only, not the scenario's performance targets (short CI runs)");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; a usage error (unknown option, missing value) exits 2, as
+    // every other refused input does, not with CLI11's own codes (105-115).
+    return app.exit(e) == 0 ? 0 : 2;
+  }
 
   fusee::client::security sec;
   for (auto* c : {start, signal, result, describe, cancel, worker, call, handler, load})

@@ -232,13 +232,28 @@ proto::result<T> expect(proto::result<proto::any_message> r, const char* want) {
 
 }  // namespace
 
+proto::result<proto::any_message> first_answer(connection& c, const char* to,
+                                               std::chrono::milliseconds timeout) {
+  auto r = c.receive(timeout);
+  if (r || (!c.timed_out() && !c.closed())) return r;
+  std::string what =
+      c.timed_out()
+          ? std::string{"no answer to "} + to + " in " + std::to_string(timeout.count()) + " ms"
+          : std::string{"the connection was closed without an answer to "} + to;
+  return error{err_code::io, what +
+                                 ": is this the server's port for workers and clients (`listen`, "
+                                 "listen= in its ready file)? Its HTTP API and admin listeners do "
+                                 "not answer Fusee's protocol"};
+}
+
 proto::result<authenticated> authenticate(connection& c, std::string_view secret,
                                           std::chrono::milliseconds timeout,
                                           proto::byte_view binding) {
   auto mine = proto::fresh_nonce();
   if (!c.send(proto::auth_hello{proto::request_head{1}, 1, mine}))
     return error{err_code::io, "send failed"};
-  auto challenge = expect<proto::auth_challenge>(c.receive(timeout), "AUTH_CHALLENGE");
+  auto challenge =
+      expect<proto::auth_challenge>(first_answer(c, "AUTH", timeout), "AUTH_CHALLENGE");
   if (!challenge && challenge.err().code == err_code::unknown_kind)
     return error{err_code::unauthorized,
                  "the server takes no tokens (it does not know AUTH): connect without one, or "
@@ -264,7 +279,7 @@ proto::result<uint32_t> client_hello(connection& c, const std::string& name,
                                      std::chrono::milliseconds timeout) {
   if (!c.send(proto::client_hello{proto::request_head{1}, proto::protocol_version, name}))
     return error{err_code::io, "send failed"};
-  auto r = c.receive(timeout);
+  auto r = first_answer(c, "CLIENT_HELLO", timeout);
   if (!r) return r.err();
   if (auto* e = std::get_if<proto::err>(&*r))
     return error{static_cast<err_code>(e->code), e->message};
@@ -298,7 +313,7 @@ proto::result<proto::lease> hello(connection& c, uint32_t offers, uint32_t max_s
                                   proto::invocation_id invocation, std::vector<std::string> types) {
   if (!send_hello(c, offers, max_shards, name, invocation, std::move(types)))
     return error{err_code::io, "send failed"};
-  return lease_of(c.receive(timeout));
+  return lease_of(first_answer(c, "HELLO", timeout));
 }
 
 }  // namespace fusee::client

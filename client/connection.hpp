@@ -81,6 +81,12 @@ private:
   proto::frame_decoder decoder_;
 };
 
+/// The first answer on a connection (to `to`, a frame's name): as receive(), but a time-out says
+/// that the port may not be a Fusee server's (an HTTP listener waits for a request line and
+/// answers nothing).
+proto::result<proto::any_message> first_answer(connection& c, const char* to,
+                                               std::chrono::milliseconds timeout);
+
 /// What AUTH proved (docs/protocol.md, "Extension: tokens").
 struct authenticated {
   proto::scope scope = proto::scope::read;

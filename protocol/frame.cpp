@@ -1,6 +1,7 @@
 #include "protocol/frame.hpp"
 
 #include <cstring>
+#include <string_view>
 
 #include "protocol/crc32c.hpp"
 
@@ -9,6 +10,22 @@ namespace fusee::proto {
 namespace {
 
 constexpr uint8_t magic[4] = {'F', 'S', 'E', '1'};
+
+/// What `p` (`n` bytes that are not a frame) is, when it looks like HTTP: the commonest wrong
+/// port is an HTTP listener's, or an HTTP client at the workers' port.
+std::string bad_magic_message(const uint8_t* p, size_t n) {
+  std::string_view s{reinterpret_cast<const char*>(p), n};
+  std::string base = "bad magic: a frame must start with \"FSE1\"";
+  if (s.substr(0, 5) == "HTTP/")
+    return base + "; the peer answered in HTTP (an HTTP listener, not a Fusee server's port "
+                  "for workers and clients)";
+  for (std::string_view method :
+       {"GET ", "POST ", "PUT ", "HEAD ", "DELETE ", "OPTIONS ", "PATCH ", "CONNECT "})
+    if (s.substr(0, method.size()) == method)
+      return base + "; this is an HTTP request (this port speaks Fusee's protocol: the HTTP API "
+                    "has its own listener)";
+  return base;
+}
 
 uint32_t load_le32(const uint8_t* p) {
   return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
@@ -66,7 +83,7 @@ result<std::optional<frame>> frame_decoder::next() {
   // Check the magic as soon as its bytes arrive, so garbage fails fast.
   size_t m = avail < 4 ? avail : 4;
   if (std::memcmp(p, magic, m) != 0)
-    return fail(frame_error::bad_magic, "bad magic: a frame must start with \"FSE1\"");
+    return fail(frame_error::bad_magic, bad_magic_message(p, avail));
   if (avail < frame_header_size) return std::optional<frame>{};
   uint8_t kind = p[4];
   uint32_t len = load_le32(p + 5);

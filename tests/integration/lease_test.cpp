@@ -386,6 +386,33 @@ TEST_CASE("fusee --version prints the version /metrics reports, and exits 0") {
   CHECK_MESSAGE(out.rfind("fusee 0.", 0) == 0, out);
 }
 
+TEST_CASE("a usage error (unknown option, missing required option) exits 2 naming it") {
+  temp_dir tmp;
+  auto [rc, out] =
+      run_process({fusee_binary(), "server", "--no-such-option"}, tmp.path() / "a.out", 20s);
+  CHECK(rc == 2);
+  CHECK_MESSAGE(out.find("--no-such-option") != std::string::npos, out);
+  std::tie(rc, out) =
+      run_process({fusee_binary(), "call", "--server", "127.0.0.1:1", "--shard", "1"},
+                  tmp.path() / "b.out", 20s);
+  CHECK(rc == 2);
+  CHECK_MESSAGE(out.find("--method is required") != std::string::npos, out);
+}
+
+TEST_CASE("a client dialling the HTTP API's port is told it is not the workers' and clients' "
+          "port") {
+  temp_dir tmp;
+  server_process s(tmp.path() / "data", "[server]\nshards = 4\n");
+  REQUIRE(s.start().empty());
+  auto http = "127.0.0.1:" + std::to_string(s.http_port());
+  auto [rc, out] =
+      run_process({fusee_binary(), "call", "--server", http, "--shard", "1", "--method", "x"},
+                  tmp.path() / "call.out", 60s);
+  CHECK(rc == 2);
+  CHECK_MESSAGE(out.find("is this the server's port for workers and clients") != std::string::npos,
+                out);
+}
+
 TEST_CASE("a cluster map in the config is checked at start naming gaps, overlaps and unknown "
           "nodes") {
   temp_dir tmp;

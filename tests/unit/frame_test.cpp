@@ -69,6 +69,22 @@ TEST_CASE("bad magic, bad checksum and oversize are distinct errors") {
     CHECK(d.failure() == frame_error::bad_magic);
     CHECK(r.err().message.find("magic") != std::string::npos);
   }
+  SUBCASE("bytes that are HTTP say so: an HTTP port dialled, or HTTP sent to this one") {
+    auto said = [](std::string text) {
+      frame_decoder d;
+      d.feed(bytes(text.begin(), text.end()));
+      auto r = d.next();
+      REQUIRE_FALSE(r.has_value());
+      CHECK(r.err().code == err_code::bad_frame);
+      return r.err().message;
+    };
+    CHECK(said("HTTP/1.1 400 Bad Request\r\n").find("answered in HTTP") != std::string::npos);
+    CHECK(said("GET / HTTP/1.1\r\n").find("HTTP request") != std::string::npos);
+    CHECK(said("POST /v1/workflows").find("HTTP request") != std::string::npos);
+    auto other = said("GETX");
+    CHECK(other.find("HTTP") == std::string::npos);
+    CHECK(other.find("FSE1") != std::string::npos);
+  }
   SUBCASE("bad checksum") {
     auto f = encode_frame(2, from_hex("010203"));
     f.back() ^= 1;
