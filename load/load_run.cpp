@@ -750,6 +750,11 @@ int run_load(const scenario& s, const run_options& options) {
   if (fleet_kills || kills)
     say("  chaos: " + std::to_string(kills.load()) + " server kills, " +
         std::to_string(fleet_kills) + " worker kills");
+  if (!obs.refusals.empty()) {  // so a FAIL of the errors' check says why without the report
+    say("  refusals by reason:");
+    for (auto& line : commonest_refusals(obs.refusals, 5))
+      say("    " + line);
+  }
   for (auto& c : checks)
     say(std::string(c.ok ? "  ok    " : "  FAIL  ") + c.name + ": " + c.detail);
   say("fusee load: report written to " + file);

@@ -1,5 +1,7 @@
 #include "load/observations.hpp"
 
+#include <algorithm>
+
 #include "load/load_workflow.hpp"
 
 namespace fusee::load {
@@ -85,6 +87,22 @@ void observations::step_durable_now(const worker::step_durable& d) {
   std::lock_guard lk{mtx};
   step_durable.record(ns);
   interval_step_durable.record(ns);
+}
+
+std::vector<std::string> commonest_refusals(const std::map<std::string, uint64_t>& refusals,
+                                            size_t top) {
+  std::vector<std::pair<uint64_t, std::string>> by_count;
+  for (auto& [why, n] : refusals)
+    by_count.emplace_back(n, why);
+  std::stable_sort(by_count.begin(), by_count.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> lines;
+  for (size_t i = 0; i < by_count.size() && i < top; ++i)
+    lines.push_back(std::to_string(by_count[i].first) + " x " + by_count[i].second);
+  if (by_count.size() > top)
+    lines.push_back("and " + std::to_string(by_count.size() - top) +
+                    " reasons more (\"refusals\" in the report)");
+  return lines;
 }
 
 }  // namespace fusee::load

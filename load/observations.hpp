@@ -97,4 +97,9 @@ private:
   std::vector<pending> pending_;
 };
 
+/// The `top` commonest reasons of `refusals` as "N x reason" lines, most first (ties by reason),
+/// and a last line counting the reasons left out.
+std::vector<std::string> commonest_refusals(const std::map<std::string, uint64_t>& refusals,
+                                            size_t top);
+
 }  // namespace fusee::load

@@ -8,6 +8,7 @@
 
 #include "load/latency_histogram.hpp"
 #include "load/local_server.hpp"
+#include "load/observations.hpp"
 #include "load/scenario.hpp"
 
 using namespace fusee::load;
@@ -140,4 +141,17 @@ TEST_CASE("a failed run shows the server log's tail, after the head of a sanitiz
   // UBSan's reports too.
   auto u = log_excerpt(before + "\nfile.cpp:3:5: runtime error: signed overflow\n" + after, 100);
   CHECK(u.rfind("file.cpp:3:5: runtime error: signed overflow", 0) == 0);
+}
+
+TEST_CASE("the run's summary names the commonest refusals first and counts the reasons left out") {
+  std::map<std::string, uint64_t> refusals{
+      {"a rare one", 1}, {"ERR 9: no holder", 40}, {"timed out", 7}, {"b", 1}, {"c", 1}, {"d", 1}};
+  auto lines = commonest_refusals(refusals, 3);
+  REQUIRE(lines.size() == 4);
+  CHECK(lines[0] == "40 x ERR 9: no holder");
+  CHECK(lines[1] == "7 x timed out");
+  CHECK(lines[2] == "1 x a rare one");
+  CHECK(lines[3] == "and 3 reasons more (\"refusals\" in the report)");
+  CHECK(commonest_refusals({}, 5).empty());
+  CHECK(commonest_refusals({{"x", 2}}, 5) == std::vector<std::string>{"2 x x"});
 }
