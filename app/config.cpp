@@ -115,6 +115,29 @@ const setting<server_config> server_settings[] = {
      "largest frame body accepted, in MiB (the protocol allows 96: docs/protocol.md)"},
     {"limits", "http_body_kb", &server_config::http_body_kb, 1, 1048576,
      "largest HTTP API request body, in KiB; more is answered 413"},
+    {"cluster", "node", &server_config::cluster_node, 0, 0,
+     "this node's name in [[cluster.nodes]]; a [cluster] table makes the node one of a cluster"},
+    {"cluster", "cluster_listen", &server_config::cluster_listen, 0, 0,
+     "host:port the node's links to the other nodes listen on; empty = its `cluster` in the map"},
+    {"cluster", "peer_timeout_ms", &server_config::cluster_peer_timeout_ms, 100, 600000,
+     "a link to a node silent this long is cut: the calls waiting on it are answered \"may have "
+     "run\" (status 3) and it is dialled again"},
+};
+
+/// A [[cluster.nodes]] table as written; its shards are parsed into a proto::cluster_node.
+struct cluster_node_entry {
+  std::string name, cluster, listen, http, shards;
+};
+
+const setting<cluster_node_entry> cluster_node_settings[] = {
+    {"cluster.nodes", "name", &cluster_node_entry::name, 0, 0, "the node's name"},
+    {"cluster.nodes", "cluster", &cluster_node_entry::cluster, 0, 0,
+     "host:port where the other nodes link to it"},
+    {"cluster.nodes", "listen", &cluster_node_entry::listen, 0, 0,
+     "host:port of its workers and clients (sent to workers in CLUSTER_MAP)"},
+    {"cluster.nodes", "http", &cluster_node_entry::http, 0, 0, "host:port of its HTTP API"},
+    {"cluster.nodes", "shards", &cluster_node_entry::shards, 0, 0,
+     "the shards it holds, as ranges: \"0-7, 12\" (required)"},
 };
 
 const setting<endpoint_config> endpoint_settings[] = {
@@ -250,69 +273,59 @@ bool starts_with(const std::string& s, const char* prefix) {
   return s.rfind(prefix, 0) == 0;
 }
 
-/// [cluster] with node, cluster_listen and [[cluster.nodes]] (name, cluster, listen, http,
-/// shards = "A-B, C"); the map is checked by validate(), which knows the shard count.
+/// The keys of `table` as "a, b, c" (for an unknown key's error).
+template <class C, size_t N>
+std::string keys_of(const setting<C> (&table)[N], std::string_view tname) {
+  std::string keys;
+  for (auto& known : table)
+    if (tname == known.table) keys += (keys.empty() ? "" : ", ") + std::string{known.key};
+  return keys;
+}
+
+/// [cluster]: its keys through server_settings, [[cluster.nodes]] through cluster_node_settings
+/// (shards = "A-B, C" parsed here); the map is checked by validate(), which knows the shard count.
 std::optional<std::string> read_cluster(const std::string& file, const toml::node& table_node,
                                         server_config& cfg) {
   auto* tbl = table_node.as_table();
   if (tbl == nullptr) return where(file, table_node) + ": `cluster` must be a table ([cluster])";
   cfg.clustered = true;
-  auto string_of = [&](const toml::node& n, const std::string& key,
-                       std::string& out) -> std::optional<std::string> {
-    auto v = n.value<std::string>();
-    if (!v) return where(file, n) + ": `" + key + "` must be a string";
-    out = *v;
-    return std::nullopt;
-  };
   for (auto&& [key_name, node] : *tbl) {
     std::string key{key_name.str()};
-    if (key == "node") {
-      if (auto err = string_of(node, "cluster.node", cfg.cluster_node)) return err;
-    } else if (key == "cluster_listen") {
-      if (auto err = string_of(node, "cluster.cluster_listen", cfg.cluster_listen)) return err;
-    } else if (key == "peer_timeout_ms") {
-      auto v = node.is_integer() ? node.value<int64_t>() : std::nullopt;
-      if (!v || *v < 100 || *v > 600000)
-        return where(file, node) + ": `cluster.peer_timeout_ms` must be an integer in 100..600000";
-      cfg.cluster_peer_timeout_ms = static_cast<uint32_t>(*v);
-    } else if (key == "nodes") {
-      auto* arr = node.as_array();
-      if (arr == nullptr || !arr->is_array_of_tables())
-        return where(file, node) + ": `cluster.nodes` must be written as [[cluster.nodes]] tables";
-      for (auto& entry : *arr) {
-        proto::cluster_node n;
-        bool has_shards = false;
-        for (auto&& [k, v] : *entry.as_table()) {
-          std::string field{k.str()}, full = "cluster.nodes." + field;
-          std::optional<std::string> err;
-          if (field == "name") {
-            err = string_of(v, full, n.name);
-          } else if (field == "cluster") {
-            err = string_of(v, full, n.cluster);
-          } else if (field == "listen") {
-            err = string_of(v, full, n.listen);
-          } else if (field == "http") {
-            err = string_of(v, full, n.http);
-          } else if (field == "shards") {
-            std::string text;
-            if ((err = string_of(v, full, text))) return err;
-            auto ranges = proto::parse_shard_ranges(text);
-            if (!ranges) return where(file, v) + ": `" + full + "`: " + ranges.err().message;
-            n.shards = std::move(*ranges);
-            has_shards = true;
-          } else {
-            return where(file, v) + ": unknown key `" + full +
-                   "` (expected name, cluster, listen, http, shards)";
-          }
-          if (err) return err;
-        }
-        if (!has_shards)
-          return where(file, entry) + ": [[cluster.nodes]] \"" + n.name + "\" has no `shards`";
-        cfg.cluster.nodes.push_back(std::move(n));
+    if (key != "nodes") {
+      auto* s = find(server_settings, "cluster", key);
+      if (s == nullptr)
+        return where(file, node) + ": unknown key `cluster." + key + "` (expected " +
+               keys_of(server_settings, "cluster") + " and [[cluster.nodes]])";
+      if (auto err = apply(*s, node, cfg, file, {}, "cluster." + key)) return err;
+      continue;
+    }
+    auto* arr = node.as_array();
+    if (arr == nullptr || !arr->is_array_of_tables())
+      return where(file, node) + ": `cluster.nodes` must be written as [[cluster.nodes]] tables";
+    for (auto& entry : *arr) {
+      cluster_node_entry e;
+      const toml::node* shards_at = nullptr;
+      for (auto&& [k, v] : *entry.as_table()) {
+        std::string field{k.str()}, full = "cluster.nodes." + field;
+        auto* s = find(cluster_node_settings, "cluster.nodes", field);
+        if (s == nullptr)
+          return where(file, v) + ": unknown key `" + full + "` (expected " +
+                 keys_of(cluster_node_settings, "cluster.nodes") + ")";
+        if (auto err = apply(*s, v, e, file, {}, full)) return err;
+        if (field == "shards") shards_at = &v;
       }
-    } else {
-      return where(file, node) + ": unknown key `cluster." + key +
-             "` (expected node, cluster_listen, peer_timeout_ms and [[cluster.nodes]])";
+      if (shards_at == nullptr)
+        return where(file, entry) + ": [[cluster.nodes]] \"" + e.name + "\" has no `shards`";
+      auto ranges = proto::parse_shard_ranges(e.shards);
+      if (!ranges)
+        return where(file, *shards_at) + ": `cluster.nodes.shards`: " + ranges.err().message;
+      proto::cluster_node n;
+      n.name = std::move(e.name);
+      n.cluster = std::move(e.cluster);
+      n.listen = std::move(e.listen);
+      n.http = std::move(e.http);
+      n.shards = std::move(*ranges);
+      cfg.cluster.nodes.push_back(std::move(n));
     }
   }
   return std::nullopt;
@@ -338,13 +351,9 @@ std::optional<std::string> read_tables(const toml::node& array_node, const setti
     for (auto&& [key_name, node] : *entry.as_table()) {
       std::string key{key_name.str()};
       auto* s = find(table, tname, key);
-      if (s == nullptr) {
-        std::string keys;
-        for (auto& known : table)
-          keys += (keys.empty() ? "" : ", ") + std::string{known.key};
+      if (s == nullptr)
         return where(file, node) + ": unknown key `" + tname + "." + key + "` in [[" + tname +
-               "]] (expected " + keys + ")";
-      }
+               "]] (expected " + keys_of(table, tname) + ")";
       if (auto err = apply(*s, node, c, file, base, tname + "." + key)) return err;
     }
     out.push_back(std::move(c));
@@ -548,6 +557,7 @@ std::optional<std::string> validate(server_config& cfg) {
 std::string describe_settings() {
   std::ostringstream out;
   describe(out, server_settings, "[");
+  describe(out, cluster_node_settings, "[[");
   describe(out, endpoint_settings, "[[");
   describe(out, token_settings, "[[");
   return out.str();

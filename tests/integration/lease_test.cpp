@@ -386,6 +386,18 @@ TEST_CASE("fusee --version prints the version /metrics reports, and exits 0") {
   CHECK_MESSAGE(out.rfind("fusee 0.", 0) == 0, out);
 }
 
+TEST_CASE("fusee server --settings lists the keys of every table, [cluster] and "
+          "[[cluster.nodes]] too") {
+  temp_dir tmp;
+  auto [rc, out] = run_process({fusee_binary(), "server", "--settings"}, tmp.path() / "s.out", 20s);
+  CHECK(rc == 0);
+  for (const char* key :
+       {"[server] shards = 16", "[limits] max_frame_mb", "[cluster] node",
+        "[cluster] cluster_listen", "[cluster] peer_timeout_ms = 3000", "[[cluster.nodes]] name",
+        "[[cluster.nodes]] shards", "[[endpoint]] url", "[[token]] file"})
+    CHECK_MESSAGE(out.find(key) != std::string::npos, key);
+}
+
 TEST_CASE("a usage error (unknown option, missing required option) exits 2 naming it") {
   temp_dir tmp;
   auto [rc, out] =
