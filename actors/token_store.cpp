@@ -19,10 +19,6 @@ proto::result<std::vector<proto::token>> read_tokens(const std::vector<token_set
     if (t.file.empty()) return bad("`token.file` is required");
     auto secret = client::read_secret_file(t.file, "token file");
     if (!secret) return bad(secret.err().message);
-    if (secret->size() < 16)
-      return bad("token file " + t.file +
-                 " holds fewer than 16 bytes; make one with `openssl rand -hex 32 > " + t.file +
-                 "`");
     out.push_back(proto::token{t.name, *sc, std::move(*secret)});
   }
   return out;

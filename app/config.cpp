@@ -145,7 +145,9 @@ const setting<endpoint_config> endpoint_settings[] = {
     {"endpoint", "types", &endpoint_config::types, 0, 0,
      "workflow types it has code for; empty = every type"},
     {"endpoint", "secret_file", &endpoint_config::secret_file, 0, 0,
-     "file holding the HMAC secret (required unless mutual TLS)", true},
+     "file holding the HMAC secret (its bytes less trailing CR/LF, at least 16 bytes; required "
+     "unless mutual TLS)",
+     true},
     {"endpoint", "concurrency", &endpoint_config::concurrency, 1, u32_max,
      "invocations in flight at once"},
     {"endpoint", "budget_ms", &endpoint_config::budget_ms, 1, u32_max,

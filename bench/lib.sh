@@ -51,7 +51,7 @@ machine_line() {
 # start_echo_handler BUILD: BUILD's `fusee handler --mode echo` on a free loopback port (its pid
 # added to $pids) and, for it, $work/fusee.toml: 16 shards and one endpoint, the handler.
 start_echo_handler() {
-  echo s3cret > "$work/secret"
+  echo s3cret-s3cret-s3cret > "$work/secret"
   "$1/app/fusee" handler --mode echo --listen 127.0.0.1:0 --secret-file "$work/secret" \
     --ready-file "$work/h.ready" 2>/dev/null &
   pids+=($!)

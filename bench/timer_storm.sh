@@ -25,7 +25,7 @@ work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; [ -n "${KEEP:-}" ] || rm -rf "$work"; }
 trap cleanup EXIT
-echo s3cret > "$work/secret"
+echo s3cret-s3cret-s3cret > "$work/secret"
 # The handlers' --max-connections: above the invoker's connections here (3,280 with 20,000
 # descriptors), so that no POST is refused by a handler at its default 1,024 and retried after a
 # backoff (the harness's limit, not the server's). Empty: the handlers' default (builds before

@@ -235,7 +235,8 @@ proto::result<T> expect(proto::result<proto::any_message> r, const char* want) {
 proto::result<proto::any_message> first_answer(connection& c, const char* to,
                                                std::chrono::milliseconds timeout) {
   auto r = c.receive(timeout);
-  if (r || (!c.timed_out() && !c.closed())) return r;
+  // Only silence and a plain close: a TLS alert or a bad frame says more than a guess would.
+  if (r || !(c.timed_out() || (c.closed() && r.err().code == err_code::io))) return r;
   std::string what =
       c.timed_out()
           ? std::string{"no answer to "} + to + " in " + std::to_string(timeout.count()) + " ms"

@@ -12,6 +12,10 @@ proto::result<std::string> read_secret_file(const std::string& path, const std::
   while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r'))
     secret.pop_back();
   if (secret.empty()) return proto::error{proto::err_code::io, what + " " + path + " is empty"};
+  if (secret.size() < min_secret_size)
+    return proto::error{proto::err_code::io,
+                        what + " " + path + " holds fewer than " + std::to_string(min_secret_size) +
+                            " bytes; make one with `openssl rand -hex 32 > " + path + "`"};
   return secret;
 }
 

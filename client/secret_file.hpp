@@ -2,14 +2,19 @@
 // file): the file's bytes less trailing CR/LF. Never logged; errors name the file only.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "protocol/result.hpp"
 
 namespace fusee::client {
 
+/// The fewest bytes a secret may have: a short one (a word, a PIN) could be guessed offline from
+/// one signed request or proof.
+constexpr size_t min_secret_size = 16;
+
 /// The secret in `path`; an error says the file (called `what`, e.g. "token file") cannot be
-/// read or is empty.
+/// read, is empty or holds fewer than min_secret_size bytes.
 proto::result<std::string> read_secret_file(const std::string& path,
                                             const std::string& what = "secret file");
 

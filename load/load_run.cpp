@@ -144,7 +144,12 @@ int run_load(const scenario& s, const run_options& options) {
       // Most invocations of a busy run last a few hundred ms: drop within that, or the dice
       // would mostly pick invocations that are gone by then.
       b.crash_within_ms = std::clamp(s.budget_ms / 2, 1u, 250u);
-      b.secret = "load-" + std::to_string(rd()) + std::to_string(rd());
+      b.secret = "load-";  // 32 random hex digits after it: over client::min_secret_size
+      for (int i = 0; i < 4; ++i) {
+        char word[9];
+        std::snprintf(word, sizeof(word), "%08x", static_cast<unsigned>(rd()));
+        b.secret += word;
+      }
       b.on_step_durable = on_step_durable;
       b.on_run = [&obs](const std::vector<uint32_t>& shards, clock_type::time_point arrived) {
         return obs.invocation_began(shards, arrived);

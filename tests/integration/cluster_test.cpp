@@ -246,7 +246,7 @@ TEST_CASE("a worker connected to one node serves every node, and a client of nod
 TEST_CASE("an invoked handler for c's shards is told to connect back to c, and does") {
   handler_process h({"--mode", "workflows"});
   temp_dir secret_dir;
-  std::ofstream(secret_dir.path() / "secret") << "s3cret\n";
+  std::ofstream(secret_dir.path() / "secret") << "s3cret-s3cret-s3cret\n";
   cluster3 c("[[endpoint]]\nurl = \"http://127.0.0.1:" + std::to_string(h.port) +
              "/invoke\"\nsecret_file = \"" + (secret_dir.path() / "secret").string() + "\"\n");
   REQUIRE(c.all_linked());

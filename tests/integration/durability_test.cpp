@@ -410,7 +410,7 @@ TEST_CASE("after a failed fdatasync the holder hears IO_FAILED, appends and RELE
           "standby") {
   temp_dir tmp;
   auto secret = (tmp.path() / "ep.secret").string();
-  std::ofstream(secret) << "s3cret\n";
+  std::ofstream(secret) << "s3cret-s3cret-s3cret\n";
   // The test hook fails the fdatasync of the batch that takes a shard to LSN 2. (Port 1 refuses
   // connections: the endpoint's POSTs fail and back off.)
   ::setenv("FUSEE_TEST_FAIL_SYNC_AT_LSN", "2", 1);  // the server process inherits it

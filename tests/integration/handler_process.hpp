@@ -1,5 +1,5 @@
 // A `fusee handler` process on an ephemeral loopback port (echo mode unless `extra` names a
-// --mode), killed on destruction. Its secret is "s3cret"; its stderr is log().
+// --mode), killed on destruction. Its secret is "s3cret-s3cret-s3cret"; its stderr is log().
 #pragma once
 
 #include <algorithm>
@@ -25,7 +25,7 @@ struct handler_process {
   uint16_t port = 0;
   explicit handler_process(std::vector<std::string> extra = {}, uint16_t want_port = 0) {
     auto secret = dir.path() / "secret";
-    std::ofstream(secret) << "s3cret\n";
+    std::ofstream(secret) << "s3cret-s3cret-s3cret\n";
     auto ready = dir.path() / "ready";
     std::vector<std::string> args{
         fusee_binary(),  "handler",       "--listen",     "127.0.0.1:" + std::to_string(want_port),

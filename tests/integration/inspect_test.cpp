@@ -76,7 +76,7 @@ void promtool_check(const std::string& text, const temp_dir& tmp) {
 
 std::string endpoint_toml(const temp_dir& tmp) {
   auto secret = (tmp.path() / "ep.secret").string();
-  std::ofstream(secret) << "s3cret\n";
+  std::ofstream(secret) << "s3cret-s3cret-s3cret\n";
   // Port 1 refuses connections: the endpoint fails and backs off.
   return "[server]\nshards = 4\n[[endpoint]]\nurl = \"http://127.0.0.1:1/invoke\"\n"
          "secret_file = \"" +

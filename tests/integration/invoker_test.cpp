@@ -25,7 +25,7 @@ namespace {
 
 std::string endpoint_toml(uint16_t port, const temp_dir& secret_dir, std::string extra = "") {
   auto secret = (secret_dir.path() / "ep.secret").string();
-  std::ofstream(secret) << "s3cret\n";
+  std::ofstream(secret) << "s3cret-s3cret-s3cret\n";
   return "[server]\nshards = 4\n[invoker]\nclose_grace_ms = 300\n[[endpoint]]\nurl = "
          "\"http://127.0.0.1:" +
          std::to_string(port) + "/invoke\"\nsecret_file = \"" + secret + "\"\n" + extra;
@@ -160,7 +160,7 @@ TEST_CASE("an invoked worker binds once, gets its shards and budget, and is fenc
   CHECK((req->reasons & proto::reason_recovery) != 0);
   CHECK(req->shards.size() == 4);
   CHECK(req->server == "127.0.0.1:" + std::to_string(server.port()));
-  std::vector<std::string> secrets_list{"s3cret"};
+  std::vector<std::string> secrets_list{"s3cret-s3cret-s3cret"};
   CHECK_FALSE(
       proto::verify(ep.signatures[0], body, secrets_list,
                     static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -265,7 +265,7 @@ TEST_CASE("routing by types: a start goes to the endpoint that has its code") {
   temp_dir secrets;
   temp_dir tmp;
   auto secret = (secrets.path() / "ep.secret").string();
-  std::ofstream(secret) << "s3cret\n";
+  std::ofstream(secret) << "s3cret-s3cret-s3cret\n";
   auto toml = "[server]\nshards = 4\n[[endpoint]]\nurl = \"http://127.0.0.1:" +
               std::to_string(general.port) + "/invoke\"\nsecret_file = \"" + secret +
               "\"\n[[endpoint]]\nurl = \"http://127.0.0.1:" + std::to_string(typed.port) +
@@ -415,13 +415,13 @@ TEST_CASE("signing-key rotation: a handler listing the current and the previous 
   temp_dir keys;
   auto next = (keys.path() / "next.secret").string();
   auto retired = (keys.path() / "retired.secret").string();
-  std::ofstream(next) << "n3xt\n";
-  std::ofstream(retired) << "r3tired\n";
+  std::ofstream(next) << "n3xt-n3xt-n3xt-n3xt\n";
+  std::ofstream(retired) << "r3tired-r3tired-r3tired\n";
   auto server_signing_with = [](const std::string& secret_file, uint16_t port) {
     return "[server]\nshards = 4\n[[endpoint]]\nurl = \"http://127.0.0.1:" + std::to_string(port) +
            "/invoke\"\nsecret_file = \"" + secret_file + "\"\n";
   };
-  // Step 1 of a rotation: the handler lists the new secret beside the old one ("s3cret").
+  // Step 1 of a rotation: the handler lists the new secret beside the old one ("s3cret-s3cret-s3cret").
   handler_process rotating({"--secret-file", next});
   for (auto* secret : {&next, &retired}) {
     // Step 2: the server signs with the new one: accepted. A secret the handler does not list

@@ -311,9 +311,13 @@ TEST_CASE("bad settings are refused at start with the key named") {
   auto empty_secret = (tmp.path() / "empty.secret").string();
   std::ofstream{empty_secret} << "\r\n";
   auto secret = (tmp.path() / "good.secret").string();
-  std::ofstream{secret} << "s3cret\n";
+  std::ofstream{secret} << "s3cret-s3cret-s3cret\n";
+  auto short_secret = (tmp.path() / "short.secret").string();
+  std::ofstream{short_secret} << "fifteen-bytes..\n";
   for (auto [toml, want] : std::vector<std::pair<std::string, std::string>>{
            {"[server]\nshard = 4\n", "unknown key `server.shard`"},
+           {"[[endpoint]]\nurl = \"http://127.0.0.1:9/\"\nsecret_file = \"" + short_secret + "\"\n",
+            "holds fewer than 16 bytes; make one with `openssl rand -hex 32 > "},
            {"[server]\nshards = 0\n", "`server.shards` = 0 is outside"},
            // a LEASE of every shard would not fit one frame (PROTOCOL.md §2)
            {"[server]\nshards = 5033164\n", "`server.shards` = 5033164 is outside 1..5033163"},

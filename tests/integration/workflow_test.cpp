@@ -91,7 +91,7 @@ std::string id_on_another_shard(const std::string& prefix, const std::string& ot
 std::string endpoint_config(const std::filesystem::path& dir, uint16_t handler_port,
                             const std::string& endpoint_extra = "") {
   auto secret = (dir / "ep.secret").string();
-  std::ofstream(secret) << "s3cret\n";
+  std::ofstream(secret) << "s3cret-s3cret-s3cret\n";
   return "[server]\nshards = 4\n[invoker]\nclose_grace_ms = 300\n[[endpoint]]\nurl = "
          "\"http://127.0.0.1:" +
          std::to_string(handler_port) + "/invoke\"\nsecret_file = \"" + secret + "\"\n" +

@@ -49,7 +49,7 @@ def main():
     try:
         secret = os.path.join(work, "ep.secret")
         with open(secret, "w") as f:
-            f.write("s3cret\n")
+            f.write("s3cret-s3cret-s3cret\n")
         with open(os.path.join(work, "fusee.toml"), "w") as f:
             f.write('[server]\nshards = 256\n[[endpoint]]\nurl = "http://127.0.0.1:1/invoke"\n'
                     f'secret_file = "{secret}"\n')

@@ -52,7 +52,7 @@ try:
        "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=fusee-test-ca")
     make_cert("endpoint", "127.0.0.1", "IP:127.0.0.1")
     make_cert("client", "fusee-server")
-    secret = b"s3cret"
+    secret = b"s3cret-s3cret-s3cret"
     with open(os.path.join(work, "secret"), "wb") as f:
         f.write(secret + b"\n")
 
