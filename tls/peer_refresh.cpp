@@ -1,5 +1,6 @@
 #include "tls/peer_refresh.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -30,12 +31,32 @@ void run(const std::shared_ptr<peer_refresh::state>& st) {
       auto now = st->resolve(p.host);  // may block for the resolver's time-outs
       lk.lock();
       if (st->via == nullptr) return;  // stopped meanwhile: the terminator may be gone
+      if (now.empty()) continue;       // a failed lookup says nothing about the addresses
       for (auto& ip : st->via->learn(p.had, now, st->places)) {
         spdlog::info("cluster node {}: its host {} resolves to {} now: connections from there "
                      "count in its places",
                      p.name, p.host, ip);
         p.had.push_back(ip);
       }
+      // Addresses the host left: another machine may get them (a recycled container address),
+      // so they stop counting in the node's places, unless another node's host still has them.
+      std::vector<std::string> gone;
+      for (auto& ip : p.had)
+        if (std::find(now.begin(), now.end(), ip) == now.end() &&
+            std::none_of(st->peers.begin(), st->peers.end(), [&](const peer_refresh::peer& other) {
+              return &other != &p &&
+                     std::find(other.had.begin(), other.had.end(), ip) != other.had.end();
+            }))
+          gone.push_back(ip);
+      for (auto& ip : st->via->forget(gone))
+        spdlog::info("cluster node {}: its host {} no longer resolves to {}: connections from "
+                     "there are strangers' now",
+                     p.name, p.host, ip);
+      p.had.erase(std::remove_if(p.had.begin(), p.had.end(),
+                                 [&](const std::string& ip) {
+                                   return std::find(now.begin(), now.end(), ip) == now.end();
+                                 }),
+                  p.had.end());
     }
   }
 }

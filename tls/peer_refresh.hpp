@@ -1,7 +1,9 @@
 // The cluster's other nodes looked up again while the node runs: on a thread of its own (DNS
 // blocks, never on a CAF thread), every period, each node's `cluster` host is resolved and the
 // addresses it gained are given to the terminator's known peers, so a node restarted at a new
-// address (a container's, a DHCP lease's) keeps its places on the nodes that were running.
+// address (a container's, a DHCP lease's) keeps its places on the nodes that were running; the
+// addresses it lost are taken back (unless another node's host has them), so whoever gets them
+// next is a stranger. A lookup that fails changes nothing.
 #pragma once
 
 #include <chrono>
@@ -19,7 +21,7 @@ class peer_refresh {
 public:
   struct peer {
     std::string name, host;
-    std::vector<std::string> had;  ///< the addresses it was known by at start
+    std::vector<std::string> had;  ///< the addresses it is known by (at start: the first lookup)
   };
   using resolver = std::function<std::vector<std::string>(const std::string& host)>;
 

@@ -278,6 +278,14 @@ std::vector<std::string> terminator::learn(const std::vector<std::string>& had,
   return learned;
 }
 
+std::vector<std::string> terminator::forget(const std::vector<std::string>& gone) {
+  std::vector<std::string> forgotten;
+  std::lock_guard lk{per_peer_mu_};
+  for (auto& a : gone)
+    if (o_.known_peers.erase(unmapped(a)) != 0) forgotten.push_back(unmapped(a));
+  return forgotten;
+}
+
 void terminator::give_place(int known) {
   if (known < 0) {
     --inbound_;

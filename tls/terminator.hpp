@@ -96,10 +96,14 @@ public:
 
   /// Known peers' addresses learned after start (a host that resolves anew): each of `now` not
   /// yet known counts from here on in the places of the peer any of `had` belongs to, or, if none
-  /// does, of a new peer with `places`. An address known already keeps its peer (a stale address
-  /// stays a peer's: peers only gain). Returns the addresses learned.
+  /// does, of a new peer with `places`. An address known already keeps its peer. Returns the
+  /// addresses learned.
   std::vector<std::string> learn(const std::vector<std::string>& had,
                                  const std::vector<std::string>& now, uint32_t places);
+  /// Known peers' addresses no longer theirs (a host that stopped resolving to them): new
+  /// connections from there are strangers' (one open already keeps its place until it ends).
+  /// Returns the addresses forgotten.
+  std::vector<std::string> forget(const std::vector<std::string>& gone);
   /// Whether connections from `ip` count in a known peer's places.
   bool knows(const std::string& ip) const;
 

@@ -2,6 +2,7 @@
 // openssl CLI, as docs/operations.md "Securing a node" does), and tokens bound to the session.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <fstream>
 #include <functional>
@@ -744,37 +745,62 @@ TEST_CASE("a terminator learns a known peer's new addresses while it runs: conne
   CHECK(server->refused() == 2);
 }
 
-TEST_CASE("the cluster's nodes are looked up again every period, and the addresses they gained "
-          "given to the terminator, while those they had stay theirs") {
+TEST_CASE("the cluster's nodes are looked up again every period: the addresses they gained count "
+          "in their places, and those they lost no longer do, unless another node's host still "
+          "has them or the lookup failed") {
   tls::terminator::options so;
   so.what = "test";
   so.max_connections = 1;
   so.deliver = [](tls::handed_over h) { ::close(h.fd); };
   so.add_known({"10.0.0.1"}, 4);
+  so.add_known({"10.0.0.3"}, 4);  // c and d, on one host
   auto server = tls::terminator::start(std::move(so));
   // The resolver may outlive the refresh (a lookup is not waited for): it owns what it reads.
   struct fake_dns {
     std::mutex mu;
-    std::map<std::string, std::vector<std::string>> hosts{{"a.test", {"10.0.0.1"}}, {"b.test", {}}};
+    std::map<std::string, std::vector<std::string>> hosts{{"a.test", {"10.0.0.1"}},
+                                                          {"b.test", {}},
+                                                          {"c.test", {"10.0.0.3"}},
+                                                          {"d.test", {"10.0.0.3"}}};
   };
   auto dns = std::make_shared<fake_dns>();
   auto resolve = [dns](const std::string& host) {
     std::lock_guard lk{dns->mu};
     return dns->hosts[host];
   };
-  tls::peer_refresh refresh(*server, {{"a", "a.test", {"10.0.0.1"}}, {"b", "b.test", {}}}, 4, 10ms,
-                            resolve);
-  {
+  auto set = [&](const std::string& host, std::vector<std::string> addresses) {
     std::lock_guard lk{dns->mu};
-    dns->hosts["a.test"] = {"10.0.0.7"};  // a restarted elsewhere
-    dns->hosts["b.test"] = {"10.0.0.8"};  // b resolves now
-  }
-  auto until = std::chrono::steady_clock::now() + 5s;
-  while (!(server->knows("10.0.0.7") && server->knows("10.0.0.8")) &&
-         std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(5ms);
-  CHECK(server->knows("10.0.0.7"));
-  CHECK(server->knows("10.0.0.8"));
-  CHECK(server->knows("10.0.0.1"));
+    dns->hosts[host] = std::move(addresses);
+  };
+  auto known_soon = [&](const std::vector<std::string>& yes, const std::vector<std::string>& no) {
+    auto now_so = [&] {
+      return std::all_of(yes.begin(), yes.end(), [&](auto& ip) { return server->knows(ip); }) &&
+             std::none_of(no.begin(), no.end(), [&](auto& ip) { return server->knows(ip); });
+    };
+    auto until = std::chrono::steady_clock::now() + 5s;
+    while (!now_so() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(5ms);
+    return now_so();
+  };
+  tls::peer_refresh refresh(*server,
+                            {{"a", "a.test", {"10.0.0.1"}},
+                             {"b", "b.test", {}},
+                             {"c", "c.test", {"10.0.0.3"}},
+                             {"d", "d.test", {"10.0.0.3"}}},
+                            4, 10ms, resolve);
+  set("a.test", {"10.0.0.7"});  // a restarted elsewhere: its old address may go to anyone
+  set("b.test", {"10.0.0.8"});  // b resolves now
+  set("d.test", {"10.0.0.4"});  // d moved off the host c is still on
+  CHECK(known_soon({"10.0.0.7", "10.0.0.8", "10.0.0.4"}, {"10.0.0.1"}));
+  CHECK(server->knows("10.0.0.3"));  // c's still
   CHECK_FALSE(server->knows("10.0.0.9"));
+  // a's lookup fails while b gains an address: a is looked up first in each round, so once b's
+  // is known, a's failure was seen, and a keeps what it had.
+  set("a.test", {});
+  set("b.test", {"10.0.0.8", "10.0.0.9"});
+  CHECK(known_soon({"10.0.0.9"}, {}));
+  CHECK(server->knows("10.0.0.7"));
+  // c leaves the host too: nobody has 10.0.0.3 now.
+  set("c.test", {"10.0.0.5"});
+  CHECK(known_soon({"10.0.0.5"}, {"10.0.0.3"}));
 }
