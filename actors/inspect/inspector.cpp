@@ -206,6 +206,8 @@ void build_rows(inspector_ptr self, run& r) {
           c.target = caf::actor_cast<stats_actor>(rec);
         else
           c.no_actor = c.answered = true;  // nothing to ask: it has no actor now
+      } else {
+        c.answered = true;  // a node without an invoker has no wake records: the views say all
       }
       r.rows.push_back(std::move(c));
     }

@@ -135,6 +135,39 @@ inspect_query parsed(std::map<std::string, std::string> args) {
 
 }  // namespace
 
+TEST_CASE("on a node without an invoker the shards' rows count as answered: the views say all "
+          "there is (no wake record to ask)") {
+  threaded_config cfg;
+  caf::actor_system sys{cfg};
+  idle_log log;
+  node_settings settings;
+  settings.shards = 4;
+  auto directory = spawn_directory(sys, settings, &log);
+  inspector_targets t;
+  t.node = "test";
+  t.shards = 4;
+  t.directory = directory;
+  auto inspector = spawn_inspector(sys, t);
+  {
+    caf::scoped_actor self{sys};
+    inspect_reply r;
+    self->request(inspector, 60s, parsed({{"kind", "shard"}}))
+        .receive([&](inspect_reply& got) { r = std::move(got); },
+                 [&](caf::error& e) { FAIL("the inspector failed: " << sys.render(e)); });
+    REQUIRE(r.rows.size() == 4);
+    for (auto& row : r.rows) {
+      CHECK(row.state == "idle");
+      CHECK(row.answered);
+    }
+    CHECK(r.no_answer.empty());
+  }
+  caf::anon_send_exit(inspector, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
+  inspector = inspector_actor{};
+  directory = directory_actor{};
+  sys.await_all_actors_done();
+}
+
 TEST_CASE("a query names its mistakes: an unknown kind, state or parameter, a bad range") {
   auto err = [](std::map<std::string, std::string> a) {
     auto q = parse_query(a);
