@@ -67,8 +67,10 @@ struct shard_runner::run_state {
   bool live = false;
   uint32_t next_seq = 0;
   std::coroutine_handle<> waiting;
-  /// backlog: a step whose body waits for fewer records not yet durable (max_records_ahead).
+  /// backlog: an operation that waits for fewer records not yet durable (max_records_ahead)
+  /// before it writes its own; `parked_op` does it then (true: its result is set).
   enum class wait_kind { none, timer, signal, retry, backlog } wait = wait_kind::none;
+  std::function<bool()> parked_op;
   uint32_t wait_seq = 0;
   std::string wait_name;
   uint64_t wait_due = never;
@@ -563,8 +565,8 @@ void shard_runner::resume_parked() {
     auto& run = *it->second;
     --parked_;
     run.wait = run_state::wait_kind::none;
-    run.current = "step '" + run.step_name + "'";
-    if (attempt_step(run)) resume(run);  // (parks again at the back if the bound comes first)
+    auto op = std::move(run.parked_op);
+    if (op()) resume(run);  // (its next operation parks again at the back if the bound comes)
   }
   if (parked_ == 0) parked_ids_.clear();
 }
@@ -960,25 +962,41 @@ op_awaitable<json> context::step_impl(std::string name, std::function<json()> bo
       return {run_, false};
     }
   }
-  if (run.owner->backlogged()) {  // its body runs once DURABLEs come (resume_parked)
-    run.wait = run_state::wait_kind::backlog;
-    run.wait_due = never;
-    run.current = "step '" + run.step_name +
-                  "' (waits: " + std::to_string(run.owner->last_lsn() - run.owner->durable_) +
-                  " of the shard's records are not yet durable)";
-    ++run.owner->parked_;
-    run.owner->parked_ids_.push_back(run.id);
-    return {run_, false};
-  }
-  return {run_, run.owner->attempt_step(run)};
+  auto* owner = run.owner;
+  auto go = [owner, &run] {
+    run.current = "step '" + run.step_name + "'";
+    return owner->attempt_step(run);
+  };
+  if (owner->park_if_backlogged(run, run.current, go)) return {run_, false};
+  return {run_, go()};
+}
+
+bool shard_runner::park_if_backlogged(run_state& run, const std::string& what,
+                                      std::function<bool()> op) {
+  if (!backlogged()) return false;
+  run.wait = run_state::wait_kind::backlog;
+  run.wait_due = never;
+  run.current = what + " (waits: " + std::to_string(last_lsn() - durable_) +
+                " of the shard's records are not yet durable)";
+  run.parked_op = std::move(op);
+  ++parked_;
+  parked_ids_.push_back(run.id);
+  return true;
 }
 
 op_awaitable<void> context::sleep(std::chrono::milliseconds d) {
   auto& run = run_access::of(run_);
-  auto& owner = *run.owner;
   uint32_t seq = 0;
   if (auto r = run.begin_op(seq, op_kind::sleep, ""); r != run_state::replay::live)
     return {run_, r == run_state::replay::ready};
+  auto* owner = run.owner;
+  auto go = [owner, &run, seq, d] { return owner->begin_sleep(run, seq, d); };
+  if (owner->park_if_backlogged(run, "sleep", go)) return {run_, false};
+  return {run_, go()};
+}
+
+bool shard_runner::begin_sleep(run_state& run, uint32_t seq, std::chrono::milliseconds d) {
+  auto& owner = *this;
   uint64_t due;
   if (auto t = run.timers.find(seq); t != run.timers.end())
     due = t->second.due_ms;
@@ -987,22 +1005,32 @@ op_awaitable<void> context::sleep(std::chrono::milliseconds d) {
   if (due <= owner.env_.now_ms()) {
     owner.commit(rec::op_done{run.id, seq, op_kind::sleep, "", 1, ""});
     run.set_result(true, nullptr);
-    return {run_, true};
+    return true;
   }
   run.wait = shard_runner::run_state::wait_kind::timer;
   run.wait_seq = seq;
   run.wait_due = due;
   run.current = "sleep";
-  return {run_, false};
+  return false;
 }
 
 op_awaitable<std::optional<json>> context::wait_for(std::string name,
                                                     std::chrono::milliseconds timeout) {
   auto& run = run_access::of(run_);
-  auto& owner = *run.owner;
   uint32_t seq = 0;
   if (auto r = run.begin_op(seq, op_kind::wait, name); r != run_state::replay::live)
     return {run_, r == run_state::replay::ready};
+  auto* owner = run.owner;
+  auto go = [owner, &run, seq, name, timeout] {
+    return owner->begin_wait(run, seq, name, timeout);
+  };
+  if (owner->park_if_backlogged(run, "waiting for signal '" + name + "'", go)) return {run_, false};
+  return {run_, go()};
+}
+
+bool shard_runner::begin_wait(run_state& run, uint32_t seq, const std::string& name,
+                              std::chrono::milliseconds timeout) {
+  auto& owner = *this;
   uint64_t due;
   if (auto t = run.timers.find(seq); t != run.timers.end())
     due = t->second.due_ms;
@@ -1024,11 +1052,11 @@ op_awaitable<std::optional<json>> context::wait_for(std::string name,
     owner.commit(rec::op_done{run.id, seq, op_kind::wait, name, 0, ""});
     run.set_result(false, nullptr);
   } else {
-    return {run_, false};
+    return false;
   }
   run.wait = shard_runner::run_state::wait_kind::none;
   run.wait_due = never;
-  return {run_, true};
+  return true;
 }
 
 op_awaitable<void> context::send(std::string workflow_id, std::string name, json payload) {
@@ -1045,22 +1073,28 @@ op_awaitable<void> context::start_child(std::string type, std::string id, json i
 
 op_awaitable<std::chrono::system_clock::time_point> context::now() {
   auto& run = run_access::of(run_);
-  return {run_, run.owner->journal_value(run, op_kind::now, run.owner->env_.now_ms())};
+  return {run_, run.owner->journal_value(run, op_kind::now)};
 }
 
 op_awaitable<uint64_t> context::random() {
   auto& run = run_access::of(run_);
-  return {run_, run.owner->journal_value(run, op_kind::random, run.owner->env_.random())};
+  return {run_, run.owner->journal_value(run, op_kind::random)};
 }
 
-/// now() and random(): the journaled value on a replay, else `fresh`, journaled.
-bool shard_runner::journal_value(run_state& run, op_kind op, uint64_t fresh) {
+/// now() and random(): the journaled value on a replay, else a fresh one (taken when it is
+/// journaled), journaled.
+bool shard_runner::journal_value(run_state& run, op_kind op) {
   uint32_t seq = 0;
   if (auto r = run.begin_op(seq, op, ""); r != run_state::replay::live)
     return r == run_state::replay::ready;
-  commit(rec::op_done{run.id, seq, op, "", 1, std::to_string(fresh)});
-  run.set_result(true, fresh);
-  return true;
+  auto go = [this, &run, seq, op] {
+    uint64_t fresh = op == op_kind::now ? env_.now_ms() : env_.random();
+    commit(rec::op_done{run.id, seq, op, "", 1, std::to_string(fresh)});
+    run.set_result(true, fresh);
+    return true;
+  };
+  if (park_if_backlogged(run, std::string{op_name(op)} + "()", go)) return false;
+  return go();
 }
 
 op_awaitable<void> shard_runner::send_op(run_state& run, workflow_run* w, op_kind op,
@@ -1069,13 +1103,17 @@ op_awaitable<void> shard_runner::send_op(run_state& run, workflow_run* w, op_kin
   uint32_t seq = 0;
   if (auto r = run.begin_op(seq, op, name); r != run_state::replay::live)
     return {w, r == run_state::replay::ready};
-  uint64_t outbox = next_outbox_;
-  uint32_t target = proto::shard_for(target_id, settings_.shard_count).value();
-  std::string payload = dump(message);
-  commit(rec::sent{run.id, seq, op, name, outbox, target, payload});
-  resend(outbox, outbox_.at(outbox));
-  run.set_result(true, nullptr);
-  return {w, true};
+  auto go = [this, &run, seq, op, name, target_id, message = std::move(message)] {
+    uint64_t outbox = next_outbox_;
+    uint32_t target = proto::shard_for(target_id, settings_.shard_count).value();
+    std::string payload = dump(message);
+    commit(rec::sent{run.id, seq, op, name, outbox, target, payload});
+    resend(outbox, outbox_.at(outbox));
+    run.set_result(true, nullptr);
+    return true;
+  };
+  if (park_if_backlogged(run, std::string{op_name(op)} + " '" + name + "'", go)) return {w, false};
+  return {w, go()};
 }
 
 }  // namespace fusee::worker

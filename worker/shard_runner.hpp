@@ -162,15 +162,24 @@ private:
   void after_resume(run_state& run);
   void deliver_signals(run_state& run);
   bool attempt_step(run_state& run);
-  /// Too many records not yet durable for another step to run (max_records_ahead).
+  /// Too many records not yet durable for an operation to write another (max_records_ahead).
   bool backlogged() const {
     return settings_.max_records_ahead != 0 && last_lsn() - durable_ >= settings_.max_records_ahead;
   }
-  /// Runs the steps parked by backlogged(), first parked first, while it allows (none once
+  /// When backlogged(): `run` waits (described as `what`, waiting) and resume_parked() runs `op`,
+  /// the operation's live part, later; true then. Every operation writes a record, so none runs
+  /// ahead of the bound: a loop of steps, now(), sleep(0) or sends yields to the worker's loop.
+  bool park_if_backlogged(run_state& run, const std::string& what, std::function<bool()> op);
+  /// Runs the operations parked by backlogged(), first parked first, while it allows (none once
   /// leaving: the next holder runs them). A run that parks again goes to the back, so a long
   /// loop on a shard takes turns with the shard's other runs.
   void resume_parked();
-  bool journal_value(run_state& run, op_kind op, uint64_t fresh);
+  /// The live parts of sleep() and wait_for() (after the journal had no result): true when the
+  /// result is set now.
+  bool begin_sleep(run_state& run, uint32_t seq, std::chrono::milliseconds d);
+  bool begin_wait(run_state& run, uint32_t seq, const std::string& name,
+                  std::chrono::milliseconds timeout);
+  bool journal_value(run_state& run, op_kind op);
   op_awaitable<void> send_op(run_state& run, workflow_run* w, op_kind op, const std::string& name,
                              const std::string& target_id, json message);
   void handle_call(uint64_t relay, const std::string& method, proto::byte_view args);
@@ -194,7 +203,7 @@ private:
   uint64_t uncheckpointed_since_ms_ = 0;  // when the first record after checkpoint_lsn_ came
   uint64_t checkpoint_retry_lsn_ = 0;     // after a checkpoint too large to send, not before this
   uint64_t steps_ = 0;
-  size_t parked_ = 0;                   // runs whose step waits for backlogged() to end
+  size_t parked_ = 0;                   // runs whose operation waits for backlogged() to end
   std::deque<std::string> parked_ids_;  // their ids, first parked first (a cancelled one stays)
   std::vector<proto::bytes> records_;   // committed, not yet taken for APPEND
   uint64_t records_first_ = 1;

@@ -108,6 +108,26 @@ registry make_types(bodies& b, std::string second_step = "b") {
     }
     co_return n;
   });
+  // "spin" runs n operations of one kind (input "op"), each ready at once, counting them.
+  r.add("spin", [&b](context& ctx, json in) -> task<json> {
+    int n = in.value("n", 0);
+    std::string op = in.value("op", ""), target = "elsewhere", name = "ping", never = "never";
+    json message{{"n", 1}};
+    for (int i = 0; i < n; ++i) {
+      if (op == "now")
+        co_await ctx.now();
+      else if (op == "random")
+        co_await ctx.random();
+      else if (op == "sleep0")
+        co_await ctx.sleep(std::chrono::milliseconds(0));
+      else if (op == "wait0")
+        co_await ctx.wait_for(never, std::chrono::milliseconds(0));
+      else if (op == "send")
+        co_await ctx.send(target, name, message);
+      ++b.of(ctx.id(), "spin");
+    }
+    co_return n;
+  });
   r.add("sender", [](context& ctx, json) -> task<json> {
     std::string target = "someone", name = "hello", child_type = "pair", child = "kid";
     // GCC 12 cannot keep a string literal inside a co_await expression: build values first.
@@ -937,4 +957,42 @@ TEST_CASE("a run cancelled while its step is parked leaves the shard quiet once 
   CHECK(t.b.of("l", "loop") == 3);
   CHECK(t.runner->quiet());
   CHECK(t.runner->next_wake_ms() == UINT64_MAX);  // nothing to wake for
+}
+
+TEST_CASE("a loop of now(), random(), sleep(0), wait_for(0) or send() parks at max_records_ahead "
+          "too, and completes as DURABLEs come") {
+  for (std::string op : {"now", "random", "sleep0", "wait0", "send"}) {
+    CAPTURE(op);
+    rig t;
+    t.bound_records(10);
+    t.call(1, "start", {{"id", "s"}, {"type", "spin"}, {"input", {{"n", 40}, {"op", op}}}});
+    // Each operation writes one record (sleep and wait_for two: the timer, then its end).
+    CHECK(t.b.of("s", "spin") < 10);
+    CHECK(t.runner->last_lsn() >= 10);
+    CHECK(t.runner->last_lsn() <= 11);
+    CHECK_FALSE(t.runner->quiet());
+    t.call(2, "describe", {{"id", "s"}});
+    auto described = t.answer(2);
+    CHECK_MESSAGE(
+        described.value("current", "").find("of the shard's records are not yet durable") !=
+            std::string::npos,
+        described.dump());
+    int before = t.b.of("s", "spin");
+    t.runner->tick();
+    CHECK(t.b.of("s", "spin") > before);  // durable now (answer() made it so): it goes on
+    for (int turns = 0; turns < 50 && t.b.of("s", "spin") < 40; ++turns) {
+      t.durable();
+      t.runner->tick();
+    }
+    CHECK(t.b.of("s", "spin") == 40);
+    t.call(3, "result", {{"id", "s"}});
+    CHECK(t.answer(3)["status"] == "completed");
+  }
+}
+
+TEST_CASE("without the bound (max_records_ahead = 0) a loop of ready operations runs in one go") {
+  rig t;
+  t.bound_records(0);
+  t.call(1, "start", {{"id", "s"}, {"type", "spin"}, {"input", {{"n", 40}, {"op", "now"}}}});
+  CHECK(t.b.of("s", "spin") == 40);
 }
