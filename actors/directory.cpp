@@ -17,7 +17,7 @@
 
 #include "actors/cluster/shard_owners.hpp"
 #include "actors/lease_rules.hpp"
-#include "actors/logging.hpp"
+#include "logging/logging.hpp"
 #include "actors/memory_trimmer.hpp"
 #include "protocol/invocation_request.hpp"
 #include "protocol/messages.hpp"

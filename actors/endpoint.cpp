@@ -9,7 +9,7 @@
 
 #include "actors/http_client.hpp"
 #include "actors/invoker_rules.hpp"
-#include "actors/logging.hpp"
+#include "logging/logging.hpp"
 #include "protocol/invocation_request.hpp"
 #include "protocol/json_text.hpp"
 #include "protocol/signature.hpp"

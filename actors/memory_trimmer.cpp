@@ -6,7 +6,7 @@
 #include <string>
 #include <system_error>
 
-#include "actors/logging.hpp"
+#include "logging/logging.hpp"
 
 namespace fusee::server {
 

@@ -15,7 +15,7 @@
 #include "actors/http_client.hpp"
 #include "actors/invoker.hpp"
 #include "actors/invoker_rules.hpp"
-#include "actors/logging.hpp"
+#include "logging/logging.hpp"
 #include "actors/shard.hpp"
 #include "actors/wake_records.hpp"
 #include "protocol/ids.hpp"

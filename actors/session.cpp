@@ -12,7 +12,7 @@
 #include "actors/directory_interface.hpp"
 #include "actors/liveness_rules.hpp"
 #include "actors/log_sink.hpp"
-#include "actors/logging.hpp"
+#include "logging/logging.hpp"
 #include "actors/net/connection.hpp"
 #include "actors/net/connection_limits.hpp"
 #include "actors/net/io_loop.hpp"

@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "actors/invoker_rules.hpp"
-#include "actors/logging.hpp"
+#include "logging/logging.hpp"
 #include "protocol/invocation_request.hpp"
 #include "protocol/messages.hpp"
 

@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "actors/inspect/query.hpp"
-#include "actors/logging.hpp"
+#include "logging/logging.hpp"
 #include "actors/net/connection.hpp"
 #include "app/dashboard_assets.hpp"
 #include "app/inspect_json.hpp"

@@ -1,6 +1,6 @@
 #include "app/bearer.hpp"
 
-#include "actors/logging.hpp"
+#include "logging/logging.hpp"
 #include "protocol/json_text.hpp"
 
 namespace fusee::app {

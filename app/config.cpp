@@ -1,6 +1,6 @@
 #include "app/config.hpp"
 
-#include "actors/logging.hpp"
+#include "logging/logging.hpp"
 #include "actors/token_store.hpp"
 #include "client/secret_file.hpp"
 #include "protocol/messages.hpp"

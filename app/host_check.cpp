@@ -1,6 +1,6 @@
 #include "app/host_check.hpp"
 
-#include "actors/logging.hpp"
+#include "logging/logging.hpp"
 #include "actors/token_store.hpp"
 #include "protocol/json_text.hpp"
 

@@ -24,6 +24,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "logging/warning_limiter.hpp"
 #include "tls/acceptor.hpp"
 #include "tls/terminator.hpp"
 
@@ -67,29 +68,20 @@ struct http_server::impl {
   bool daemon_stopped = false;     ///< under daemon_mu
   /// What becomes of new connections at the limit (for the log).
   std::string at_limit = "new ones are closed as they come";
-  std::atomic<uint64_t> connections_refused{0};      ///< libmicrohttpd's, at its connection limit
-  std::atomic<uint32_t> connections_open{0};         ///< libmicrohttpd's, started and not closed
-  std::atomic<int64_t> full_said_ns{INT64_MIN / 2};  ///< when the limit was last said
-  /// Says that the limit is reached, unless it was said in the last minute (a peer that opens
-  /// connections in a loop must not fill the log).
+  std::atomic<uint64_t> connections_refused{0};  ///< libmicrohttpd's, at its connection limit
+  std::atomic<uint32_t> connections_open{0};     ///< libmicrohttpd's, started and not closed
+  /// The limit reached (key "full"; a peer that opens connections in a loop must not fill the
+  /// log) and libmicrohttpd's own messages (mostly a peer's malformed request; key: its format
+  /// string, a literal of the library's): one a minute of each kind is logged, the others
+  /// counted, so that peers cannot fill the log and the dashboard's problems, while another kind
+  /// (the daemon out of descriptors, say) still shows at once.
+  server::logging::warning_limiter said{64};
+  /// Says that the limit is reached, unless it was said in the last minute.
   void say_full() {
-    auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-    auto said = full_said_ns.load();
-    if (now - said >= std::chrono::nanoseconds(std::chrono::minutes(1)).count() &&
-        full_said_ns.compare_exchange_strong(said, now))
+    if (said.admit("full"))
       spdlog::warn("{} connections are open ({}): {} listener={} (said once a minute)",
                    max_connections, limit_name, at_limit, listener());
   }
-  /// libmicrohttpd's own messages (mostly a peer's malformed request): one a minute of each kind
-  /// (its format string, a literal of the library's) is logged, the others counted, so that peers
-  /// cannot fill the log and the dashboard's problems, while another kind (the daemon out of
-  /// descriptors, say) still shows at once.
-  struct mhd_kind {
-    int64_t said_ns = 0;
-    uint64_t unsaid = 0;
-  };
-  std::mutex mhd_mu;
-  std::unordered_map<const char*, mhd_kind> mhd_said;
   std::mutex mu;
   std::set<std::shared_ptr<pending_reply>> open;  // async requests not completed yet
   bool stopping = false;                          // under mu: no connection is suspended any more
@@ -301,19 +293,8 @@ void log_mhd(void* cls, const char* fmt, va_list ap) {
     im->say_full();
     return;
   }
-  auto now = std::chrono::steady_clock::now().time_since_epoch().count();
   uint64_t unsaid = 0;
-  {
-    std::lock_guard lk{im->mhd_mu};
-    auto [kind, fresh] = im->mhd_said.try_emplace(fmt);
-    if (!fresh &&
-        now - kind->second.said_ns < std::chrono::nanoseconds(std::chrono::minutes(1)).count()) {
-      kind->second.unsaid++;
-      return;
-    }
-    kind->second.said_ns = now;
-    unsaid = std::exchange(kind->second.unsaid, 0);
-  }
+  if (!im->said.admit(fmt, &unsaid)) return;
   spdlog::warn("HTTP server {}: {}{}", im->listener(),
                text.substr(0, text.find_last_not_of("\n") + 1),
                unsaid == 0 ? std::string{}

@@ -6,7 +6,7 @@
 
 #include "actors/inspect/query.hpp"
 #include "actors/inspect/shard_state.hpp"
-#include "actors/logging.hpp"
+#include "logging/logging.hpp"
 
 namespace fusee::app {
 

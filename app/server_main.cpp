@@ -16,7 +16,7 @@
 #include "actors/inspect/inspector.hpp"
 #include "actors/invoker.hpp"
 #include "actors/log_sink.hpp"
-#include "actors/logging.hpp"
+#include "logging/logging.hpp"
 #include "actors/message_types.hpp"
 #include "actors/net/connection_limits.hpp"
 #include "actors/net/descriptor_budget.hpp"

@@ -313,16 +313,7 @@ void terminator::drop(conn& c, bool delivered) {
 void terminator::say(const std::string& key, const std::string& line) {
   // A peer that keeps failing the same way (a node with the wrong certificate redials every
   // second or two) is logged once a minute; the rest at debug.
-  auto now = clock_type::now();
-  std::lock_guard lk{said_mu_};  // add() says too, on the acceptor's thread
-  if (said_.size() > 1000) said_.clear();
-  auto [it, fresh] = said_.try_emplace(key, now);
-  if (fresh || now - it->second >= std::chrono::minutes(1)) {
-    it->second = now;
-    spdlog::warn("{}", line);
-  } else {
-    spdlog::debug("{}", line);
-  }
+  said_.warn(key, line);
 }
 
 /// Ends a refused connection politely (see conn::draining).

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "logging/warning_limiter.hpp"
 #include "tls/context.hpp"
 
 namespace fusee::tls {
@@ -148,8 +149,7 @@ private:
   mutable std::mutex per_peer_mu_;
   std::unordered_map<std::string, uint32_t> per_peer_;  ///< with max_per_peer: held per address
   std::vector<uint32_t> known_open_;                    ///< by the index of options::known_places
-  std::mutex said_mu_;                                  ///< say()'s
-  std::unordered_map<std::string, std::chrono::steady_clock::time_point> said_;  ///< say()'s
+  server::logging::warning_limiter said_{1000};         ///< say()'s (add() says too, on its thread)
 };
 
 }  // namespace fusee::tls

@@ -16,7 +16,7 @@
 #include "actors/call_gateway.hpp"
 #include "actors/cluster/map_agreement.hpp"
 #include "actors/cluster/shard_owners.hpp"
-#include "actors/logging.hpp"
+#include "logging/logging.hpp"
 #include "actors/session.hpp"
 #include "client/address.hpp"
 #include "protocol/frame.hpp"

@@ -11,7 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "actors/logging.hpp"
+#include "logging/logging.hpp"
 #include "actors/net/connection.hpp"
 
 namespace fusee::server {

@@ -1,6 +1,6 @@
 #include "actors/net/listener.hpp"
 
-#include "actors/logging.hpp"
+#include "logging/logging.hpp"
 #include "actors/net/connection_limits.hpp"
 #include "protocol/messages.hpp"
 

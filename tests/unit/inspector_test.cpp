@@ -14,7 +14,7 @@
 #include "actors/inspect/query.hpp"
 #include "actors/inspect/shard_state.hpp"
 #include "actors/invoker.hpp"
-#include "actors/logging.hpp"
+#include "logging/logging.hpp"
 #include "actors/message_types.hpp"
 #include "actors/wake_records.hpp"
 #include "app/inspect_json.hpp"

@@ -13,7 +13,7 @@
 #include "actors/http_client.hpp"
 #include "actors/invoker.hpp"
 #include "actors/invoker_rules.hpp"
-#include "actors/logging.hpp"
+#include "logging/logging.hpp"
 #include "actors/wake_records.hpp"
 #include "deterministic_config.hpp"
 #include "protocol/invocation_request.hpp"

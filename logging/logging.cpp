@@ -1,12 +1,12 @@
-#include "actors/logging.hpp"
+#include "logging/logging.hpp"
 
-#include <chrono>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
+
+#include "logging/warning_limiter.hpp"
 
 namespace fusee::server::logging {
 
@@ -90,23 +90,8 @@ std::string quoted(std::string_view s) {
 }
 
 void warn_limited(const std::string& key, const std::string& line) {
-  static std::mutex mu;
-  static std::unordered_map<std::string, std::chrono::steady_clock::time_point> said;
-  auto now = std::chrono::steady_clock::now();
-  bool warn = false;
-  {
-    std::lock_guard lk{mu};
-    if (said.size() > 10000) said.clear();
-    auto [it, fresh] = said.try_emplace(key, now);
-    if (fresh || now - it->second >= std::chrono::minutes(1)) {
-      it->second = now;
-      warn = true;
-    }
-  }
-  if (warn)
-    spdlog::warn("{}", line);
-  else
-    spdlog::debug("{}", line);
+  static warning_limiter node_wide;
+  node_wide.warn(key, line);
 }
 
 }  // namespace fusee::server::logging

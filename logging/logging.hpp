@@ -33,7 +33,7 @@ std::string quoted(std::string_view s);
 /// A warning that can repeat at will (a peer's refused token or connection over a limit, a host
 /// not allowed, many shards without progress at once): logged as a warning once a minute per
 /// `key` (say, the reason and the peer's address), at debug the other times, so a flood cannot
-/// fill the log. Any thread.
+/// fill the log (one warning_limiter for the node's such warnings). Any thread.
 void warn_limited(const std::string& key, const std::string& line);
 
 }  // namespace fusee::server::logging
