@@ -679,7 +679,7 @@ TEST_CASE("start is idempotent by id and another type is a conflict and unknown 
   CHECK(t.answer(3)["code"] == "conflict");
   t.call(4, "start", {{"id", "x"}, {"type", "nope"}});
   CHECK(t.answer(4)["error"] ==
-        "unknown workflow type 'nope'; this worker has: flaky, loop, odd, pair, sender, waiter");
+        "unknown workflow type 'nope'; this worker has: flaky, loop, odd, pair, sender, spin, waiter");
   t.call(5, "frobnicate", {{"id", "w"}});
   CHECK(t.answer(5)["code"] == "bad_request");
   t.call(6, "result", {{"id", "zz"}});
