@@ -120,6 +120,7 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
           req.headers.push_back("fusee-signature: " +
                                 proto::sign(st.cfg.secret, proto::unix_ms(), req.body));
         req.timeout_ms = rules::answer_deadline_ms(st.cfg.budget_ms, st.cfg.grace_ms);
+        req.send_within_ms = rules::send_within_ms(st.cfg.budget_ms);
         req.ca_file = st.cfg.ca_file;
         req.cert_file = st.cfg.cert_file;
         req.key_file = st.cfg.key_file;

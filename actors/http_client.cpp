@@ -190,9 +190,9 @@ void http_client::run() {
       }
       auto* raw = t.get();
       raw->place = waiting.insert(waiting.end(), std::move(t));
-      if (raw->req.timeout_ms > 0)
-        raw->expiry =
-            expiries.emplace(raw->started + std::chrono::milliseconds(raw->req.timeout_ms), raw);
+      if (raw->req.send_deadline_ms() > 0)
+        raw->expiry = expiries.emplace(
+            raw->started + std::chrono::milliseconds(raw->req.send_deadline_ms()), raw);
     }
     int running = 0;
     curl_multi_perform(multi, &running);
@@ -215,7 +215,7 @@ void http_client::run() {
       auto owned = std::move(*t->place);
       waiting.erase(t->place);
       not_sent(*owned, "not sent: no connection free within its " +
-                           std::to_string(t->req.timeout_ms) + " ms (all " +
+                           std::to_string(t->req.send_deadline_ms()) + " ms (all " +
                            std::to_string(max_connections_) +
                            " connections that the node's file descriptors leave the invoker were "
                            "in use)");
@@ -224,7 +224,7 @@ void http_client::run() {
     while (!waiting.empty() && has_room()) {
       auto t = std::move(waiting.front());
       waiting.pop_front();
-      if (t->req.timeout_ms > 0) expiries.erase(t->expiry);
+      if (t->req.send_deadline_ms() > 0) expiries.erase(t->expiry);
       start(std::move(t));
       started_any = true;
     }

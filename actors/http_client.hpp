@@ -22,6 +22,10 @@ struct http_request {
   std::vector<std::string> headers;  ///< "name: value"
   std::string body;
   uint32_t timeout_ms = 0;  ///< the wait for a connection and the whole transfer; 0 = none
+  /// Not begun within this long (all connections in use): never sent, a failure (0: timeout_ms).
+  /// An invocation's POST has to begin while its budget still leaves time to work.
+  uint32_t send_within_ms = 0;
+  uint32_t send_deadline_ms() const { return send_within_ms ? send_within_ms : timeout_ms; }
   std::string ca_file, cert_file, key_file;
   /// Called once with the outcome, on the curl thread (also when the client stops first).
   std::function<void(http_result)> done;

@@ -43,6 +43,10 @@ uint32_t answer_deadline_ms(uint32_t budget_ms, uint32_t grace_ms) {
       std::min<uint64_t>(uint64_t{budget_ms} + grace_ms, std::numeric_limits<uint32_t>::max()));
 }
 
+uint32_t send_within_ms(uint32_t budget_ms) {
+  return std::max<uint32_t>(1, budget_ms - std::min<uint32_t>(budget_ms / 10, 1000));
+}
+
 uint32_t invocation_shards(uint32_t max_shards, uint32_t max_frame_mb) {
   uint32_t most = proto::max_invocation_shards(max_frame_mb);
   return max_shards == 0 ? most : std::min(max_shards, most);

@@ -73,6 +73,11 @@ int choose_endpoint(const std::vector<std::vector<std::string>>& endpoint_types,
 /// How long a POST may take to be answered: budget + grace, saturating (u32 max: ~49 days).
 uint32_t answer_deadline_ms(uint32_t budget_ms, uint32_t grace_ms);
 
+/// How long an invocation's POST may wait for one of the node's connections before it is not sent
+/// at all: the budget counts from the invocation, so a POST begun later would wake a worker with
+/// (almost) nothing left to work; the last tenth of the budget, at most 1 s, is too late.
+uint32_t send_within_ms(uint32_t budget_ms);
+
 /// The most shards in one invocation for an endpoint's `max_shards` (0 = none of its own) on a
 /// node of `max_frame_mb`: never more than proto::max_invocation_shards, so its IDLE fits a frame.
 /// The scheduler keeps this as each endpoint's max_shards (never 0).

@@ -230,6 +230,28 @@ TEST_CASE("a POST that waits for a connection past its time-out is never sent an
   CHECK(client.in_flight() == 0);
 }
 
+TEST_CASE("a POST that cannot begin within its send_within_ms is not sent, though its time-out "
+          "is longer") {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  holding_endpoint h;
+  results got;
+  server::http_client client(1);
+  client.submit(signed_post(got, 1, h.port(), "s3cret"));
+  REQUIRE(h.await([](int arrived) { return arrived == 1; }));
+  auto waits = signed_post(got, 2, h.port(), "s3cret");
+  waits.timeout_ms = 60000;
+  waits.send_within_ms = 300;
+  client.submit(std::move(waits));
+  auto failed = got.await(2);  // while the first still holds the one connection
+  CHECK_FALSE(failed.sent);
+  CHECK(failed.error.rfind("not sent: no connection free within its 300 ms", 0) == 0);
+  CHECK(failed.total_ms >= 300);
+  CHECK(failed.total_ms < 5000);
+  CHECK(h.arrived() == 1);
+  h.release();
+  CHECK(got.await(1).status == 200);
+}
+
 TEST_CASE("when the client stops, the POST it was sending is aborted and the one waiting for a "
           "connection is answered as not sent") {
   curl_global_init(CURL_GLOBAL_DEFAULT);

@@ -13,9 +13,9 @@
 #include "actors/http_client.hpp"
 #include "actors/invoker.hpp"
 #include "actors/invoker_rules.hpp"
-#include "logging/logging.hpp"
 #include "actors/wake_records.hpp"
 #include "deterministic_config.hpp"
+#include "logging/logging.hpp"
 #include "protocol/invocation_request.hpp"
 #include "protocol/messages.hpp"
 #include "protocol/signature.hpp"
@@ -265,7 +265,8 @@ TEST_CASE("due shards become one signed POST with budget + grace as its deadline
   REQUIRE(f.http.requests.size() == 1);
   auto& req = f.http.requests[0];
   CHECK(req.url == "http://ep/invoke");
-  CHECK(req.timeout_ms == 1500);  // budget 1000 + grace 500: then curl reports a time-out
+  CHECK(req.timeout_ms == 1500);     // budget 1000 + grace 500: then curl reports a time-out
+  CHECK(req.send_within_ms == 900);  // begun later, the worker would have under 100 ms to work
   auto body = proto::parse_invocation_request(req.body);
   REQUIRE(body);
   CHECK(body->shards.size() == 4);

@@ -79,6 +79,15 @@ TEST_CASE("a POST's deadline is budget + grace, saturating instead of wrapping")
   CHECK(answer_deadline_ms(4'294'967'295u, 1) == 4'294'967'295u);       // not 0 (no deadline)
 }
 
+TEST_CASE("an invocation's POST must begin before the last tenth of its budget (at most 1 s), or "
+          "it is not sent") {
+  CHECK(send_within_ms(60'000) == 59'000);
+  CHECK(send_within_ms(5'000) == 4'500);
+  CHECK(send_within_ms(100) == 90);
+  CHECK(send_within_ms(1) == 1);  // never 0 (that would mean no deadline at all)
+  CHECK(send_within_ms(4'294'967'295u) == 4'294'966'295u);
+}
+
 TEST_CASE("an invocation holds at most 10,000 shards per MiB of frame, so its IDLE fits one") {
   CHECK(invocation_shards(0, 96) == 960'000);
   CHECK(invocation_shards(0, 1) == 10'000);
