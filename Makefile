@@ -67,10 +67,10 @@ bench: build
 	@bash $(SRC)bench/load.sh $(BUILD_DIR) $(SCENARIO)
 
 format:
-	find protocol tests app actors bench worker client load tls -name '*.cpp' -o -name '*.hpp' | xargs -r clang-format -i
+	find protocol tests app actors bench worker client load tls logging -name '*.cpp' -o -name '*.hpp' | xargs -r clang-format -i
 
 format-check:
-	find protocol tests app actors bench worker client load tls -name '*.cpp' -o -name '*.hpp' | \
+	find protocol tests app actors bench worker client load tls logging -name '*.cpp' -o -name '*.hpp' | \
 	  xargs -r clang-format --dry-run --Werror
 
 clean:

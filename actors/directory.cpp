@@ -17,8 +17,8 @@
 
 #include "actors/cluster/shard_owners.hpp"
 #include "actors/lease_rules.hpp"
-#include "logging/logging.hpp"
 #include "actors/memory_trimmer.hpp"
+#include "logging/logging.hpp"
 #include "protocol/invocation_request.hpp"
 #include "protocol/messages.hpp"
 

@@ -15,9 +15,9 @@
 #include "actors/http_client.hpp"
 #include "actors/invoker.hpp"
 #include "actors/invoker_rules.hpp"
-#include "logging/logging.hpp"
 #include "actors/shard.hpp"
 #include "actors/wake_records.hpp"
+#include "logging/logging.hpp"
 #include "protocol/ids.hpp"
 #include "protocol/invocation_request.hpp"
 

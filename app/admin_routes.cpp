@@ -8,11 +8,11 @@
 #include <mutex>
 
 #include "actors/inspect/query.hpp"
-#include "logging/logging.hpp"
 #include "actors/net/connection.hpp"
 #include "app/dashboard_assets.hpp"
 #include "app/inspect_json.hpp"
 #include "app/prometheus.hpp"
+#include "logging/logging.hpp"
 #include "protocol/json_text.hpp"
 
 namespace fusee::app {

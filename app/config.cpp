@@ -1,8 +1,8 @@
 #include "app/config.hpp"
 
-#include "logging/logging.hpp"
 #include "actors/token_store.hpp"
 #include "client/secret_file.hpp"
+#include "logging/logging.hpp"
 #include "protocol/messages.hpp"
 #include "tls/context.hpp"
 

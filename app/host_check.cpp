@@ -1,7 +1,7 @@
 #include "app/host_check.hpp"
 
-#include "logging/logging.hpp"
 #include "actors/token_store.hpp"
+#include "logging/logging.hpp"
 #include "protocol/json_text.hpp"
 
 namespace fusee::app {

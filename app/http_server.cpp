@@ -13,7 +13,6 @@
 #include <optional>
 #include <set>
 #include <thread>
-#include <unordered_map>
 
 #include <arpa/inet.h>
 #include <microhttpd.h>

@@ -173,6 +173,7 @@ proto::result<bool> connection::tls_read(uint8_t* buf, size_t size) {
   std::unique_lock lk{*ssl_mu_};
   int n = SSL_read(ssl_, buf, static_cast<int>(size));
   if (n > 0) {
+    received_any_ = true;
     decoder_.feed(buf, static_cast<size_t>(n));
     return true;
   }
@@ -209,10 +210,12 @@ proto::result<bool> connection::read_some(int left_ms) {
     if (ssl_ != nullptr) return tls_read(buf, sizeof(buf));
     ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
+    if (n <= 0) {
       closed_ = true;
-    else
+    } else {
+      received_any_ = true;
       decoder_.feed(buf, static_cast<size_t>(n));
+    }
     return true;
   }
 }
@@ -235,16 +238,23 @@ proto::result<T> expect(proto::result<proto::any_message> r, const char* want) {
 proto::result<proto::any_message> first_answer(connection& c, const char* to,
                                                std::chrono::milliseconds timeout) {
   auto r = c.receive(timeout);
-  // Only silence and a plain close: a TLS alert or a bad frame says more than a guess would.
-  if (r || !(c.timed_out() || (c.closed() && r.err().code == err_code::io))) return r;
-  std::string what =
-      c.timed_out()
-          ? std::string{"no answer to "} + to + " in " + std::to_string(timeout.count()) + " ms"
-          : std::string{"the connection was closed without an answer to "} + to;
-  return error{err_code::io, what +
-                                 ": is this the server's port for workers and clients (`listen`, "
-                                 "listen= in its ready file)? Its HTTP API and admin listeners do "
-                                 "not answer Fusee's protocol"};
+  // Only silence and a plain close before any byte: a TLS alert, a bad frame or an earlier frame
+  // (AUTH's) says more than a guess would.
+  if (r || c.received_any() || !(c.timed_out() || (c.closed() && r.err().code == err_code::io)))
+    return r;
+  const std::string port = "the server's port for workers and clients (`listen`, listen= in its "
+                           "ready file)";
+  if (c.timed_out())
+    return error{err_code::io, std::string{"no answer to "} + to + " in " +
+                                   std::to_string(timeout.count()) +
+                                   " ms: a Fusee server answers at once unless it is very busy, "
+                                   "an HTTP listener (its HTTP API's or admin port) never does: "
+                                   "is this " +
+                                   port + "?"};
+  return error{err_code::io, std::string{"the connection was closed without an answer to "} + to +
+                                 ": the server refused it (over a connection limit: its log says "
+                                 "so), or this is not " +
+                                 port};
 }
 
 proto::result<authenticated> authenticate(connection& c, std::string_view secret,

@@ -54,6 +54,8 @@ public:
   bool timed_out() const { return timed_out_; }
   /// True once the peer closed the connection (after receive() reported it).
   bool closed() const { return closed_; }
+  /// True once any byte came from the peer.
+  bool received_any() const { return received_any_; }
   /// Bytes received and not yet returned by receive() (a frame may be waiting without the
   /// socket being readable).
   size_t buffered() const { return decoder_.buffered(); }
@@ -78,12 +80,13 @@ private:
   proto::bytes binding_;
   bool closed_ = false;
   bool timed_out_ = false;
+  bool received_any_ = false;
   proto::frame_decoder decoder_;
 };
 
-/// The first answer on a connection (to `to`, a frame's name): as receive(), but a time-out says
-/// that the port may not be a Fusee server's (an HTTP listener waits for a request line and
-/// answers nothing).
+/// The answer to the first frame this side sent (`to` names it): as receive(), but silence or a
+/// close before any byte came says that the port may not be a Fusee server's (an HTTP listener
+/// waits for a request line and answers nothing). After AUTH, or any frame, that is not said.
 proto::result<proto::any_message> first_answer(connection& c, const char* to,
                                                std::chrono::milliseconds timeout);
 

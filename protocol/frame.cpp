@@ -17,8 +17,8 @@ std::string bad_magic_message(const uint8_t* p, size_t n) {
   std::string_view s{reinterpret_cast<const char*>(p), n};
   std::string base = "bad magic: a frame must start with \"FSE1\"";
   if (s.substr(0, 5) == "HTTP/")
-    return base + "; the peer answered in HTTP (an HTTP listener, not a Fusee server's port "
-                  "for workers and clients)";
+    return base + "; the peer answered in HTTP: an HTTP listener, not a Fusee server's port for "
+                  "workers and clients (`listen`, listen= in its ready file)";
   for (std::string_view method :
        {"GET ", "POST ", "PUT ", "HEAD ", "DELETE ", "OPTIONS ", "PATCH ", "CONNECT "})
     if (s.substr(0, method.size()) == method)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -15,6 +16,8 @@ struct peer_refresh::state {
   std::condition_variable cv;
   terminator* via = nullptr;  ///< null once stopped (guarded by mu)
   std::vector<peer> peers;    ///< the thread's alone
+  /// Each peer's places in the terminator (by the index of `peers`); none until it resolves.
+  std::vector<std::optional<uint32_t>> places_of;
   uint32_t places = 0;
   std::chrono::milliseconds period{0};
   resolver resolve;
@@ -22,42 +25,68 @@ struct peer_refresh::state {
 
 namespace {
 
+bool has(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+/// One round, after every host was looked up (`now`, by the index of st.peers; a failed lookup
+/// is empty and keeps what that peer had). Addresses no host resolves to any more are forgotten
+/// first, so that one a host left and another got (a recycled address) moves to the other.
+void apply_round(peer_refresh::state& st, std::vector<std::vector<std::string>> now) {
+  for (size_t i = 0; i < st.peers.size(); ++i) {
+    if (now[i].empty()) {
+      now[i] = st.peers[i].had;
+      continue;
+    }
+    for (auto& ip : now[i])
+      ip = unmapped(ip);
+  }
+  auto resolved_by_any = [&](const std::string& ip) {
+    return std::any_of(now.begin(), now.end(), [&](auto& n) { return has(n, ip); });
+  };
+  for (size_t i = 0; i < st.peers.size(); ++i) {
+    auto& p = st.peers[i];
+    std::vector<std::string> gone;
+    for (auto& ip : p.had)
+      if (!resolved_by_any(ip) && !has(gone, ip)) gone.push_back(ip);
+    for (auto& ip : st.via->forget(gone))
+      spdlog::info("cluster node {}: its host {} no longer resolves to {}: connections from "
+                   "there are strangers' now",
+                   p.name, p.host, ip);
+  }
+  for (size_t i = 0; i < st.peers.size(); ++i) {
+    auto& p = st.peers[i];
+    // An address that is another peer's moves here only if no host of that peer resolves to it
+    // any more (nodes on one host share their places).
+    std::vector<std::string> take;
+    for (auto& ip : now[i]) {
+      auto owner = st.via->peer_of(ip);
+      if (owner && owner == st.places_of[i]) continue;
+      bool kept = false;
+      for (size_t j = 0; owner && j < st.peers.size() && !kept; ++j)
+        kept = j != i && st.places_of[j] == owner && has(now[j], ip);
+      if (!kept) take.push_back(ip);
+    }
+    for (auto& ip : st.via->assign(take, st.places_of[i], st.places))
+      spdlog::info("cluster node {}: its host {} resolves to {} now: connections from there "
+                   "count in its places",
+                   p.name, p.host, ip);
+    p.had = std::move(now[i]);
+  }
+}
+
 void run(const std::shared_ptr<peer_refresh::state>& st) {
   std::unique_lock lk{st->mu};
   for (;;) {
     if (st->cv.wait_for(lk, st->period, [&] { return st->via == nullptr; })) return;
+    std::vector<std::vector<std::string>> now;
     for (auto& p : st->peers) {
       lk.unlock();
-      auto now = st->resolve(p.host);  // may block for the resolver's time-outs
+      now.push_back(st->resolve(p.host));  // may block for the resolver's time-outs
       lk.lock();
       if (st->via == nullptr) return;  // stopped meanwhile: the terminator may be gone
-      if (now.empty()) continue;       // a failed lookup says nothing about the addresses
-      for (auto& ip : st->via->learn(p.had, now, st->places)) {
-        spdlog::info("cluster node {}: its host {} resolves to {} now: connections from there "
-                     "count in its places",
-                     p.name, p.host, ip);
-        p.had.push_back(ip);
-      }
-      // Addresses the host left: another machine may get them (a recycled container address),
-      // so they stop counting in the node's places, unless another node's host still has them.
-      std::vector<std::string> gone;
-      for (auto& ip : p.had)
-        if (std::find(now.begin(), now.end(), ip) == now.end() &&
-            std::none_of(st->peers.begin(), st->peers.end(), [&](const peer_refresh::peer& other) {
-              return &other != &p &&
-                     std::find(other.had.begin(), other.had.end(), ip) != other.had.end();
-            }))
-          gone.push_back(ip);
-      for (auto& ip : st->via->forget(gone))
-        spdlog::info("cluster node {}: its host {} no longer resolves to {}: connections from "
-                     "there are strangers' now",
-                     p.name, p.host, ip);
-      p.had.erase(std::remove_if(p.had.begin(), p.had.end(),
-                                 [&](const std::string& ip) {
-                                   return std::find(now.begin(), now.end(), ip) == now.end();
-                                 }),
-                  p.had.end());
     }
+    apply_round(*st, std::move(now));
   }
 }
 
@@ -68,6 +97,14 @@ peer_refresh::peer_refresh(terminator& via, std::vector<peer> peers, uint32_t pl
     : st_(std::make_shared<state>()) {
   st_->via = &via;
   st_->peers = std::move(peers);
+  for (auto& p : st_->peers) {  // its places: those of its addresses at start, if any
+    std::optional<uint32_t> at;
+    for (auto& ip : p.had)
+      if (!at) at = via.peer_of(ip);
+    for (auto& ip : p.had)
+      ip = unmapped(ip);
+    st_->places_of.push_back(at);
+  }
   st_->places = places;
   st_->period = period;
   st_->resolve = std::move(resolve);

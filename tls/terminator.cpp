@@ -254,28 +254,29 @@ bool terminator::knows(const std::string& ip) const {
   return o_.known_peers.count(unmapped(ip)) != 0;
 }
 
-std::vector<std::string> terminator::learn(const std::vector<std::string>& had,
-                                           const std::vector<std::string>& now, uint32_t places) {
-  std::vector<std::string> learned;
+std::optional<uint32_t> terminator::peer_of(const std::string& ip) const {
   std::lock_guard lk{per_peer_mu_};
-  std::optional<uint32_t> peer;
-  for (auto& a : had)
-    if (auto at = o_.known_peers.find(unmapped(a)); at != o_.known_peers.end()) {
-      peer = at->second;
-      break;
-    }
-  for (auto& a : now) {
+  if (auto at = o_.known_peers.find(unmapped(ip)); at != o_.known_peers.end()) return at->second;
+  return std::nullopt;
+}
+
+std::vector<std::string> terminator::assign(const std::vector<std::string>& addresses,
+                                            std::optional<uint32_t>& peer, uint32_t places) {
+  std::vector<std::string> assigned;
+  std::lock_guard lk{per_peer_mu_};
+  for (auto& a : addresses) {
     auto ip = unmapped(a);
-    if (o_.known_peers.count(ip) != 0) continue;
+    if (auto at = o_.known_peers.find(ip); at != o_.known_peers.end() && peer == at->second)
+      continue;
     if (!peer) {  // a peer none of whose addresses was known (its host did not resolve)
       peer = static_cast<uint32_t>(o_.known_places.size());
       o_.known_places.push_back(places);
       known_open_.push_back(0);
     }
-    o_.known_peers.emplace(ip, *peer);
-    learned.push_back(ip);
+    o_.known_peers[ip] = *peer;
+    assigned.push_back(ip);
   }
-  return learned;
+  return assigned;
 }
 
 std::vector<std::string> terminator::forget(const std::vector<std::string>& gone) {

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -95,12 +96,14 @@ public:
   /// side runs the client's handshake (client_ctx), checking `server_name` in its certificate.
   void add_outbound(int tcp, int plain, std::string peer, std::string server_name);
 
-  /// Known peers' addresses learned after start (a host that resolves anew): each of `now` not
-  /// yet known counts from here on in the places of the peer any of `had` belongs to, or, if none
-  /// does, of a new peer with `places`. An address known already keeps its peer. Returns the
-  /// addresses learned.
-  std::vector<std::string> learn(const std::vector<std::string>& had,
-                                 const std::vector<std::string>& now, uint32_t places);
+  /// The known peer whose places connections from `ip` take (an index of options::known_places).
+  std::optional<uint32_t> peer_of(const std::string& ip) const;
+  /// Known peers' addresses after start (a host that resolves anew): from here on connections
+  /// from each of `addresses` take the places of `peer`, which is set to a new peer with `places`
+  /// if it has none (its host did not resolve at start). An address another peer had moves.
+  /// Returns the addresses that were not `peer`'s before.
+  std::vector<std::string> assign(const std::vector<std::string>& addresses,
+                                  std::optional<uint32_t>& peer, uint32_t places);
   /// Known peers' addresses no longer theirs (a host that stopped resolving to them): new
   /// connections from there are strangers' (one open already keeps its place until it ends).
   /// Returns the addresses forgotten.

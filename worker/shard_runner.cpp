@@ -482,6 +482,8 @@ void shard_runner::resume(run_state& run) {
 }
 
 void shard_runner::after_resume(run_state& run) {
+  // Ended with an operation parked that it did not co_await: done before the run's end.
+  if (run.root.done() && run.wait == run_state::wait_kind::backlog) unpark_now(run);
   if (run.stopped) {
     env_.log("shard " + std::to_string(shard_.value()) + ": " + run.stop_reason);
     run.root = task<json>{};
@@ -797,6 +799,8 @@ void shard_runner::handle_call(uint64_t relay, const std::string& method, proto:
       run->waiting = {};
       if (run->wait == run_state::wait_kind::backlog) --parked_;
       run->wait = run_state::wait_kind::none;
+      run->parked_op = nullptr;  // (a parked send's payload, say)
+      run->body = nullptr;
       commit(rec::finished{id, run_status::cancelled, dump(json(reason)), env_.now_ms()});
       answer_waits([&](const result_wait& w) { return w.workflow == id; });
     }
@@ -967,13 +971,28 @@ op_awaitable<json> context::step_impl(std::string name, std::function<json()> bo
     run.current = "step '" + run.step_name + "'";
     return owner->attempt_step(run);
   };
-  if (owner->park_if_backlogged(run, run.current, go)) return {run_, false};
+  if (owner->must_park(run)) {
+    owner->park(run, run.current, go);
+    return {run_, false};
+  }
   return {run_, go()};
 }
 
-bool shard_runner::park_if_backlogged(run_state& run, const std::string& what,
-                                      std::function<bool()> op) {
-  if (!backlogged()) return false;
+bool shard_runner::must_park(run_state& run) {
+  // A run that asks for another operation while one is parked did not co_await that one
+  // (against workflow.hpp's contract): it is done now, in the code's order.
+  if (run.wait == run_state::wait_kind::backlog) unpark_now(run);
+  return backlogged();
+}
+
+void shard_runner::unpark_now(run_state& run) {
+  --parked_;  // (its id stays in parked_ids_: resume_parked skips it unless it parks again)
+  run.wait = run_state::wait_kind::none;
+  auto op = std::move(run.parked_op);
+  op();
+}
+
+void shard_runner::park(run_state& run, const std::string& what, std::function<bool()> op) {
   run.wait = run_state::wait_kind::backlog;
   run.wait_due = never;
   run.current = what + " (waits: " + std::to_string(last_lsn() - durable_) +
@@ -981,7 +1000,6 @@ bool shard_runner::park_if_backlogged(run_state& run, const std::string& what,
   run.parked_op = std::move(op);
   ++parked_;
   parked_ids_.push_back(run.id);
-  return true;
 }
 
 op_awaitable<void> context::sleep(std::chrono::milliseconds d) {
@@ -991,7 +1009,10 @@ op_awaitable<void> context::sleep(std::chrono::milliseconds d) {
     return {run_, r == run_state::replay::ready};
   auto* owner = run.owner;
   auto go = [owner, &run, seq, d] { return owner->begin_sleep(run, seq, d); };
-  if (owner->park_if_backlogged(run, "sleep", go)) return {run_, false};
+  if (owner->must_park(run)) {
+    owner->park(run, "sleep", go);
+    return {run_, false};
+  }
   return {run_, go()};
 }
 
@@ -1024,7 +1045,10 @@ op_awaitable<std::optional<json>> context::wait_for(std::string name,
   auto go = [owner, &run, seq, name, timeout] {
     return owner->begin_wait(run, seq, name, timeout);
   };
-  if (owner->park_if_backlogged(run, "waiting for signal '" + name + "'", go)) return {run_, false};
+  if (owner->must_park(run)) {
+    owner->park(run, "waiting for signal '" + name + "'", go);
+    return {run_, false};
+  }
   return {run_, go()};
 }
 
@@ -1093,7 +1117,10 @@ bool shard_runner::journal_value(run_state& run, op_kind op) {
     run.set_result(true, fresh);
     return true;
   };
-  if (park_if_backlogged(run, std::string{op_name(op)} + "()", go)) return false;
+  if (must_park(run)) {
+    park(run, std::string{op_name(op)} + "()", go);
+    return false;
+  }
   return go();
 }
 
@@ -1112,7 +1139,10 @@ op_awaitable<void> shard_runner::send_op(run_state& run, workflow_run* w, op_kin
     run.set_result(true, nullptr);
     return true;
   };
-  if (park_if_backlogged(run, std::string{op_name(op)} + " '" + name + "'", go)) return {w, false};
+  if (must_park(run)) {
+    park(run, std::string{op_name(op)} + " '" + name + "'", std::move(go));
+    return {w, false};
+  }
   return {w, go()};
 }
 

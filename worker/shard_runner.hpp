@@ -61,9 +61,10 @@ struct runner_settings {
   uint64_t resend_after_ms = 1000;
   /// How often a holder sends an unacknowledged message again.
   uint64_t resend_every_ms = 30000;
-  /// A step waits before its body runs while this many of the shard's records are not yet
-  /// durable (its run parks until DURABLEs bring them below): a workflow looping over steps,
-  /// whose results are ready at once, hands the worker's loop back its turn (to read DURABLEs,
+  /// An operation (a step's body, now(), a sleep, a send, ...) waits before it writes its record
+  /// while this many of the shard's records are not yet durable (its run parks until DURABLEs
+  /// bring them below): a workflow looping over operations whose results are ready at once hands
+  /// the worker's loop back its turn (to read DURABLEs,
   /// calls and signals, and to see a stop or the end of its budget), and its records wait in
   /// memory only so many at a time.
   uint64_t max_records_ahead = 4096;  ///< 0: no bound
@@ -166,10 +167,16 @@ private:
   bool backlogged() const {
     return settings_.max_records_ahead != 0 && last_lsn() - durable_ >= settings_.max_records_ahead;
   }
-  /// When backlogged(): `run` waits (described as `what`, waiting) and resume_parked() runs `op`,
-  /// the operation's live part, later; true then. Every operation writes a record, so none runs
-  /// ahead of the bound: a loop of steps, now(), sleep(0) or sends yields to the worker's loop.
-  bool park_if_backlogged(run_state& run, const std::string& what, std::function<bool()> op);
+  /// Whether `run`'s next operation waits (backlogged()). Every operation writes a record, so
+  /// none runs ahead of the bound: a loop of steps, now(), sleep(0) or sends yields to the
+  /// worker's loop. Checked before anything is built for park(). An operation still parked (not
+  /// co_awaited) is done first.
+  bool must_park(run_state& run);
+  /// Does `run`'s parked operation now.
+  void unpark_now(run_state& run);
+  /// `run` waits (described as `what`, waiting) and resume_parked() runs `op`, the operation's
+  /// live part (true: its result is set), later.
+  void park(run_state& run, const std::string& what, std::function<bool()> op);
   /// Runs the operations parked by backlogged(), first parked first, while it allows (none once
   /// leaving: the next holder runs them). A run that parks again goes to the back, so a long
   /// loop on a shard takes turns with the shard's other runs.

@@ -55,9 +55,10 @@ struct step_options {
 class workflow_run;  // the runtime's state of one run (shard_runner.cpp)
 
 /// The result of an operation: co_await it. Ready at once for replays, steps that ran, and
-/// now()/random(); suspends for sleeps, waits and step retries.
+/// now()/random(); suspends for sleeps, waits and step retries, and any operation while the
+/// shard has max_records_ahead records not yet durable.
 template <class T>
-class op_awaitable {
+class [[nodiscard]] op_awaitable {
 public:
   op_awaitable(workflow_run* run, bool ready) : run_(run), ready_(ready) {}
   bool await_ready() const noexcept { return ready_; }

@@ -11,8 +11,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "logging/logging.hpp"
 #include "actors/net/connection.hpp"
+#include "logging/logging.hpp"
 
 namespace fusee::server {
 

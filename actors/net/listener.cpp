@@ -1,7 +1,7 @@
 #include "actors/net/listener.hpp"
 
-#include "logging/logging.hpp"
 #include "actors/net/connection_limits.hpp"
+#include "logging/logging.hpp"
 #include "protocol/messages.hpp"
 
 #include <cerrno>

@@ -421,7 +421,8 @@ TEST_CASE("signing-key rotation: a handler listing the current and the previous 
     return "[server]\nshards = 4\n[[endpoint]]\nurl = \"http://127.0.0.1:" + std::to_string(port) +
            "/invoke\"\nsecret_file = \"" + secret_file + "\"\n";
   };
-  // Step 1 of a rotation: the handler lists the new secret beside the old one ("s3cret-s3cret-s3cret").
+  // Step 1 of a rotation: the handler lists the new secret beside the old one
+  // ("s3cret-s3cret-s3cret").
   handler_process rotating({"--secret-file", next});
   for (auto* secret : {&next, &retired}) {
     // Step 2: the server signs with the new one: accepted. A secret the handler does not list

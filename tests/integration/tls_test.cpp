@@ -730,16 +730,21 @@ TEST_CASE("a terminator learns a known peer's new addresses while it runs: conne
   test::raw_socket early(port, "", "127.0.0.5");  // a stranger too, until learned
   CHECK(closed(early));
   CHECK_FALSE(server->knows("127.0.0.5"));
-  CHECK(server->learn({"127.0.0.3"}, {"127.0.0.3", "::ffff:127.0.0.5"}, 1) ==
+  auto peer = server->peer_of("127.0.0.3");
+  REQUIRE(peer.has_value());
+  CHECK(server->assign({"127.0.0.3", "::ffff:127.0.0.5"}, peer, 1) ==
         std::vector<std::string>{"127.0.0.5"});
   CHECK(server->knows("127.0.0.5"));
-  CHECK(server->learn({"127.0.0.3"}, {"127.0.0.5"}, 1).empty());  // known already
-  test::raw_socket moved(port, "", "127.0.0.5");                  // the peer's one place
+  CHECK(server->assign({"127.0.0.5"}, peer, 1).empty());  // its already
+  test::raw_socket moved(port, "", "127.0.0.5");          // the peer's one place
   CHECK(held(moved));
   test::raw_socket old(port, "", "127.0.0.3");  // the same peer, its place taken
   CHECK(closed(old));
   // A peer none of whose addresses was known (its host did not resolve at start).
-  CHECK(server->learn({}, {"127.0.0.6"}, 1) == std::vector<std::string>{"127.0.0.6"});
+  std::optional<uint32_t> none;
+  CHECK(server->assign({"127.0.0.6"}, none, 1) == std::vector<std::string>{"127.0.0.6"});
+  CHECK(none.has_value());
+  CHECK(none != peer);
   test::raw_socket fresh(port, "", "127.0.0.6");
   CHECK(held(fresh));
   CHECK(server->refused() == 2);
@@ -772,16 +777,17 @@ TEST_CASE("the cluster's nodes are looked up again every period: the addresses t
     std::lock_guard lk{dns->mu};
     dns->hosts[host] = std::move(addresses);
   };
-  auto known_soon = [&](const std::vector<std::string>& yes, const std::vector<std::string>& no) {
-    auto now_so = [&] {
-      return std::all_of(yes.begin(), yes.end(), [&](auto& ip) { return server->knows(ip); }) &&
-             std::none_of(no.begin(), no.end(), [&](auto& ip) { return server->knows(ip); });
-    };
+  // The refresh thread's rounds are awaited by what they change (every 10 ms).
+  auto soon = [](auto done) {
     auto until = std::chrono::steady_clock::now() + 5s;
-    while (!now_so() && std::chrono::steady_clock::now() < until)
+    while (!done() && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(5ms);
-    return now_so();
+    return done();
   };
+  auto a_places = server->peer_of("10.0.0.1");
+  auto cd_places = server->peer_of("10.0.0.3");
+  REQUIRE(a_places.has_value());
+  REQUIRE(cd_places.has_value());
   tls::peer_refresh refresh(*server,
                             {{"a", "a.test", {"10.0.0.1"}},
                              {"b", "b.test", {}},
@@ -791,16 +797,25 @@ TEST_CASE("the cluster's nodes are looked up again every period: the addresses t
   set("a.test", {"10.0.0.7"});  // a restarted elsewhere: its old address may go to anyone
   set("b.test", {"10.0.0.8"});  // b resolves now
   set("d.test", {"10.0.0.4"});  // d moved off the host c is still on
-  CHECK(known_soon({"10.0.0.7", "10.0.0.8", "10.0.0.4"}, {"10.0.0.1"}));
-  CHECK(server->knows("10.0.0.3"));  // c's still
+  CHECK(soon([&] {
+    return server->knows("10.0.0.7") && server->knows("10.0.0.8") && server->knows("10.0.0.4") &&
+           !server->knows("10.0.0.1");
+  }));
+  CHECK(server->peer_of("10.0.0.7") == a_places);
+  CHECK(server->peer_of("10.0.0.3") == cd_places);  // c's still
+  auto b_places = server->peer_of("10.0.0.8");
+  CHECK(b_places.has_value());
+  CHECK(b_places != a_places);
   CHECK_FALSE(server->knows("10.0.0.9"));
-  // a's lookup fails while b gains an address: a is looked up first in each round, so once b's
-  // is known, a's failure was seen, and a keeps what it had.
+  // a's lookup fails from now on; c leaves its host, and its address is b's now (recycled): it
+  // moves to b's places, where c's is 10.0.0.5.
   set("a.test", {});
-  set("b.test", {"10.0.0.8", "10.0.0.9"});
-  CHECK(known_soon({"10.0.0.9"}, {}));
-  CHECK(server->knows("10.0.0.7"));
-  // c leaves the host too: nobody has 10.0.0.3 now.
   set("c.test", {"10.0.0.5"});
-  CHECK(known_soon({"10.0.0.5"}, {"10.0.0.3"}));
+  set("b.test", {"10.0.0.8", "10.0.0.3"});
+  CHECK(soon([&] { return server->knows("10.0.0.5") && server->peer_of("10.0.0.3") == b_places; }));
+  CHECK(server->peer_of("10.0.0.5") == cd_places);
+  // Rounds later, a still has what it had: a failed lookup changes nothing.
+  set("b.test", {"10.0.0.8", "10.0.0.3", "10.0.0.9"});
+  CHECK(soon([&] { return server->knows("10.0.0.9"); }));
+  CHECK(server->peer_of("10.0.0.7") == a_places);
 }

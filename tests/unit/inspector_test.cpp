@@ -14,11 +14,11 @@
 #include "actors/inspect/query.hpp"
 #include "actors/inspect/shard_state.hpp"
 #include "actors/invoker.hpp"
-#include "logging/logging.hpp"
 #include "actors/message_types.hpp"
 #include "actors/wake_records.hpp"
 #include "app/inspect_json.hpp"
 #include "app/prometheus.hpp"
+#include "logging/logging.hpp"
 
 using namespace fusee;
 using namespace fusee::server;

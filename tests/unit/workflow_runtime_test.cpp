@@ -128,6 +128,16 @@ registry make_types(bodies& b, std::string second_step = "b") {
     }
     co_return n;
   });
+  // "careless" asks for n now()s without co_awaiting them (against the contract; the compiler
+  // warns without the cast).
+  r.add("careless", [&b](context& ctx, json in) -> task<json> {
+    int n = in.value("n", 0);
+    for (int i = 0; i < n; ++i) {
+      (void)ctx.now();
+      ++b.of(ctx.id(), "careless");
+    }
+    co_return n;
+  });
   r.add("sender", [](context& ctx, json) -> task<json> {
     std::string target = "someone", name = "hello", child_type = "pair", child = "kid";
     // GCC 12 cannot keep a string literal inside a co_await expression: build values first.
@@ -679,7 +689,8 @@ TEST_CASE("start is idempotent by id and another type is a conflict and unknown 
   CHECK(t.answer(3)["code"] == "conflict");
   t.call(4, "start", {{"id", "x"}, {"type", "nope"}});
   CHECK(t.answer(4)["error"] ==
-        "unknown workflow type 'nope'; this worker has: flaky, loop, odd, pair, sender, spin, waiter");
+        "unknown workflow type 'nope'; this worker has: careless, flaky, loop, "
+        "odd, pair, sender, spin, waiter");
   t.call(5, "frobnicate", {{"id", "w"}});
   CHECK(t.answer(5)["code"] == "bad_request");
   t.call(6, "result", {{"id", "zz"}});
@@ -995,4 +1006,20 @@ TEST_CASE("without the bound (max_records_ahead = 0) a loop of ready operations 
   t.bound_records(0);
   t.call(1, "start", {{"id", "s"}, {"type", "spin"}, {"input", {{"n", 40}, {"op", "now"}}}});
   CHECK(t.b.of("s", "spin") == 40);
+}
+
+TEST_CASE("operations a run does not co_await are still all written, in order, past the bound, "
+          "and leave nothing parked") {
+  rig t;
+  t.bound_records(4);
+  t.call(1, "start", {{"id", "c"}, {"type", "careless"}, {"input", {{"n", 10}}}});
+  CHECK(t.b.of("c", "careless") == 10);
+  // The start, ten now()s (each parked one done when the next is asked for, the last at the
+  // run's end) and its end.
+  CHECK(t.runner->last_lsn() == 12);
+  t.call(2, "result", {{"id", "c"}});
+  CHECK(t.answer(2)["status"] == "completed");
+  CHECK(t.reply(1).has_value());
+  CHECK(t.runner->quiet());
+  CHECK(t.runner->next_wake_ms() == UINT64_MAX);
 }
