@@ -46,9 +46,10 @@ void apply_round(peer_refresh::state& st, std::vector<std::vector<std::string>> 
   };
   for (size_t i = 0; i < st.peers.size(); ++i) {
     auto& p = st.peers[i];
-    std::vector<std::string> gone;
+    std::vector<std::string> gone;  // (only its own: an address it had may be another's places)
     for (auto& ip : p.had)
-      if (!resolved_by_any(ip) && !has(gone, ip)) gone.push_back(ip);
+      if (!resolved_by_any(ip) && !has(gone, ip) && st.via->peer_of(ip) == st.places_of[i])
+        gone.push_back(ip);
     for (auto& ip : st.via->forget(gone))
       spdlog::info("cluster node {}: its host {} no longer resolves to {}: connections from "
                    "there are strangers' now",
@@ -71,8 +72,9 @@ void apply_round(peer_refresh::state& st, std::vector<std::vector<std::string>> 
       spdlog::info("cluster node {}: its host {} resolves to {} now: connections from there "
                    "count in its places",
                    p.name, p.host, ip);
-    p.had = std::move(now[i]);
   }
+  for (size_t i = 0; i < st.peers.size(); ++i)  // (after: the loop above reads every node's)
+    st.peers[i].had = std::move(now[i]);
 }
 
 void run(const std::shared_ptr<peer_refresh::state>& st) {
@@ -113,7 +115,7 @@ peer_refresh::peer_refresh(terminator& via, std::vector<peer> peers, uint32_t pl
 
 peer_refresh::~peer_refresh() {
   {
-    std::lock_guard lk{st_->mu};  // waits for a learn() going on
+    std::lock_guard lk{st_->mu};  // waits for a round being applied
     st_->via = nullptr;
   }
   st_->cv.notify_all();

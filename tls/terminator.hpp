@@ -148,7 +148,8 @@ private:
   std::atomic<uint64_t> handshakes_{0}, failures_{0}, timeouts_{0}, plaintext_{0}, refused_{0};
   std::atomic<uint32_t> inbound_{0};  ///< strangers' connections add()ed and not yet dropped
   std::atomic<uint64_t> stalled_{0};
-  /// Guards per_peer_, known_open_ and o_.known_peers / known_places (learn() adds to them).
+  /// Guards per_peer_, known_open_ and o_.known_peers / known_places (assign() and forget() change
+  /// them).
   mutable std::mutex per_peer_mu_;
   std::unordered_map<std::string, uint32_t> per_peer_;  ///< with max_per_peer: held per address
   std::vector<uint32_t> known_open_;                    ///< by the index of options::known_places

@@ -127,6 +127,9 @@ struct shard_runner::run_state {
   /// it (a replay: the result is set), `stopped` when the journal has another operation there.
   enum class replay { live, ready, stopped };
   replay begin_op(uint32_t& seq, op_kind op, const std::string& name) {
+    // An operation still parked was not co_awaited (against workflow.hpp's contract): it is
+    // done now, in the code's order, before this one touches the run's fields.
+    if (wait == wait_kind::backlog) owner->unpark_now(*this);
     seq = next_seq++;
     bool diverged = false;
     if (auto* j = journaled(seq, op, name, diverged)) {
@@ -482,10 +485,16 @@ void shard_runner::resume(run_state& run) {
 }
 
 void shard_runner::after_resume(run_state& run) {
-  // Ended with an operation parked that it did not co_await: done before the run's end.
-  if (run.root.done() && run.wait == run_state::wait_kind::backlog) unpark_now(run);
+  // Ended with an operation parked that it did not co_await: done before the run's end (a
+  // stopped run writes nothing more: it is dropped).
+  if (run.wait == run_state::wait_kind::backlog && run.root.done() && !run.stopped) unpark_now(run);
   if (run.stopped) {
     env_.log("shard " + std::to_string(shard_.value()) + ": " + run.stop_reason);
+    if (run.wait == run_state::wait_kind::backlog) {
+      --parked_;
+      run.wait = run_state::wait_kind::none;
+      run.parked_op = nullptr;
+    }
     run.root = task<json>{};
     run.live = false;
     run.current = "stopped";
@@ -978,15 +987,13 @@ op_awaitable<json> context::step_impl(std::string name, std::function<json()> bo
   return {run_, go()};
 }
 
-bool shard_runner::must_park(run_state& run) {
-  // A run that asks for another operation while one is parked did not co_await that one
-  // (against workflow.hpp's contract): it is done now, in the code's order.
-  if (run.wait == run_state::wait_kind::backlog) unpark_now(run);
+bool shard_runner::must_park(const run_state&) const {
   return backlogged();
 }
 
 void shard_runner::unpark_now(run_state& run) {
-  --parked_;  // (its id stays in parked_ids_: resume_parked skips it unless it parks again)
+  --parked_;
+  if (!parked_ids_.empty() && parked_ids_.back() == run.id) parked_ids_.pop_back();  // (its own)
   run.wait = run_state::wait_kind::none;
   auto op = std::move(run.parked_op);
   op();

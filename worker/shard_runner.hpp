@@ -169,10 +169,10 @@ private:
   }
   /// Whether `run`'s next operation waits (backlogged()). Every operation writes a record, so
   /// none runs ahead of the bound: a loop of steps, now(), sleep(0) or sends yields to the
-  /// worker's loop. Checked before anything is built for park(). An operation still parked (not
-  /// co_awaited) is done first.
-  bool must_park(run_state& run);
-  /// Does `run`'s parked operation now.
+  /// worker's loop. Checked before anything is built for park().
+  bool must_park(const run_state& run) const;
+  /// Does `run`'s parked operation now: one it did not co_await, when it asks for the next
+  /// (run_state::begin_op) or ends.
   void unpark_now(run_state& run);
   /// `run` waits (described as `what`, waiting) and resume_parked() runs `op`, the operation's
   /// live part (true: its result is set), later.

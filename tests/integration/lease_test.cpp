@@ -428,6 +428,13 @@ TEST_CASE("a client dialling the HTTP API's port is told it is not the workers' 
   // libmicrohttpd closes on the binary frame, or answers 400 (versions differ): either way the
   // message names the port to use.
   CHECK_MESSAGE(out.find("port for workers and clients (`listen`") != std::string::npos, out);
+  // On the right port, once an answer came the hint is never given: a connection opened (and
+  // authenticated) by open() and moved out of it remembers that bytes came.
+  auto c = s.connect();
+  CHECK_FALSE(c.received_any());
+  REQUIRE(client::client_hello(c, "right-port", 10s));
+  auto moved = std::move(c);
+  CHECK(moved.received_any());
 }
 
 TEST_CASE("a cluster map in the config is checked at start naming gaps, overlaps and unknown "

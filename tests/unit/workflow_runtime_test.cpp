@@ -128,12 +128,17 @@ registry make_types(bodies& b, std::string second_step = "b") {
     }
     co_return n;
   });
-  // "careless" asks for n now()s without co_awaiting them (against the contract; the compiler
-  // warns without the cast).
+  // "careless" asks for n now()s (or, with "steps", n steps) without co_awaiting them (against
+  // the contract; the compiler warns without the cast).
   r.add("careless", [&b](context& ctx, json in) -> task<json> {
     int n = in.value("n", 0);
+    bool steps = in.value("steps", false);
     for (int i = 0; i < n; ++i) {
-      (void)ctx.now();
+      std::string name = "s" + std::to_string(i);
+      if (steps)
+        (void)ctx.step(name, [&b, &ctx, name] { return ++b.of(ctx.id(), name); });
+      else
+        (void)ctx.now();
       ++b.of(ctx.id(), "careless");
     }
     co_return n;
@@ -1022,4 +1027,25 @@ TEST_CASE("operations a run does not co_await are still all written, in order, p
   CHECK(t.reply(1).has_value());
   CHECK(t.runner->quiet());
   CHECK(t.runner->next_wake_ms() == UINT64_MAX);
+}
+
+TEST_CASE("steps a run does not co_await each run their own body once, journaled under their own "
+          "names, past the bound") {
+  rig t;
+  t.bound_records(4);
+  t.call(1, "start", {{"id", "c"}, {"type", "careless"}, {"input", {{"n", 6}, {"steps", true}}}});
+  CHECK(t.runner->last_lsn() == 8);  // the start, six steps, the end
+  for (int i = 0; i < 6; ++i)
+    CHECK(t.b.of("c", "s" + std::to_string(i)) == 1);
+  t.call(2, "result", {{"id", "c"}});
+  CHECK(t.answer(2)["status"] == "completed");
+  // A replay finds each step's record where the code asks for it: no body runs again, nothing
+  // diverges.
+  t.recover(t.journal);
+  t.call(3, "describe", {{"id", "c"}});
+  auto described = t.answer(3);
+  CHECK(described["status"] == "completed");
+  for (int i = 0; i < 6; ++i)
+    CHECK(t.b.of("c", "s" + std::to_string(i)) == 1);
+  CHECK(t.runner->quiet());
 }
