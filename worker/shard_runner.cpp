@@ -566,6 +566,13 @@ void shard_runner::tick() {
   answer_waits([&](const result_wait& w) { return w.deadline_ms <= now; });
 }
 
+template <class What, class Op>
+bool shard_runner::now_or_parked(run_state& run, What what, Op op) {
+  if (!backlogged()) return op();
+  park(run, what(), std::move(op));
+  return false;
+}
+
 void shard_runner::resume_parked() {
   if (leaving_) return;  // the next holder runs them
   while (!parked_ids_.empty() && !backlogged()) {
@@ -976,19 +983,12 @@ op_awaitable<json> context::step_impl(std::string name, std::function<json()> bo
     }
   }
   auto* owner = run.owner;
-  auto go = [owner, &run] {
-    run.current = "step '" + run.step_name + "'";
-    return owner->attempt_step(run);
-  };
-  if (owner->must_park(run)) {
-    owner->park(run, run.current, go);
-    return {run_, false};
-  }
-  return {run_, go()};
-}
-
-bool shard_runner::must_park(const run_state&) const {
-  return backlogged();
+  return {run_, owner->now_or_parked(
+                    run, [&] { return run.current; },
+                    [owner, &run] {
+                      run.current = "step '" + run.step_name + "'";
+                      return owner->attempt_step(run);
+                    })};
 }
 
 void shard_runner::unpark_now(run_state& run) {
@@ -1015,27 +1015,23 @@ op_awaitable<void> context::sleep(std::chrono::milliseconds d) {
   if (auto r = run.begin_op(seq, op_kind::sleep, ""); r != run_state::replay::live)
     return {run_, r == run_state::replay::ready};
   auto* owner = run.owner;
-  auto go = [owner, &run, seq, d] { return owner->begin_sleep(run, seq, d); };
-  if (owner->must_park(run)) {
-    owner->park(run, "sleep", go);
-    return {run_, false};
-  }
-  return {run_, go()};
+  return {run_, owner->now_or_parked(
+                    run, [] { return std::string{"sleep"}; },
+                    [owner, &run, seq, d] { return owner->begin_sleep(run, seq, d); })};
 }
 
 bool shard_runner::begin_sleep(run_state& run, uint32_t seq, std::chrono::milliseconds d) {
-  auto& owner = *this;
   uint64_t due;
   if (auto t = run.timers.find(seq); t != run.timers.end())
     due = t->second.due_ms;
   else
-    owner.commit(rec::timer_set{run.id, seq, op_kind::sleep, "", due = ms_after(owner.env_, d)});
-  if (due <= owner.env_.now_ms()) {
-    owner.commit(rec::op_done{run.id, seq, op_kind::sleep, "", 1, ""});
+    commit(rec::timer_set{run.id, seq, op_kind::sleep, "", due = ms_after(env_, d)});
+  if (due <= env_.now_ms()) {
+    commit(rec::op_done{run.id, seq, op_kind::sleep, "", 1, ""});
     run.set_result(true, nullptr);
     return true;
   }
-  run.wait = shard_runner::run_state::wait_kind::timer;
+  run.wait = run_state::wait_kind::timer;
   run.wait_seq = seq;
   run.wait_due = due;
   run.current = "sleep";
@@ -1049,26 +1045,21 @@ op_awaitable<std::optional<json>> context::wait_for(std::string name,
   if (auto r = run.begin_op(seq, op_kind::wait, name); r != run_state::replay::live)
     return {run_, r == run_state::replay::ready};
   auto* owner = run.owner;
-  auto go = [owner, &run, seq, name, timeout] {
-    return owner->begin_wait(run, seq, name, timeout);
-  };
-  if (owner->must_park(run)) {
-    owner->park(run, "waiting for signal '" + name + "'", go);
-    return {run_, false};
-  }
-  return {run_, go()};
+  return {run_, owner->now_or_parked(
+                    run, [&] { return "waiting for signal '" + name + "'"; },
+                    [owner, &run, seq, name, timeout] {
+                      return owner->begin_wait(run, seq, name, timeout);
+                    })};
 }
 
 bool shard_runner::begin_wait(run_state& run, uint32_t seq, const std::string& name,
                               std::chrono::milliseconds timeout) {
-  auto& owner = *this;
   uint64_t due;
   if (auto t = run.timers.find(seq); t != run.timers.end())
     due = t->second.due_ms;
   else
-    owner.commit(
-        rec::timer_set{run.id, seq, op_kind::wait, name, due = ms_after(owner.env_, timeout)});
-  run.wait = shard_runner::run_state::wait_kind::signal;
+    commit(rec::timer_set{run.id, seq, op_kind::wait, name, due = ms_after(env_, timeout)});
+  run.wait = run_state::wait_kind::signal;
   run.wait_seq = seq;
   run.wait_name = name;
   run.wait_due = due;
@@ -1077,15 +1068,15 @@ bool shard_runner::begin_wait(run_state& run, uint32_t seq, const std::string& n
       std::find_if(run.inbox.begin(), run.inbox.end(), [&](auto& s) { return s.first == name; });
   if (it != run.inbox.end()) {
     std::string payload = it->second;
-    owner.commit(rec::op_done{run.id, seq, op_kind::wait, name, 1, payload});
+    commit(rec::op_done{run.id, seq, op_kind::wait, name, 1, payload});
     run.set_result(true, json::parse(payload, nullptr, false));
-  } else if (due <= owner.env_.now_ms()) {
-    owner.commit(rec::op_done{run.id, seq, op_kind::wait, name, 0, ""});
+  } else if (due <= env_.now_ms()) {
+    commit(rec::op_done{run.id, seq, op_kind::wait, name, 0, ""});
     run.set_result(false, nullptr);
   } else {
     return false;
   }
-  run.wait = shard_runner::run_state::wait_kind::none;
+  run.wait = run_state::wait_kind::none;
   run.wait_due = never;
   return true;
 }
@@ -1118,17 +1109,14 @@ bool shard_runner::journal_value(run_state& run, op_kind op) {
   uint32_t seq = 0;
   if (auto r = run.begin_op(seq, op, ""); r != run_state::replay::live)
     return r == run_state::replay::ready;
-  auto go = [this, &run, seq, op] {
-    uint64_t fresh = op == op_kind::now ? env_.now_ms() : env_.random();
-    commit(rec::op_done{run.id, seq, op, "", 1, std::to_string(fresh)});
-    run.set_result(true, fresh);
-    return true;
-  };
-  if (must_park(run)) {
-    park(run, std::string{op_name(op)} + "()", go);
-    return false;
-  }
-  return go();
+  return now_or_parked(
+      run, [op] { return std::string{op_name(op)} + "()"; },
+      [this, &run, seq, op] {
+        uint64_t fresh = op == op_kind::now ? env_.now_ms() : env_.random();
+        commit(rec::op_done{run.id, seq, op, "", 1, std::to_string(fresh)});
+        run.set_result(true, fresh);
+        return true;
+      });
 }
 
 op_awaitable<void> shard_runner::send_op(run_state& run, workflow_run* w, op_kind op,
@@ -1137,20 +1125,17 @@ op_awaitable<void> shard_runner::send_op(run_state& run, workflow_run* w, op_kin
   uint32_t seq = 0;
   if (auto r = run.begin_op(seq, op, name); r != run_state::replay::live)
     return {w, r == run_state::replay::ready};
-  auto go = [this, &run, seq, op, name, target_id, message = std::move(message)] {
-    uint64_t outbox = next_outbox_;
-    uint32_t target = proto::shard_for(target_id, settings_.shard_count).value();
-    std::string payload = dump(message);
-    commit(rec::sent{run.id, seq, op, name, outbox, target, payload});
-    resend(outbox, outbox_.at(outbox));
-    run.set_result(true, nullptr);
-    return true;
-  };
-  if (must_park(run)) {
-    park(run, std::string{op_name(op)} + " '" + name + "'", std::move(go));
-    return {w, false};
-  }
-  return {w, go()};
+  return {w, now_or_parked(
+                 run, [&] { return std::string{op_name(op)} + " '" + name + "'"; },
+                 [this, &run, seq, op, name, target_id, message = std::move(message)] {
+                   uint64_t outbox = next_outbox_;
+                   uint32_t target = proto::shard_for(target_id, settings_.shard_count).value();
+                   std::string payload = dump(message);
+                   commit(rec::sent{run.id, seq, op, name, outbox, target, payload});
+                   resend(outbox, outbox_.at(outbox));
+                   run.set_result(true, nullptr);
+                   return true;
+                 })};
 }
 
 }  // namespace fusee::worker

@@ -167,10 +167,12 @@ private:
   bool backlogged() const {
     return settings_.max_records_ahead != 0 && last_lsn() - durable_ >= settings_.max_records_ahead;
   }
-  /// Whether `run`'s next operation waits (backlogged()). Every operation writes a record, so
+  /// An operation's live part `op` (true: its result is set) now, or, when backlogged(), parked
+  /// (described by what()) for resume_parked(): false then. Every operation writes a record, so
   /// none runs ahead of the bound: a loop of steps, now(), sleep(0) or sends yields to the
-  /// worker's loop. Checked before anything is built for park().
-  bool must_park(const run_state& run) const;
+  /// worker's loop. Nothing is built for parking unless it parks.
+  template <class What, class Op>
+  bool now_or_parked(run_state& run, What what, Op op);
   /// Does `run`'s parked operation now: one it did not co_await, when it asks for the next
   /// (run_state::begin_op) or ends.
   void unpark_now(run_state& run);
