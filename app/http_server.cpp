@@ -292,13 +292,10 @@ void log_mhd(void* cls, const char* fmt, va_list ap) {
     im->say_full();
     return;
   }
-  uint64_t unsaid = 0;
-  if (!im->said.admit(fmt, &unsaid)) return;
-  spdlog::warn("HTTP server {}: {}{}", im->listener(),
-               text.substr(0, text.find_last_not_of("\n") + 1),
-               unsaid == 0 ? std::string{}
-                           : " (and " + std::to_string(unsaid) +
-                                 " more like it since it was last logged: one a minute is)");
+  im->said.warn(fmt,
+                "HTTP server " + im->listener() + ": " +
+                    std::string{text.substr(0, text.find_last_not_of("\n") + 1)},
+                false);
 }
 
 /// Counts the connections open. In the async mode (epoll) libmicrohttpd stops polling its

@@ -18,10 +18,10 @@ bool warning_limiter::admit(const std::string& key, clock::time_point now, uint6
   return true;
 }
 
-void warning_limiter::warn(const std::string& key, const std::string& line) {
+void warning_limiter::warn(const std::string& key, const std::string& line, bool rest_at_debug) {
   uint64_t unsaid = 0;
   if (!admit(key, &unsaid)) {
-    spdlog::debug("{}", line);
+    if (rest_at_debug) spdlog::debug("{}", line);
     return;
   }
   if (unsaid == 0)

@@ -28,8 +28,8 @@ public:
   }
 
   /// `line` as a warning when admit(key) lets it through (with the count of the lines not
-  /// logged since the last, if any), else at debug.
-  void warn(const std::string& key, const std::string& line);
+  /// logged since the last, if any), else at debug, or not at all without `rest_at_debug`.
+  void warn(const std::string& key, const std::string& line, bool rest_at_debug = true);
 
 private:
   struct kind {
