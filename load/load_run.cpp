@@ -24,6 +24,8 @@
 #include "load/local_server.hpp"
 #include "load/observations.hpp"
 #include "load/sim_endpoint.hpp"
+#include "protocol/auth.hpp"
+#include "protocol/hex.hpp"
 #include "worker/fleet.hpp"
 
 namespace fusee::load {
@@ -144,12 +146,8 @@ int run_load(const scenario& s, const run_options& options) {
       // Most invocations of a busy run last a few hundred ms: drop within that, or the dice
       // would mostly pick invocations that are gone by then.
       b.crash_within_ms = std::clamp(s.budget_ms / 2, 1u, 250u);
-      b.secret = "load-";  // 32 random hex digits after it: over client::min_secret_size
-      for (int i = 0; i < 4; ++i) {
-        char word[9];
-        std::snprintf(word, sizeof(word), "%08x", static_cast<unsigned>(rd()));
-        b.secret += word;
-      }
+      auto key = proto::fresh_nonce();  // 32 hex digits of it: over client::min_secret_size
+      b.secret = "load-" + proto::to_hex(key.data(), 16);
       b.on_step_durable = on_step_durable;
       b.on_run = [&obs](const std::vector<uint32_t>& shards, clock_type::time_point arrived) {
         return obs.invocation_began(shards, arrived);
