@@ -109,6 +109,20 @@ struct holding_endpoint {
   }
 };
 
+/// A client of one connection whose first POST (id 1) the endpoint holds; second() is the POST
+/// (id 2) that has to wait for the connection.
+struct one_connection_held {
+  bool curl_ready = (curl_global_init(CURL_GLOBAL_DEFAULT), true);
+  holding_endpoint h;
+  results got;
+  server::http_client client{1};
+  one_connection_held() {
+    client.submit(signed_post(got, 1, h.port(), "s3cret"));
+    REQUIRE(h.await([](int arrived) { return arrived == 1; }));
+  }
+  server::http_request second() { return signed_post(got, 2, h.port(), "s3cret"); }
+};
+
 }  // namespace
 
 TEST_CASE(
@@ -203,15 +217,11 @@ TEST_CASE("the HTTP client holds at most its max_connections open: more POSTs wa
   CHECK(got.await(4).total_ms < got.await(1).total_ms);
 }
 
-TEST_CASE("a POST that waits for a connection past its time-out is never sent and fails then, "
-          "saying why, while the POST holding the connection goes on") {
-  curl_global_init(CURL_GLOBAL_DEFAULT);
-  holding_endpoint h;
-  results got;
-  server::http_client client(1);
-  client.submit(signed_post(got, 1, h.port(), "s3cret"));
-  REQUIRE(h.await([](int arrived) { return arrived == 1; }));
-  auto waits = signed_post(got, 2, h.port(), "s3cret");
+TEST_CASE_FIXTURE(
+    one_connection_held,
+    "a POST that waits for a connection past its time-out is never sent and fails then, "
+    "saying why, while the POST holding the connection goes on") {
+  auto waits = second();
   waits.timeout_ms = 300;
   client.submit(std::move(waits));
   auto failed = got.await(2);  // while the first still holds the one connection
@@ -230,15 +240,11 @@ TEST_CASE("a POST that waits for a connection past its time-out is never sent an
   CHECK(client.in_flight() == 0);
 }
 
-TEST_CASE("a POST that cannot begin within its send_within_ms is not sent, though its time-out "
-          "is longer") {
-  curl_global_init(CURL_GLOBAL_DEFAULT);
-  holding_endpoint h;
-  results got;
-  server::http_client client(1);
-  client.submit(signed_post(got, 1, h.port(), "s3cret"));
-  REQUIRE(h.await([](int arrived) { return arrived == 1; }));
-  auto waits = signed_post(got, 2, h.port(), "s3cret");
+TEST_CASE_FIXTURE(
+    one_connection_held,
+    "a POST that cannot begin within its send_within_ms is not sent, though its time-out "
+    "is longer") {
+  auto waits = second();
   waits.timeout_ms = 60000;
   waits.send_within_ms = 300;
   client.submit(std::move(waits));
@@ -252,15 +258,11 @@ TEST_CASE("a POST that cannot begin within its send_within_ms is not sent, thoug
   CHECK(got.await(1).status == 200);
 }
 
-TEST_CASE("when the client stops, the POST it was sending is aborted and the one waiting for a "
-          "connection is answered as not sent") {
-  curl_global_init(CURL_GLOBAL_DEFAULT);
-  holding_endpoint h;
-  results got;
-  server::http_client client(1);
-  client.submit(signed_post(got, 1, h.port(), "s3cret"));
-  REQUIRE(h.await([](int arrived) { return arrived == 1; }));
-  auto waits = signed_post(got, 2, h.port(), "s3cret");
+TEST_CASE_FIXTURE(
+    one_connection_held,
+    "when the client stops, the POST it was sending is aborted and the one waiting for a "
+    "connection is answered as not sent") {
+  auto waits = second();
   waits.timeout_ms = 0;  // no deadline: it would wait for ever
   client.submit(std::move(waits));
   client.stop();
