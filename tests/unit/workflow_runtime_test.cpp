@@ -215,6 +215,14 @@ struct rig {
     fresh();
     runner->start(0);
   }
+  /// Makes the records durable and ticks, at most `most` times, until `done()`.
+  template <class Pred>
+  void durable_turns_until(Pred done, int most) {
+    for (int turns = 0; turns < most && !done(); ++turns) {
+      durable();
+      runner->tick();
+    }
+  }
   /// Starts run `id` of "loop" with `n` steps (the CALL `relay`).
   void start_loop(uint64_t relay, const std::string& id, int n) {
     call(relay, "start", {{"id", id}, {"type", "loop"}, {"input", {{"n", n}}}});
@@ -905,10 +913,7 @@ TEST_CASE("a workflow looping over steps parks once max_records_ahead of the sha
   CHECK(t.runner->next_wake_ms() == t.env.now);
   t.runner->tick();
   CHECK(t.b.of("l", "loop") == 19);
-  for (int turns = 0; turns < 10 && t.b.of("l", "loop") < 35; ++turns) {
-    t.durable();
-    t.runner->tick();
-  }
+  t.durable_turns_until([&] { return t.b.of("l", "loop") >= 35; }, 10);
   CHECK(t.b.of("l", "loop") == 35);
   t.call(3, "result", {{"id", "l"}});
   CHECK(t.answer(3)["status"] == "completed");
@@ -996,10 +1001,7 @@ TEST_CASE("a loop of now(), random(), sleep(0), wait_for(0) or send() parks at m
     int before = t.b.of("s", "spin");
     t.runner->tick();
     CHECK(t.b.of("s", "spin") > before);  // durable now (answer() made it so): it goes on
-    for (int turns = 0; turns < 50 && t.b.of("s", "spin") < 40; ++turns) {
-      t.durable();
-      t.runner->tick();
-    }
+    t.durable_turns_until([&] { return t.b.of("s", "spin") >= 40; }, 50);
     CHECK(t.b.of("s", "spin") == 40);
     t.call(3, "result", {{"id", "s"}});
     CHECK(t.answer(3)["status"] == "completed");
