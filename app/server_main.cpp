@@ -180,6 +180,10 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
         at);
   spdlog::info("log recovered records={} batches={} segments={} data_dir={}", rep.records,
                rep.batches, rep.segments, cfg.data_dir);
+  for (auto& line : rep.cut_short)
+    spdlog::warn("a log segment is shorter than it was made; nothing acknowledged was lost "
+                 "reason={}",
+                 server::logging::quoted(line));
   if (rep.torn_bytes > 0)
     spdlog::warn("dropped a torn tail of the log bytes={} reason={}", rep.torn_bytes,
                  server::logging::quoted(rep.torn_reason));

@@ -65,6 +65,11 @@ bool describe(F& f, reserve_section& x) {
 }
 
 template <class F>
+bool describe(F& f, extent_section& x) {
+  return f("bytes", x.bytes);
+}
+
+template <class F>
 bool describe(F& f, checkpoint_file& x) {
   return f.magic(checkpoint_magic) && f("lsn", x.lsn) && f.checksummed("data", x.data);
 }
@@ -309,6 +314,10 @@ size_t append_section(bytes& body, const reserve_section& s) {
   return append_tagged(body, s);
 }
 
+size_t append_section(bytes& body, const extent_section& s) {
+  return append_tagged(body, s);
+}
+
 size_t append_section(bytes& body, const section& s) {
   return std::visit([&](const auto& x) { return append_tagged(body, x); }, s);
 }
@@ -364,9 +373,15 @@ proto::result<std::vector<section>> decode_sections(byte_view body) {
       reserve_section x;
       ok = describe(d, x);
       out.emplace_back(x);
+    } else if (tag == tag_of<extent_section>()) {
+      r.set_context("extent section");
+      extent_section x;
+      ok = describe(d, x);
+      out.emplace_back(x);
     } else {
       r.fail(err_code::io, "unknown section tag " + std::to_string(tag) + " at body offset " +
-                               std::to_string(r.offset() - 1));
+                               std::to_string(r.offset() - 1) +
+                               " (a log written by a newer fusee?)");
     }
     if (!ok || !r.ok()) return proto::error{err_code::io, r.error()->message};
   }

@@ -17,6 +17,10 @@
 //                    is durable; after a restart every shard's grants start above the highest
 //                    one (so a grant within it needs no fdatasync of its own). Also in the first
 //                    batch of every segment, after the snapshot
+//       5 extent   = bytes:u64   the segment file's size when it was made (header and preallocated
+//                    zeros); last in the first batch of every segment (segments written before
+//                    it have none). A crash never shortens a file: one shorter than this was
+//                    cut short (recovery.hpp)
 //   <data_dir>/checkpoints/shard-N.ckpt "FCK1" lsn:u64 len:u32 crc:u32 data[len], crc =
 //   CRC32C(data)
 #pragma once
@@ -87,8 +91,13 @@ struct reserve_section {
   uint64_t epoch = 0;
 };
 
+struct extent_section {
+  uint64_t bytes = 0;
+};
+
 /// A batch body's sections; the tag on disk is the index + 1.
-using section = std::variant<records_section, grant_section, snapshot_section, reserve_section>;
+using section =
+    std::variant<records_section, grant_section, snapshot_section, reserve_section, extent_section>;
 
 struct checkpoint_file {
   uint64_t lsn = 0;
@@ -122,6 +131,7 @@ size_t append_section(bytes& body, const records_section& s);
 size_t append_section(bytes& body, const grant_section& s);
 size_t append_section(bytes& body, const snapshot_section& s);
 size_t append_section(bytes& body, const reserve_section& s);
+size_t append_section(bytes& body, const extent_section& s);
 size_t append_section(bytes& body, const section& s);
 bytes encode(const checkpoint_file& c);
 std::string encode(const meta_file& m);

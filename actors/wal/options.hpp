@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "actors/node_settings.hpp"
 
@@ -38,6 +39,10 @@ struct wal_recovery_report {
   uint64_t records = 0;
   uint64_t torn_bytes = 0;  ///< dropped from the tail of the last segment
   std::string torn_reason;  ///< names the file and offset
+  /// Segments shorter than they were made, each where nothing acknowledged was lost (zeros were
+  /// left after its last batch, or the next segment's chain goes on from it): one line each,
+  /// naming the file. (One cut where records may be lost refuses the start.)
+  std::vector<std::string> cut_short;
 };
 
 }  // namespace fusee::server

@@ -99,6 +99,7 @@ struct scanner {
   recovered_log& log;
   uint64_t next_batch_seq = 0;  ///< 0: the chain is not known yet
   uint32_t prev_crc = 0;
+  uint64_t extent = 0;  ///< the scanned segment's size when it was made (0: not recorded)
 
   proto::result<void> apply(const section& s, uint64_t seg_seq, uint64_t body_at, byte_view body) {
     auto bad_shard = [&](uint32_t shard) {
@@ -133,6 +134,8 @@ struct scanner {
       }
     } else if (auto* res = std::get_if<reserve_section>(&s)) {
       log.epoch_reserved = std::max(log.epoch_reserved, res->epoch);
+    } else if (auto* e = std::get_if<extent_section>(&s)) {
+      extent = e->bytes;
     }
     return {};
   }
@@ -160,6 +163,7 @@ struct scanner {
 
     size_t pos = 0;
     std::string problem;
+    extent = 0;
     auto header = decode_segment_header(data);
     if (!header) {
       problem = "segment header missing or damaged (" + header.err().message + ")";
@@ -208,6 +212,25 @@ struct scanner {
         std::all_of(data.begin() + static_cast<ptrdiff_t>(pos), data.end(),
                     [](uint8_t b) { return b == 0; }))
       problem.clear();
+    // Segments are made at their full size and written in place, so a crash never shortens one:
+    // a file shorter than its extent was cut, and what the cut took may have held acknowledged
+    // batches unless zeros are left after the last batch (nothing is written after zeros) or a
+    // later segment's chain goes on from it (checked when that segment is scanned).
+    if (extent > data.size()) {
+      auto cut = path.string() + ": " + std::to_string(data.size()) +
+                 " bytes, but the segment was made with " + std::to_string(extent);
+      if (last && (!problem.empty() || pos == data.size()))
+        return refuse(cut +
+                      "; a crash never shortens a segment, so it was cut short, and no "
+                      "zeros are left after its last batch (" +
+                      (problem.empty() ? "it ends with one" : at(path, pos) + ": " + problem) +
+                      "): acknowledged records may be lost. Refusing to start.");
+      if (problem.empty())
+        log.report.cut_short.push_back(cut + (pos < data.size()
+                                                  ? "; only space after its last batch was cut"
+                                                  : "; the next segment goes on from its last "
+                                                    "batch"));
+    }
     if (!problem.empty()) {
       if (!last)
         return refuse(at(path, pos) + ": " + problem +
@@ -304,9 +327,12 @@ proto::result<recovered_log> recover(const wal_options& opts) {
     if (auto r = log.segments.roll(snapshot_section{}); !r) return r.err();
   } else if (log.segments.active().size == segment_header_size) {
     // A crash between creating a segment and writing its snapshot: write it now, so the segment
-    // stands alone once the ones before it are retired.
-    if (auto r = log.segments.append_snapshot(snapshot_of(log.shards),
-                                              reserve_section{log.epoch_reserved});
+    // stands alone once the ones before it are retired (its extent: the size it has now).
+    auto& seg = log.segments.active();
+    auto made = seg.f.size(seg.path);
+    if (!made) return made.err();
+    if (auto r = log.segments.append_snapshot(
+            snapshot_of(log.shards), reserve_section{log.epoch_reserved}, extent_section{*made});
         !r)
       return r.err();
     log.report.batches++;

@@ -7,6 +7,9 @@
 // - the same anywhere else, or followed by a valid batch that could have been written after it
 //   (its seq next or later, within the batches that fit between them): acknowledged records may
 //   be damaged, so the start is refused;
+// - a segment shorter than its extent (the size it was made with; a crash never shortens one):
+//   refused when it is the last and no zeros are left after its last batch (the cut may have
+//   taken acknowledged batches; a torn end is not cut off then); otherwise reported (cut_short);
 // - a batch with a valid checksum that does not follow the one before it (sequence or chain
 //   CRC), within a segment or across segments: refused (a batch or a whole segment is missing);
 // - a checksummed batch whose body does not parse: refused;

@@ -139,6 +139,8 @@ proto::result<void> segment_set::roll(const snapshot_section& snapshot, reserve_
     spare_failure_ = f.err().message;
     f = std::move(again);
   }
+  auto made = f->size(prep);  // its extent: recovery tells a file cut short by it
+  if (!made) return made.err();
   if (auto r = f->write_at(encode(segment_header{format_version, seq}), 0, prep); !r) return r;
   if (auto r = f->sync(prep); !r) return r;
   if (::rename(prep.c_str(), path.c_str()) != 0) return io_error("rename", prep);
@@ -147,14 +149,15 @@ proto::result<void> segment_set::roll(const snapshot_section& snapshot, reserve_
   prepare_spare();  // after add(): the fill paces itself against the new segment's use
   // The snapshot (and the epoch reservation) make the segment self-sufficient for epochs and LSN
   // numbering.
-  return append_snapshot(snapshot, reserve);
+  return append_snapshot(snapshot, reserve, extent_section{*made});
 }
 
 proto::result<void> segment_set::append_snapshot(const snapshot_section& snapshot,
-                                                 reserve_section reserve) {
+                                                 reserve_section reserve, extent_section extent) {
   bytes body;
   append_section(body, snapshot);
   if (reserve.epoch > 0) append_section(body, reserve);
+  if (extent.bytes > 0) append_section(body, extent);
   auto r = append(body);
   if (!r) return r.err();
   return {};

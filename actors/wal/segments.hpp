@@ -61,10 +61,10 @@ public:
   /// with zeros (best effort), so a restart does not recover records reported IO_FAILED (the log
   /// is broken then: nothing is appended after it).
   proto::result<void> sync_written();
-  /// Appends a batch holding only `snapshot` and, if its epoch is not 0, `reserve` (the first
+  /// Appends a batch holding only `snapshot` and, if not 0, `reserve` and `extent` (the first
   /// batch of every segment).
   proto::result<void> append_snapshot(const snapshot_section& snapshot,
-                                      reserve_section reserve = {});
+                                      reserve_section reserve = {}, extent_section extent = {});
   /// A new active segment: the spare zero-filled file gets a header and the snapshot batch as its
   /// first; the next spare is prepared in the background.
   proto::result<void> roll(const snapshot_section& snapshot, reserve_section reserve = {});

@@ -222,8 +222,9 @@ TEST_CASE("a torn last batch whose record holds a valid batch's bytes is still a
 
 TEST_CASE("a valid batch's bytes after a torn tail with a seq too far on to follow it are no "
           "evidence of damage, one that could follow it is") {
-  // Batch 3 torn; after it, in its record, a valid batch numbered `inner_seq`.
-  auto outcome = [](uint64_t inner_seq) {
+  // Batch 3 torn; after it, in its record, a valid batch numbered `inner_seq`. Returns the
+  // refusal ("": it started); the log goes before its data dir (its spare is filled in there).
+  auto refusal = [](uint64_t inner_seq) -> std::string {
     data_dir d;
     segment_file seg{1};
     seg.batch({snapshot_section{}}).batch({records(0, 1, 1, {"kept"})});
@@ -236,14 +237,13 @@ TEST_CASE("a valid batch's bytes after a torn tail with a seq too far on to foll
                   torn.data.end() - 5))
         .zeros(256);
     seg.write(d);
-    return d.recover();
+    auto log = d.recover();
+    return log ? "" : log.err().message;
   };
   // Between batch 3's start and the inner batch there is room for 2 or 3 batches' headers: a
   // batch 4 could be there, a batch 1000 not.
-  CHECK(outcome(1000));
-  auto four = outcome(4);
-  REQUIRE_FALSE(four);
-  CHECK(contains(four.err().message, "not a torn write"));
+  CHECK(refusal(1000).empty());
+  CHECK(contains(refusal(4), "not a torn write"));
 }
 
 TEST_CASE("a damaged header of the last segment followed by its first batch is refused") {
@@ -323,6 +323,78 @@ TEST_CASE("a batch that does not follow the one before it is refused (broken cha
   }
 }
 
+TEST_CASE("a last segment shorter than it was made is refused when no zeros are left after its "
+          "last batch: a crash never shortens a segment, so records after the cut may be lost") {
+  data_dir d;
+  segment_file seg{1};
+  seg.batch({snapshot_section{}, extent_section{4096}})
+      .batch({records(0, 1, 1, {"one"})})
+      .batch({records(0, 1, 2, {"two"})});
+  size_t last_at = seg.batch_at.back();
+  size_t end = seg.data.size();
+  seg.zeros(4096 - end);
+  SUBCASE("cut at the end of a batch: nothing looks torn") {
+    seg.data.resize(end);
+    auto path = seg.write(d);
+    auto why = d.refused();
+    CHECK(contains(why, path.string() + ": " + std::to_string(end) +
+                            " bytes, but the segment was made with 4096"));
+    CHECK(contains(why, "cut short"));
+    CHECK(contains(why, "acknowledged records may be lost"));
+  }
+  SUBCASE("cut inside a batch: refused, not cut off as a torn write") {
+    seg.data.resize(last_at + 10);
+    auto path = seg.write(d);
+    auto why = d.refused();
+    CHECK(contains(why, "cut short"));
+    CHECK(contains(why, path.string() + " at offset " + std::to_string(last_at) +
+                            ": partial batch header"));
+    CHECK(file_bytes(path) == seg.data);  // left as found, for inspection
+  }
+}
+
+TEST_CASE("a segment shorter than it was made starts when the cut took nothing written, and the "
+          "report names it") {
+  SUBCASE("zeros are left after the last batch") {
+    data_dir d;
+    segment_file seg{1};
+    seg.batch({snapshot_section{}, extent_section{4096}}).batch({records(0, 1, 1, {"one"})});
+    seg.zeros(100);  // of the 4096
+    auto path = seg.write(d);
+    auto log = d.recover();
+    REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
+    CHECK(log->shards[0].last_lsn == 1);
+    REQUIRE(log->report.cut_short.size() == 1);
+    CHECK(contains(log->report.cut_short[0], path.string()));
+    CHECK(contains(log->report.cut_short[0], "only space after its last batch was cut"));
+  }
+  SUBCASE("an older segment whose last batch the next segment's chain goes on from") {
+    data_dir d;
+    segment_file first{1};
+    first.batch({snapshot_section{}, extent_section{8192}}).batch({records(0, 1, 1, {"one"})});
+    auto path = first.write(d);
+    segment_file second{2, first.next_batch, first.prev_crc};
+    second.batch({snapshot_section{{snapshot_entry{0, 1, 1}}}, extent_section{4096}});
+    second.zeros(4096 - second.data.size());
+    second.write(d);
+    auto log = d.recover();
+    REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
+    CHECK(log->shards[0].last_lsn == 1);
+    REQUIRE(log->report.cut_short.size() == 1);
+    CHECK(contains(log->report.cut_short[0], path.string()));
+  }
+  SUBCASE("a segment as long as it was made, or longer (a batch crossed its end), says nothing") {
+    data_dir d;
+    segment_file seg{1};
+    seg.batch({snapshot_section{}, extent_section{64}}).batch({records(0, 1, 1, {"one"})});
+    REQUIRE(seg.data.size() > 64);
+    seg.write(d);
+    auto log = d.recover();
+    REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
+    CHECK(log->report.cut_short.empty());
+  }
+}
+
 TEST_CASE("damage in an older segment refuses the start, naming the file") {
   data_dir d;
   segment_file first{1};
@@ -351,6 +423,7 @@ TEST_CASE("a checksummed batch whose body does not parse is refused") {
   auto why = d.refused();
   CHECK(contains(why, path.string() + " at offset " + std::to_string(at_offset)));
   CHECK(contains(why, "unknown section tag 9"));
+  CHECK(contains(why, "a log written by a newer fusee?"));
 }
 
 TEST_CASE("records or grants for a shard the data dir does not have are refused") {
@@ -416,6 +489,31 @@ TEST_CASE("a new data dir gets its fusee.meta and a first segment") {
   REQUIRE(meta);
   CHECK(std::string(meta->begin(), meta->end()) == "format=1\nshards=3\n");
   CHECK(fs::exists(tmp.path / "fresh" / "wal" / segment_name(1)));
+}
+
+TEST_CASE("a segment the log makes records its extent, so a cut in it is found") {
+  temp_dir tmp;
+  wal_options opts{tmp.path, 2};
+  opts.segment_bytes = 64 << 10;
+  {
+    auto log = wal::recover(opts);
+    REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
+  }
+  auto path = tmp.path / "wal" / segment_name(1);
+  auto data = file_bytes(path);
+  CHECK(data.size() == opts.segment_bytes);
+  auto h = decode_batch_header(byte_view{data}.subspan(segment_header_size));
+  REQUIRE(h);
+  auto sections =
+      decode_sections(byte_view{data}.subspan(segment_header_size + batch_header_size, h->len));
+  REQUIRE(sections);
+  REQUIRE(std::holds_alternative<extent_section>(sections->back()));
+  CHECK(std::get<extent_section>(sections->back()).bytes == opts.segment_bytes);
+  // Cut at the end of its first batch: refused.
+  fs::resize_file(path, segment_header_size + batch_header_size + h->len);
+  auto again = wal::recover(opts);
+  REQUIRE_FALSE(again);
+  CHECK(contains(again.err().message, "cut short"));
 }
 
 TEST_CASE("a file named like a segment that does not parse is refused and other files are left "
@@ -506,7 +604,8 @@ TEST_CASE("a last segment with a header and nothing else gets its snapshot at re
   auto sections =
       decode_sections(byte_view{data}.subspan(segment_header_size + batch_header_size, h->len));
   REQUIRE(sections);
-  REQUIRE(sections->size() == 1);
+  REQUIRE(sections->size() == 2);  // the snapshot and the extent (the file's size now)
+  CHECK(std::get<extent_section>(sections->at(1)).bytes == second.data.size());
   auto& snap = std::get<snapshot_section>(sections->at(0));
   REQUIRE(snap.shards.size() == 1);
   CHECK(snap.shards[0].shard == 2);
