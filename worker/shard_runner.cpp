@@ -536,27 +536,47 @@ void shard_runner::tick() {
   for (auto& [id, run] : runs_)
     if (run->live && run->wait != run_state::wait_kind::none && run->wait_due <= now)
       due.push_back(run.get());
+  // What came due writes a record too, so it waits behind the bound like any operation: a
+  // storm of due timers or retries does not run ahead of the disk in one turn.
   for (auto* run : due) {
+    bool ready = false;
     switch (run->wait) {
     case run_state::wait_kind::timer:
-      commit(rec::op_done{run->id, run->wait_seq, op_kind::sleep, "", 1, ""});
-      run->set_result(true, nullptr);
-      resume(*run);
+      ready = now_or_parked(
+          *run, [] { return std::string{"sleep (ended)"}; },
+          [this, run, seq = run->wait_seq] {
+            commit(rec::op_done{run->id, seq, op_kind::sleep, "", 1, ""});
+            run->set_result(true, nullptr);
+            return true;
+          });
       break;
     case run_state::wait_kind::signal:
-      commit(rec::op_done{run->id, run->wait_seq, op_kind::wait, run->wait_name, 0, ""});
-      run->set_result(false, nullptr);
-      resume(*run);
+      ready = now_or_parked(
+          *run, [&] { return "waiting for signal '" + run->wait_name + "' (timed out)"; },
+          [this, run, seq = run->wait_seq, name = run->wait_name] {
+            commit(rec::op_done{run->id, seq, op_kind::wait, name, 0, ""});
+            run->set_result(false, nullptr);
+            return true;
+          });
       break;
-    case run_state::wait_kind::retry: {
-      ++run->attempt;
-      if (attempt_step(*run)) resume(*run);
+    case run_state::wait_kind::retry:
+      ready = now_or_parked(
+          *run,
+          [&] {
+            return "step '" + run->step_name + "' (attempt " + std::to_string(run->attempt + 1) +
+                   ")";
+          },
+          [this, run] {
+            ++run->attempt;
+            run->current = "step '" + run->step_name + "'";
+            return attempt_step(*run);
+          });
       break;
-    }
     case run_state::wait_kind::none:
     case run_state::wait_kind::backlog:  // (never due by time: resume_parked())
       break;
     }
+    if (ready) resume(*run);
   }
   if (parked_ > 0 && !backlogged()) resume_parked();
   // Unacknowledged messages go out again now and then (receivers deduplicate): a target holder

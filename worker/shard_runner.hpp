@@ -61,12 +61,12 @@ struct runner_settings {
   uint64_t resend_after_ms = 1000;
   /// How often a holder sends an unacknowledged message again.
   uint64_t resend_every_ms = 30000;
-  /// An operation (a step's body, now(), a sleep, a send, ...) waits before it writes its record
-  /// while this many of the shard's records are not yet durable (its run parks until DURABLEs
-  /// bring them below): a workflow looping over operations whose results are ready at once hands
-  /// the worker's loop back its turn (to read DURABLEs,
-  /// calls and signals, and to see a stop or the end of its budget), and its records wait in
-  /// memory only so many at a time.
+  /// An operation (a step's body, now(), a sleep, a send, ...), and a timer, time-out or step
+  /// retry that came due, waits before it writes its record while this many of the shard's
+  /// records are not yet durable (its run parks until DURABLEs bring them below): a workflow
+  /// looping over operations whose results are ready at once, or many timers due together, hand
+  /// the worker's loop back its turn (to read DURABLEs, calls and signals, and to see a stop or
+  /// the end of its budget), and records wait in memory only so many at a time.
   uint64_t max_records_ahead = 4096;  ///< 0: no bound
   /// Finished runs are forgotten by the first checkpoint this long after they ended (their ids
   /// can then start new runs), and so are the marks that recognise a resent message; 0 keeps

@@ -1008,6 +1008,47 @@ TEST_CASE("a loop of now(), random(), sleep(0), wait_for(0) or send() parks at m
   }
 }
 
+TEST_CASE("timers, wait time-outs and step retries that come due together write their records "
+          "within max_records_ahead too: the rest park until DURABLEs come") {
+  for (std::string kind : {"sleep", "wait", "retry"}) {
+    CAPTURE(kind);
+    rig t;
+    t.bound_records(4);
+    for (int i = 0; i < 6; ++i) {
+      std::string id = "r" + std::to_string(i);
+      if (kind == "retry")
+        t.call(i + 1, "start", {{"id", id}, {"type", "flaky"}, {"input", {{"fails", 1}}}});
+      else
+        t.call(i + 1, "start",
+               {{"id", id},
+                {"type", "waiter"},
+                {"input", {{"sleep_ms", kind == "sleep" ? 1000 : 0}, {"wait_ms", 1000}}}});
+      t.durable();
+    }
+    uint64_t before = t.runner->last_lsn();
+    t.env.now += 1000;  // every timer, time-out and retry (at most 100 ms) is due
+    t.runner->tick();
+    // Each run's due record and what it writes next (a sleeper its wait's timer; a timed-out
+    // waiter its step "after" and its end; a retried step its end) until 4 wait for the disk.
+    CHECK(t.runner->last_lsn() - t.runner->durable_lsn() == 4);
+    CHECK(t.runner->last_lsn() == before + 4);
+    t.call(100, "describe", {{"id", "r5"}});
+    auto described = t.answer(100);
+    CHECK_MESSAGE(described.value("current", "")
+                          .find("of the shard's records are not yet "
+                                "durable") != std::string::npos,
+                  described.dump());
+    uint64_t each = kind == "wait" ? 3 : 2;
+    t.durable_turns_until([&] { return t.runner->last_lsn() >= before + 6 * each; }, 10);
+    t.durable();
+    t.runner->tick();
+    CHECK(t.runner->last_lsn() == before + 6 * each);  // every run went on, each once
+    if (kind == "retry")
+      for (int i = 0; i < 6; ++i)
+        CHECK(t.b.of("r" + std::to_string(i), "call") == 2);  // the failed try and the retry
+  }
+}
+
 TEST_CASE("without the bound (max_records_ahead = 0) a loop of ready operations runs in one go") {
   rig t;
   t.bound_records(0);
