@@ -263,7 +263,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
         cluster_refresh = std::make_unique<tls::peer_refresh>(
             *cluster_tls, std::move(others), 4,
             std::chrono::duration_cast<std::chrono::milliseconds>(peer_refresh_period),
-            tls::addresses_of);
+            tls::look_up);
         // The links leave from this node's own `cluster` host, where this host has it, so that
         // the other nodes know them by it (a host with several addresses would otherwise send
         // them from whichever its route picks, and they would take the strangers' places).

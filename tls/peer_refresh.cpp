@@ -29,17 +29,27 @@ bool has(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
-/// One round, after every host was looked up (`now`, by the index of st.peers; a failed lookup
-/// is empty and keeps what that peer had). Addresses no host resolves to any more are forgotten
-/// first, so that one a host left and another got (a recycled address) moves to the other.
-void apply_round(peer_refresh::state& st, std::vector<std::vector<std::string>> now) {
+bool is_v6(const std::string& ip) {
+  return ip.find(':') != std::string::npos;
+}
+
+/// One round, after every host was looked up (`found`, by the index of st.peers). A lookup that
+/// found nothing keeps what that peer had, and one whose other family failed keeps that family's.
+/// Addresses no host resolves to any more are forgotten first, so that one a host left and
+/// another got (a recycled address) moves to the other.
+void apply_round(peer_refresh::state& st, std::vector<host_lookup> found) {
+  std::vector<std::vector<std::string>> now;
   for (size_t i = 0; i < st.peers.size(); ++i) {
-    if (now[i].empty()) {
-      now[i] = st.peers[i].had;
+    auto& had = st.peers[i].had;
+    auto& n = now.emplace_back(std::move(found[i].addresses));
+    if (n.empty()) {
+      n = had;
       continue;
     }
-    for (auto& ip : now[i])
+    for (auto& ip : n)
       ip = unmapped(ip);
+    for (auto& ip : had)
+      if ((is_v6(ip) ? found[i].v6_failed : found[i].v4_failed) && !has(n, ip)) n.push_back(ip);
   }
   auto resolved_by_any = [&](const std::string& ip) {
     return std::any_of(now.begin(), now.end(), [&](auto& n) { return has(n, ip); });
@@ -81,7 +91,7 @@ void run(const std::shared_ptr<peer_refresh::state>& st) {
   std::unique_lock lk{st->mu};
   for (;;) {
     if (st->cv.wait_for(lk, st->period, [&] { return st->via == nullptr; })) return;
-    std::vector<std::vector<std::string>> now;
+    std::vector<host_lookup> now;
     for (auto& p : st->peers) {
       lk.unlock();
       now.push_back(st->resolve(p.host));  // may block for the resolver's time-outs

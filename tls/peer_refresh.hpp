@@ -3,7 +3,8 @@
 // addresses it gained are given to the terminator's known peers, so a node restarted at a new
 // address (a container's, a DHCP lease's) keeps its places on the nodes that were running; the
 // addresses it lost are taken back (unless another node's host has them), so whoever gets them
-// next is a stranger. A lookup that fails changes nothing.
+// next is a stranger. A lookup that finds nothing changes nothing; one that finds addresses of
+// one family while the other's lookup failed keeps what the node had of that family.
 #pragma once
 
 #include <chrono>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "tls/terminator.hpp"
+#include "tls/tunnel.hpp"
 
 namespace fusee::tls {
 
@@ -23,7 +25,7 @@ public:
     std::string name, host;
     std::vector<std::string> had;  ///< the addresses it is known by (at start: the first lookup)
   };
-  using resolver = std::function<std::vector<std::string>(const std::string& host)>;
+  using resolver = std::function<host_lookup(const std::string& host)>;  ///< as look_up()
 
   /// Starts the thread; `via` outlives this. A node gaining addresses gets `places` of its own
   /// if it had none (its host did not resolve at start). `resolve` may still be running after

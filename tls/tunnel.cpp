@@ -19,13 +19,16 @@
 
 namespace fusee::tls {
 
-std::vector<std::string> addresses_of(const std::string& host) {
+namespace {
+
+/// Appends the numeric addresses of `family` that `host` resolves to (those not in `out` yet);
+/// getaddrinfo's result.
+int add_addresses(const std::string& host, int family, std::vector<std::string>& out) {
   addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
+  hints.ai_family = family;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
-  std::vector<std::string> out;
-  if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return out;
+  if (int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0) return rc;
   for (auto* ai = res; ai != nullptr; ai = ai->ai_next) {
     char ip[NI_MAXHOST];
     if (::getnameinfo(ai->ai_addr, ai->ai_addrlen, ip, sizeof(ip), nullptr, 0, NI_NUMERICHOST) ==
@@ -34,6 +37,26 @@ std::vector<std::string> addresses_of(const std::string& host) {
       out.emplace_back(ip);
   }
   ::freeaddrinfo(res);
+  return 0;
+}
+
+/// A lookup that got no answer, as against "no such name" or "no address of that family".
+bool lookup_failed(int rc) {
+  return rc != 0 && rc != EAI_NONAME && rc != EAI_NODATA && rc != EAI_ADDRFAMILY;
+}
+
+}  // namespace
+
+std::vector<std::string> addresses_of(const std::string& host) {
+  std::vector<std::string> out;
+  add_addresses(host, AF_UNSPEC, out);
+  return out;
+}
+
+host_lookup look_up(const std::string& host) {
+  host_lookup out;
+  out.v4_failed = lookup_failed(add_addresses(host, AF_INET, out.addresses));
+  out.v6_failed = lookup_failed(add_addresses(host, AF_INET6, out.addresses));
   return out;
 }
 

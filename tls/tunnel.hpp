@@ -28,6 +28,16 @@ int dial_tcp(const std::string& host, uint16_t port, uint32_t timeout_ms, std::s
 /// not resolve. Blocks on DNS: call it at start, never on a CAF thread.
 std::vector<std::string> addresses_of(const std::string& host);
 
+/// What a lookup of `host` found, one address family at a time, so that a family whose lookup
+/// failed (no answer: a time-out, a server failure) is told apart from one with no address (an
+/// answer too).
+struct host_lookup {
+  std::vector<std::string> addresses;  ///< numeric, each once: IPv4 ones, then IPv6
+  bool v4_failed = false, v6_failed = false;
+};
+/// Blocks on DNS (one lookup per family): call it on a thread of its own, never a CAF one.
+host_lookup look_up(const std::string& host);
+
 /// Of `addresses` (numeric), those a connection here can leave from: loopback ones and those an
 /// interface of this host has; a wildcard address, or one no interface has (a public address
 /// behind NAT, a floating address held elsewhere), is left out.

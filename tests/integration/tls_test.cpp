@@ -714,6 +714,13 @@ TEST_CASE("a dialled connection leaves from the first source address of its fami
   // 192.0.2.1 (TEST-NET-1) is on no interface here; wildcards and names are no source.
   CHECK(tls::local_addresses({"127.0.0.2", "0.0.0.0", "::", "192.0.2.1", "localhost"}) ==
         std::vector<std::string>{"127.0.0.2"});
+  // A lookup by family: a literal of one family is "no address" for the other, not a failure.
+  for (std::string ip : {"127.0.0.2", "::1"}) {
+    auto found = tls::look_up(ip);
+    CHECK(found.addresses == std::vector<std::string>{ip});
+    CHECK_FALSE(found.v4_failed);
+    CHECK_FALSE(found.v6_failed);
+  }
 }
 
 TEST_CASE("a terminator learns a known peer's new addresses while it runs: connections from them "
@@ -750,6 +757,33 @@ TEST_CASE("a terminator learns a known peer's new addresses while it runs: conne
   CHECK(server->refused() == 2);
 }
 
+/// A resolver for peer_refresh that the test sets; it may outlive the refresh (a lookup is not
+/// waited for), so it owns what it reads. A host not set finds nothing.
+struct fake_dns {
+  std::mutex mu;
+  std::map<std::string, tls::host_lookup> hosts;
+  void set(const std::string& host, std::vector<std::string> addresses, bool v4_failed = false,
+           bool v6_failed = false) {
+    std::lock_guard lk{mu};
+    hosts[host] = {std::move(addresses), v4_failed, v6_failed};
+  }
+  static tls::peer_refresh::resolver resolver(std::shared_ptr<fake_dns> dns) {
+    return [dns](const std::string& host) {
+      std::lock_guard lk{dns->mu};
+      return dns->hosts[host];
+    };
+  }
+};
+
+/// A refresh thread's rounds are awaited by what they change (every 10 ms).
+template <class Done>
+bool soon(Done done) {
+  auto until = std::chrono::steady_clock::now() + 5s;
+  while (!done() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(5ms);
+  return done();
+}
+
 TEST_CASE("the cluster's nodes are looked up again every period: the addresses they gained count "
           "in their places, and those they lost no longer do, unless another node's host still "
           "has them or the lookup failed") {
@@ -760,30 +794,13 @@ TEST_CASE("the cluster's nodes are looked up again every period: the addresses t
   so.add_known({"10.0.0.1"}, 4);
   so.add_known({"10.0.0.3"}, 4);  // c and d, on one host
   auto server = tls::terminator::start(std::move(so));
-  // The resolver may outlive the refresh (a lookup is not waited for): it owns what it reads.
-  struct fake_dns {
-    std::mutex mu;
-    std::map<std::string, std::vector<std::string>> hosts{{"a.test", {"10.0.0.1"}},
-                                                          {"b.test", {}},
-                                                          {"c.test", {"10.0.0.3"}},
-                                                          {"d.test", {"10.0.0.3"}}};
-  };
   auto dns = std::make_shared<fake_dns>();
-  auto resolve = [dns](const std::string& host) {
-    std::lock_guard lk{dns->mu};
-    return dns->hosts[host];
-  };
   auto set = [&](const std::string& host, std::vector<std::string> addresses) {
-    std::lock_guard lk{dns->mu};
-    dns->hosts[host] = std::move(addresses);
+    dns->set(host, std::move(addresses));
   };
-  // The refresh thread's rounds are awaited by what they change (every 10 ms).
-  auto soon = [](auto done) {
-    auto until = std::chrono::steady_clock::now() + 5s;
-    while (!done() && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(5ms);
-    return done();
-  };
+  set("a.test", {"10.0.0.1"});
+  set("c.test", {"10.0.0.3"});
+  set("d.test", {"10.0.0.3"});
   auto a_places = server->peer_of("10.0.0.1");
   auto cd_places = server->peer_of("10.0.0.3");
   REQUIRE(a_places.has_value());
@@ -793,7 +810,7 @@ TEST_CASE("the cluster's nodes are looked up again every period: the addresses t
                              {"b", "b.test", {}},
                              {"c", "c.test", {"10.0.0.3"}},
                              {"d", "d.test", {"10.0.0.3"}}},
-                            4, 10ms, resolve);
+                            4, 10ms, fake_dns::resolver(dns));
   set("a.test", {"10.0.0.7"});  // a restarted elsewhere: its old address may go to anyone
   set("b.test", {"10.0.0.8"});  // b resolves now
   set("d.test", {"10.0.0.4"});  // d moved off the host c is still on
@@ -820,4 +837,38 @@ TEST_CASE("the cluster's nodes are looked up again every period: the addresses t
   CHECK(soon([&] { return server->knows("10.0.0.9"); }));
   CHECK(server->peer_of("10.0.0.7") == a_places);
   CHECK(server->peer_of("10.0.0.9") == b_places);
+}
+
+TEST_CASE("a lookup that answers for one address family while the other's fails keeps what the "
+          "node had of the failed family; one that answers none of a family takes them back") {
+  tls::terminator::options so;
+  so.what = "test";
+  so.max_connections = 1;
+  so.deliver = [](tls::handed_over h) { ::close(h.fd); };
+  so.add_known({"10.0.0.1", "fd00::1"}, 4);
+  auto server = tls::terminator::start(std::move(so));
+  auto dns = std::make_shared<fake_dns>();
+  dns->set("a.test", {"10.0.0.1", "fd00::1"});
+  tls::peer_refresh refresh(*server,
+                            {{"a", "a.test", {"10.0.0.1", "fd00::1"}}, {"b", "b.test", {}}}, 4,
+                            10ms, fake_dns::resolver(dns));
+  // The IPv6 lookup times out while IPv4 answers; b gains an address in the same round.
+  dns->set("a.test", {"10.0.0.1"}, false, true);
+  dns->set("b.test", {"10.0.0.8"});
+  CHECK(soon([&] { return server->knows("10.0.0.8"); }));
+  dns->set("b.test", {"10.0.0.8", "10.0.0.9"});  // and a round later
+  CHECK(soon([&] { return server->knows("10.0.0.9"); }));
+  CHECK(server->knows("fd00::1"));
+  CHECK(server->peer_of("fd00::1") == server->peer_of("10.0.0.1"));
+  // The same the other way round.
+  dns->set("a.test", {"fd00::1"}, true, false);
+  dns->set("b.test", {"10.0.0.8"});
+  CHECK(soon([&] { return !server->knows("10.0.0.9"); }));
+  dns->set("b.test", {"10.0.0.8", "10.0.0.10"});
+  CHECK(soon([&] { return server->knows("10.0.0.10"); }));
+  CHECK(server->knows("10.0.0.1"));
+  // IPv6 answers that there is no such address now: it is taken back.
+  dns->set("a.test", {"10.0.0.1"});
+  CHECK(soon([&] { return !server->knows("fd00::1"); }));
+  CHECK(server->knows("10.0.0.1"));
 }
