@@ -840,7 +840,7 @@ TEST_CASE("the cluster's nodes are looked up again every period: the addresses t
 }
 
 TEST_CASE("a lookup that answers for one address family while the other's fails keeps what the "
-          "node had of the failed family; one that answers none of a family takes them back") {
+          "node had of the failed family, and one that answers none of a family takes them back") {
   tls::terminator::options so;
   so.what = "test";
   so.max_connections = 1;
