@@ -148,17 +148,16 @@ proto::result<void> write_file_durably(const fs::path& path, proto::byte_view da
   return sync_dir(path.parent_path());
 }
 
-proto::result<file> create_zero_file(const fs::path& path, uint64_t size, const fill_pace& pace) {
-  auto f = file::open(path, O_RDWR | O_CREAT | O_TRUNC);
-  if (!f) return f.err();
+proto::result<void> write_zeros(const file& f, uint64_t from, uint64_t to, const fs::path& path,
+                                const fill_pace& pace) {
   proto::bytes zeros(pace ? zero_fill_chunk : 1 << 20, 0);
-  for (uint64_t off = 0; off < size; off += zeros.size()) {
-    auto n = static_cast<size_t>(std::min<uint64_t>(zeros.size(), size - off));
-    if (auto r = f->write_at(proto::byte_view{zeros.data(), n}, off, path); !r) return r.err();
+  for (uint64_t off = from; off < to; off += zeros.size()) {
+    auto n = static_cast<size_t>(std::min<uint64_t>(zeros.size(), to - off));
+    if (auto r = f.write_at(proto::byte_view{zeros.data(), n}, off, path); !r) return r.err();
     if (!pace) continue;
     // Written out now, while it is small: the log's commits queue behind one chunk at most. The
-    // wait takes any writeback error from the fdatasync below, so it is this call's to report.
-    if (::sync_file_range(f->fd(), static_cast<off_t>(off), static_cast<off_t>(n),
+    // wait takes any writeback error from the caller's fdatasync, so it is this call's to report.
+    if (::sync_file_range(f.fd(), static_cast<off_t>(off), static_cast<off_t>(n),
                           SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
                               SYNC_FILE_RANGE_WAIT_AFTER) != 0)
       return io_error("write out", path);
@@ -167,6 +166,13 @@ proto::result<file> create_zero_file(const fs::path& path, uint64_t size, const 
       return proto::error{proto::err_code::io, "zero-fill " + path.string() + ": abandoned"};
     if (step == fill_step::pause) std::this_thread::sleep_for(zero_fill_pause);
   }
+  return {};
+}
+
+proto::result<file> create_zero_file(const fs::path& path, uint64_t size, const fill_pace& pace) {
+  auto f = file::open(path, O_RDWR | O_CREAT | O_TRUNC);
+  if (!f) return f.err();
+  if (auto r = write_zeros(*f, 0, size, path, pace); !r) return r.err();
   if (auto r = f->sync(path); !r) return r.err();
   return std::move(*f);
 }

@@ -87,6 +87,10 @@ inline constexpr std::chrono::microseconds zero_fill_pause{1000};
 /// benchmarks.md, "Twelfth session"). Blocks: never on a CAF thread.
 proto::result<file> create_zero_file(const fs::path& path, uint64_t size,
                                      const fill_pace& pace = {});
+/// Zeros over bytes [from, to) of `f`, paced as create_zero_file's when `pace` is set (it is told
+/// the offset reached); not synced.
+proto::result<void> write_zeros(const file& f, uint64_t from, uint64_t to, const fs::path& path,
+                                const fill_pace& pace = {});
 
 /// An I/O error value: "<what> <path>: <strerror(errno)>".
 proto::error io_error(const std::string& what, const fs::path& path);

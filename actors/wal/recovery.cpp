@@ -225,11 +225,16 @@ struct scanner {
                       "zeros are left after its last batch (" +
                       (problem.empty() ? "it ends with one" : at(path, pos) + ": " + problem) +
                       "): acknowledged records may be lost. Refusing to start.");
-      if (problem.empty())
-        log.report.cut_short.push_back(cut + (pos < data.size()
-                                                  ? "; only space after its last batch was cut"
-                                                  : "; the next segment goes on from its last "
-                                                    "batch"));
+      if (problem.empty() && last) {
+        // Its zeros back, so that the batches written next do not end the file again (a
+        // restart would take that for a cut that took batches).
+        if (auto r = write_zeros(seg.f, data.size(), extent, path); !r) return r;
+        if (auto r = seg.f.sync(path); !r) return r;
+        log.report.cut_short.push_back(
+            cut + "; only space after its last batch was cut (zeros restored)");
+      } else if (problem.empty()) {
+        log.report.cut_short.push_back(cut + "; the next segment goes on from its last batch");
+      }
     }
     if (!problem.empty()) {
       if (!last)

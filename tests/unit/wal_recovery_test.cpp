@@ -361,12 +361,20 @@ TEST_CASE("a segment shorter than it was made starts when the cut took nothing w
     seg.batch({snapshot_section{}, extent_section{4096}}).batch({records(0, 1, 1, {"one"})});
     seg.zeros(100);  // of the 4096
     auto path = seg.write(d);
-    auto log = d.recover();
-    REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
-    CHECK(log->shards[0].last_lsn == 1);
-    REQUIRE(log->report.cut_short.size() == 1);
-    CHECK(contains(log->report.cut_short[0], path.string()));
-    CHECK(contains(log->report.cut_short[0], "only space after its last batch was cut"));
+    {
+      auto log = d.recover();
+      REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
+      CHECK(log->shards[0].last_lsn == 1);
+      REQUIRE(log->report.cut_short.size() == 1);
+      CHECK(contains(log->report.cut_short[0], path.string()));
+      CHECK(contains(log->report.cut_short[0], "only space after its last batch was cut"));
+    }
+    // Its zeros are back: batches written after the last one would not end the file, which the
+    // next start would take for a cut that took batches.
+    CHECK(fs::file_size(path) == 4096);
+    auto again = d.recover();
+    REQUIRE_MESSAGE(again, (again ? "" : again.err().message));
+    CHECK(again->report.cut_short.empty());
   }
   SUBCASE("an older segment whose last batch the next segment's chain goes on from") {
     data_dir d;
