@@ -257,6 +257,50 @@ TEST_CASE("a torn last batch is dropped on recovery and nothing before it is los
   REQUIRE(w.wait_durable(0, 10));
 }
 
+TEST_CASE("a last segment cut short in its zeros starts with a warning and every record; one "
+          "cut at the end of a batch stops the start") {
+  temp_dir tmp;
+  auto data = tmp.path() / "data";
+  server_process server(data, "[server]\nshards = 1\nsegment_mb = 1\n");
+  REQUIRE(server.start().empty());
+  {
+    peer w{server.connect()};
+    auto e = epochs(w.hello())[0];
+    for (uint64_t i = 1; i <= 10; ++i) {
+      w.append(0, e, i, {record("record-" + std::to_string(i) + "x")});
+      REQUIRE(w.wait_durable(0, i));
+    }
+  }
+  server.kill9();
+  // Where the last segment's batches end (records end in 'x', never a zero byte).
+  auto batches_end = [](const fs::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    std::vector<char> all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    size_t end = all.size();
+    while (end > 0 && all[end - 1] == 0)
+      --end;
+    return end;
+  };
+  auto last = segments(data).back();
+  auto made = fs::file_size(last);
+  fs::resize_file(last, batches_end(last) + 100);
+  REQUIRE(server.start().empty());
+  CHECK(server.log().find("a log segment is shorter than it was made") != std::string::npos);
+  CHECK(fs::file_size(last) == made);
+  {
+    peer w{server.connect()};
+    auto e = epochs(w.hello())[0];
+    auto recs = recover_all(w, 0, e);
+    REQUIRE(recs.size() == 10);
+    CHECK(recs[9] == record("record-10x"));
+  }
+  server.kill9();
+  fs::resize_file(last, batches_end(last));
+  auto err = server.start();
+  CHECK(err.find("cut short") != std::string::npos);
+  CHECK(err.find(last.string()) != std::string::npos);
+}
+
 TEST_CASE("damage before the tail stops the start with a clear message") {
   temp_dir tmp;
   auto data = tmp.path() / "data";
