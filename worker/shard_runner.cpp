@@ -727,13 +727,25 @@ json shard_runner::describe(const run_state& run) const {
   for (auto& [name, payload] : run.inbox)
     signals.push_back(json{{"name", name}, {"payload", json::parse(payload, nullptr, false)}});
   out["pending_signals"] = signals;
+  // The latest steps only: a run of a million steps would make an answer of megabytes, parsed
+  // value by value on the worker's loop thread.
+  std::vector<const run_state::op_result*> latest;
+  uint64_t omitted = 0;
+  for (auto it = run.journal.rbegin(); it != run.journal.rend(); ++it)
+    if (it->second.op != op_kind::step)
+      continue;
+    else if (latest.size() < describe_steps)
+      latest.push_back(&it->second);
+    else
+      ++omitted;
   json steps = json::array();
-  for (auto& [seq, op] : run.journal)
-    if (op.op == op_kind::step) {
-      json v = json::parse(op.value, nullptr, false);
-      steps.push_back(json{{"name", op.name}, {"ok", op.ok}, {op.ok ? "value" : "error", v}});
-    }
+  for (auto it = latest.rbegin(); it != latest.rend(); ++it) {
+    auto& op = **it;
+    json v = json::parse(op.value, nullptr, false);
+    steps.push_back(json{{"name", op.name}, {"ok", op.ok}, {op.ok ? "value" : "error", v}});
+  }
   out["steps"] = steps;
+  if (omitted > 0) out["steps_omitted"] = omitted;
   return out;
 }
 

@@ -48,6 +48,10 @@ struct step_durable {
   uint64_t epoch;                       ///< the lease it became durable under
 };
 
+/// A `describe` lists a running run's latest steps, this many at most (`steps_omitted` counts
+/// the earlier ones).
+inline constexpr size_t describe_steps = 100;
+
 struct runner_settings {
   uint32_t shard_count = 1;
   /// A checkpoint is written once this many records were appended since the last one.

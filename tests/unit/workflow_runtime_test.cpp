@@ -921,6 +921,29 @@ TEST_CASE("a workflow looping over steps parks once max_records_ahead of the sha
   CHECK(t.runner->quiet());
 }
 
+TEST_CASE(
+    "describe lists a running run's latest 100 steps, in order, and counts the earlier ones") {
+  rig t;
+  t.bound_records(160);
+  t.start_loop(1, "l", 1000);
+  REQUIRE(t.b.of("l", "loop") == 159);  // its start and 159 steps, then it parks
+  t.call(2, "describe", {{"id", "l"}});
+  auto d = t.answer(2);
+  REQUIRE(d["steps"].size() == describe_steps);
+  CHECK(d["steps"][0]["name"] == "s59");
+  CHECK(d["steps"][99]["name"] == "s158");
+  CHECK(d["steps"][99]["value"] == 159);
+  CHECK(d["steps_omitted"] == 59);
+  CHECK(d["operations"] == 159);
+  rig small;
+  small.bound_records(4);  // 3 steps, then it parks
+  small.start_loop(1, "short", 10);
+  small.call(2, "describe", {{"id", "short"}});
+  auto few = small.answer(2);
+  CHECK(few["steps"].size() == 3);
+  CHECK_FALSE(few.contains("steps_omitted"));
+}
+
 TEST_CASE("a step parked for the backlog does not run once its shard is leaving, nor keeps the "
           "shard from being quiet: the next holder runs it") {
   rig t;
