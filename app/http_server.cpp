@@ -23,6 +23,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "app/hangup_watch.hpp"
 #include "logging/warning_limiter.hpp"
 #include "tls/acceptor.hpp"
 #include "tls/terminator.hpp"
@@ -47,6 +48,11 @@ struct pending_reply {
   std::optional<http_reply> reply;
   bool suspended = false;
   bool gone = false;  // the request ended (client gone, server stopping)
+  int fd = -1;        // the connection's socket, while suspended and watched for a hang-up
+  std::atomic<uint64_t> watch_token{0};  // its hangup_watch token; 0: not watched
+  /// Answers with `r` now (under mu, while suspended): no longer watched (before libmicrohttpd
+  /// may close the socket), then resumed.
+  void resume_with(http_reply r);
 };
 
 struct http_server::impl {
@@ -88,7 +94,29 @@ struct http_server::impl {
   // end of each connection (MHD_add_connection).
   std::unique_ptr<tls::terminator> tls;
   std::unique_ptr<tls::acceptor> tls_acceptor;
+  /// The async server's suspended connections, watched for their clients closing: such a request
+  /// is answered at once (to nobody), so that its connection closes (after `open` and `mu`: it
+  /// goes first, its thread using them).
+  std::unique_ptr<hangup_watch> watch;
+  std::atomic<uint64_t> hangups{0};  ///< requests whose client closed while they waited
+  void on_hangup(uint64_t token) {
+    std::shared_ptr<pending_reply> p;
+    {
+      std::lock_guard lock(mu);
+      for (auto& q : open)
+        if (q->watch_token == token) p = q;
+    }
+    if (!p) return;
+    std::lock_guard lock(p->mu);
+    if (!p->suspended || p->gone || p->watch_token != token) return;
+    hangups.fetch_add(1, std::memory_order_relaxed);
+    spdlog::debug("HTTP {}: a client closed its connection while its request waited", listener());
+    p->resume_with(
+        http_reply{499, "application/json",
+                   proto::json_error("the client closed the connection", "client_gone") + "\n"});
+  }
   ~impl() {
+    watch.reset();         // its thread resumes nothing from here on
     tls_acceptor.reset();  // no new connections; the terminator stays until the 503s are out
     if (!daemon) return;
     std::set<std::shared_ptr<pending_reply>> left;
@@ -99,11 +127,7 @@ struct http_server::impl {
     }
     for (auto& p : left) {
       std::lock_guard lock(p->mu);
-      if (p->suspended && !p->gone) {
-        p->reply = stopping_reply();
-        p->suspended = false;
-        MHD_resume_connection(p->conn);
-      }
+      if (p->suspended && !p->gone) p->resume_with(stopping_reply());
     }
     // Give the polling thread up to 2 s to send those 503s before the daemon closes everything.
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
@@ -125,14 +149,20 @@ struct http_server::impl {
   }
 };
 
+void pending_reply::resume_with(http_reply r) {
+  if (auto token = watch_token.exchange(0); token != 0 && server->watch) server->watch->remove(fd);
+  reply = std::move(r);
+  suspended = false;
+  MHD_resume_connection(conn);
+}
+
 void http_responder::operator()(http_reply r) const {
   std::lock_guard lock(p_->mu);
   if (p_->gone || p_->reply) return;
-  p_->reply = std::move(r);
-  if (p_->suspended) {
-    p_->suspended = false;
-    MHD_resume_connection(p_->conn);
-  }
+  if (p_->suspended)
+    p_->resume_with(std::move(r));
+  else
+    p_->reply = std::move(r);
 }
 
 namespace {
@@ -230,6 +260,11 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
       return respond(conn, stopping_reply());
   }
   st->pending->suspended = true;
+  if (self->watch)  // (its hang-up is handled once this returns: under the lock held here)
+    if (auto* info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD)) {
+      st->pending->fd = info->connect_fd;
+      st->pending->watch_token = self->watch->add(info->connect_fd);
+    }
   MHD_suspend_connection(conn);
   return MHD_YES;
 }
@@ -417,6 +452,8 @@ std::unique_ptr<http_server> http_server::start_async(const std::string& host, u
   auto s = make(std::move(o));
   auto* im = s->impl_.get();
   im->ah = std::move(h);
+  im->watch = hangup_watch::start([im](uint64_t token) { im->on_hangup(token); }, err);
+  if (!im->watch) return nullptr;
   if (!tls) im->at_limit = "new ones wait in the kernel's accept queue until one closes";
   return start_daemon(std::move(s), im, host, port, MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, err,
                       std::move(tls));
@@ -443,6 +480,10 @@ uint32_t http_server::connections_open() const {
 uint64_t http_server::connections_refused() const {
   return impl_->connections_refused.load(std::memory_order_relaxed) +
          (impl_->tls ? impl_->tls->refused() : 0);
+}
+
+uint64_t http_server::clients_gone() const {
+  return impl_->hangups.load(std::memory_order_relaxed);
 }
 
 const tls::terminator* http_server::tls() const {

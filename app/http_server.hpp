@@ -99,6 +99,9 @@ public:
   uint32_t connections_open() const;
   /// Connections closed as they came because max_connections were open.
   uint64_t connections_refused() const;
+  /// Async requests whose client closed its connection while they waited (each answered at
+  /// once, to nobody, so that its connection closes).
+  uint64_t clients_gone() const;
 
   struct impl;
 

@@ -8,6 +8,9 @@
 #include <thread>
 
 #include <curl/curl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "app/browser_origin.hpp"
 #include "app/host_allow_list.hpp"
@@ -167,7 +170,7 @@ struct holding_server {
   std::condition_variable cv;
   std::optional<http_responder> waiting;
   std::unique_ptr<http_server> srv;
-  holding_server() {
+  explicit holding_server(http_server::options o = {}) {
     std::string err;
     srv = http_server::start_async(
         "127.0.0.1", 0,
@@ -176,15 +179,19 @@ struct holding_server {
           waiting.emplace(std::move(r));
           cv.notify_all();
         },
-        &err);
+        &err, std::move(o));
     REQUIRE_MESSAGE(srv, err);
+  }
+  /// Waits until the handler holds a request.
+  void held() {
+    std::unique_lock lock(mu);
+    REQUIRE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return waiting.has_value(); }));
   }
   /// Sends a GET and waits until the handler holds it; the future is its {status, body}.
   std::future<std::pair<long, std::string>> request_held() {
     auto answer = std::async(
         std::launch::async, [port = srv->port()] { return test::http_request("GET", port, "/x"); });
-    std::unique_lock lock(mu);
-    REQUIRE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return waiting.has_value(); }));
+    held();
     return answer;
   }
 };
@@ -198,6 +205,36 @@ TEST_CASE("an async HTTP request waits suspended until it is answered from anoth
   CHECK(status == 200);
   CHECK(body == "{\"late\":true}");
   (*h.waiting)(http_reply{500, "application/json", "{}"});  // a second answer is ignored
+}
+
+TEST_CASE("a client that closes its connection while its request waits frees the connection at "
+          "once, and the answer that comes later goes nowhere") {
+  http_server::options o;
+  o.max_connections = 1;
+  holding_server h(std::move(o));
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(h.srv->port());
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  std::string request = "GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  REQUIRE(::send(fd, request.data(), request.size(), 0) == ssize_t(request.size()));
+  h.held();
+  auto gave_up = std::move(*h.waiting);
+  h.waiting.reset();
+  ::close(fd);  // the client gives up
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (h.srv->connections_open() > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  CHECK(h.srv->connections_open() == 0);
+  CHECK(h.srv->clients_gone() == 1);
+  // The one connection the server allows serves the next client.
+  auto answer = h.request_held();
+  (*h.waiting)(http_reply{200, "application/json", "{}"});
+  CHECK(answer.get().first == 200);
+  gave_up(http_reply{200, "application/json", "{\"late\":true}"});  // nobody to send it to
+  CHECK(h.srv->clients_gone() == 1);
 }
 
 TEST_CASE("stopping the async HTTP server answers the requests still waiting with 503") {
