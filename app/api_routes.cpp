@@ -118,9 +118,29 @@ api_route route_api_request(const http_exchange& ex) {
   if (seg.size() == 4 && seg[3] == "cancel") {
     if (auto bad = unknown_argument(ex, "")) return refuse(400, *bad);
     if (!check("workflow id", id)) return refuse(400, err);
+    // Empty, or {"reason": "..."}: anything else is more likely a start of a workflow whose id
+    // is `cancel` (with its input) than a cancel of the workflow whose id is the type.
+    std::string reason;
+    if (ex.body.find_first_not_of(" \t\r\n") != std::string::npos) {
+      simdjson::dom::parser parser;
+      simdjson::padded_string padded(ex.body);
+      simdjson::dom::object fields;
+      std::string_view text;
+      bool ok = parser.parse(padded).get(fields) == simdjson::SUCCESS;
+      if (ok)
+        for (auto field : fields)
+          ok = ok && field.key == "reason" && field.value.get(text) == simdjson::SUCCESS;
+      if (!ok)
+        return refuse(400, "the body of POST " + ex.path +
+                               " is empty or {\"reason\": \"...\"} (it cancels workflow '" + id +
+                               "'; a workflow whose id is `cancel` is started with `fusee start`, "
+                               "not over HTTP)");
+      reason = std::string{text};
+    }
     r.method = "cancel";
     r.workflow = id;
-    r.args = "{\"id\":" + proto::json_quote(id) + "}";
+    r.args = "{\"id\":" + proto::json_quote(id) +
+             (reason.empty() ? "" : ",\"reason\":" + proto::json_quote(reason)) + "}";
     return api_route{r, std::nullopt};
   }
   if (seg.size() == 5 && seg[3] == "signals") {

@@ -281,6 +281,31 @@ void on_completed(void* cls, MHD_Connection*, void** con_cls, MHD_RequestTermina
   *con_cls = nullptr;
 }
 
+/// libmicrohttpd's unescaping of the path and query values (%XX), except that %00 becomes
+/// 0x7F: a NUL would end the C string the handler is given, so `a%00b` was read as `a` (another
+/// workflow's id). As DEL it is a control character, which no id, name or number takes.
+size_t unescape(void*, MHD_Connection*, char* s) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  char* out = s;
+  for (char* in = s; *in != '\0'; ++in) {
+    int hi = -1, lo = -1;
+    if (*in == '%' && (hi = hex(in[1])) >= 0 && (lo = hex(in[2])) >= 0) {
+      char c = static_cast<char>(hi * 16 + lo);
+      *out++ = c == '\0' ? '\x7f' : c;
+      in += 2;
+    } else {
+      *out++ = *in;
+    }
+  }
+  *out = '\0';
+  return static_cast<size_t>(out - s);
+}
+
 sockaddr_in ipv4(const std::string& host, uint16_t port, std::string* err) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -405,7 +430,8 @@ std::unique_ptr<http_server> start_daemon(std::unique_ptr<http_server> s, http_s
                                &log_mhd, im, MHD_OPTION_NOTIFY_CONNECTION, &on_connection, im,
                                MHD_OPTION_NOTIFY_COMPLETED, &on_completed, im,
                                MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_CONNECTION_LIMIT,
-                               behind_terminator_limit(im->max_connections), MHD_OPTION_END);
+                               behind_terminator_limit(im->max_connections),
+                               MHD_OPTION_UNESCAPE_CALLBACK, &unescape, nullptr, MHD_OPTION_END);
     im->daemon = d;
     if (d == nullptr) {
       *err = "cannot start the HTTP server for " + host + ":" + std::to_string(port);
@@ -419,7 +445,8 @@ std::unique_ptr<http_server> start_daemon(std::unique_ptr<http_server> s, http_s
       &on_request, im, MHD_OPTION_EXTERNAL_LOGGER, &log_mhd, im, MHD_OPTION_SOCK_ADDR, &addr,
       MHD_OPTION_NOTIFY_CONNECTION, &on_connection, im, MHD_OPTION_NOTIFY_COMPLETED, &on_completed,
       im, MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_CONNECTION_LIMIT,
-      static_cast<unsigned>(im->max_connections), MHD_OPTION_END);
+      static_cast<unsigned>(im->max_connections), MHD_OPTION_UNESCAPE_CALLBACK, &unescape, nullptr,
+      MHD_OPTION_END);
   return finish_start(std::move(s), d, host, port, err, im);
 }
 }  // namespace

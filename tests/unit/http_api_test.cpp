@@ -68,6 +68,22 @@ TEST_CASE("each HTTP API route becomes the CALL of its method with the arguments
   REQUIRE(cancel.call);
   CHECK(cancel.call->method == "cancel");
   CHECK(cancel.call->args == R"({"id":"order-1"})");
+  auto reasoned =
+      route_api_request(ex("POST", "/v1/workflows/order-1/cancel", R"({"reason":"dup"})"));
+  REQUIRE(reasoned.call);
+  CHECK(reasoned.call->args == R"({"id":"order-1","reason":"dup"})");
+  CHECK(route_api_request(ex("POST", "/v1/workflows/order-1/cancel", "{}")).call);
+}
+
+TEST_CASE("a cancel's body other than {\"reason\"} is refused: it reads as a start of a workflow "
+          "whose id is `cancel`, which would cancel the run named like its type") {
+  for (std::string body : {R"({"amount":4})", "3", "not json", R"({"reason":7})"}) {
+    CAPTURE(body);
+    auto r = route_api_request(ex("POST", "/v1/workflows/checkout/cancel", body));
+    REQUIRE(r.refusal);
+    CHECK(r.refusal->status == 400);
+    CHECK(r.refusal->body.find("fusee start") != std::string::npos);
+  }
 }
 
 TEST_CASE("bad HTTP API requests are refused with a fitting status and code before any call") {
@@ -205,6 +221,37 @@ TEST_CASE("an async HTTP request waits suspended until it is answered from anoth
   CHECK(status == 200);
   CHECK(body == "{\"late\":true}");
   (*h.waiting)(http_reply{500, "application/json", "{}"});  // a second answer is ignored
+}
+
+TEST_CASE("%00 in a path or query value reaches the handler as a control character (0x7F), not "
+          "as the end of the text, and other escapes are decoded as ever") {
+  std::mutex mu;
+  http_exchange seen;
+  std::string err;
+  auto srv = http_server::start(
+      "127.0.0.1", 0,
+      [&](const http_exchange& ex) {
+        std::lock_guard lock(mu);
+        seen = ex;
+        return http_reply{200, "application/json", "{}"};
+      },
+      &err);
+  REQUIRE_MESSAGE(srv, err);
+  CHECK(test::http_request("GET", srv->port(), "/v1/a%00b%2Fc?wait_ms=5%00junk&x=%41%zz").first ==
+        200);
+  std::lock_guard lock(mu);
+  CHECK(seen.path == std::string{"/v1/a\x7f"} + "b/c");
+  CHECK(seen.query["wait_ms"] == std::string{"5\x7f"} + "junk");
+  CHECK(seen.query["x"] == "A%zz");  // an escape that is none stays as it is
+  // The routes refuse such an id as they refuse any control character.
+  auto routed = route_api_request(ex("GET", std::string{"/v1/workflows/a\x7f"} + "b"));
+  REQUIRE(routed.refusal);
+  CHECK(routed.refusal->status == 400);
+  CHECK(routed.refusal->body.find("control characters") != std::string::npos);
+  auto waited = route_api_request(
+      ex("GET", "/v1/workflows/a", "", {{"wait_ms", std::string{"5\x7f"} + "junk"}}));
+  REQUIRE(waited.refusal);
+  CHECK(waited.refusal->status == 400);
 }
 
 TEST_CASE("a client that closes its connection while its request waits frees the connection at "
