@@ -138,6 +138,7 @@ int run_handler(const handler_config& cfg) {
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGHUP);  // a reload, as the server's: it stops nothing
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   worker::registry types;
   add_demo_workflows(types);
@@ -195,7 +196,9 @@ int run_handler(const handler_config& cfg) {
     }
   }
   int sig = 0;
-  sigwait(&stop, &sig);
+  while (sigwait(&stop, &sig) == 0 && sig == SIGHUP)
+    std::fprintf(stderr, "fusee handler: SIGHUP: the token file is read again at each connection "
+                         "to the server; nothing else to reload\n");
   remove_ready_file(cfg.ready_file);
   return 0;
 }

@@ -31,10 +31,15 @@ int run_worker(const worker_command& cfg) {
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGUSR2);  // sent by this function when the runtime ends on its own
+  sigaddset(&stop, SIGHUP);   // a reload, as the server's: it stops nothing
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   std::thread waiter([&] {
     int sig = 0;
-    sigwait(&stop, &sig);
+    while (sigwait(&stop, &sig) == 0 && sig == SIGHUP)
+      std::fprintf(stderr,
+                   "%s: SIGHUP: the token file is read again at each connection; nothing else "
+                   "to reload\n",
+                   cfg.name.c_str());
     if (sig != SIGUSR2) std::fprintf(stderr, "%s: signal %d, stopping\n", cfg.name.c_str(), sig);
     rt.stop();
   });

@@ -1,5 +1,7 @@
 #include "client/connection.hpp"
 
+#include "client/secret_file.hpp"
+
 #include "tls/tunnel.hpp"
 
 #include <algorithm>
@@ -96,7 +98,10 @@ proto::result<connection> connection::open(const std::string& host, uint16_t por
     ::fcntl(c->fd_, F_SETFL, ::fcntl(c->fd_, F_GETFL) | O_NONBLOCK);
   }
   if (!sec.token.empty()) {
-    auto proven = authenticate(*c, sec.token, timeout, c->binding_);
+    auto now = sec.token_file.empty() ? proto::result<std::string>{sec.token}
+                                      : read_secret_file(sec.token_file, "token file");
+    auto proven = authenticate(*c, now ? *now : sec.token, timeout, c->binding_);
+    if (now) proto::wipe(*now);
     if (!proven) return proven.err();
   }
   return c;

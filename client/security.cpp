@@ -24,6 +24,7 @@ proto::result<security> resolve(security_flags f) {
     auto t = read_secret_file(f.token_file, "token file");
     if (!t) return t.err();
     s.token = std::move(*t);
+    s.token_file = f.token_file;
   }
   return s;
 }

@@ -13,6 +13,10 @@ namespace fusee::client {
 struct security {
   tls::client_files tls;  ///< none enabled(): plain TCP
   std::string token;      ///< proven with AUTH after TLS; empty: none. Never logged.
+  /// The file `token` was read from, if any: every connection reads it again, so a token file
+  /// replaced in place (a rotation) is proven from the next connection on, without a restart.
+  /// Unreadable then (mid-replace), the token read before is proven.
+  std::string token_file;
   ~security() { proto::wipe(token); }
 };
 

@@ -10,8 +10,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "client/security.hpp"
 #include "raw_socket.hpp"
 #include "server_process.hpp"
+#include "worker_process.hpp"
 
 using namespace fusee;
 using namespace std::chrono_literals;
@@ -343,6 +345,34 @@ TEST_CASE("SIGHUP rereads the token files and connections already proven keep wo
         std::string::npos);
   auto still = f.server.connect();
   CHECK(client::authenticate(still, read_secret, 5s));
+}
+
+TEST_CASE("a token file replaced in place is proven from a client's next connection on, and "
+          "SIGHUP stops no worker") {
+  fixture f;
+  // A worker given SIGHUP (a reload, as everywhere) keeps its shards and stops on SIGTERM.
+  test::worker_process w(f.server.port(), "w",
+                         {"--token-file", (f.files / "worker.token").string()});
+  REQUIRE(w.logged("holding 4 shard(s)"));
+  ::kill(w.pid, SIGHUP);
+  REQUIRE(w.logged("SIGHUP: the token file is read again at each connection"));
+  CHECK(w.terminate() == 0);
+  // A client's security, resolved once, reads its file again at each connection (the server's
+  // and the client's file are one here).
+  client::security_flags flags;
+  flags.token_file = (f.files / "client.token").string();
+  auto sec = client::resolve(flags);
+  REQUIRE(sec);
+  REQUIRE(client::connection::open("127.0.0.1", f.server.port(), *sec, 5s));
+  const std::string rotated = "c-rotated-fedcba9876543210fedcba98";
+  write_file(f.files / "client.token", rotated);
+  ::kill(f.server.pid(), SIGHUP);
+  bool accepted = false;  // once the server reloaded
+  for (int i = 0; i < 100 && !accepted; ++i) {
+    accepted = bool(client::connection::open("127.0.0.1", f.server.port(), *sec, 5s));
+    if (!accepted) std::this_thread::sleep_for(20ms);
+  }
+  CHECK(accepted);
 }
 
 TEST_CASE("the HTTP API and the admin server take bearer tokens of the same scopes") {
