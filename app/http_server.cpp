@@ -340,6 +340,11 @@ namespace {
 /// socketpair ends it is given and says so ("Setting TCP_NODELAY ... failed", "Failed to push
 /// the data"); there those are noise.
 void log_mhd(void* cls, const char* fmt, va_list ap) {
+  // A failed start reads errno after this (finish_start): logging must not change it.
+  struct keep_errno {
+    int saved = errno;
+    ~keep_errno() { errno = saved; }
+  } keep;
   auto* im = static_cast<http_server::impl*>(cls);
   char line[512];
   std::vsnprintf(line, sizeof(line), fmt, ap);
@@ -422,6 +427,7 @@ std::unique_ptr<http_server> start_daemon(std::unique_ptr<http_server> s, http_s
   auto addr = ipv4(host, port, err);
   if (addr.sin_family == 0) return nullptr;
   im->host = host;
+  im->port_out = port;  // the bound one once bound: MHD's messages before name the asked one
   im->behind_terminator = tls != nullptr;
   if (tls) {
     auto* d = MHD_start_daemon(flags | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |

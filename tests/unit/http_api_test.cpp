@@ -254,6 +254,18 @@ TEST_CASE("%00 in a path or query value reaches the handler as a control charact
   CHECK(waited.refusal->status == 400);
 }
 
+TEST_CASE("an HTTP server whose port is taken says so (libmicrohttpd's own message does not "
+          "change the reason)") {
+  auto ok = [](const http_exchange&) { return http_reply{200, "application/json", "{}"}; };
+  std::string err;
+  auto first = http_server::start("127.0.0.1", 0, ok, &err);
+  REQUIRE_MESSAGE(first, err);
+  auto second = http_server::start("127.0.0.1", first->port(), ok, &err);
+  CHECK_FALSE(second);
+  CHECK_MESSAGE(err.find("Address already in use") != std::string::npos, err);
+  CHECK_MESSAGE(err.find(":" + std::to_string(first->port()) + ":") != std::string::npos, err);
+}
+
 TEST_CASE("a client that closes its connection while its request waits frees the connection at "
           "once, and the answer that comes later goes nowhere") {
   http_server::options o;
