@@ -2,6 +2,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <future>
 #include <thread>
 
 #include <unistd.h>
@@ -119,14 +120,31 @@ int run_inspect(const inspect_command& cmd) {
   }
   cli_config cfg;
   caf::actor_system sys{cfg};
-  auto insp = sys.middleman().remote_actor<server::inspector_actor>(at->host, at->port);
+  // CAF's connect and handshake have no time-out of their own: a port that takes the connection
+  // and answers nothing would hold the command for ever.
+  auto connecting = std::async(std::launch::async, [&] {
+    return sys.middleman().remote_actor<server::inspector_actor>(at->host, at->port);
+  });
+  auto limit = std::chrono::milliseconds(q->deadline_ms + 5000);  // as a request's, below
+  if (connecting.wait_for(limit) != std::future_status::ready) {
+    std::fprintf(stderr,
+                 "fusee inspect: cannot reach the inspector at %s: no handshake within %llu ms "
+                 "(the port took the connection and answered nothing: is this the node's "
+                 "inspect_listen port, inspect= in its ready file?)\n",
+                 cmd.node.c_str(), static_cast<unsigned long long>(limit.count()));
+    std::fflush(stderr);
+    std::_Exit(1);  // the connect still waits inside CAF, which would not let the system stop
+  }
+  auto insp = connecting.get();
   if (!insp) {
-    // A node's inspector closes connections over its limit before CAF's handshake.
+    // A node's inspector closes connections over its limits before CAF's handshake.
     auto hint =
         insp.error() == caf::sec::disconnect_during_handshake
-            ? "the port took the connection and closed it: is the node's inspector at its " +
+            ? "the port took the connection and closed it: is the node's inspector at its "
+              "limits (" +
                   std::to_string(server::inspect_connections) +
-                  " connections (its log says so)? Or is this not a fusee inspector?"
+                  " connections, 8 per address still in their handshake; its log says which)? Or "
+                  "is this not the node's inspect_listen port (inspect= in its ready file)?"
             : "is a node running there with server.inspect_listen = \"" + cmd.node + "\"?";
     std::fprintf(stderr, "fusee inspect: cannot reach the inspector at %s: %s (%s)\n",
                  cmd.node.c_str(), sys.render(insp.error()).c_str(), hint.c_str());
