@@ -187,6 +187,13 @@ int run_load(const scenario& s, const run_options& options) {
     for (auto& t : fleet_threads)
       if (t.joinable()) t.join();
   };
+  // What the workers said last (not printed: reconnects are part of chaos, not news), for a
+  // connect that does not happen.
+  struct last_said {
+    std::mutex mu;
+    std::string line;
+  };
+  auto said = std::make_shared<last_said>();
   if (s.workers > 0) {
     uint32_t threads = std::min(s.worker_threads, s.workers);
     std::vector<std::vector<worker::worker_options>> per(threads);
@@ -197,7 +204,10 @@ int run_load(const scenario& s, const run_options& options) {
       wo.max_shards = s.max_shards;
       wo.security = s.security;
       wo.runner.on_step_durable = on_step_durable;
-      wo.log = [](const std::string&) {};  // reconnects are part of chaos, not news
+      wo.log = [said](const std::string& line) {
+        std::lock_guard lock(said->mu);
+        said->line = line;
+      };
       per[w % threads].push_back(std::move(wo));
     }
     for (auto& p : per) {
@@ -212,11 +222,25 @@ int run_load(const scenario& s, const run_options& options) {
     return n;
   };
   auto connect_started = clock_type::now();
+  auto last_said_line = [&] {
+    std::lock_guard lock(said->mu);
+    return said->line;
+  };
+  bool told = false;  // a slow connect is said once, after 5 s, with what the workers say
   while (workers_connected() < s.workers) {
+    if (!told && clock_type::now() - connect_started > std::chrono::seconds(5)) {
+      told = true;
+      std::fprintf(
+          stderr, "fusee load: %zu of %u workers connected after 5 s (waiting up to 60 s)%s\n",
+          workers_connected(), s.workers,
+          last_said_line().empty() ? "" : ("; a worker said last: " + last_said_line()).c_str());
+    }
     if (clock_type::now() - connect_started > std::chrono::seconds(60)) {
       stop_workers();
+      auto last = last_said_line();
       return refuse("only " + std::to_string(workers_connected()) + " of " +
                     std::to_string(s.workers) + " workers connected within 60 s" +
+                    (last.empty() ? "" : "; a worker said last: " + last) +
                     (local ? "; the server's log:\n" + local->log_tail() : ""));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // awaiting the connections

@@ -51,6 +51,8 @@ void fleet::connect(slot& w) {
   ev.events = EPOLLIN;
   ev.data.ptr = &w;
   if (!ok || ::epoll_ctl(epoll_, EPOLL_CTL_ADD, w.s->fd(), &ev) != 0) {
+    if (!ok && w.options.log)  // (the session says the rest: a refused HELLO, a lost lease)
+      w.options.log(w.options.name + ": " + ok.err().message);
     failed(w);
     return;
   }
