@@ -59,10 +59,15 @@ int run_client_command(const client_command& cmd) {
     std::fprintf(stderr, "%s %s: not JSON: %s\n", tool, cmd.method.c_str(), cmd.json_arg.c_str());
     return 2;
   }
+  // Exit 1 for a refusal (the workflow's, or of the token or certificate: retrying will not
+  // change it), 2 for no answer (a retry may get one).
+  auto exit_of = [](const proto::error& e) {
+    return e.code == proto::err_code::unauthorized ? 1 : 2;
+  };
   auto c = worker::workflow_client::connect(cmd.server, "fusee-" + cmd.method, cmd.security);
   if (!c) {
     std::fprintf(stderr, "%s %s: %s\n", tool, cmd.method.c_str(), c.err().message.c_str());
-    return 2;
+    return exit_of(c.err());
   }
   proto::result<worker::call_answer> r = proto::error{proto::err_code::bad_body, "no method"};
   if (cmd.method == "start")
@@ -77,7 +82,7 @@ int run_client_command(const client_command& cmd) {
     r = c->cancel(cmd.id, cmd.park_ms);
   if (!r) {
     std::fprintf(stderr, "%s %s: %s\n", tool, cmd.method.c_str(), r.err().message.c_str());
-    return 2;
+    return exit_of(r.err());
   }
   std::printf("%s\n", r->body.dump().c_str());
   if (r->ok()) return 0;

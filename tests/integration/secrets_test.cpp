@@ -46,8 +46,9 @@ TEST_CASE("no secret appears in any output of a scripted session") {
       0);
   run({"result", "s1", "--wait-ms", "20000", "--server", listen, "--token-file", at("read.token")},
       0);
-  run({"start", "steps", "s2", "null", "--server", listen, "--token-file", at("read.token")}, 2);
-  run({"start", "steps", "s3", "null", "--server", listen, "--token-file", at("wrong.token")}, 2);
+  // Refused for the token: exit 1, as any refusal (2 is for no answer).
+  run({"start", "steps", "s2", "null", "--server", listen, "--token-file", at("read.token")}, 1);
+  run({"start", "steps", "s3", "null", "--server", listen, "--token-file", at("wrong.token")}, 1);
   run({"inspect", "--node", "127.0.0.1:" + std::to_string(server.inspect_port())}, 0);
   auto bearer = [&](const std::string& scope) {
     return std::vector<std::string>{"Authorization: Bearer " +
