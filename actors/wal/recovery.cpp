@@ -280,16 +280,20 @@ proto::result<recovered_log> recover(const wal_options& opts) {
   checkpoint_store checkpoints{opts.dir / "checkpoints"};
   std::error_code ec;
   bool new_dir = !fs::exists(opts.dir, ec);
+  // A data dir the log creates is the owner's only (an existing one keeps the operator's mode),
+  // and so are wal/ and checkpoints/ whenever the log creates them (`mkdir -p data`, systemd's
+  // StateDirectory= make the data dir first): their names say which shards hold records.
+  std::vector<fs::path> made;
+  if (new_dir) made.push_back(opts.dir);
+  for (auto& d : {wal_dir, opts.dir / "checkpoints"})
+    if (!fs::exists(d, ec)) made.push_back(d);
   fs::create_directories(wal_dir, ec);
   if (!ec) fs::create_directories(opts.dir / "checkpoints", ec);
   if (ec) return refuse("cannot create " + wal_dir.string() + ": " + ec.message());
-  // A data dir the log creates is the owner's only, and so are wal/ and checkpoints/ in it (an
-  // existing one keeps the operator's mode).
-  if (new_dir)
-    for (auto& d : {opts.dir, wal_dir, opts.dir / "checkpoints"}) {
-      fs::permissions(d, fs::perms::owner_all, fs::perm_options::replace, ec);
-      if (ec) return refuse("cannot restrict " + d.string() + " to its owner: " + ec.message());
-    }
+  for (auto& d : made) {
+    fs::permissions(d, fs::perms::owner_all, fs::perm_options::replace, ec);
+    if (ec) return refuse("cannot restrict " + d.string() + " to its owner: " + ec.message());
+  }
   // The data dir's own entry made durable too (wal/ and checkpoints/: the meta file's sync). Only
   // the last level of a new path is covered; its parents are the operator's.
   if (new_dir) {

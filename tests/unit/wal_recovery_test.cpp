@@ -650,3 +650,18 @@ TEST_CASE("a data dir the log creates, the folders in it and the files it create
     }
   CHECK(files > 0);  // the lock file and the meta file at least
 }
+
+TEST_CASE("in a data dir made before the log (mkdir -p, systemd's StateDirectory=), the folders "
+          "the log creates are its owner's only and the data dir keeps its mode") {
+  temp_dir tmp;
+  auto dir = tmp.path / "made";
+  fs::create_directories(dir);
+  auto open = fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+              fs::perms::others_read | fs::perms::others_exec;
+  fs::permissions(dir, open, fs::perm_options::replace);
+  auto log = wal::recover(wal_options{dir, 4});
+  REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
+  CHECK((fs::status(dir).permissions() & fs::perms::all) == open);
+  for (auto& d : {dir / "wal", dir / "checkpoints"})
+    CHECK_MESSAGE((fs::status(d).permissions() & fs::perms::all) == fs::perms::owner_all, d);
+}
