@@ -751,8 +751,9 @@ void withhold(self_ptr self, withheld_shards w) {
   if (w != st.withheld && !w.parts.empty())
     spdlog::info("shards withheld count={} first_reason={}", st.withheld_count,
                  logging::quoted(w.parts.front().why));
-  else if (w != st.withheld && !st.withheld.parts.empty())  // (not at start: none were)
-    spdlog::info("no shard withheld any more");
+  else if (w != st.withheld)  // (at start too: the start's hold, until every node was heard)
+    spdlog::info("no shard withheld any more last_reason={}",
+                 logging::quoted(st.withheld.parts.front().why));
   st.withheld = std::move(w);
   for (auto i = st.parked_calls.begin(); i != st.parked_calls.end();) {
     auto* part = conflict_of(st, i->first);

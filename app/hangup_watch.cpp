@@ -54,20 +54,28 @@ std::unique_ptr<hangup_watch> hangup_watch::start(on_hangup f, std::string* err)
   return std::unique_ptr<hangup_watch>{new hangup_watch(std::move(s))};
 }
 
-hangup_watch::~hangup_watch() {
+void hangup_watch::stop() {
+  if (!st_->thread.joinable()) return;
   uint64_t one = 1;
   (void)!::write(st_->stop_fd, &one, sizeof(one));
   st_->thread.join();
+}
+
+hangup_watch::~hangup_watch() {
+  stop();
   ::close(st_->epoll_fd);
   ::close(st_->stop_fd);
 }
 
-uint64_t hangup_watch::add(int fd) {
+uint64_t hangup_watch::next_token() {
+  return st_->next_token.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool hangup_watch::add(int fd, uint64_t token) {
   epoll_event ev{};
   ev.events = EPOLLRDHUP | EPOLLONESHOT;  // (EPOLLHUP and EPOLLERR come unasked)
-  ev.data.u64 = st_->next_token.fetch_add(1, std::memory_order_relaxed);
-  if (::epoll_ctl(st_->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) return 0;
-  return ev.data.u64;
+  ev.data.u64 = token;
+  return ::epoll_ctl(st_->epoll_fd, EPOLL_CTL_ADD, fd, &ev) == 0;
 }
 
 void hangup_watch::remove(int fd) {

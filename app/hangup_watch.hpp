@@ -17,14 +17,19 @@ public:
   using on_hangup = std::function<void(uint64_t token)>;
   /// Starts the thread; nullptr and `*err` if the epoll set cannot be made.
   static std::unique_ptr<hangup_watch> start(on_hangup f, std::string* err);
-  /// Stops the thread (waits for a call of on_hangup going on).
-  ~hangup_watch();
+  ~hangup_watch();  ///< stop() first
   hangup_watch(const hangup_watch&) = delete;
   hangup_watch& operator=(const hangup_watch&) = delete;
 
-  /// Watches `fd` once (one hang-up, then nothing): its token, 0 if it cannot be watched. The
-  /// caller removes it before the socket can be closed.
-  uint64_t add(int fd);
+  /// Stops the thread (waits for a call of on_hangup going on); add() and remove() stay harmless
+  /// until the watch is destroyed.
+  void stop();
+
+  /// A token for add(), never 0: the caller stores it where on_hangup looks before it adds.
+  uint64_t next_token();
+  /// Watches `fd` once (one hang-up, then nothing), told as `token`; false if it cannot be
+  /// watched. The caller removes it before the socket can be closed.
+  bool add(int fd, uint64_t token);
   void remove(int fd);
 
   struct state;

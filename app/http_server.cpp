@@ -116,7 +116,9 @@ struct http_server::impl {
                    proto::json_error("the client closed the connection", "client_gone") + "\n"});
   }
   ~impl() {
-    watch.reset();         // its thread resumes nothing from here on
+    // Its thread resumes nothing from here on; the watch itself stays (the daemon's thread and
+    // responders may still add or remove sockets) until the members go, after the daemon.
+    if (watch) watch->stop();
     tls_acceptor.reset();  // no new connections; the terminator stays until the 503s are out
     if (!daemon) return;
     std::set<std::shared_ptr<pending_reply>> left;
@@ -260,10 +262,14 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
       return respond(conn, stopping_reply());
   }
   st->pending->suspended = true;
-  if (self->watch)  // (its hang-up is handled once this returns: under the lock held here)
+  // Its token is set before the socket is watched, so that a hang-up already there is found;
+  // it is handled once this returns (on_hangup takes the lock held here).
+  if (self->watch)
     if (auto* info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD)) {
       st->pending->fd = info->connect_fd;
-      st->pending->watch_token = self->watch->add(info->connect_fd);
+      st->pending->watch_token = self->watch->next_token();
+      if (!self->watch->add(info->connect_fd, st->pending->watch_token))
+        st->pending->watch_token = 0;
     }
   MHD_suspend_connection(conn);
   return MHD_YES;

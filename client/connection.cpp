@@ -88,9 +88,14 @@ proto::result<connection> connection::open(const std::string& host, uint16_t por
     int r = SSL_connect(c->ssl_);
     tv = timeval{};
     ::setsockopt(c->fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    if (r != 1)
-      return error{err_code::unauthorized,
+    if (r != 1) {
+      // A certificate or the exchange refused (an alert, a protocol error) is a refusal; a time-out
+      // or a close during it is no answer (the code, before failure() drains the error queue).
+      bool refused =
+          SSL_get_error(c->ssl_, r) == SSL_ERROR_SSL || SSL_get_verify_result(c->ssl_) != X509_V_OK;
+      return error{refused ? err_code::unauthorized : err_code::io,
                    "TLS with " + where + " failed: " + tls::failure(c->ssl_, r, true)};
+    }
     c->binding_ = tls::exporter(c->ssl_);
     c->ssl_mu_ = std::make_unique<std::mutex>();
     // From here SSL_read and SSL_write never wait on the socket, so neither holds ssl_mu_

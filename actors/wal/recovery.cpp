@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <new>
+#include <utility>
 
 #include <fcntl.h>
 
@@ -100,6 +101,10 @@ struct scanner {
   uint64_t next_batch_seq = 0;  ///< 0: the chain is not known yet
   uint32_t prev_crc = 0;
   uint64_t extent = 0;  ///< the scanned segment's size when it was made (0: not recorded)
+  /// An older segment cut short at the end of a batch: nothing was lost only if the next
+  /// segment's first batch follows its last (the chain), which its scan confirms (reported then)
+  /// or refutes (refused).
+  std::string cut_pending{};
 
   proto::result<void> apply(const section& s, uint64_t seg_seq, uint64_t body_at, byte_view body) {
     auto bad_shard = [&](uint32_t shard) {
@@ -195,6 +200,9 @@ struct scanner {
                       " does not follow batch " + std::to_string(next_batch_seq - 1) +
                       " (sequence or chain checksum); a batch or a segment is missing, or the "
                       "file is not this log's. Refusing to start.");
+      if (!cut_pending.empty())  // the chain goes on from the older segment's last batch
+        log.report.cut_short.push_back(std::exchange(cut_pending, {}) +
+                                       "; the next segment goes on from its last batch");
       auto sections = decode_sections(body);
       if (!sections)
         return refuse(at(path, pos) +
@@ -207,6 +215,13 @@ struct scanner {
       log.report.batches++;
       pos += batch_header_size + h->len;
     }
+    if (!cut_pending.empty())  // no batch of this segment showed the chain going on
+      return refuse(cut_pending +
+                    "; a crash never shortens a segment, so it was cut short at the end of a "
+                    "batch, and " +
+                    path.string() +
+                    " has no whole batch to show that none is missing after it: acknowledged "
+                    "records may be lost. Refusing to start.");
     // Segments are preallocated with zeros: zeros after the last batch are its clean end.
     if (!problem.empty() && pos >= segment_header_size &&
         std::all_of(data.begin() + static_cast<ptrdiff_t>(pos), data.end(),
@@ -232,8 +247,10 @@ struct scanner {
         if (auto r = seg.f.sync(path); !r) return r;
         log.report.cut_short.push_back(
             cut + "; only space after its last batch was cut (zeros restored)");
+      } else if (problem.empty() && pos < data.size()) {
+        log.report.cut_short.push_back(cut + "; only space after its last batch was cut");
       } else if (problem.empty()) {
-        log.report.cut_short.push_back(cut + "; the next segment goes on from its last batch");
+        cut_pending = cut;
       }
     }
     if (!problem.empty()) {

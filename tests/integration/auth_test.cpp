@@ -368,7 +368,7 @@ TEST_CASE("a token file replaced in place is proven from a client's next connect
   write_file(f.files / "client.token", rotated);
   ::kill(f.server.pid(), SIGHUP);
   bool accepted = false;  // once the server reloaded
-  for (int i = 0; i < 100 && !accepted; ++i) {
+  for (int i = 0; i < 500 && !accepted; ++i) {
     accepted = bool(client::connection::open("127.0.0.1", f.server.port(), *sec, 5s));
     if (!accepted) std::this_thread::sleep_for(20ms);
   }

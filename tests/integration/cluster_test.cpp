@@ -402,6 +402,10 @@ TEST_CASE("a shard two maps give to two nodes is leased by neither while both ru
     CHECK(must(client.result(id, 10000)).body.value("status", "") == "completed");
   }
   CHECK(c.nodes[1]->log().find("cluster shards withheld") == std::string::npos);  // b: nothing
+  // (b's own start's hold ended, and says so)
+  CHECK(c.nodes[1]->log().find("no shard withheld any more last_reason=\"node b has not yet "
+                               "heard from every node of its cluster since it started\"") !=
+        std::string::npos);
   // c restarts with the map a and b serve: a leases shard 3 again.
   c.nodes[2]->kill9();
   REQUIRE(c.restart(2) == "");

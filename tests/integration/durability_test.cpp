@@ -293,11 +293,15 @@ TEST_CASE("a last segment cut short in its zeros starts with a warning and every
     auto recs = recover_all(w, 0, e);
     REQUIRE(recs.size() == 10);
     CHECK(recs[9] == record("record-10x"));
+    // The last batch then holds a record (its grant's epoch would end in zero bytes).
+    w.append(0, e, 11, {record("record-11x")});
+    REQUIRE(w.wait_durable(0, 11));
   }
   server.kill9();
   fs::resize_file(last, batches_end(last));
   auto err = server.start();
   CHECK(err.find("cut short") != std::string::npos);
+  CHECK_MESSAGE(err.find("(it ends with one)") != std::string::npos, err);
   CHECK(err.find(last.string()) != std::string::npos);
 }
 

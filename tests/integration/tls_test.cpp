@@ -105,6 +105,23 @@ TEST_CASE("a worker leases over mutual TLS and its token proof is bound to the T
   CHECK(r.err().message.find("matches none of this server's tokens") != std::string::npos);
 }
 
+TEST_CASE("a TLS handshake that gets no answer is no refusal: its error is io (a client command "
+          "exits 2, not 1)") {
+  test::pki certs;
+  int mute = ::socket(AF_INET, SOCK_STREAM, 0);  // takes connections (the backlog), says nothing
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  REQUIRE(::bind(mute, reinterpret_cast<sockaddr*>(&addr), len) == 0);
+  REQUIRE(::listen(mute, 4) == 0);
+  REQUIRE(::getsockname(mute, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  auto c = client::connection::open("127.0.0.1", ntohs(addr.sin_port), certs.client(), 300ms);
+  ::close(mute);
+  REQUIRE_FALSE(c);
+  CHECK_MESSAGE(c.err().code == err_code::io, c.err().to_string());
+}
+
 TEST_CASE("a wrong CA, a wrong name and an expired certificate are refused with clear errors") {
   fixture f;
   auto wrong_ca = f.open(f.certs.client("client", "rogue-ca"));

@@ -391,6 +391,18 @@ TEST_CASE("a segment shorter than it was made starts when the cut took nothing w
     REQUIRE(log->report.cut_short.size() == 1);
     CHECK(contains(log->report.cut_short[0], path.string()));
   }
+  SUBCASE("not when the next segment has no whole batch to show that none is missing") {
+    data_dir d;
+    segment_file first{1};
+    first.batch({snapshot_section{}, extent_section{8192}}).batch({records(0, 1, 1, {"one"})});
+    auto path = first.write(d);
+    segment_file second{2};  // a header only (a crash in its roll, say): nothing chains on
+    second.zeros(4096);
+    second.write(d);
+    auto why = d.refused();
+    CHECK(contains(why, path.string() + ": "));
+    CHECK(contains(why, "has no whole batch to show that none is missing"));
+  }
   SUBCASE("a segment as long as it was made, or longer (a batch crossed its end), says nothing") {
     data_dir d;
     segment_file seg{1};
