@@ -257,7 +257,7 @@ TEST_CASE("a torn last batch is dropped on recovery and nothing before it is los
   REQUIRE(w.wait_durable(0, 10));
 }
 
-TEST_CASE("a last segment cut short in its zeros starts with a warning and every record; one "
+TEST_CASE("a last segment cut short in its zeros starts with a warning and every record, and one "
           "cut at the end of a batch stops the start") {
   temp_dir tmp;
   auto data = tmp.path() / "data";
