@@ -259,6 +259,12 @@ TEST_CASE("bad introspection requests get clear errors: admin server and fusee i
     CHECK(rc == 1);
     CHECK_MESSAGE(out.find("no handshake within 5100 ms") != std::string::npos, out);
   }
+  auto [rc4, out4] =
+      run_process({fusee_binary(), "inspect", "--node",
+                   "127.0.0.1:" + std::to_string(server.inspect_port()), "--shard", "4"},
+                  tmp.path() / "no-shard.out", 30s);
+  CHECK(rc4 == 1);  // as /v1/shards/4's 404 above
+  CHECK_MESSAGE(out4.find("no shard 4 on this node (it has 4)") != std::string::npos, out4);
   auto [rc2, out2] =
       run_process({fusee_binary(), "inspect", "--kind", "wombat"}, tmp.path() / "bad.out", 30s);
   CHECK(rc2 == 2);
