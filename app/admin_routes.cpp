@@ -160,6 +160,8 @@ public:
       guards.http_connections.emplace_back(name, server->connections_open());
       http_refused += server->connections_refused();
     }
+    if (ctx.api_server)
+      guards.http_clients_gone.emplace_back("http", ctx.api_server->clients_gone());
     if (ctx.limits) guards.limit_refused.emplace_back("http_connections", http_refused);
     if (ctx.cluster_links)  // either places: the nodes' own or the strangers'
       guards.limit_refused.emplace_back("cluster_links", ctx.cluster_links->refused());

@@ -195,6 +195,11 @@ std::string render_metrics(const server::inspect_reply& actors, const server::in
     w.metric("http_connections", "gauge",
              "HTTP connections open, by listener (each at most limits.max_http_connections).",
              double(n), "listener=\"" + listener + "\"");
+  for (auto& [listener, n] : guards.http_clients_gone)
+    w.metric("http_clients_gone_total", "counter",
+             "Requests whose client closed its connection while they waited (answered at once, "
+             "to nobody, so the connection closed), by listener.",
+             double(n), "listener=\"" + listener + "\"");
   if (guards.io_turn_seconds)
     w.metric("io_longest_turn_seconds", "gauge",
              "The longest turn of an I/O thread (not waiting for its sockets) since the last "

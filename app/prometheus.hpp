@@ -26,6 +26,8 @@ struct guard_counts {
   std::optional<double> io_turn_seconds;
   /// HTTP connections open by listener (admin, http), each at most limits.max_http_connections.
   std::vector<std::pair<std::string, uint64_t>> http_connections;
+  /// Requests whose client closed its connection while they waited, by listener (the HTTP API).
+  std::vector<std::pair<std::string, uint64_t>> http_clients_gone;
   /// Refusals by limit name (connections, connections_per_peer, hello_timeout, ...).
   std::vector<std::pair<std::string, uint64_t>> limit_refused;
   /// Per TLS listener (workers, http, admin, cluster): handshakes by outcome.

@@ -282,6 +282,28 @@ TEST_CASE("fusee handler serves at most --max-connections and closes more, namin
   CHECK_MESSAGE(h.log().find(said) != std::string::npos, h.log());
 }
 
+TEST_CASE("an HTTP API client that gives up on a waiting request frees its connection at once, "
+          "and /metrics counts it") {
+  fixture f("max_http_connections = 1\n");
+  {  // no worker: the result call parks (30 s), the request waits suspended
+    test::raw_socket gave_up(f.server.http_port(),
+                             "GET /v1/workflows/w1?wait_ms=30000 HTTP/1.1\r\nHost: "
+                             "127.0.0.1\r\n\r\n");
+    CHECK_FALSE(gave_up.read(500ms));
+  }  // closed
+  bool counted = false;
+  for (int i = 0; i < 250 && !counted; ++i) {
+    counted = f.metrics().find("fusee_http_clients_gone_total{listener=\"http\"} 1\n") !=
+              std::string::npos;
+    if (!counted) std::this_thread::sleep_for(20ms);
+  }
+  CHECK(counted);
+  test::raw_socket next(f.server.http_port(), request);  // the one place serves it
+  auto answer = next.read(5s);
+  REQUIRE(answer);
+  CHECK(answer->rfind("HTTP/1.1 ", 0) == 0);
+}
+
 TEST_CASE("the HTTP API holds at most limits.max_http_connections and lets more wait until one "
           "closes") {
   fixture f("max_http_connections = 2\n");
