@@ -7,6 +7,7 @@
 
 #include "protocol/json_text.hpp"
 #include "protocol/wire.hpp"
+#include "protocol/workflow_name.hpp"
 
 namespace fusee::app {
 
@@ -42,17 +43,6 @@ std::vector<std::string> segments(const std::string& path) {
   return out;
 }
 
-/// Ids, types and signal names: 1-256 bytes of printable ASCII other than '/' (they sit in
-/// paths), or any UTF-8 from byte 0x80 up.
-std::optional<std::string> bad_name(const char* what, const std::string& v) {
-  if (v.empty() || v.size() > 256)
-    return std::string{what} + " must be 1 to 256 bytes, not " + std::to_string(v.size());
-  for (unsigned char c : v)
-    if (c < 0x20 || c == 0x7f) return std::string{what} + " must not contain control characters";
-  if (!proto::valid_utf8(proto::as_bytes(v))) return std::string{what} + " must be UTF-8";
-  return std::nullopt;
-}
-
 /// The body as JSON text: empty means null; anything else must be one valid JSON value.
 std::optional<std::string> json_body(const std::string& body, std::string* err) {
   size_t start = body.find_first_not_of(" \t\r\n");
@@ -84,7 +74,7 @@ api_route route_api_request(const http_exchange& ex) {
   api_request r;
   std::string err;
   auto check = [&](const char* what, const std::string& v) {
-    if (auto bad = bad_name(what, v)) {
+    if (auto bad = proto::bad_workflow_name(what, v)) {
       err = *bad;
       return false;
     }

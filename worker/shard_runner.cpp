@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "protocol/shard_hash.hpp"
+#include "protocol/workflow_name.hpp"
 
 namespace fusee::worker {
 
@@ -788,6 +789,10 @@ void shard_runner::handle_call(uint64_t relay, const std::string& method, proto:
       out["existing"] = true;
       return reply(relay, true, out);
     }
+    // (A run started before the rule is still found above.)
+    if (auto bad = proto::bad_workflow_name("the workflow id", id))
+      return reply(relay, false,
+                   call_error("bad_request", *bad + " (the HTTP API could not reach it)"));
     if (!types_.find(type))
       return reply(relay, false,
                    call_error("unknown_type", "unknown workflow type '" + type +

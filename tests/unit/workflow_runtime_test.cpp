@@ -921,6 +921,25 @@ TEST_CASE("a workflow looping over steps parks once max_records_ahead of the sha
   CHECK(t.runner->quiet());
 }
 
+TEST_CASE("a start whose id is over 256 bytes or holds a control character is refused, as the "
+          "HTTP API refuses it: no run that one way cannot reach") {
+  rig t;
+  uint64_t relay = 1;
+  for (std::string id : {std::string(257, 'x'), std::string{"bad\nid"}, std::string{"del\x7f"}}) {
+    t.call(relay, "start", {{"id", id}, {"type", "pair"}, {"input", json::object()}});
+    t.durable();
+    auto r = t.reply(relay++);
+    REQUIRE(r.has_value());
+    CHECK_FALSE(r->ok);
+    auto body = json::parse(r->body.begin(), r->body.end());
+    CHECK(body["code"] == "bad_request");
+  }
+  CHECK(t.runner->last_lsn() == 0);  // nothing journaled
+  t.call(relay, "start",
+         {{"id", std::string(256, 'x')}, {"type", "pair"}, {"input", json::object()}});
+  CHECK(t.answer(relay)["status"] == "completed");
+}
+
 TEST_CASE(
     "describe lists a running run's latest 100 steps, in order, and counts the earlier ones") {
   rig t;
