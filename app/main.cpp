@@ -120,7 +120,8 @@ int main(int argc, char** argv) {
   uint32_t call_park_ms = 0;
   auto* call = app.add_subcommand("call", "send one call to a shard's holder and print the answer");
   call->add_option("--server", call_server, "host:port of the server");
-  call->add_option("--shard", call_shard, "the shard to call");
+  call->add_option("--shard", call_shard, "the shard to call")
+      ->check(CLI::Range(int64_t{0}, int64_t{UINT32_MAX}));
   call->add_option("--workflow", call_workflow,
                    "a workflow id; its shard is fnv1a64(id) mod shards");
   call->add_option("--method", call_method, "the method to call")->required();

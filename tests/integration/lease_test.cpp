@@ -413,6 +413,11 @@ TEST_CASE("a usage error (unknown option, missing required option) exits 2 namin
                   tmp.path() / "b.out", 20s);
   CHECK(rc == 2);
   CHECK_MESSAGE(out.find("--method is required") != std::string::npos, out);
+  std::tie(rc, out) = run_process(
+      {fusee_binary(), "call", "--server", "127.0.0.1:1", "--shard", "-1", "--method", "x"},
+      tmp.path() / "c.out", 20s);
+  CHECK(rc == 2);  // named as out of range, not "give exactly one of --shard and --workflow"
+  CHECK_MESSAGE(out.find("--shard: Value -1 not in range") != std::string::npos, out);
 }
 
 TEST_CASE("a client dialling the HTTP API's port is told it is not the workers' and clients' "
