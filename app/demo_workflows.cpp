@@ -1,12 +1,15 @@
 #include "app/demo_workflows.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fcntl.h>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <unistd.h>
 
 #include "protocol/unix_time.hpp"
@@ -38,6 +41,15 @@ T get_or(const json& input, const char* key, T fallback) {
   if (!input.is_object()) return fallback;
   auto it = input.find(key);
   if (it == input.end() || it->is_null()) return fallback;
+  if constexpr (std::is_integral_v<T>) {  // (get<int> of 1e12 or "3" is no number the run can use)
+    double d = it->is_number() ? it->get<double>() : std::nan("");
+    if (!(d >= double(std::numeric_limits<T>::min()) &&
+          d <= double(std::numeric_limits<T>::max()) && d == std::floor(d)))
+      throw worker::permanent_error(std::string{"input \""} + key + "\" must be an integer from " +
+                                    std::to_string(std::numeric_limits<T>::min()) + " to " +
+                                    std::to_string(std::numeric_limits<T>::max()) + ", not " +
+                                    it->dump());
+  }
   return it->get<T>();
 }
 

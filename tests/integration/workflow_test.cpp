@@ -314,6 +314,12 @@ TEST_CASE("an unknown workflow type is refused naming the registered types and o
   CHECK(http_request("GET", h, "/v1/workflows/s1?wait_ms=lots").first == 400);
   CHECK(http_request("DELETE", h, "/v1/workflows/s1").first == 405);
   CHECK(http_request("GET", h, "/v2/things").first == 404);
+  // The demo's inputs are checked: a count no int holds fails the run, naming it.
+  CHECK(http_request("POST", h, "/v1/workflows/steps/huge", "{\"steps\":1e12}").first == 201);
+  auto [rs, rbody] = http_request("GET", h, "/v1/workflows/huge?wait_ms=10000");
+  auto huge = json::parse(rbody);
+  CHECK_MESSAGE(huge["status"] == "failed", rbody);
+  CHECK_MESSAGE(huge.dump().find("must be an integer from") != std::string::npos, rbody);
 }
 
 TEST_CASE("the demo checkout through the HTTP API with an invoked handler retries the charge and "
