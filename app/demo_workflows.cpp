@@ -41,7 +41,8 @@ T get_or(const json& input, const char* key, T fallback) {
   if (!input.is_object()) return fallback;
   auto it = input.find(key);
   if (it == input.end() || it->is_null()) return fallback;
-  if constexpr (std::is_integral_v<T>) {  // (get<int> of 1e12 or "3" is no number the run can use)
+  // An integer from 1e12 or "3" is no number the run can use: it fails, naming the input.
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
     double d = it->is_number() ? it->get<double>() : std::nan("");
     if (!(d >= double(std::numeric_limits<T>::min()) &&
           d <= double(std::numeric_limits<T>::max()) && d == std::floor(d)))
