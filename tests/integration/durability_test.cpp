@@ -32,6 +32,17 @@ std::vector<fs::path> segments(const fs::path& data) {
   return out;
 }
 
+/// Where the file's bytes end before its trailing zeros (a segment's last batch, when that ends in
+/// a nonzero byte).
+size_t end_before_zeros(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::vector<char> all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  size_t end = all.size();
+  while (end > 0 && all[end - 1] == 0)
+    --end;
+  return end;
+}
+
 }  // namespace
 
 TEST_CASE("kill -9 under load, 20 times: every record reported durable is recovered exactly") {
@@ -234,13 +245,9 @@ TEST_CASE("a torn last batch is dropped on recovery and nothing before it is los
   REQUIRE_FALSE(segs.empty());
   auto last = segs.back();
   {  // a torn write: the last 3 bytes of the last batch never reached the disk
-    std::fstream f(last, std::ios::in | std::ios::out | std::ios::binary);
-    std::vector<char> all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    size_t end = all.size();
-    while (end > 0 && all[end - 1] == 0)
-      --end;
+    size_t end = end_before_zeros(last);
     REQUIRE(end > 3);
-    f.clear();
+    std::fstream f(last, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(static_cast<std::streamoff>(end - 3));
     f.write("\0\0\0", 3);
   }
@@ -272,18 +279,10 @@ TEST_CASE("a last segment cut short in its zeros starts with a warning and every
     }
   }
   server.kill9();
-  // Where the last segment's batches end (records end in 'x', never a zero byte).
-  auto batches_end = [](const fs::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    std::vector<char> all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    size_t end = all.size();
-    while (end > 0 && all[end - 1] == 0)
-      --end;
-    return end;
-  };
+  // Where the last segment's batches end: end_before_zeros (records end in 'x', never zero).
   auto last = segments(data).back();
   auto made = fs::file_size(last);
-  fs::resize_file(last, batches_end(last) + 100);
+  fs::resize_file(last, end_before_zeros(last) + 100);
   REQUIRE(server.start().empty());
   CHECK(server.log().find("a log segment is shorter than it was made") != std::string::npos);
   CHECK(fs::file_size(last) == made);
@@ -298,7 +297,7 @@ TEST_CASE("a last segment cut short in its zeros starts with a warning and every
     REQUIRE(w.wait_durable(0, 11));
   }
   server.kill9();
-  fs::resize_file(last, batches_end(last));
+  fs::resize_file(last, end_before_zeros(last));
   auto err = server.start();
   CHECK(err.find("cut short") != std::string::npos);
   CHECK_MESSAGE(err.find("(it ends with one)") != std::string::npos, err);

@@ -4,12 +4,9 @@
 #include <regex>
 #include <thread>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <nlohmann/json.hpp>
 
+#include "raw_socket.hpp"
 #include "server_process.hpp"
 #include "worker.hpp"
 
@@ -243,19 +240,10 @@ TEST_CASE("bad introspection requests get clear errors: admin server and fusee i
   CHECK(rc == 1);
   CHECK(out.find("cannot reach the inspector at 127.0.0.1:1") != std::string::npos);
   {  // A port that takes the connection (the kernel's backlog) and answers nothing.
-    int mute = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    REQUIRE(::bind(mute, reinterpret_cast<sockaddr*>(&addr), len) == 0);
-    REQUIRE(::listen(mute, 4) == 0);
-    REQUIRE(::getsockname(mute, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-    auto [rc, out] =
-        run_process({fusee_binary(), "inspect", "--node",
-                     "127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), "--deadline-ms", "100"},
-                    tmp.path() / "mute.out", 30s);
-    ::close(mute);
+    test::loopback_listener mute;
+    auto [rc, out] = run_process({fusee_binary(), "inspect", "--node",
+                                  "127.0.0.1:" + std::to_string(mute.port), "--deadline-ms", "100"},
+                                 tmp.path() / "mute.out", 30s);
     CHECK(rc == 1);
     CHECK_MESSAGE(out.find("no handshake within 5100 ms") != std::string::npos, out);
   }

@@ -66,4 +66,30 @@ struct raw_socket {
   }
 };
 
+/// A listening socket on a free loopback port that accepts nothing by itself: a relay's far end
+/// (accept_one), or a port that takes connections in the kernel's backlog and answers nothing.
+struct loopback_listener {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  uint16_t port = 0;
+  loopback_listener() {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), len) == 0);
+    REQUIRE(::listen(fd, 16) == 0);
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port = ntohs(a.sin_port);
+  }
+  loopback_listener(const loopback_listener&) = delete;
+  loopback_listener& operator=(const loopback_listener&) = delete;
+  ~loopback_listener() { ::close(fd); }
+  /// The next connection opened here, within 5 s (-1: none came).
+  int accept_one() {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 5000) != 1) return -1;
+    return ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+  }
+};
+
 }  // namespace fusee::test

@@ -108,16 +108,9 @@ TEST_CASE("a worker leases over mutual TLS and its token proof is bound to the T
 TEST_CASE("a TLS handshake that gets no answer is no refusal: its error is io (a client command "
           "exits 2, not 1)") {
   test::pki certs;
-  int mute = ::socket(AF_INET, SOCK_STREAM, 0);  // takes connections (the backlog), says nothing
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  REQUIRE(::bind(mute, reinterpret_cast<sockaddr*>(&addr), len) == 0);
-  REQUIRE(::listen(mute, 4) == 0);
-  REQUIRE(::getsockname(mute, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  auto c = client::connection::open("127.0.0.1", ntohs(addr.sin_port), certs.client(), 300ms);
-  ::close(mute);
+  std::optional<test::loopback_listener> mute{std::in_place};  // takes connections, says nothing
+  auto c = client::connection::open("127.0.0.1", mute->port, certs.client(), 300ms);
+  mute.reset();
   REQUIRE_FALSE(c);
   CHECK_MESSAGE(c.err().code == err_code::io, c.err().to_string());
 }
@@ -468,29 +461,6 @@ TEST_CASE("a terminator's places per address count handshakes only: connections 
 
 namespace {
 
-/// A listening socket on a free loopback port: where a relay takes each connection.
-struct backend {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  uint16_t port = 0;
-  backend() {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), len) == 0);
-    REQUIRE(::listen(fd, 16) == 0);
-    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    port = ntohs(a.sin_port);
-  }
-  ~backend() { ::close(fd); }
-  /// The next connection the relay opened here, within 5 s (-1: none came).
-  int accept_one() {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 5000) != 1) return -1;
-    return ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
-  }
-};
-
 /// Sends `bytes` on `fd` and reads them on `to`: true if all arrived within 5 s.
 bool passes(int fd, int to, const std::string& bytes) {
   if (::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) != ssize_t(bytes.size())) return false;
@@ -510,7 +480,7 @@ bool passes(int fd, int to, const std::string& bytes) {
 
 TEST_CASE("a terminator without TLS relays bytes both ways and each side's close, and closes "
           "connections over its bound as they come until a place frees") {
-  backend far;
+  test::loopback_listener far;
   tls::terminator::options o;  // no ctx: plain TCP in, plain TCP out
   o.open_plain = [port = far.port](std::string* why) {
     return tls::dial_tcp("127.0.0.1", port, 1000, why);
@@ -624,7 +594,7 @@ TEST_CASE("a terminator's known peers have places of their own, each peer its ow
 
 TEST_CASE("an address has only so many relayed connections that sent nothing yet, while those "
           "that spoke do not count") {
-  backend far;
+  test::loopback_listener far;
   tls::terminator::options o;
   o.open_plain = [port = far.port](std::string* why) {
     return tls::dial_tcp("127.0.0.1", port, 1000, why);
@@ -650,7 +620,7 @@ TEST_CASE("an address has only so many relayed connections that sent nothing yet
 
 TEST_CASE("a relayed connection that sends nothing is closed after the handshake time-out, one "
           "that spoke stays") {
-  backend far;
+  test::loopback_listener far;
   tls::terminator::options o;
   o.open_plain = [port = far.port](std::string* why) {
     return tls::dial_tcp("127.0.0.1", port, 1000, why);

@@ -35,6 +35,12 @@ struct data_dir {
   proto::result<recovered_log> recover() const {
     return wal::recover(wal_options{tmp.path, shards});
   }
+  /// Recovery must succeed; returns it (a refusal's message fails the test).
+  proto::result<recovered_log> recovered() const {
+    auto r = recover();
+    REQUIRE_MESSAGE(r, (r ? "" : r.err().message));
+    return r;
+  }
   /// Recovery must refuse; returns its message.
   std::string refused() const {
     auto r = recover();
@@ -105,8 +111,7 @@ TEST_CASE("recovery rebuilds epochs, LSNs and the index, and zeros after the las
       .batch({records(2, 1, 3, {"ccc"})})
       .zeros(4096);
   seg.write(d);
-  auto log = d.recover();
-  REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
+  auto log = d.recovered();
   CHECK(log->report.batches == 4);
   CHECK(log->report.records == 3);
   CHECK(log->report.torn_bytes == 0);
@@ -134,8 +139,7 @@ TEST_CASE("recovery keeps the highest epoch reservation, from any batch or a seg
       .batch({reserve_section{5000}})
       .batch({reserve_section{3000}});  // never lower than before
   two.write(d);
-  auto log = d.recover();
-  REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
+  auto log = d.recovered();
   CHECK(log->epoch_reserved == 5000);
   CHECK(log->shards[0].epoch.value() == 1);  // the shard's own, as written
 }
@@ -153,8 +157,7 @@ TEST_CASE("a torn tail of the last segment is cut off and reported with the file
       .zeros(1000);
   auto path = seg.write(d);
   {
-    auto log = d.recover();
-    REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
+    auto log = d.recovered();
     CHECK(log->report.torn_bytes == 30);
     CHECK(
         contains(log->report.torn_reason, path.string() + " at offset " + std::to_string(tail_at)));
@@ -164,8 +167,7 @@ TEST_CASE("a torn tail of the last segment is cut off and reported with the file
   auto after = file_bytes(path);
   CHECK(std::all_of(after.begin() + static_cast<ptrdiff_t>(tail_at), after.end(),
                     [](uint8_t b) { return b == 0; }));
-  auto again = d.recover();
-  REQUIRE(again);
+  auto again = d.recovered();
   CHECK(again->report.torn_bytes == 0);
 }
 
@@ -177,8 +179,7 @@ TEST_CASE("a last batch with a checksum mismatch and nothing valid after it is a
   seg.data[seg.batch_at.back() + 30] ^= 0xFF;
   seg.zeros(512);
   seg.write(d);
-  auto log = d.recover();
-  REQUIRE(log);
+  auto log = d.recovered();
   CHECK(contains(log->report.torn_reason, "checksum mismatch"));
   CHECK(log->shards[0].last_lsn == 1);
 }
@@ -214,8 +215,7 @@ TEST_CASE("a torn last batch whose record holds a valid batch's bytes is still a
   seg.raw(bytes(torn.data.begin() + static_cast<ptrdiff_t>(tail_at), torn.data.end() - 5))
       .zeros(256);
   seg.write(d);
-  auto log = d.recover();
-  REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
+  auto log = d.recovered();
   CHECK(log->report.torn_bytes > 0);
   CHECK(log->shards[0].last_lsn == 1);
 }
@@ -317,8 +317,7 @@ TEST_CASE("a batch that does not follow the one before it is refused (broken cha
     segment_file sixth{6, fifth.next_batch, fifth.prev_crc};
     sixth.batch({snapshot_section{{snapshot_entry{0, 2, 10}}}});
     sixth.write(d);
-    auto log = d.recover();
-    REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
+    auto log = d.recovered();
     CHECK(log->shards[0].last_lsn == 10);
   }
 }
@@ -362,8 +361,7 @@ TEST_CASE("a segment shorter than it was made starts when the cut took nothing w
     seg.zeros(100);  // of the 4096
     auto path = seg.write(d);
     {
-      auto log = d.recover();
-      REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
+      auto log = d.recovered();
       CHECK(log->shards[0].last_lsn == 1);
       REQUIRE(log->report.cut_short.size() == 1);
       CHECK(contains(log->report.cut_short[0], path.string()));
@@ -372,8 +370,7 @@ TEST_CASE("a segment shorter than it was made starts when the cut took nothing w
     // Its zeros are back: batches written after the last one would not end the file, which the
     // next start would take for a cut that took batches.
     CHECK(fs::file_size(path) == 4096);
-    auto again = d.recover();
-    REQUIRE_MESSAGE(again, (again ? "" : again.err().message));
+    auto again = d.recovered();
     CHECK(again->report.cut_short.empty());
   }
   SUBCASE("an older segment whose last batch the next segment's chain goes on from") {
@@ -385,8 +382,7 @@ TEST_CASE("a segment shorter than it was made starts when the cut took nothing w
     second.batch({snapshot_section{{snapshot_entry{0, 1, 1}}}, extent_section{4096}});
     second.zeros(4096 - second.data.size());
     second.write(d);
-    auto log = d.recover();
-    REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
+    auto log = d.recovered();
     CHECK(log->shards[0].last_lsn == 1);
     REQUIRE(log->report.cut_short.size() == 1);
     CHECK(contains(log->report.cut_short[0], path.string()));
@@ -409,8 +405,7 @@ TEST_CASE("a segment shorter than it was made starts when the cut took nothing w
     seg.batch({snapshot_section{}, extent_section{64}}).batch({records(0, 1, 1, {"one"})});
     REQUIRE(seg.data.size() > 64);
     seg.write(d);
-    auto log = d.recover();
-    REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
+    auto log = d.recovered();
     CHECK(log->report.cut_short.empty());
   }
 }
@@ -610,10 +605,7 @@ TEST_CASE("a last segment with a header and nothing else gets its snapshot at re
   segment_file second{2};  // the crash came between creating it and writing its snapshot
   second.zeros(4096);
   auto path = second.write(d);
-  {
-    auto log = d.recover();
-    REQUIRE_MESSAGE(log, (log ? "" : log.err().message));
-  }
+  { auto log = d.recovered(); }
   // The segment now starts with a snapshot that carries shard 2's epoch and last LSN, chained to
   // the batch before it.
   auto data = file_bytes(path);
