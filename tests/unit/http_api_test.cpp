@@ -8,9 +8,6 @@
 #include <thread>
 
 #include <curl/curl.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "app/browser_origin.hpp"
 #include "app/host_allow_list.hpp"
@@ -18,6 +15,7 @@
 #include "app/http_api.hpp"
 #include "app/http_server.hpp"
 #include "curl_request.hpp"
+#include "integration/raw_socket.hpp"
 #include "protocol/json_text.hpp"
 
 using namespace fusee;
@@ -271,18 +269,12 @@ TEST_CASE("a client that closes its connection while its request waits frees the
   http_server::options o;
   o.max_connections = 1;
   holding_server h(std::move(o));
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(h.srv->port());
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  std::string request = "GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-  REQUIRE(::send(fd, request.data(), request.size(), 0) == ssize_t(request.size()));
+  std::optional<test::raw_socket> client{std::in_place, h.srv->port(),
+                                         "GET /x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"};
   h.held();
   auto gave_up = std::move(*h.waiting);
   h.waiting.reset();
-  ::close(fd);  // the client gives up
+  client.reset();  // the client gives up
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (h.srv->connections_open() > 0 && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
