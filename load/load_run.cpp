@@ -222,25 +222,22 @@ int run_load(const scenario& s, const run_options& options) {
     return n;
   };
   auto connect_started = clock_type::now();
-  auto last_said_line = [&] {
+  auto said_last = [&] {  // "" or "; a worker said last: ..."
     std::lock_guard lock(said->mu);
-    return said->line;
+    return said->line.empty() ? std::string{} : "; a worker said last: " + said->line;
   };
   bool told = false;  // a slow connect is said once, after 5 s, with what the workers say
   while (workers_connected() < s.workers) {
     if (!told && clock_type::now() - connect_started > std::chrono::seconds(5)) {
       told = true;
-      std::fprintf(
-          stderr, "fusee load: %zu of %u workers connected after 5 s (waiting up to 60 s)%s\n",
-          workers_connected(), s.workers,
-          last_said_line().empty() ? "" : ("; a worker said last: " + last_said_line()).c_str());
+      std::fprintf(stderr,
+                   "fusee load: %zu of %u workers connected after 5 s (waiting up to 60 s)%s\n",
+                   workers_connected(), s.workers, said_last().c_str());
     }
     if (clock_type::now() - connect_started > std::chrono::seconds(60)) {
       stop_workers();
-      auto last = last_said_line();
       return refuse("only " + std::to_string(workers_connected()) + " of " +
-                    std::to_string(s.workers) + " workers connected within 60 s" +
-                    (last.empty() ? "" : "; a worker said last: " + last) +
+                    std::to_string(s.workers) + " workers connected within 60 s" + said_last() +
                     (local ? "; the server's log:\n" + local->log_tail() : ""));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // awaiting the connections

@@ -569,7 +569,6 @@ void shard_runner::tick() {
           },
           [this, run] {
             ++run->attempt;
-            run->current = "step '" + run->step_name + "'";
             return attempt_step(*run);
           });
       break;
@@ -926,6 +925,7 @@ uint64_t ms_after(runner_env& env, std::chrono::milliseconds d) {
 /// it waits for its next attempt.
 bool shard_runner::attempt_step(run_state& run) {
   auto& owner = *this;
+  run.current = "step '" + run.step_name + "'";
   owner.env_.before_step();
   std::string message;
   bool retry = false;
@@ -1022,10 +1022,7 @@ op_awaitable<json> context::step_impl(std::string name, std::function<json()> bo
   auto* owner = run.owner;
   return {run_, owner->now_or_parked(
                     run, [&] { return run.current; },
-                    [owner, &run] {
-                      run.current = "step '" + run.step_name + "'";
-                      return owner->attempt_step(run);
-                    })};
+                    [owner, &run] { return owner->attempt_step(run); })};
 }
 
 void shard_runner::unpark_now(run_state& run) {

@@ -240,17 +240,19 @@ struct scanner {
                       "zeros are left after its last batch (" +
                       (problem.empty() ? "it ends with one" : at(path, pos) + ": " + problem) +
                       "): acknowledged records may be lost. Refusing to start.");
-      if (problem.empty() && last) {
-        // Its zeros back, so that the batches written next do not end the file again (a
-        // restart would take that for a cut that took batches).
-        if (auto r = write_zeros(seg.f, data.size(), extent, path); !r) return r;
-        if (auto r = seg.f.sync(path); !r) return r;
-        log.report.cut_short.push_back(
-            cut + "; only space after its last batch was cut (zeros restored)");
-      } else if (problem.empty() && pos < data.size()) {
-        log.report.cut_short.push_back(cut + "; only space after its last batch was cut");
-      } else if (problem.empty()) {
-        cut_pending = cut;
+      if (problem.empty()) {  // (an older segment's damage is refused below)
+        if (last) {
+          // Its zeros back, so that the batches written next do not end the file again (a
+          // restart would take that for a cut that took batches).
+          if (auto r = write_zeros(seg.f, data.size(), extent, path); !r) return r;
+          if (auto r = seg.f.sync(path); !r) return r;
+          log.report.cut_short.push_back(
+              cut + "; only space after its last batch was cut (zeros restored)");
+        } else if (pos < data.size()) {
+          log.report.cut_short.push_back(cut + "; only space after its last batch was cut");
+        } else {
+          cut_pending = cut;
+        }
       }
     }
     if (!problem.empty()) {
