@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 #include "protocol/shard_hash.hpp"
 #include "protocol/workflow_name.hpp"
@@ -1159,6 +1160,15 @@ op_awaitable<void> shard_runner::send_op(run_state& run, workflow_run* w, op_kin
   uint32_t seq = 0;
   if (auto r = run.begin_op(seq, op, name); r != run_state::replay::live)
     return {w, r == run_state::replay::ready};
+  // A child the HTTP API could not reach is not started. Nothing is journaled: the check is the
+  // same on a replay, and a journal from before the rule still answers above.
+  if (op == op_kind::child)
+    if (auto bad = proto::bad_workflow_name("the child's workflow id", target_id)) {
+      run.set_result(false, nullptr);
+      run.op_error = std::make_exception_ptr(
+          std::invalid_argument("start_child: " + *bad + " (the HTTP API could not reach it)"));
+      return {w, true};
+    }
   return {w, now_or_parked(
                  run, [&] { return std::string{op_name(op)} + " '" + name + "'"; },
                  [this, &run, seq, op, name, target_id, message = std::move(message)] {

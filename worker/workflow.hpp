@@ -103,7 +103,9 @@ public:
   op_awaitable<std::optional<json>> wait_for(std::string name, std::chrono::milliseconds timeout);
   /// Sends signal `name` to another run, on any shard, exactly once (through the server's relay).
   op_awaitable<void> send(std::string workflow_id, std::string name, json payload);
-  /// Starts run `id` of `type` (on its own shard); an existing `id` is left as it is.
+  /// Starts run `id` of `type` (on its own shard); an existing `id` is left as it is. Throws
+  /// std::invalid_argument, starting nothing, for an id the HTTP API could not reach (not 1 to
+  /// 256 bytes of UTF-8 without control characters).
   op_awaitable<void> start_child(std::string type, std::string id, json input);
   /// The time, journaled: a replay sees the same.
   op_awaitable<std::chrono::system_clock::time_point> now();

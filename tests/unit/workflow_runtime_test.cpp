@@ -153,6 +153,19 @@ registry make_types(bodies& b, std::string second_step = "b") {
     auto r = co_await ctx.random();
     co_return json{{"t", t.time_since_epoch().count() != 0}, {"r", r}};
   });
+  // "parent" starts the child in.child and says what start_child threw, if anything.
+  r.add("parent", [](context& ctx, json in) -> task<json> {
+    std::string type = "pair", child = in.value("child", "");
+    json input = json::object();
+    std::string error;
+    try {
+      co_await ctx.start_child(type, child, input);
+    } catch (const std::invalid_argument& e) {
+      error = e.what();
+    }
+    auto r = co_await ctx.random();
+    co_return json{{"error", error}, {"r", r}};
+  });
   return r;
 }
 
@@ -703,7 +716,7 @@ TEST_CASE("start is idempotent by id and another type is a conflict and unknown 
   t.call(4, "start", {{"id", "x"}, {"type", "nope"}});
   CHECK(t.answer(4)["error"] ==
         "unknown workflow type 'nope'; this worker has: careless, flaky, loop, "
-        "odd, pair, sender, spin, waiter");
+        "odd, pair, parent, sender, spin, waiter");
   t.call(5, "frobnicate", {{"id", "w"}});
   CHECK(t.answer(5)["code"] == "bad_request");
   t.call(6, "result", {{"id", "zz"}});
@@ -938,6 +951,30 @@ TEST_CASE("a start whose id is over 256 bytes or holds a control character is re
   t.call(relay, "start",
          {{"id", std::string(256, 'x')}, {"type", "pair"}, {"input", json::object()}});
   CHECK(t.answer(relay)["status"] == "completed");
+}
+
+TEST_CASE("start_child with an id the HTTP API could not reach throws into the workflow, starts "
+          "nothing, journals nothing for it and replays the same") {
+  rig t;
+  t.call(1, "start", {{"id", "p"}, {"type", "parent"}, {"input", {{"child", "bad\nkid"}}}});
+  t.durable();
+  auto out = t.answer(1);
+  REQUIRE(out["status"] == "completed");
+  CHECK(out["result"]["error"] ==
+        "start_child: the child's workflow id must not contain control characters (the HTTP API "
+        "could not reach it)");
+  CHECK(t.frames<proto::relay>().empty());
+  // The replay takes the same path: the random() after it is still operation 1, as journaled.
+  t.recover(t.journal);
+  t.call(2, "result", {{"id", "p"}});
+  CHECK(t.answer(2)["result"] == out["result"]);
+  t.call(3, "describe", {{"id", "p"}});
+  CHECK(t.answer(3)["status"] == "completed");
+  // A good id starts the child.
+  t.call(4, "start", {{"id", "q"}, {"type", "parent"}, {"input", {{"child", "kid"}}}});
+  t.durable();
+  CHECK(t.answer(4)["result"]["error"] == "");
+  REQUIRE(t.frames<proto::relay>().size() == 1);
 }
 
 TEST_CASE(
