@@ -248,8 +248,20 @@ proto::result<T> expect(proto::result<proto::any_message> r, const char* want) {
 }  // namespace
 
 proto::result<proto::any_message> first_answer(connection& c, const char* to,
-                                               std::chrono::milliseconds timeout) {
-  auto r = c.receive(timeout);
+                                               std::chrono::milliseconds timeout,
+                                               const std::atomic<bool>* stop) {
+  using namespace std::chrono_literals;
+  constexpr auto slice = 100ms;
+  auto until = std::chrono::steady_clock::now() + timeout;
+  auto r = c.receive(stop ? std::min(timeout, slice) : timeout);
+  for (; stop && !r && c.timed_out();) {
+    if (stop->load())
+      return error{err_code::io, std::string{"stopped while waiting for the answer to "} + to};
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    if (left <= 0ms) break;
+    r = c.receive(std::min(left, slice));
+  }
   // Only silence and a plain close before any byte: a TLS alert, a bad frame or an earlier frame
   // (AUTH's) says more than a guess would.
   if (r || c.received_any() || !(c.timed_out() || (c.closed() && r.err().code == err_code::io)))

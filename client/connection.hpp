@@ -4,6 +4,7 @@
 // caller's to serialize.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -87,8 +88,11 @@ private:
 /// The answer to the first frame this side sent (`to` names it): as receive(), but silence or a
 /// close before any byte came says that the port may not be a Fusee server's (an HTTP listener
 /// waits for a request line and answers nothing). After AUTH, or any frame, that is not said.
+/// `stop`, when given, is looked at every 100 ms while nothing comes: once set, the wait ends
+/// with an io error that says so.
 proto::result<proto::any_message> first_answer(connection& c, const char* to,
-                                               std::chrono::milliseconds timeout);
+                                               std::chrono::milliseconds timeout,
+                                               const std::atomic<bool>* stop = nullptr);
 
 /// What AUTH proved (docs/protocol.md, "Extension: tokens").
 struct authenticated {

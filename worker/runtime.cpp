@@ -89,7 +89,7 @@ int runtime::serve(const worker_options& opts, bool follow_map) {
   }
   while (!stop_) {
     session s(types_, opts);
-    auto ok = s.connect(offers, proto::invocation_id{});
+    auto ok = s.connect(offers, proto::invocation_id{}, &stop_);
     if (!ok && ok.err().code == proto::err_code::bad_offer && (offers & proto::offer_cluster_map)) {
       // A server without the cluster-map extension (docs/protocol.md): serve it alone.
       s.log("the server does not know the CLUSTER_MAP offer; serving it alone");
@@ -105,6 +105,7 @@ int runtime::serve(const worker_options& opts, bool follow_map) {
         join_others.stop_them = follow_map;  // another node's refusal ends its thread alone
         return 2;
       }
+      if (stop_) break;  // (stopped during the HELLO: no retry to announce)
       auto wait = backoff.after_failed_connect();
       s.log("cannot serve: " + ok.err().message + "; retrying in " + std::to_string(wait.count()) +
             " ms");

@@ -44,13 +44,14 @@ void session::log(const std::string& line) {
     std::fprintf(stderr, "%s: %s\n", options_.name.c_str(), line.c_str());
 }
 
-proto::result<void> session::connect(uint32_t offers, proto::invocation_id invocation) {
+proto::result<void> session::connect(uint32_t offers, proto::invocation_id invocation,
+                                     const std::atomic<bool>* stop) {
   if (auto ok = begin_connect(offers, invocation); !ok) return ok;
   auto until = clock::now() + std::chrono::milliseconds(options_.hello_timeout_ms);
   for (bool first = true;; first = false) {
     auto left =
         std::max(0ms, std::chrono::duration_cast<std::chrono::milliseconds>(until - clock::now()));
-    auto r = first ? client::first_answer(conn_, "HELLO", left) : conn_.receive(left);
+    auto r = first ? client::first_answer(conn_, "HELLO", left, stop) : conn_.receive(left);
     if (!r) return r.err();
     if (!took_cluster_map(*r)) return take_answer(std::move(r));
   }

@@ -72,9 +72,10 @@ public:
   uint64_t next_request_id() override { return next_id_++; }
   void log(const std::string& line) override;
 
-  /// Connects and says HELLO, waiting up to hello_timeout_ms for the LEASE; an error says why
-  /// the server could not be reached or refused.
-  proto::result<void> connect(uint32_t offers, proto::invocation_id invocation);
+  /// Connects and says HELLO, waiting up to hello_timeout_ms for the LEASE (or until `stop` is
+  /// set); an error says why the server could not be reached or refused.
+  proto::result<void> connect(uint32_t offers, proto::invocation_id invocation,
+                              const std::atomic<bool>* stop = nullptr);
   /// The same in two parts for a loop that must not block: connects and sends HELLO; then,
   /// each time the socket is readable, lease_answer() is nullopt until the LEASE (or the
   /// refusal) has come.

@@ -10,10 +10,13 @@
 #include <sstream>
 #include <thread>
 
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include "handler_process.hpp"
 #include "protocol/shard_hash.hpp"
+#include "raw_socket.hpp"
 #include "server_process.hpp"
 #include "worker/client.hpp"
 #include "worker/fleet.hpp"
@@ -421,6 +424,22 @@ TEST_CASE("a worker stopped with SIGTERM checkpoints its shards and the next wor
   auto r = must(c.result("paused", 10000));
   REQUIRE_MESSAGE(r.body["status"] == "completed", r.body.dump());
   check_each_step_ran_once(trace, "paused", 4);
+}
+
+TEST_CASE("a worker stopped while a silent port has its HELLO stops within a second, with no "
+          "retry announced") {
+  loopback_listener silent;  // accepts and answers nothing, as an HTTP listener does
+  worker_process w(silent.port, "patient");
+  int fd = silent.accept_one();
+  REQUIRE(fd >= 0);
+  // The HELLO came (the worker now waits up to 10 s for its answer).
+  char buf[64];
+  pollfd p{fd, POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 5000) == 1);
+  REQUIRE(::recv(fd, buf, sizeof buf, 0) > 0);
+  CHECK(w.terminate(2s) == 0);
+  CHECK_MESSAGE(w.log().find("retrying") == std::string::npos, w.log());
+  ::close(fd);
 }
 
 TEST_CASE("a step body that works longer than the liveness time-out does not cost the worker its "
