@@ -48,8 +48,9 @@ std::string pad(std::string s, size_t w) {
 }
 
 /// The table: one row per actor (kind, id, state, mailbox, then its values as key=value, empty
-/// texts left out), the states counted, and the footer "showing N of M, took X ms".
-std::string table(const server::inspect_reply& r, uint32_t offset) {
+/// texts left out), the states counted, the grid (--grid 1: 64 shards a line, each line led by
+/// its first shard, counted from `first_shard`), and the footer "showing N of M, took X ms".
+std::string table(const server::inspect_reply& r, uint32_t offset, uint32_t first_shard) {
   std::string out = "node " + r.node + " · " + std::to_string(r.shards) + " shards\n";
   out += pad("KIND", 10) + pad("ID", 22) + pad("STATE", 11) + pad("MAILBOX", 8) + "DETAILS\n";
   for (auto& row : r.rows) {
@@ -75,6 +76,11 @@ std::string table(const server::inspect_reply& r, uint32_t offset) {
       out += " " + s.state + "=" + std::to_string(s.count);
     out += "\n";
   }
+  if (!r.grid.empty()) {
+    out += "grid (H held, I invoking, B backoff, D due, W waiting, . idle):\n";
+    for (size_t at = 0; at < r.grid.size(); at += 64)
+      out += pad(std::to_string(uint64_t{first_shard} + at), 10) + r.grid.substr(at, 64) + "\n";
+  }
   if (!r.no_answer.empty()) {
     out += "no answer before the deadline:";
     for (auto& n : r.no_answer)
@@ -89,7 +95,7 @@ std::string table(const server::inspect_reply& r, uint32_t offset) {
 }
 
 /// Each node: a line saying how this node sees it, then its table (or why there is none).
-std::string cluster_table(const server::cluster_reply& r, uint32_t offset) {
+std::string cluster_table(const server::cluster_reply& r, uint32_t offset, uint32_t first_shard) {
   std::string out;
   for (auto& n : r.nodes) {
     auto& m = n.member;
@@ -100,7 +106,7 @@ std::string cluster_table(const server::cluster_reply& r, uint32_t offset) {
       out += "  calls forwarded " + std::to_string(m.calls_forwarded) + ", failed fast " +
              std::to_string(m.calls_failed_fast);
     out += "\n";
-    out += n.answered ? table(n.reply, offset) : "   (" + n.error + ")\n";
+    out += n.answered ? table(n.reply, offset, first_shard) : "   (" + n.error + ")\n";
   }
   return out;
 }
@@ -171,7 +177,7 @@ int run_inspect(const inspect_command& cmd) {
                     cmd.query.empty() ? server::node_actors_query() : *q)
           .receive(
               [&](server::cluster_reply& r) {
-                show(cmd.json ? cluster_json(r, q->offset) + "\n" : cluster_table(r, q->offset));
+                show(cmd.json ? cluster_json(r, q->offset) + "\n" : cluster_table(r, q->offset, q->shard_from));
               },
               failed);
     else
@@ -184,7 +190,7 @@ int run_inspect(const inspect_command& cmd) {
                   rc = 1;
                   return;
                 }
-                show(cmd.json ? reply_json(r, q->offset) + "\n" : table(r, q->offset));
+                show(cmd.json ? reply_json(r, q->offset) + "\n" : table(r, q->offset, q->shard_from));
               },
               failed);
     if (!cmd.watch || rc != 0) return rc;

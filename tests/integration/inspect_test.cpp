@@ -1,5 +1,6 @@
 // Introspection end to end: the admin server's JSON views, `fusee inspect` over the middleman and
 // /metrics (checked by Prometheus' own promtool) against a real server in a known state.
+#include <algorithm>
 #include <fstream>
 #include <regex>
 #include <thread>
@@ -132,6 +133,20 @@ TEST_CASE("the JSON views and fusee inspect agree on a held shard, a backing-off
   CHECK((*pi)["parkedCalls"] == 1);
   CHECK(parked["parkedCalls"] == 1);
   CHECK(shards["states"]["held"] == 1);
+  // The grid in the table too, the held shard an H (the JSON carries it as "grid").
+  {
+    auto [rc, out] = run_process({fusee_binary(), "inspect", "--node",
+                                  "127.0.0.1:" + std::to_string(server.inspect_port()), "--kind",
+                                  "shard", "--grid", "1"},
+                                 tmp.path() / "grid.out", 30s);
+    INFO(out);
+    CHECK(rc == 0);
+    auto at = out.find("grid (H held, I invoking, B backoff, D due, W waiting, . idle):\n0 ");
+    REQUIRE(at != std::string::npos);
+    auto cells = out.substr(out.find('\n', at) + 1 + 10, 4);
+    CHECK(cells[held] == 'H');
+    CHECK(std::count(cells.begin(), cells.end(), 'H') == 1);
+  }
 
   // The endpoint: the same failure, backing off (read around the CLI's answer: the backoff is
   // seconds long, the reads milliseconds apart).
