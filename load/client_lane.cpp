@@ -12,9 +12,10 @@ namespace {
 using worker::json;
 /// Request ids: start i is i + 2, its signal signal_base + i.
 constexpr uint64_t signal_base = uint64_t{1} << 40;
+constexpr auto resend_pause = std::chrono::milliseconds(100);
 
 /// Answers a client sends its call again on: "holder lost: it may have run" (in doubt) and
-/// "parked too long" (no holder took the shard in time; nothing ran).
+/// "not run" (no holder took the shard in time, or the node that serves it cannot be reached).
 bool retry(uint8_t status) {
   return status == static_cast<uint8_t>(proto::call_status::holder_lost) ||
          status == static_cast<uint8_t>(proto::call_status::parked_too_long);
@@ -121,8 +122,14 @@ void client_lane::send_loop() {
 bool client_lane::reconnect() {
   while (!stop_) {
     uint32_t shards = 0;
-    if (connect(server_, &shards).empty()) {
+    auto err = connect(server_, &shards);
+    {
+      std::lock_guard lk{down_mtx_};
+      down_reason_ = err.empty() ? "" : server_ + ": " + err;
+    }
+    if (err.empty()) {
       reconnects_++;
+      resends_.clear();  // every call not answered is sent below
       for (uint64_t i = lane_; i < starts_; i += s_.connections) {
         if (obs_->intended[i] >= 0 && obs_->answered[i] == 0) {
           resent(i) |= 1;
@@ -150,15 +157,35 @@ void client_lane::answered() {
   }
 }
 
+void client_lane::resend(uint8_t status, uint64_t i, bool signal) {
+  if (status == static_cast<uint8_t>(proto::call_status::holder_lost)) {
+    signal ? send_signal(i) : send_start(i);  // the next holder, if any, parks it
+    return;
+  }
+  resends_.push_back({clock_type::now() + resend_pause, i, signal});
+}
+
+void client_lane::resend_due() {
+  for (auto now = clock_type::now(); !resends_.empty() && resends_.front().at <= now;) {
+    auto r = resends_.front();
+    resends_.pop_front();
+    if (r.signal)
+      send_signal(r.i);
+    else
+      send_start(r.i);
+  }
+}
+
 void client_lane::receive_loop() {
   resent_.assign(starts_ / s_.connections + 1, 0);
   while (!stop_) {
+    resend_due();
     std::shared_ptr<client::connection> conn;
     {
       std::lock_guard<std::mutex> lk{mtx_};
       conn = conn_;
     }
-    auto r = conn->receive(std::chrono::milliseconds(100));
+    auto r = conn->receive(resends_.empty() ? std::chrono::milliseconds(100) : resend_pause / 4);
     if (!r) {
       if (conn->timed_out()) continue;
       if (stop_ || !reconnect()) return;
@@ -181,7 +208,7 @@ void client_lane::receive_loop() {
              ? obs_->signals_resent_in_doubt
              : obs_->signals_resent_parked)++;
         resent(i) |= 2;
-        send_signal(i);
+        resend(res->status, i, true);
         continue;
       }
       bool ok = res && res->status == static_cast<uint8_t>(proto::call_status::ok);
@@ -221,7 +248,7 @@ void client_lane::receive_loop() {
            ? obs_->starts_resent_in_doubt
            : obs_->starts_resent_parked)++;
       resent(i) |= 1;
-      send_start(i);
+      resend(res->status, i, false);
       continue;
     }
     auto late = late_ns(obs_->intended[i]);

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -33,6 +34,11 @@ public:
   /// The sender has sent all it will (open: every start; closed: the duration is over).
   bool sender_done() const { return sender_done_; }
   uint64_t reconnects() const { return reconnects_; }
+  /// Why the connection is down and not yet made again ("" while it is up).
+  std::string down_reason() const {
+    std::lock_guard lk{down_mtx_};
+    return down_reason_;
+  }
 
 private:
   bool send_start(uint64_t i);
@@ -42,6 +48,10 @@ private:
   void receive_loop();
   /// A start of this lane was answered (closed loop: the next may leave).
   void answered();
+  /// Sends again what an answer with `status` asked to: at once when the holder was lost (the
+  /// call parks for the next), else after a pause (resend_pause).
+  void resend(uint8_t status, uint64_t i, bool signal);
+  void resend_due();
 
   observations* obs_;
   const scenario& s_;
@@ -57,6 +67,17 @@ private:
   uint8_t& resent(uint64_t i) { return resent_[i / s_.connections]; }
   std::atomic<bool> stop_{false}, sender_done_{false};
   std::atomic<uint64_t> reconnects_{0};
+  mutable std::mutex down_mtx_;
+  std::string down_reason_;
+  /// Receiver thread only: calls to send again once `at` has passed. The pause keeps a call that
+  /// is answered "not run" at once (its shard's node is down) from being sent thousands of times
+  /// a second.
+  struct pending_resend {
+    clock_type::time_point at;
+    uint64_t i;
+    bool signal;
+  };
+  std::deque<pending_resend> resends_;
   std::mutex flight_mtx_;  ///< closed loop: starts sent and not answered
   std::condition_variable flight_cv_;
   uint32_t in_flight_ = 0;

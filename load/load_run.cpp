@@ -4,11 +4,15 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -19,6 +23,7 @@
 #include "client/address.hpp"
 #include "load/checker.hpp"
 #include "load/client_lane.hpp"
+#include "load/interruption.hpp"
 #include "load/latency_histogram.hpp"
 #include "load/load_workflow.hpp"
 #include "load/local_server.hpp"
@@ -121,6 +126,41 @@ int run_load(const scenario& s, const run_options& options) {
                   "not --server / run.server");
   if (s.worker_kill_every_s > 0 && s.workers == 0)
     return refuse("chaos.worker_kill_every_s needs long-lived workers (workers.count)");
+  if (!s.server.empty()) {  // host:port, or a cluster's nodes as "a:1,b:2": each once
+    auto list = client::split_address_list(s.server);
+    for (size_t i = 0; i < list.size(); ++i) {
+      auto at = client::parse_host_port(list[i]);
+      if (!at || at->port == 0)
+        return refuse("the server address '" + list[i] + "' (in --server / run.server \"" +
+                      s.server + "\") is not host:port with a port from 1 to 65535");
+      if (std::find(list.begin(), list.begin() + i, list[i]) != list.begin() + i)
+        return refuse("the server address " + list[i] + " is given twice in --server / "
+                      "run.server \"" + s.server + "\"");
+    }
+  }
+  // The report's place is checked now, not after a run it would lose.
+  auto report_file = options.report_file.empty() ? "load-" + s.name + ".json" : options.report_file;
+  {
+    std::error_code ec;
+    if (fs::is_directory(report_file, ec))
+      return refuse("the report file " + report_file + " is a directory");
+    auto dir = fs::path(report_file).has_parent_path() ? fs::path(report_file).parent_path()
+                                                        : fs::path(".");
+    if (!fs::is_directory(dir, ec) && !fs::create_directories(dir, ec))
+      return refuse("cannot make the report's directory " + dir.string() + ": " + ec.message());
+    if (::access(dir.c_str(), W_OK) != 0)
+      return refuse("the report file " + report_file + " cannot be written in " + dir.string() +
+                    ": " + std::strerror(errno));
+  }
+  // Ctrl-C or SIGTERM: the run stops early, says what it got and cleans up (its server and
+  // temporary directory); a second one ends the tool at once.
+  catch_interruptions();
+  auto interrupted_exit = [&] {
+    int sig = interrupted();
+    std::fprintf(stderr, "fusee load: stopped by %s: the run is cut short, no checks, no report\n",
+                 sig == SIGINT ? "SIGINT" : "SIGTERM");
+    return 128 + sig;
+  };
 
   observations obs(starts, s.shards);
   // Cold wakes are told apart only when no long-lived worker may hold a shard.
@@ -169,7 +209,7 @@ int run_load(const scenario& s, const run_options& options) {
       }
     }
     if (auto err = local->start(options.fusee_binary, s.shards, toml); !err.empty())
-      return refuse(err);
+      return interrupted() ? interrupted_exit() : refuse(err);
     server = local->listen();
     admin = local->admin();
   }
@@ -228,6 +268,10 @@ int run_load(const scenario& s, const run_options& options) {
   };
   bool told = false;  // a slow connect is said once, after 5 s, with what the workers say
   while (workers_connected() < s.workers) {
+    if (interrupted()) {
+      stop_workers();
+      return interrupted_exit();
+    }
     if (!told && clock_type::now() - connect_started > std::chrono::seconds(5)) {
       told = true;
       std::fprintf(stderr,
@@ -356,16 +400,38 @@ int run_load(const scenario& s, const run_options& options) {
   json timeline = json::array();
   std::vector<double> wakes_per_s;
   pid_t server_pid = local ? local->pid() : -1;
+  // Every client connection down: said once it has lasted 2 s, and again when one is back.
+  auto clients_down = [&] {  // "" unless every lane is down: then one's reason
+    std::string why;
+    for (auto& l : lanes)
+      if ((why = l->down_reason()).empty()) return why;
+    return why;
+  };
+  std::optional<clock_type::time_point> down_since;
+  bool said_down = false;
   for (;;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(250));  // pacing the progress line
     auto now = clock_type::now();
+    if (auto why = clients_down(); why.empty()) {
+      if (said_down) std::fprintf(stderr, "%sfusee load: the server answers again\n", tty ? "\n" : "");
+      down_since.reset();
+      said_down = false;
+    } else if (!down_since) {
+      down_since = now;
+    } else if (!said_down && now - *down_since > std::chrono::seconds(2)) {
+      said_down = true;
+      std::fprintf(stderr,
+                   "%sfusee load: no client connection for 2 s (%s); they keep trying until the "
+                   "run's end\n",
+                   tty ? "\n" : "", why.c_str());
+    }
     bool finished =
         obs.ok + obs.refused == obs.sent &&
         std::all_of(lanes.begin(), lanes.end(), [](auto& l) { return l->sender_done(); });
     for (uint64_t i = 0; finished && i < starts; ++i)
       finished = obs.answered[i] != 1 ||
                  (obs.completed[i] != 0 && (!s.signals || obs.signal_answered[i] != 0));
-    if (finished || now > give_up) break;
+    if (finished || now > give_up || interrupted()) break;
     if (++tick % 4 != 0) continue;
     double dt = std::chrono::duration<double>(now - last).count();
     double elapsed = std::chrono::duration<double>(now - t0).count();
@@ -434,9 +500,19 @@ int run_load(const scenario& s, const run_options& options) {
   if (chaos.joinable()) chaos.join();
   if (worker_chaos.joinable()) worker_chaos.join();
   uint64_t client_reconnects = 0;
+  std::string down_at_end = clients_down();
   for (auto& l : lanes) {
     l->stop();
     client_reconnects += l->reconnects();
+  }
+  if (interrupted()) {
+    stop_workers();
+    for (auto& e : endpoints)
+      e->stop();
+    say("fusee load: " + std::to_string(obs.ok.load()) + " started, " +
+        std::to_string(obs.done.load()) + " completed in " + fixed(wall, 1) + " s of " +
+        fixed(s.duration_s, 1) + " when stopped");
+    return interrupted_exit();
   }
 
   std::vector<check> checks;
@@ -512,6 +588,7 @@ int run_load(const scenario& s, const run_options& options) {
   checks.push_back(
       {"every started workflow accounted for", lost == 0 && unchecked == 0,
        std::to_string(lost) + " acknowledged starts unknown to the server" +
+           (ask.empty() ? " (none was asked: every acknowledged run ended in this tool)" : "") +
            (lost_ids.empty() ? "" : " (" + join(lost_ids) + ")") +
            (unchecked == 0 ? ""
                            : ", " + std::to_string(unchecked) + " could not be asked for (" +
@@ -731,15 +808,6 @@ int run_load(const scenario& s, const run_options& options) {
   }
   report["checks"] = jchecks;
   report["passed"] = all_ok;
-  auto file = options.report_file.empty() ? "load-" + s.name + ".json" : options.report_file;
-  {
-    std::error_code ec;
-    if (fs::path(file).has_parent_path()) fs::create_directories(fs::path(file).parent_path(), ec);
-    std::ofstream out(file);
-    out << report.dump(2) << "\n";
-    if (!out) return refuse("cannot write the report to " + file);
-  }
-
   auto lat = [](const char* name, const latency_histogram& h) {
     return std::string(name) + " p50 " + fixed(ms(h.percentile(0.5))) + " / p99 " +
            fixed(ms(h.percentile(0.99))) + " / max " + fixed(ms(h.max())) + " ms";
@@ -769,8 +837,10 @@ int run_load(const scenario& s, const run_options& options) {
         " starts and " + std::to_string(obs.signals_resent_in_doubt.load()) +
         " signals in doubt (holder lost), " + std::to_string(obs.starts_resent_parked.load()) +
         " starts and " + std::to_string(obs.signals_resent_parked.load()) +
-        " signals parked too long (no holder in time); " + std::to_string(client_reconnects) +
+        " signals not run (no holder in time, or its node down); " + std::to_string(client_reconnects) +
         " reconnects");
+  if (!down_at_end.empty())
+    say("  the server could not be reached at the end by any client connection: " + down_at_end);
   if (fleet_kills || kills)
     say("  chaos: " + std::to_string(kills.load()) + " server kills, " +
         std::to_string(fleet_kills) + " worker kills");
@@ -781,7 +851,15 @@ int run_load(const scenario& s, const run_options& options) {
   }
   for (auto& c : checks)
     say(std::string(c.ok ? "  ok    " : "  FAIL  ") + c.name + ": " + c.detail);
-  say("fusee load: report written to " + file);
+  std::ofstream out(report_file);
+  out << report.dump(2) << "\n";
+  out.close();
+  if (!out) {  // the run's results are printed above; the exit says the report is missing
+    std::fprintf(stderr, "fusee load: cannot write the report to %s: %s\n", report_file.c_str(),
+                 std::strerror(errno));
+    return 1;
+  }
+  say("fusee load: report written to " + report_file);
   return all_ok ? 0 : 1;
 }
 

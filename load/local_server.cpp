@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -13,6 +17,8 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "load/interruption.hpp"
 
 namespace fusee::load {
 
@@ -40,8 +46,10 @@ std::string local_server::log_tail() const {
 }
 
 std::string local_server::prepare() {
-  char tmpl[] = "/tmp/fusee-load-XXXXXX";
-  if (!::mkdtemp(tmpl)) return "cannot make a temporary directory";
+  const char* tmp = std::getenv("TMPDIR");
+  std::string tmpl = std::string{tmp && *tmp ? tmp : "/tmp"} + "/fusee-load-XXXXXX";
+  if (!::mkdtemp(tmpl.data()))
+    return "cannot make a temporary directory " + tmpl + ": " + std::strerror(errno);
   dir_ = tmpl;
   return {};
 }
@@ -107,6 +115,7 @@ std::string local_server::launch(const std::string& listen_at, const std::string
   ::close(log);
   auto deadline = clock_type::now() + std::chrono::seconds(30);
   while (clock_type::now() < deadline) {
+    if (interrupted()) return "interrupted while the server started";
     if (fs::exists(ready)) {
       std::ifstream in(ready);
       std::string line;
@@ -140,10 +149,13 @@ local_server::~local_server() {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));  // awaiting an exit
     }
   }
-  if (!dir_.empty() && !std::getenv("FUSEE_LOAD_KEEP")) {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
+  if (dir_.empty()) return;
+  if (auto* keep = std::getenv("FUSEE_LOAD_KEEP"); keep && *keep && std::string_view{keep} != "0") {
+    std::fprintf(stderr, "fusee load: kept %s (FUSEE_LOAD_KEEP)\n", dir_.c_str());
+    return;
   }
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
 }
 
 namespace {
