@@ -177,7 +177,8 @@ int run_inspect(const inspect_command& cmd) {
                     cmd.query.empty() ? server::node_actors_query() : *q)
           .receive(
               [&](server::cluster_reply& r) {
-                show(cmd.json ? cluster_json(r, q->offset) + "\n" : cluster_table(r, q->offset, q->shard_from));
+                show(cmd.json ? cluster_json(r, q->offset) + "\n"
+                              : cluster_table(r, q->offset, q->shard_from));
               },
               failed);
     else
@@ -190,7 +191,8 @@ int run_inspect(const inspect_command& cmd) {
                   rc = 1;
                   return;
                 }
-                show(cmd.json ? reply_json(r, q->offset) + "\n" : table(r, q->offset, q->shard_from));
+                show(cmd.json ? reply_json(r, q->offset) + "\n"
+                              : table(r, q->offset, q->shard_from));
               },
               failed);
     if (!cmd.watch || rc != 0) return rc;

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
-#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -134,8 +134,10 @@ int run_load(const scenario& s, const run_options& options) {
         return refuse("the server address '" + list[i] + "' (in --server / run.server \"" +
                       s.server + "\") is not host:port with a port from 1 to 65535");
       if (std::find(list.begin(), list.begin() + i, list[i]) != list.begin() + i)
-        return refuse("the server address " + list[i] + " is given twice in --server / "
-                      "run.server \"" + s.server + "\"");
+        return refuse("the server address " + list[i] +
+                      " is given twice in --server / "
+                      "run.server \"" +
+                      s.server + "\"");
     }
   }
   // The report's place is checked now, not after a run it would lose.
@@ -145,7 +147,7 @@ int run_load(const scenario& s, const run_options& options) {
     if (fs::is_directory(report_file, ec))
       return refuse("the report file " + report_file + " is a directory");
     auto dir = fs::path(report_file).has_parent_path() ? fs::path(report_file).parent_path()
-                                                        : fs::path(".");
+                                                       : fs::path(".");
     if (!fs::is_directory(dir, ec) && !fs::create_directories(dir, ec))
       return refuse("cannot make the report's directory " + dir.string() + ": " + ec.message());
     if (::access(dir.c_str(), W_OK) != 0)
@@ -413,7 +415,8 @@ int run_load(const scenario& s, const run_options& options) {
     std::this_thread::sleep_for(std::chrono::milliseconds(250));  // pacing the progress line
     auto now = clock_type::now();
     if (auto why = clients_down(); why.empty()) {
-      if (said_down) std::fprintf(stderr, "%sfusee load: the server answers again\n", tty ? "\n" : "");
+      if (said_down)
+        std::fprintf(stderr, "%sfusee load: the server answers again\n", tty ? "\n" : "");
       down_since.reset();
       said_down = false;
     } else if (!down_since) {
@@ -837,8 +840,8 @@ int run_load(const scenario& s, const run_options& options) {
         " starts and " + std::to_string(obs.signals_resent_in_doubt.load()) +
         " signals in doubt (holder lost), " + std::to_string(obs.starts_resent_parked.load()) +
         " starts and " + std::to_string(obs.signals_resent_parked.load()) +
-        " signals not run (no holder in time, or its node down); " + std::to_string(client_reconnects) +
-        " reconnects");
+        " signals not run (no holder in time, or its node down); " +
+        std::to_string(client_reconnects) + " reconnects");
   if (!down_at_end.empty())
     say("  the server could not be reached at the end by any client connection: " + down_at_end);
   if (fleet_kills || kills)
