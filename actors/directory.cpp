@@ -1225,6 +1225,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           v.draining = slot.draining;
           v.busy = slot.busy;
           v.withheld = slot.withheld;
+          v.elsewhere = !slot.owned;
           out.push_back(v);
         }
         for (auto& [shard, q] : st.parked_calls)

@@ -1,5 +1,6 @@
 #include "app/prometheus.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -187,7 +188,11 @@ std::string render_metrics(const server::inspect_reply& actors, const server::in
   writer w;
   w.metric("build_info", "gauge", "Always 1; the labels name the build.", 1,
            "version=\"" FUSEE_VERSION "\"");
-  w.metric("shards", "gauge", "Shards on this node.", actors.shards);
+  uint64_t elsewhere = 0;  // a cluster's other nodes' shards
+  for (auto& st : shards.states)
+    if (st.state == server::state_name(server::shard_state::elsewhere)) elsewhere = st.count;
+  w.metric("shards", "gauge", "Shards this node serves (in a cluster, its part).",
+           double(actors.shards - std::min<uint64_t>(elsewhere, actors.shards)));
   if (guards.connections)
     w.metric("connections", "gauge", "Worker and client connections open.",
              double(*guards.connections));
@@ -249,9 +254,7 @@ std::string render_metrics(const server::inspect_reply& actors, const server::in
     std::map<std::string, uint64_t> by_state;
     for (auto& s : shards.states)
       by_state[s.state] = s.count;
-    for (auto st :
-         {server::shard_state::held, server::shard_state::invoking, server::shard_state::backoff,
-          server::shard_state::due, server::shard_state::waiting, server::shard_state::idle}) {
+    for (auto st : server::all_shard_states) {
       std::string name(server::state_name(st));
       w.metric("shards_by_state", "gauge", "Shards per state (docs/operations.md).",
                double(by_state[name]), "state=\"" + name + "\"");

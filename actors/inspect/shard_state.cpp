@@ -5,6 +5,7 @@
 namespace fusee::server {
 
 shard_state state_of(const shard_lease_view& lease, const shard_invoker_view* invoker) {
+  if (lease.elsewhere) return shard_state::elsewhere;
   if (lease.holder != 0) return shard_state::held;
   if (invoker) {
     if (invoker->invocation != 0) return shard_state::invoking;
@@ -25,6 +26,8 @@ shard_state state_of(const shard_lease_view& lease, const shard_invoker_view* in
 
 std::string_view state_name(shard_state s) {
   switch (s) {
+  case shard_state::elsewhere:
+    return "elsewhere";
   case shard_state::held:
     return "held";
   case shard_state::invoking:
@@ -42,8 +45,7 @@ std::string_view state_name(shard_state s) {
 }
 
 bool is_shard_state(std::string_view word) {
-  for (auto s : {shard_state::held, shard_state::invoking, shard_state::backoff, shard_state::due,
-                 shard_state::waiting, shard_state::idle})
+  for (auto s : all_shard_states)
     if (state_name(s) == word) return true;
   return false;
 }

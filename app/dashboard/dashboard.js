@@ -4,7 +4,7 @@
 "use strict";
 
 const STATES = [
-  ["H", "held", "--held"], ["I", "invoking", "--invoking"], ["B", "backoff", "--backoff"],
+  ["-", "elsewhere", "--elsewhere"], ["H", "held", "--held"], ["I", "invoking", "--invoking"], ["B", "backoff", "--backoff"],
   ["D", "due", "--due"], ["W", "waiting", "--waiting"], [".", "idle", "--idle"],
 ];
 const HISTORY = 300;  // samples (seconds)
@@ -309,7 +309,9 @@ async function tick() {
   if (samples.length > HISTORY) samples.shift();
   drawCharts();
   drawGrid(o.shards.grid || "");
-  text(el("shard-counts"), STATES.map(([, n]) => (o.shards.states[n] || 0) + " " + n).join(" · "));
+  // (Another node's shards are counted in a cluster only.)
+  text(el("shard-counts"), STATES.filter(([c, n]) => c !== "-" || o.shards.states[n])
+    .map(([, n]) => (o.shards.states[n] || 0) + " " + n).join(" · "));
   renderEndpoints(endpoints, rowsOf(o.actors, "scheduler").length > 0);
   renderNode(o.actors);
   renderCluster(o.cluster);

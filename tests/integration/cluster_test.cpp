@@ -177,6 +177,19 @@ TEST_CASE("the HELLO answer carries the cluster map when asked, and a node lease
   for (auto& g : lease->grants)
     held.insert(g.shard.value());
   CHECK(held == std::set<uint32_t>{4, 5, 6, 7});
+  // Node b's views show a's and c's shards as another node's, not as idle shards of its own.
+  auto [status, shards_view] =
+      http_request("GET", c.nodes[1]->admin_port(), "/v1/shards?grid=1&limit=0", "", 10000);
+  REQUIRE(status == 200);
+  auto view = nlohmann::json::parse(shards_view);
+  CHECK(view["grid"] == "----HHHH----");
+  CHECK(view["states"]["elsewhere"] == 8);
+  CHECK_FALSE(view["states"].contains("idle"));
+  auto [mstatus, metrics] = http_request("GET", c.nodes[1]->admin_port(), "/metrics", "", 10000);
+  REQUIRE(mstatus == 200);
+  CHECK(metrics.find("\nfusee_shards 4\n") != std::string::npos);
+  CHECK(metrics.find("fusee_shards_by_state{state=\"elsewhere\"} 8\n") != std::string::npos);
+  CHECK(metrics.find("fusee_shards_by_state{state=\"held\"} 4\n") != std::string::npos);
   // APPEND for a shard node a serves: NOT_HOLDER naming a and where to connect.
   REQUIRE(conn.send(proto::append{proto::request_head{9, proto::shard_id{1}, proto::epoch_t{1}},
                                   proto::lsn_t{1},

@@ -190,7 +190,8 @@ TEST_CASE("a query names its mistakes: an unknown kind, state or parameter, a ba
   CHECK(q.every_actor);  // a ranking needs every mailbox
 }
 
-TEST_CASE("a shard's state: held before invoking before backoff before due before waiting") {
+TEST_CASE("a shard's state: another node's before held before invoking before backoff before due "
+          "before waiting") {
   shard_lease_view held{7, 3};
   shard_lease_view free_;
   shard_invoker_view invoking{shard_status::ready, 0, 0, 42};
@@ -206,6 +207,12 @@ TEST_CASE("a shard's state: held before invoking before backoff before due befor
   shard_lease_view parked;
   parked.parked_calls = 1;
   CHECK(state_of(parked, nullptr) == shard_state::due);  // no invoker: a call waits for a worker
+  shard_lease_view elsewhere;  // a cluster's other node serves it; its calls are forwarded
+  elsewhere.elsewhere = true;
+  elsewhere.parked_calls = 1;
+  CHECK(state_of(elsewhere, &invoking) == shard_state::elsewhere);
+  CHECK(state_name(shard_state::elsewhere) == "elsewhere");
+  CHECK(is_shard_state("elsewhere"));
 }
 
 TEST_CASE("a histogram's quantiles interpolate within the bucket and stop at the last bound") {
