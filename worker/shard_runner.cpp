@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <string_view>
+#include <unordered_set>
 
 #include "protocol/shard_hash.hpp"
 #include "protocol/workflow_name.hpp"
@@ -215,9 +217,8 @@ void shard_runner::start(uint64_t last_lsn) {
   started_ = true;
   if (records_since_checkpoint() > 0) uncheckpointed_since_ms_ = env_.now_ms();  // replayed ones
   // Messages the previous lease sent and never saw acknowledged go out again (receivers
-  // deduplicate by (from, outbox id)).
-  for (auto& [id, m] : outbox_)
-    resend(id, m);
+  // deduplicate by (from, outbox id)), each workflow's oldest first.
+  for_each_head(outbox_, [&](uint64_t id, outbox_entry& m) { resend(id, m); });
   std::vector<run_state*> runs;
   for (auto& [id, run] : runs_)
     if (run->status == run_status::running) runs.push_back(run.get());
@@ -281,7 +282,10 @@ void shard_runner::apply(const record& r) {
           if (!run || run->status != run_status::running) return;
           run->inbox.emplace_back(x.name, x.payload);
         } else if constexpr (std::is_same_v<T, rec::sent>) {
-          outbox_[x.outbox] = outbox_entry{x.target, x.payload};
+          auto m = json::parse(x.payload, nullptr, false);
+          outbox_[x.outbox] =
+              outbox_entry{x.target, x.payload, 0,
+                           m.is_object() ? m.value("workflow", std::string{}) : std::string{}};
           next_outbox_ = std::max(next_outbox_, x.outbox + 1);
           auto* run = find(x.workflow);
           if (!run || run->status != run_status::running) return;
@@ -311,6 +315,13 @@ void shard_runner::apply(const record& r) {
         }
       },
       r);
+}
+
+template <class Outbox, class F>
+void shard_runner::for_each_head(Outbox& outbox, F f) {
+  std::unordered_set<std::string_view> seen;
+  for (auto& [id, m] : outbox)
+    if (seen.insert(m.workflow).second) f(id, m);
 }
 
 void shard_runner::resend(uint64_t id, outbox_entry& m) {
@@ -532,7 +543,7 @@ void shard_runner::deliver_signals(run_state& run) {
 }
 
 void shard_runner::tick() {
-  if (!started_) return;
+  if (!started_ || leaving_) return;  // a worker that leaves runs nothing new: the next holder
   uint64_t now = env_.now_ms();
   std::vector<run_state*> due;
   for (auto& [id, run] : runs_)
@@ -582,8 +593,9 @@ void shard_runner::tick() {
   if (parked_ > 0 && !backlogged()) resume_parked();
   // Unacknowledged messages go out again now and then (receivers deduplicate): a target holder
   // that died before its record was durable has lost the first delivery.
-  for (auto& [id, m] : outbox_)
+  for_each_head(outbox_, [&](uint64_t id, outbox_entry& m) {
     if (m.sent_ms + settings_.resend_every_ms <= now) resend(id, m);
+  });
   answer_waits([&](const result_wait& w) { return w.deadline_ms <= now; });
 }
 
@@ -617,14 +629,15 @@ void shard_runner::leave() {
 
 uint64_t shard_runner::next_wake_ms() const {
   uint64_t at = never;
-  if (!started_) return at;
+  if (!started_ || leaving_) return at;  // (tick() does nothing then)
   for (auto& [id, run] : runs_)
     if (run->live && run->wait != run_state::wait_kind::none) at = std::min(at, run->wait_due);
   if (parked_ > 0 && !backlogged() && !leaving_) at = std::min(at, env_.now_ms());
   for (auto& w : result_waits_)
     at = std::min(at, w.deadline_ms);
-  for (auto& [id, m] : outbox_)
+  for_each_head(outbox_, [&](uint64_t, const outbox_entry& m) {
     at = std::min(at, m.sent_ms + settings_.resend_every_ms);
+  });
   return at;
 }
 
@@ -685,7 +698,13 @@ void shard_runner::on_message(uint32_t from, uint64_t from_epoch, uint64_t outbo
 }
 
 void shard_runner::on_ack(uint64_t outbox) {
-  if (outbox_.count(outbox)) commit(rec::acked{outbox});
+  auto it = outbox_.find(outbox);
+  if (it == outbox_.end()) return;
+  std::string workflow = it->second.workflow;
+  commit(rec::acked{outbox});
+  // The next message for that workflow, if any, goes now.
+  for (auto& [id, m] : outbox_)
+    if (m.workflow == workflow) return resend(id, m);
 }
 
 json shard_runner::status_of(const run_state& run) const {
@@ -1160,23 +1179,33 @@ op_awaitable<void> shard_runner::send_op(run_state& run, workflow_run* w, op_kin
   uint32_t seq = 0;
   if (auto r = run.begin_op(seq, op, name); r != run_state::replay::live)
     return {w, r == run_state::replay::ready};
-  // A child the HTTP API could not reach is not started. Nothing is journaled: the check is the
-  // same on a replay, and a journal from before the rule still answers above.
+  // A child the HTTP API could not reach is not started, and a message over the journal's limit
+  // is not sent (its record could never be appended: every holder would be cut there). Nothing
+  // is journaled: the checks are the same on a replay, and a journal from before them still
+  // answers above.
+  std::string payload = dump(message);
+  auto refuse = [&](const std::string& why) -> op_awaitable<void> {
+    run.set_result(false, nullptr);
+    run.op_error =
+        std::make_exception_ptr(std::invalid_argument(std::string{op_name(op)} + ": " + why));
+    return {w, true};
+  };
   if (op == op_kind::child)
-    if (auto bad = proto::bad_workflow_name("the child's workflow id", target_id)) {
-      run.set_result(false, nullptr);
-      run.op_error = std::make_exception_ptr(
-          std::invalid_argument("start_child: " + *bad + " (the HTTP API could not reach it)"));
-      return {w, true};
-    }
+    if (auto bad = proto::bad_workflow_name("the child's workflow id", target_id))
+      return refuse(*bad + " (the HTTP API could not reach it)");
+  if (size_t size = payload.size() + name.size() + run.id.size(); size > max_value_size)
+    return refuse("its message of " + std::to_string(size) +
+                  " bytes is over the journal's limit of " + std::to_string(max_value_size));
   return {w, now_or_parked(
                  run, [&] { return std::string{op_name(op)} + " '" + name + "'"; },
-                 [this, &run, seq, op, name, target_id, message = std::move(message)] {
+                 [this, &run, seq, op, name, target_id, payload = std::move(payload)] {
                    uint64_t outbox = next_outbox_;
                    uint32_t target = proto::shard_for(target_id, settings_.shard_count).value();
-                   std::string payload = dump(message);
                    commit(rec::sent{run.id, seq, op, name, outbox, target, payload});
-                   resend(outbox, outbox_.at(outbox));
+                   // (Behind an unacknowledged one for the same workflow it waits its turn.)
+                   if (std::none_of(outbox_.begin(), outbox_.find(outbox),
+                                    [&](auto& e) { return e.second.workflow == target_id; }))
+                     resend(outbox, outbox_.at(outbox));
                    run.set_result(true, nullptr);
                    return true;
                  })};

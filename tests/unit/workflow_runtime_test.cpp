@@ -153,6 +153,26 @@ registry make_types(bodies& b, std::string second_step = "b") {
     auto r = co_await ctx.random();
     co_return json{{"t", t.time_since_epoch().count() != 0}, {"r", r}};
   });
+  // "starter" starts a child and signals it at once, and signals someone else.
+  r.add("starter", [](context& ctx, json) -> task<json> {
+    std::string type = "waiter", child = "kid", go = "go", other = "someone";
+    json input = json::object(), payload = 1;
+    co_await ctx.start_child(type, child, input);
+    co_await ctx.send(child, go, payload);
+    co_await ctx.send(other, go, payload);
+    co_return true;
+  });
+  // "big_sender" sends a signal of in.bytes bytes and says what send threw, if anything.
+  r.add("big_sender", [](context& ctx, json in) -> task<json> {
+    std::string other = "someone", name = "big", error;
+    json payload = std::string(in.value("bytes", size_t{0}), 'x');
+    try {
+      co_await ctx.send(other, name, payload);
+    } catch (const std::invalid_argument& e) {
+      error = e.what();
+    }
+    co_return error;
+  });
   // "parent" starts the child in.child and says what start_child threw, if anything.
   r.add("parent", [](context& ctx, json in) -> task<json> {
     std::string type = "pair", child = in.value("child", "");
@@ -715,8 +735,8 @@ TEST_CASE("start is idempotent by id and another type is a conflict and unknown 
   CHECK(t.answer(3)["code"] == "conflict");
   t.call(4, "start", {{"id", "x"}, {"type", "nope"}});
   CHECK(t.answer(4)["error"] ==
-        "unknown workflow type 'nope'; this worker has: careless, flaky, loop, "
-        "odd, pair, parent, sender, spin, waiter");
+        "unknown workflow type 'nope'; this worker has: big_sender, careless, flaky, loop, "
+        "odd, pair, parent, sender, spin, starter, waiter");
   t.call(5, "frobnicate", {{"id", "w"}});
   CHECK(t.answer(5)["code"] == "bad_request");
   t.call(6, "result", {{"id", "zz"}});
@@ -953,6 +973,60 @@ TEST_CASE("a start whose id is over 256 bytes or holds a control character is re
   CHECK(t.answer(relay)["status"] == "completed");
 }
 
+TEST_CASE("messages for one workflow leave one at a time in order, so a signal cannot overtake "
+          "its child's start, and a new lease keeps that order") {
+  rig t;
+  t.call(1, "start", {{"id", "s"}, {"type", "starter"}, {"input", json::object()}});
+  t.durable();
+  auto first = t.frames<proto::relay>();
+  // The child's start and the other workflow's signal; the child's signal waits for its start.
+  REQUIRE(first.size() == 2);
+  auto kid = proto::shard_for("kid", 4), someone = proto::shard_for("someone", 4);
+  CHECK(first[0].target == kid);
+  CHECK(json::parse(first[0].payload.begin(), first[0].payload.end())["kind"] == "start");
+  CHECK(first[1].target == someone);
+  // Resent as a new lease takes the shard: still only the heads.
+  t.runner->ready_frames().clear();
+  t.recover(t.journal);
+  auto again = t.frames<proto::relay>();
+  REQUIRE(again.size() == 2);
+  CHECK(again[0].outbox_id == first[0].outbox_id);
+  CHECK(again[1].outbox_id == first[1].outbox_id);
+  // ...and the 30-s resends too.
+  t.runner->ready_frames().clear();
+  t.env.now += 30000;
+  t.runner->tick();
+  CHECK(t.frames<proto::relay>().size() == 2);
+  // The start acknowledged: the signal leaves, once the acknowledgement is durable.
+  t.runner->ready_frames().clear();
+  t.runner->on_ack(first[0].outbox_id);
+  t.durable();
+  auto next = t.frames<proto::relay>();
+  REQUIRE(next.size() == 1);
+  CHECK(next[0].target == kid);
+  auto signal = json::parse(next[0].payload.begin(), next[0].payload.end());
+  CHECK(signal["kind"] == "signal");
+  CHECK(signal["workflow"] == "kid");
+  CHECK(next[0].outbox_id == first[0].outbox_id + 1);
+}
+
+TEST_CASE("a message over the journal's limit throws into the workflow and is neither journaled "
+          "nor sent: its record could never be appended") {
+  rig t;
+  t.call(1, "start", {{"id", "b"}, {"type", "big_sender"}, {"input", {{"bytes", 100u << 20}}}});
+  auto out = t.answer(1);
+  REQUIRE(out["status"] == "completed");
+  CHECK(out["result"].get<std::string>().rfind("send: its message of ", 0) == 0);
+  CHECK(out["result"].get<std::string>().find("bytes is over the journal's limit of") !=
+        std::string::npos);
+  CHECK(t.frames<proto::relay>().empty());
+  for (auto& r : t.journal)
+    CHECK(r.size() < proto::max_record_size);
+  t.call(2, "start", {{"id", "c"}, {"type", "big_sender"}, {"input", {{"bytes", 1000}}}});
+  CHECK(t.answer(2)["result"] == "");
+  CHECK(t.frames<proto::relay>().size() == 1);
+}
+
 TEST_CASE("start_child with an id the HTTP API could not reach throws into the workflow, starts "
           "nothing, journals nothing for it and replays the same") {
   rig t;
@@ -1019,6 +1093,31 @@ TEST_CASE("a step parked for the backlog does not run once its shard is leaving,
   CHECK(t.b.of("l", "loop") == 10);
   t.call(2, "result", {{"id", "l"}});
   CHECK(t.answer(2)["status"] == "completed");
+}
+
+TEST_CASE("a shard that is leaving fires no timer, time-out or step retry and resends nothing, "
+          "but still reports them due: the next holder runs them") {
+  rig t;
+  t.call(1, "start", {{"id", "w"}, {"type", "waiter"}, {"input", {{"sleep_ms", 1000}}}});
+  t.call(2, "start", {{"id", "f"}, {"type", "flaky"}, {"input", {{"fails", 1}}}});
+  t.call(3, "start", {{"id", "s"}, {"type", "sender"}, {"input", json::object()}});
+  t.durable();
+  CHECK(t.b.of("f", "call") == 1);  // failed once, its retry due in 50-100 ms
+  t.runner->ready_frames().clear();
+  t.runner->leave();
+  auto lsn = t.runner->last_lsn();
+  t.env.now += 60000;  // past the sleep, the retry and the outbox's resend
+  CHECK(t.runner->next_wake_ms() == UINT64_MAX);
+  t.runner->tick();
+  CHECK(t.runner->last_lsn() == lsn);
+  CHECK(t.b.of("f", "call") == 1);
+  CHECK(t.frames<proto::relay>().empty());
+  CHECK(t.runner->next_due_ms() <= t.env.now);
+  // The next holder goes on from the journal.
+  t.recover(t.journal);
+  t.runner->tick();
+  t.durable();
+  CHECK(t.b.of("f", "call") == 2);
 }
 
 TEST_CASE("two loops on one shard take turns past the bound: a run that parks again waits behind "
