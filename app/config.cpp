@@ -7,6 +7,7 @@
 #include "tls/context.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -287,10 +288,11 @@ std::string keys_of(const setting<C> (&table)[N], std::string_view tname) {
 /// [cluster]: its keys through server_settings, [[cluster.nodes]] through cluster_node_settings
 /// (shards = "A-B, C" parsed here); the map is checked by validate(), which knows the shard count.
 std::optional<std::string> read_cluster(const std::string& file, const toml::node& table_node,
-                                        server_config& cfg) {
+                                        server_config& cfg, setting_origins& origins) {
   auto* tbl = table_node.as_table();
   if (tbl == nullptr) return where(file, table_node) + ": `cluster` must be a table ([cluster])";
   cfg.clustered = true;
+  origins["[cluster]"] = where(file, table_node);
   for (auto&& [key_name, node] : *tbl) {
     std::string key{key_name.str()};
     if (key != "nodes") {
@@ -299,6 +301,7 @@ std::optional<std::string> read_cluster(const std::string& file, const toml::nod
         return where(file, node) + ": unknown key `cluster." + key + "` (expected " +
                keys_of(server_settings, "cluster") + " and [[cluster.nodes]])";
       if (auto err = apply(*s, node, cfg, file, {}, "cluster." + key)) return err;
+      origins["cluster." + key] = where(file, node);
       continue;
     }
     auto* arr = node.as_array();
@@ -342,7 +345,7 @@ namespace {
 template <class C, size_t N>
 std::optional<std::string> read_tables(const toml::node& array_node, const setting<C> (&table)[N],
                                        std::vector<C>& out, const std::string& file,
-                                       const fs::path& base) {
+                                       const fs::path& base, setting_origins& origins) {
   std::string tname = table[0].table;
   auto* arr = array_node.as_array();
   if (arr == nullptr || !arr->is_array_of_tables())
@@ -359,6 +362,7 @@ std::optional<std::string> read_tables(const toml::node& array_node, const setti
       if (auto err = apply(*s, node, c, file, base, tname + "." + key)) return err;
     }
     out.push_back(std::move(c));
+    origins["[[" + tname + "]] #" + std::to_string(out.size())] = where(file, entry);
   }
   return std::nullopt;
 }
@@ -366,20 +370,22 @@ std::optional<std::string> read_tables(const toml::node& array_node, const setti
 /// Every table of a parsed file into `cfg`; `file` names it in errors, relative paths resolve
 /// against `base`.
 std::optional<std::string> apply_root(const toml::table& root, const std::string& file,
-                                      const fs::path& base, server_config& cfg) {
+                                      const fs::path& base, server_config& cfg,
+                                      setting_origins& origins) {
   for (auto&& [table_name, table_node] : root) {
     std::string tname{table_name.str()};
     if (tname == "endpoint") {
-      if (auto err = read_tables(table_node, endpoint_settings, cfg.endpoints, file, base))
+      if (auto err = read_tables(table_node, endpoint_settings, cfg.endpoints, file, base, origins))
         return err;
       continue;
     }
     if (tname == "token") {
-      if (auto err = read_tables(table_node, token_settings, cfg.tokens, file, base)) return err;
+      if (auto err = read_tables(table_node, token_settings, cfg.tokens, file, base, origins))
+        return err;
       continue;
     }
     if (tname == "cluster") {
-      if (auto err = read_cluster(file, table_node, cfg)) return err;
+      if (auto err = read_cluster(file, table_node, cfg, origins)) return err;
       continue;
     }
     auto* tbl = table_node.as_table();
@@ -393,6 +399,7 @@ std::optional<std::string> apply_root(const toml::table& root, const std::string
       auto* s = find(server_settings, tname, key);
       if (s == nullptr) return where(file, node) + ": unknown key `" + tname + "." + key + "`";
       if (auto err = apply(*s, node, cfg, file, base, tname + "." + key)) return err;
+      origins[tname + "." + key] = where(file, node);
     }
   }
   return std::nullopt;
@@ -406,28 +413,65 @@ std::string parse_failure(const std::string& file, const toml::parse_error& e) {
 
 }  // namespace
 
-std::optional<std::string> load_toml(const std::string& file, server_config& cfg) {
+std::optional<std::string> load_toml(const std::string& file, server_config& cfg,
+                                     setting_origins* origins) {
   toml::table root;
   try {
     root = toml::parse_file(file);
   } catch (const toml::parse_error& e) {
     return parse_failure(file, e);
   }
-  return apply_root(root, file, fs::path(file).parent_path(), cfg);
+  setting_origins unused;
+  return apply_root(root, file, fs::path(file).parent_path(), cfg, origins ? *origins : unused);
 }
 
 std::optional<std::string> load_toml_text(std::string_view text, const std::string& name,
-                                          server_config& cfg) {
+                                          server_config& cfg, setting_origins* origins) {
   toml::table root;
   try {
     root = toml::parse(text, name);
   } catch (const toml::parse_error& e) {
     return parse_failure(name, e);
   }
-  return apply_root(root, name, fs::path{}, cfg);
+  setting_origins unused;
+  return apply_root(root, name, fs::path{}, cfg, origins ? *origins : unused);
 }
 
-std::optional<std::string> validate(server_config& cfg) {
+namespace {
+std::optional<std::string> check_values(server_config& cfg);
+
+/// Where the setting an error of check_values() names was given: the array table entry it
+/// starts with ("[[endpoint]] #2 ..."), else its first `key` that was given, else the cluster
+/// table for a "[cluster]: " error.
+const std::string* origin_of(const std::string& error, const setting_origins& origins) {
+  for (const char* array : {"[[endpoint]] #", "[[token]] #"})
+    if (error.rfind(array, 0) == 0) {
+      auto end = error.find_first_not_of("0123456789", std::strlen(array));
+      auto it = origins.find(error.substr(0, end));
+      if (it != origins.end()) return &it->second;
+    }
+  for (size_t at = error.find('`'); at != std::string::npos;) {
+    auto end = error.find('`', at + 1);
+    if (end == std::string::npos) break;
+    if (auto it = origins.find(error.substr(at + 1, end - at - 1)); it != origins.end())
+      return &it->second;
+    at = error.find('`', end + 1);
+  }
+  if (error.rfind("[cluster]", 0) == 0)
+    if (auto it = origins.find("[cluster]"); it != origins.end()) return &it->second;
+  return nullptr;
+}
+}  // namespace
+
+std::optional<std::string> validate(server_config& cfg, const setting_origins& origins) {
+  auto err = check_values(cfg);
+  if (!err) return err;
+  if (auto* origin = origin_of(*err, origins)) return *origin + ": " + *err;
+  return err;
+}
+
+namespace {
+std::optional<std::string> check_values(server_config& cfg) {
   if (auto err = check_ranges(server_settings, cfg, "")) return err;
   if (cfg.timeout_ms <= cfg.ping_interval_ms)
     return "`liveness.timeout_ms` (" + std::to_string(cfg.timeout_ms) +
@@ -555,6 +599,7 @@ std::optional<std::string> validate(server_config& cfg) {
   }
   return std::nullopt;
 }
+}  // namespace
 
 std::string describe_settings() {
   std::ostringstream out;

@@ -302,20 +302,31 @@ int main(int argc, char** argv) {
     std::fputs(fusee::app::describe_settings().c_str(), stdout);
     return 0;
   }
+  fusee::app::setting_origins origins;
   if (!config_file.empty())
-    if (auto err = fusee::app::load_toml(config_file, cfg)) {
+    if (auto err = fusee::app::load_toml(config_file, cfg, &origins)) {
       std::fprintf(stderr, "fusee server: %s\n", err->c_str());
       return 2;
     }
-  if (!data_dir.empty()) cfg.data_dir = data_dir;
-  if (shards != 0 || server->count("--shards")) cfg.shards = shards;
-  if (!listen.empty()) cfg.listen = listen;
-  if (!admin_listen.empty()) cfg.admin_listen = admin_listen;
-  if (server->count("--http-listen")) cfg.http_listen = http_listen == "off" ? "" : http_listen;
+  // A flag overrides the file; an error about its setting names the flag.
+  auto set = [&](auto& field, auto value, const char* key, const char* name) {
+    field = std::move(value);
+    origins[key] = name;
+  };
+  if (!data_dir.empty()) set(cfg.data_dir, data_dir, "server.data_dir", "--data-dir");
+  if (shards != 0 || server->count("--shards"))
+    set(cfg.shards, shards, "server.shards", "--shards");
+  if (!listen.empty()) set(cfg.listen, listen, "server.listen", "--listen");
+  if (!admin_listen.empty())
+    set(cfg.admin_listen, admin_listen, "server.admin_listen", "--admin-listen");
+  if (server->count("--http-listen"))
+    set(cfg.http_listen, http_listen == "off" ? "" : http_listen, "server.http_listen",
+        "--http-listen");
   if (server->count("--inspect-listen"))
-    cfg.inspect_listen = inspect_listen == "off" ? "" : inspect_listen;
-  if (!log_level.empty()) cfg.log_level = log_level;
-  if (auto err = fusee::app::validate(cfg)) {
+    set(cfg.inspect_listen, inspect_listen == "off" ? "" : inspect_listen, "server.inspect_listen",
+        "--inspect-listen");
+  if (!log_level.empty()) set(cfg.log_level, log_level, "log.level", "--log-level");
+  if (auto err = fusee::app::validate(cfg, origins)) {
     std::fprintf(stderr, "fusee server: %s\n", err->c_str());
     return 2;
   }

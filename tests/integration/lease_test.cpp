@@ -306,7 +306,8 @@ TEST_CASE("a second server on a data dir in use is refused before it touches the
   CHECK(w.wait_durable(0, 1));
 }
 
-TEST_CASE("bad settings are refused at start with the key named") {
+TEST_CASE("bad settings are refused at start with the key named, and the file and line where it "
+          "was given") {
   temp_dir tmp;
   auto empty_secret = (tmp.path() / "empty.secret").string();
   std::ofstream{empty_secret} << "\r\n";
@@ -318,14 +319,17 @@ TEST_CASE("bad settings are refused at start with the key named") {
            {"[server]\nshard = 4\n", "unknown key `server.shard`"},
            {"[[endpoint]]\nurl = \"http://127.0.0.1:9/\"\nsecret_file = \"" + short_secret + "\"\n",
             "holds fewer than 16 bytes; make one with `openssl rand -hex 32 > "},
-           {"[server]\nshards = 0\n", "`server.shards` = 0 is outside"},
+           {"[server]\nshards = 0\n", "fusee.toml:2: `server.shards` = 0 is outside"},
+           {"[log]\nlevel = \"verbose\"\n",
+            "fusee.toml:2: `log.level` = \"verbose\" is not one of trace, debug"},
            // a LEASE of every shard would not fit one frame (PROTOCOL.md §2)
            {"[server]\nshards = 5033164\n", "`server.shards` = 5033164 is outside 1..5033163"},
            {"[server]\nshards = \"4\"\n", "`server.shards` has the wrong type"},
            // a float where an integer belongs (converting 1e42 was undefined behaviour)
            {"[limits]\nmax_connections = 1e42\n",
             "`limits.max_connections` has the wrong type (expected an integer)"},
-           {"[liveness]\nping_interval_ms = 500\ntimeout_ms = 400\n", "liveness.timeout_ms"},
+           {"[liveness]\nping_interval_ms = 500\ntimeout_ms = 400\n",
+            "fusee.toml:3: `liveness.timeout_ms` (400) must be greater than"},
            {"[server]\nallowed_hosts = [\"fusee.internal:7402\"]\n",
             "`server.allowed_hosts` entry \"fusee.internal:7402\" is not a host name"},
            {"[server]\nallowed_hosts = \"fusee.internal\"\n",
@@ -341,7 +345,9 @@ TEST_CASE("bad settings are refused at start with the key named") {
             "is empty"},
            {"[[endpoint]]\nurl = \"http://127.0.0.1:9/\"\nsecret_file = \"" + secret +
                 "\"\nconcurrency = 0\n",
-            "`endpoint.concurrency` = 0 is outside 1..4294967295"},
+            "fusee.toml:4: `endpoint.concurrency` = 0 is outside 1..4294967295"},
+           {"[[endpoint]]\nurl = \"ftp://x\"\nsecret_file = \"" + secret + "\"\n",
+            "fusee.toml:1: [[endpoint]] #1 (ftp://x): `endpoint.url` must start with http://"},
            // an invocation's IDLE lists every shard it held, in one frame
            {"[[endpoint]]\nurl = \"http://127.0.0.1:9/\"\nsecret_file = \"" + secret +
                 "\"\nmax_shards = 960001\n",
