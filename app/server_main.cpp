@@ -314,6 +314,7 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
           server::session_context{std::make_shared<const server::node_settings>(cfg), directory,
                                   wal.get(), &sink, owners, *tokens, limits, loop->get()},
           &lerr, tls_ctx);
+      if (!acceptor) lerr = "`server.listen`: " + lerr;
     }
     if (!acceptor) {
       spdlog::error("{}", lerr);

@@ -1,6 +1,7 @@
 // Leases, epochs, fencing, standbys, max_shards and liveness against a real server process.
 #include <fstream>
 
+#include "raw_socket.hpp"
 #include "server_process.hpp"
 #include "worker.hpp"
 #include "worker_process.hpp"
@@ -387,6 +388,20 @@ TEST_CASE("an HTTP listener's host that is no IPv4 literal is refused with the c
                 out);
   CHECK(out.find("log recovered") == std::string::npos);
   CHECK_FALSE(std::filesystem::exists(tmp.path() / "data"));
+}
+
+TEST_CASE("a taken worker port stops the start, naming the setting, the address and why") {
+  temp_dir tmp;
+  loopback_listener taken;
+  auto at = "127.0.0.1:" + std::to_string(taken.port);
+  auto [rc, out] = run_process({fusee_binary(), "server", "--data-dir",
+                                (tmp.path() / "data").string(), "--listen", at, "--admin-listen",
+                                "127.0.0.1:0", "--http-listen", "off", "--inspect-listen", "off"},
+                               tmp.path() / "server.log", 20s);
+  CHECK(rc != 0);
+  CHECK_MESSAGE(out.find("`server.listen`: cannot listen on " + at + ": Address already in use") !=
+                    std::string::npos,
+                out);
 }
 
 TEST_CASE("fusee --version prints the version /metrics reports, and exits 0") {
