@@ -54,6 +54,9 @@ http_reply query_route(caf::actor_system& sys, const admin_context& ctx, const h
   if (!q) return json(400, proto::json_error(q.err().message));
   auto r = ask(sys, ctx.inspector, *q);
   if (!r) return no_inspector();
+  if (args.count("shard") && q->shard_from >= r->shards)  // (a range's end is cut to the shards)
+    return json(404, proto::json_error("no shard " + std::to_string(q->shard_from) +
+                                       " on this node (it has " + std::to_string(r->shards) + ")"));
   return json(200, reply_json(*r, q->offset));
 }
 
@@ -242,9 +245,15 @@ http_server::gate admin_gate(const admin_context& ctx) {
   return [hosts = ctx.hosts, tokens = ctx.tokens](const http_exchange& ex) {
     bool probe = ex.path == "/healthz" || ex.path == "/readyz";
     if (auto refused = probe ? std::nullopt : check_host(ex, hosts, tokens.get())) return refused;
-    if (ex.method != "GET")
-      return std::optional{
-          json(405, proto::json_error("the admin server answers GET only, not " + ex.method))};
+    if (ex.method != "GET" && ex.method != "HEAD") {  // (HEAD: libmicrohttpd sends no body)
+      auto reply = json(
+          405, proto::json_error("the admin server answers GET (and HEAD) only, not " + ex.method));
+      reply.headers["Allow"] = "GET, HEAD";
+      return std::optional{reply};
+    }
+    if (!probe && !ex.repeated_query.empty())
+      return std::optional{json(
+          400, proto::json_error("query parameter \"" + ex.repeated_query + "\" is given twice"))};
     return std::optional<http_reply>{};
   };
 }
@@ -263,6 +272,13 @@ http_server::handler admin_routes(caf::actor_system& sys, admin_context ctx) {
     if (p == "/healthz") return health(ctx);
     if (p == "/readyz") return readiness(sys, ctx);
     if (auto refused = check_bearer(ex, ctx.tokens.get(), proto::scope::read)) return *refused;
+    // The views without a query (the page, its assets and the probes take any: a browser's or a
+    // prober's additions are not mistakes).
+    if (!ex.query.empty() &&
+        (p == "/metrics" || p == "/v1/invoker" || p == "/v1/overview" || p == "/v1/log" ||
+         p == "/v1/problems" || p.rfind("/v1/shards/", 0) == 0))
+      return json(400, proto::json_error("GET " + p + " takes no query parameters, not \"" +
+                                         ex.query.begin()->first + "\""));
     if (p == "/metrics") return metrics->get(sys, ctx);
     if (p == "/v1/invoker") return invoker_metrics(sys, ctx);
     if (p == "/v1/overview") return overview(sys, ctx);

@@ -21,6 +21,8 @@ api_route refuse(unsigned status, const std::string& message) {
 
 /// A query argument the route does not take, named with the ones it does.
 std::optional<std::string> unknown_argument(const http_exchange& ex, std::string_view takes) {
+  if (!ex.repeated_query.empty())
+    return "query argument '" + ex.repeated_query + "' is given twice";
   for (auto& [key, value] : ex.query)
     if (key != takes)
       return "unknown query argument '" + key + "' for " + ex.method + " " + ex.path +

@@ -176,7 +176,12 @@ struct request_state {
 };
 
 MHD_Result collect_query(void* cls, MHD_ValueKind, const char* key, const char* value) {
-  static_cast<http_exchange*>(cls)->query[key] = value ? value : "";
+  auto* ex = static_cast<http_exchange*>(cls);
+  auto [it, fresh] = ex->query.emplace(key, value ? value : "");
+  if (!fresh) {
+    if (ex->repeated_query.empty()) ex->repeated_query = key;
+    it->second = value ? value : "";
+  }
   return MHD_YES;
 }
 

@@ -25,6 +25,7 @@ struct http_exchange {
   std::string path;
   std::map<std::string, std::string> headers;  ///< names in lower case
   std::map<std::string, std::string> query;    ///< ?key=value arguments, decoded
+  std::string repeated_query;  ///< the first ?key given twice ("" if none; query has its last)
   std::string body;
 };
 

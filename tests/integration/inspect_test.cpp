@@ -247,9 +247,27 @@ TEST_CASE("bad introspection requests get clear errors: admin server and fusee i
   CHECK(http_get(admin, "/v1/shards/two").first == 400);
   CHECK(http_get(admin, "/v1/endpoints?kind=shard").first == 400);
   CHECK(http_request("POST", admin, "/metrics").first == 405);
+  CHECK(http_request("HEAD", admin, "/metrics").first == 200);
   auto [s2, b2] = http_get(admin, "/v1/shards?limit=9999");
   CHECK(s2 == 400);
   CHECK(b2.find("page with offset") != std::string::npos);
+  // A shard the node does not have is 404 in every form; a range's end is cut to the shards.
+  auto [s3, b3] = http_get(admin, "/v1/shards?shard=4");
+  CHECK(s3 == 404);
+  CHECK(b3.find("no shard 4 on this node (it has 4)") != std::string::npos);
+  CHECK(http_get(admin, "/v1/actors?shard=9-12").first == 404);
+  CHECK(http_get(admin, "/v1/shards?shard=2-99").first == 200);
+  // A parameter given twice, or to a view that takes none, is refused, not ignored.
+  auto [s4, b4] = http_get(admin, "/v1/actors?kind=shard&kind=log");
+  CHECK(s4 == 400);
+  CHECK(b4.find("query parameter \\\"kind\\\" is given twice") != std::string::npos);
+  for (auto path : {"/v1/overview?x=1", "/v1/problems?limit=1", "/metrics?x=1", "/v1/log?x=1",
+                    "/v1/invoker?x=1", "/v1/shards/1?x=1"}) {
+    auto [s, b] = http_get(admin, path);
+    CHECK_MESSAGE(s == 400, path);
+    CHECK_MESSAGE(b.find("takes no query parameters") != std::string::npos, b);
+  }
+  CHECK(http_get(admin, "/healthz?probe=1").first == 200);  // probes and the page take any
 
   auto [rc, out] = run_process({fusee_binary(), "inspect", "--node", "127.0.0.1:1"},
                                tmp.path() / "unreachable.out", 30s);

@@ -119,6 +119,13 @@ TEST_CASE("bad HTTP API requests are refused with a fitting status and code befo
   CHECK(status(ex("POST", "/v1/workflows/x/cancel", "", {{"force", "1"}})) == 400);
   CHECK(status(ex("POST", "/v1/workflows/x/signals/go", "", {{"a", ""}})) == 400);
   CHECK(status(ex("POST", "/v1/workflows/steps/x", "", {{"id", "y"}})) == 400);
+  auto twice = ex("GET", "/v1/workflows/x", "", {{"wait_ms", "5"}});
+  twice.repeated_query = "wait_ms";  // (?wait_ms=1&wait_ms=5: the server keeps the last)
+  auto repeated = route_api_request(twice);
+  REQUIRE(repeated.refusal);
+  CHECK(repeated.refusal->status == 400);
+  CHECK(repeated.refusal->body.find("query argument 'wait_ms' is given twice") !=
+        std::string::npos);
   auto named = route_api_request(ex("GET", "/v1/workflows/x", "", {{"wait", "5000"}}));
   REQUIRE(named.refusal);
   CHECK(named.refusal->body.find("unknown query argument 'wait' for GET /v1/workflows/x (it "
