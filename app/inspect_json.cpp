@@ -123,7 +123,7 @@ std::string cluster_json(const server::cluster_reply& reply, uint32_t offset) {
     member_json(o, n.member);
     o << ",\"answered\":" << (n.answered ? "true" : "false")
       << ",\"reason\":" << json_quote(n.error);
-    if (n.answered) o << ",\"reply\":" << reply_json(n.reply, offset);
+    o << ",\"reply\":" << (n.answered ? reply_json(n.reply, offset) : "null");
     o << "}";
   }
   o << "],\"tookUs\":" << reply.took_us << "}";
