@@ -316,8 +316,8 @@ int main(int argc, char** argv) {
   if (!data_dir.empty()) set(cfg.data_dir, data_dir, "server.data_dir", "--data-dir");
   if (shards != 0 || server->count("--shards"))
     set(cfg.shards, shards, "server.shards", "--shards");
-  if (!listen.empty()) set(cfg.listen, listen, "server.listen", "--listen");
-  if (!admin_listen.empty())
+  if (server->count("--listen")) set(cfg.listen, listen, "server.listen", "--listen");
+  if (server->count("--admin-listen"))  // ("" is refused: the admin server cannot be off)
     set(cfg.admin_listen, admin_listen, "server.admin_listen", "--admin-listen");
   if (server->count("--http-listen"))
     set(cfg.http_listen, http_listen == "off" ? "" : http_listen, "server.http_listen",

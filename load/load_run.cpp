@@ -126,6 +126,9 @@ int run_load(const scenario& s, const run_options& options) {
                   "not --server / run.server");
   if (s.worker_kill_every_s > 0 && s.workers == 0)
     return refuse("chaos.worker_kill_every_s needs long-lived workers (workers.count)");
+  if (s.workers == 0 && s.endpoints == 0 && s.server.empty())
+    return refuse("nothing would run the workflows: give workers.count (long-lived workers) or "
+                  "endpoints.count (serverless ones)");
   if (!s.server.empty()) {  // host:port, or a cluster's nodes as "a:1,b:2": each once
     auto list = client::split_address_list(s.server);
     for (size_t i = 0; i < list.size(); ++i) {
@@ -321,11 +324,12 @@ int run_load(const scenario& s, const run_options& options) {
   char intro[512];
   std::snprintf(intro, sizeof(intro),
                 "fusee load: scenario \"%s\": %s%llu workflows at %g/s over %g s, %u workers "
-                "on %zu threads (connected in %.1f s), %u endpoints, %u client connections, "
+                "on %zu threads (connected in %.1f s), %u endpoint%s, %u client connections, "
                 "server %s%s",
                 s.name.c_str(), s.mode == "closed" ? "up to " : "", (unsigned long long)starts,
                 s.rate, s.duration_s, s.workers, fleets.size(), connect_s, s.endpoints,
-                s.connections, server.c_str(), local ? " (started here)" : "");
+                s.endpoints == 1 ? "" : "s", s.connections, server.c_str(),
+                local ? " (started here)" : "");
   say(intro);
   if (startup_posts > 0)
     say("fusee load: the server's start-up invocations (" + std::to_string(startup_posts) +
@@ -472,7 +476,7 @@ int run_load(const scenario& s, const run_options& options) {
     timeline.push_back(sample);
     char line[320];
     std::snprintf(line, sizeof(line),
-                  "%6.1f/%.0f s  started %llu (%.0f/s)  completed %llu (%.0f/s)  in flight %llu  "
+                  "%6.1f/%g s  started %llu (%.0f/s)  completed %llu (%.0f/s)  in flight %llu  "
                   "errors %llu  step p99 %.1f ms%s",
                   elapsed, s.duration_s, (unsigned long long)obs.ok.load(),
                   double(obs.ok - last_ok) / dt, (unsigned long long)obs.done.load(),

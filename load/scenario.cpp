@@ -76,6 +76,13 @@ std::string check_rules(const scenario& s) {
     return "`workflow.sleep_ms` and `workflow.wake_at_s` cannot both be set";
   if (s.signals && s.steps == 0)
     return "`clients.signals` needs `workflow.steps` of at least 1 (runs wait after it)";
+  // It names the default report file (load-<name>.json).
+  if (s.name.empty() || s.name.size() > 64 || s.name.front() == '.' ||
+      s.name.find_first_not_of(
+          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != std::string::npos)
+    return "`run.name` = \"" + s.name +
+           "\" must be 1 to 64 letters, digits, '.', '_' or '-' (not first '.'): it names the "
+           "report file";
   return {};
 }
 
@@ -157,23 +164,34 @@ std::string apply_setting(scenario& s, const std::string& setting) {
     return "--set " + setting + ": write table.key=value (e.g. workflow.steps=5)";
   std::string table = setting.substr(0, dot), name = setting.substr(dot + 1, eq - dot - 1),
               value = setting.substr(eq + 1);
-  toml::table doc;
   auto where_of = [&](const toml::node&) { return "--set " + setting; };
-  // The value as TOML, or, when that does not parse, as a string (names, modes).
-  try {
-    doc = toml::parse("[" + table + "]\n" + name + " = " + value + "\n");
-  } catch (const toml::parse_error&) {
-    try {
-      std::ostringstream quoted;
-      quoted << toml::value<std::string>(value);
-      doc = toml::parse("[" + table + "]\n" + name + " = " + quoted.str() + "\n");
-    } catch (const toml::parse_error& e) {
-      return "--set " + setting + ": " + std::string(e.description());
-    }
-  }
+  auto doc_of = [&](const std::string& v) {
+    return toml::parse("[" + table + "]\n" + name + " = " + v + "\n");
+  };
+  auto quoted = [&] {
+    std::ostringstream out;
+    out << toml::value<std::string>(value);
+    return out.str();
+  }();
+  // The value as TOML, or, when that does not parse or does not fit a key that takes a string
+  // (a bare word, or a name like 123), as a string.
   std::string err;
   scenario t = s;
-  if (!read_keys(doc, t, &err, where_of)) return err;
+  try {
+    bool read = false;
+    try {
+      read = read_keys(doc_of(value), t, &err, where_of);
+    } catch (const toml::parse_error&) {
+    }
+    if (!read) {
+      std::string as_string_err;
+      t = s;
+      if (!read_keys(doc_of(quoted), t, &as_string_err, where_of))
+        return err.empty() ? as_string_err : err;
+    }
+  } catch (const toml::parse_error& e) {
+    return "--set " + setting + ": " + std::string(e.description());
+  }
   if (auto bad = check_rules(t); !bad.empty()) return "--set " + setting + ": " + bad;
   s = t;
   return {};

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fusee load as an operator stops it: SIGTERM mid-run stops the server it started and removes its
-# temporary directory (exit 143, no report); a bad --server or report path is refused at once,
-# before anything starts.
+# temporary directory (exit 143, no report); a bad --server, report path or setting is refused
+# at once, before anything starts.
 # Usage: load_interrupted_test.sh SOURCE_DIR FUSEE_BINARY
 set -uo pipefail
 src="$1"
@@ -59,6 +59,10 @@ refused "the server address '127.0.0.1' (in --server / run.server \"127.0.0.1\")
   --server 127.0.0.1
 refused "is not host:port with a port from 1 to 65535" --server 127.0.0.1:7400,,127.0.0.1:7500
 refused "the server address 127.0.0.1:7400 is given twice" --server 127.0.0.1:7400,127.0.0.1:7400
+refused "\`run.name\` = \"../x\" must be 1 to 64 letters" --set run.name=../x
+refused "nothing would run the workflows" --set workers.count=0
+# (a bare value TOML reads as a number is a string for a key that takes one: the name passes)
+refused "is not host:port" --set run.name=123 --server 127.0.0.1
 mkdir "$tmp/a-directory"
 refused "the report file $tmp/a-directory is a directory" --report "$tmp/a-directory"
 echo "ok"
