@@ -486,7 +486,12 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg, direct
     auto& st = self->state;
     for (size_t i = 0; i < st.peers.size(); ++i)
       if (st.peers[i].handle && st.peers[i].handle.address() == m.source)
-        lost(self, i, "link lost: " + self->system().render(m.reason));
+        lost(self, i,
+             m.reason == caf::exit_reason::remote_link_unreachable
+                 ? "link lost: the connection closed, or the node was silent for "
+                   "cluster.peer_timeout_ms (" +
+                       std::to_string(st.cfg.cluster_peer_timeout_ms) + " ms)"
+                 : "link lost: " + self->system().render(m.reason));
   });
   return {
       [=](frame_atom, proto::bytes& frame) { take_frame(self, frame); },

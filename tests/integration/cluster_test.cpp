@@ -442,6 +442,9 @@ TEST_CASE("a silent node (SIGSTOP) is down after the peer timeout: calls for its
             std::chrono::seconds(10)));
   auto noticed = std::chrono::steady_clock::now() - stopped;
   CHECK(noticed < std::chrono::seconds(4));  // heartbeats: the peer timeout, plus a margin
+  CHECK_MESSAGE(c.nodes[0]->log().find("silent for cluster.peer_timeout_ms (1000 ms)") !=
+                    std::string::npos,
+                c.nodes[0]->log());
   auto t0 = std::chrono::steady_clock::now();
   auto r = must(c.client(0).start("steps", cluster3::id_on(2, "silent"), json{{"steps", 1}}));
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(500));
