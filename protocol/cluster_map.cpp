@@ -218,6 +218,11 @@ std::optional<std::string> check_cluster_map(const cluster_map& map, uint32_t sh
       return shards_belong({static_cast<uint32_t>(next), o.range.first - 1}) + " to no node";
     if (o.range.first < next) {
       uint32_t overlap_last = std::min<uint64_t>(o.range.last, next - 1);
+      if (prev->node == o.node)
+        return "node \"" + map.nodes[o.node].name + "\" lists " +
+               (o.range.first == overlap_last ? "shard " : "shards ") +
+               text_of({o.range.first, overlap_last}) + " twice (" + text_of(prev->range) +
+               " and " + text_of(o.range) + ")";
       return shards_belong({o.range.first, overlap_last}) + " to both \"" +
              map.nodes[prev->node].name + "\" (" + text_of(prev->range) + ") and \"" +
              map.nodes[o.node].name + "\" (" + text_of(o.range) + ")";

@@ -49,6 +49,8 @@ TEST_CASE("a cluster map must own every shard exactly once, naming the gap or th
         "shards 6-9 belong to both \"a\" (0-9) and \"b\" (6-15)");
   CHECK(check_cluster_map({{node("a", "0-15"), node("b", "3")}}, 16) ==
         "shard 3 belongs to both \"a\" (0-15) and \"b\" (3)");
+  CHECK(check_cluster_map({{node("a", "0-7"), node("b", "8-15, 8")}}, 16) ==
+        "node \"b\" lists shard 8 twice (8-15 and 8)");
   CHECK(check_cluster_map({{node("a", "0-16")}}, 16) ==
         "node \"a\" owns shards 0-16, but there are only 16 (0-15)");
   CHECK(check_cluster_map({{node("a", "0-7"), node("a", "8-15")}}, 16) ==
