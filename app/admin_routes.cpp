@@ -251,9 +251,6 @@ http_server::gate admin_gate(const admin_context& ctx) {
       reply.headers["Allow"] = "GET, HEAD";
       return std::optional{reply};
     }
-    if (!probe && !ex.repeated_query.empty())
-      return std::optional{json(
-          400, proto::json_error("query parameter \"" + ex.repeated_query + "\" is given twice"))};
     return std::optional<http_reply>{};
   };
 }
@@ -272,11 +269,13 @@ http_server::handler admin_routes(caf::actor_system& sys, admin_context ctx) {
     if (p == "/healthz") return health(ctx);
     if (p == "/readyz") return readiness(sys, ctx);
     if (auto refused = check_bearer(ex, ctx.tokens.get(), proto::scope::read)) return *refused;
-    // The views without a query (the page, its assets and the probes take any: a browser's or a
-    // prober's additions are not mistakes).
-    if (!ex.query.empty() &&
-        (p == "/metrics" || p == "/v1/invoker" || p == "/v1/overview" || p == "/v1/log" ||
-         p == "/v1/problems" || p.rfind("/v1/shards/", 0) == 0))
+    // The /v1 views are strict about their parameters (the page, its assets, the probes and
+    // /metrics take any: a browser's, a prober's or a scrape job's additions are not mistakes).
+    if (p.rfind("/v1/", 0) == 0 && !ex.repeated_query.empty())
+      return json(
+          400, proto::json_error("query parameter \"" + ex.repeated_query + "\" is given twice"));
+    if (!ex.query.empty() && (p == "/v1/invoker" || p == "/v1/overview" || p == "/v1/log" ||
+                              p == "/v1/problems" || p.rfind("/v1/shards/", 0) == 0))
       return json(400, proto::json_error("GET " + p + " takes no query parameters, not \"" +
                                          ex.query.begin()->first + "\""));
     if (p == "/metrics") return metrics->get(sys, ctx);

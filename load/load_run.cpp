@@ -298,7 +298,7 @@ int run_load(const scenario& s, const run_options& options) {
   if (!endpoints.empty()) {
     auto idle_since = clock_type::now();
     while (clock_type::now() - idle_since < std::chrono::milliseconds(500) &&
-           clock_type::now() - connect_started < std::chrono::seconds(60)) {
+           clock_type::now() - connect_started < std::chrono::seconds(60) && !interrupted()) {
       for (auto& e : endpoints)
         if (e->in_flight > 0) idle_since = clock_type::now();
       std::this_thread::sleep_for(std::chrono::milliseconds(20));  // awaiting a quiet spell
@@ -512,7 +512,8 @@ int run_load(const scenario& s, const run_options& options) {
     l->stop();
     client_reconnects += l->reconnects();
   }
-  if (interrupted()) {
+  // A stop from here on (the checks too) cuts the run short the same way.
+  auto cut_short = [&] {
     stop_workers();
     for (auto& e : endpoints)
       e->stop();
@@ -520,7 +521,8 @@ int run_load(const scenario& s, const run_options& options) {
         std::to_string(obs.done.load()) + " completed in " + fixed(wall, 1) + " s of " +
         fixed(s.duration_s, 1) + " when stopped");
     return interrupted_exit();
-  }
+  };
+  if (interrupted()) return cut_short();
 
   std::vector<check> checks;
   if (s.server_kills > 0)
@@ -530,6 +532,7 @@ int run_load(const scenario& s, const run_options& options) {
                           (kill_errors.empty() ? "" : ": " + kill_errors.front())});
   if (s.restart_before_check && local) {
     auto err = local->restart();
+    if (interrupted()) return cut_short();
     checks.push_back({"the server restarts after kill -9", err.empty(),
                       err.empty() ? "restarted on the same data dir and ports" : err});
     if (err.empty())
@@ -560,6 +563,7 @@ int run_load(const scenario& s, const run_options& options) {
   auto fates = ask_fates(server, s.security, ask, clock_type::now() + std::chrono::seconds(60),
                          &connect_err);
   if (!connect_err.empty()) unchecked_reason = connect_err;
+  if (interrupted()) return cut_short();
   for (size_t k = 0; k < ask.size(); ++k) {
     auto& f = fates[k];
     if (f.status == "completed") continue;

@@ -48,10 +48,11 @@ proto::result<void> session::connect(uint32_t offers, proto::invocation_id invoc
                                      const std::atomic<bool>* stop) {
   if (auto ok = begin_connect(offers, invocation); !ok) return ok;
   auto until = clock::now() + std::chrono::milliseconds(options_.hello_timeout_ms);
-  for (bool first = true;; first = false) {
+  for (;;) {
     auto left =
         std::max(0ms, std::chrono::duration_cast<std::chrono::milliseconds>(until - clock::now()));
-    auto r = first ? client::first_answer(conn_, "HELLO", left, stop) : conn_.receive(left);
+    // (After a first frame, first_answer() is receive() that still looks at `stop`.)
+    auto r = client::first_answer(conn_, "HELLO", left, stop);
     if (!r) return r.err();
     if (!took_cluster_map(*r)) return take_answer(std::move(r));
   }
@@ -277,7 +278,7 @@ bool session::all_started() const {
 uint64_t session::next_wake() const {
   uint64_t at = never;
   for (auto& [s, runner] : shards_)
-    at = std::min(at, runner->next_wake_ms());
+    if (!runner->leaving()) at = std::min(at, runner->next_wake_ms());  // (its tick() waits)
   return at;
 }
 

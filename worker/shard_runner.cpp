@@ -4,8 +4,6 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
-#include <string_view>
-#include <unordered_set>
 
 #include "protocol/shard_hash.hpp"
 #include "protocol/workflow_name.hpp"
@@ -217,8 +215,9 @@ void shard_runner::start(uint64_t last_lsn) {
   started_ = true;
   if (records_since_checkpoint() > 0) uncheckpointed_since_ms_ = env_.now_ms();  // replayed ones
   // Messages the previous lease sent and never saw acknowledged go out again (receivers
-  // deduplicate by (from, outbox id)), each workflow's oldest first.
-  for_each_head(outbox_, [&](uint64_t id, outbox_entry& m) { resend(id, m); });
+  // deduplicate by (from, outbox id)).
+  for (auto& [id, m] : outbox_)
+    resend(id, m);
   std::vector<run_state*> runs;
   for (auto& [id, run] : runs_)
     if (run->status == run_status::running) runs.push_back(run.get());
@@ -315,13 +314,6 @@ void shard_runner::apply(const record& r) {
         }
       },
       r);
-}
-
-template <class Outbox, class F>
-void shard_runner::for_each_head(Outbox& outbox, F f) {
-  std::unordered_set<std::string_view> seen;
-  for (auto& [id, m] : outbox)
-    if (seen.insert(m.workflow).second) f(id, m);
 }
 
 void shard_runner::resend(uint64_t id, outbox_entry& m) {
@@ -593,9 +585,8 @@ void shard_runner::tick() {
   if (parked_ > 0 && !backlogged()) resume_parked();
   // Unacknowledged messages go out again now and then (receivers deduplicate): a target holder
   // that died before its record was durable has lost the first delivery.
-  for_each_head(outbox_, [&](uint64_t id, outbox_entry& m) {
+  for (auto& [id, m] : outbox_)
     if (m.sent_ms + settings_.resend_every_ms <= now) resend(id, m);
-  });
   answer_waits([&](const result_wait& w) { return w.deadline_ms <= now; });
 }
 
@@ -629,15 +620,14 @@ void shard_runner::leave() {
 
 uint64_t shard_runner::next_wake_ms() const {
   uint64_t at = never;
-  if (!started_ || leaving_) return at;  // (tick() does nothing then)
+  if (!started_) return at;
   for (auto& [id, run] : runs_)
     if (run->live && run->wait != run_state::wait_kind::none) at = std::min(at, run->wait_due);
   if (parked_ > 0 && !backlogged() && !leaving_) at = std::min(at, env_.now_ms());
   for (auto& w : result_waits_)
     at = std::min(at, w.deadline_ms);
-  for_each_head(outbox_, [&](uint64_t, const outbox_entry& m) {
+  for (auto& [id, m] : outbox_)
     at = std::min(at, m.sent_ms + settings_.resend_every_ms);
-  });
   return at;
 }
 
@@ -698,13 +688,7 @@ void shard_runner::on_message(uint32_t from, uint64_t from_epoch, uint64_t outbo
 }
 
 void shard_runner::on_ack(uint64_t outbox) {
-  auto it = outbox_.find(outbox);
-  if (it == outbox_.end()) return;
-  std::string workflow = it->second.workflow;
-  commit(rec::acked{outbox});
-  // The next message for that workflow, if any, goes now.
-  for (auto& [id, m] : outbox_)
-    if (m.workflow == workflow) return resend(id, m);
+  if (outbox_.count(outbox)) commit(rec::acked{outbox});
 }
 
 json shard_runner::status_of(const run_state& run) const {
@@ -908,7 +892,14 @@ void shard_runner::handle_message(uint32_t from, uint64_t from_epoch, uint64_t o
   if (kind == "signal") {
     std::string name = field("name");
     if (name.empty()) return drop("a signal without a name");
-    if (!run) return drop("no workflow '" + id + "' here");
+    if (!run) {
+      // Sent after a message for the run this shard has not taken yet (the run's start, its
+      // first delivery lost): not taken now, nor acknowledged; the sender sends it again.
+      if (auto after = m.find("after"); after != m.end() && after->is_number_unsigned() &&
+                                        !seen_.count({from, after->get<uint64_t>()}))
+        return;
+      return drop("no workflow '" + id + "' here");
+    }
     if (run->status != run_status::running)
       return drop("workflow '" + id + "' is " + status_name(run->status));
     commit(rec::signal{id, name, m.contains("payload") ? dump(m["payload"]) : "null", from, outbox,
@@ -1196,16 +1187,25 @@ op_awaitable<void> shard_runner::send_op(run_state& run, workflow_run* w, op_kin
   if (size_t size = payload.size() + name.size() + run.id.size(); size > max_value_size)
     return refuse("its message of " + std::to_string(size) +
                   " bytes is over the journal's limit of " + std::to_string(max_value_size));
+  // The run as the outbox names it (dump() replaces bytes that are not UTF-8).
+  std::string key = json::parse(payload)["workflow"].get<std::string>();
   return {w, now_or_parked(
                  run, [&] { return std::string{op_name(op)} + " '" + name + "'"; },
-                 [this, &run, seq, op, name, target_id, payload = std::move(payload)] {
+                 [this, &run, seq, op, name, target_id, key = std::move(key),
+                  message = std::move(message)]() mutable {
                    uint64_t outbox = next_outbox_;
                    uint32_t target = proto::shard_for(target_id, settings_.shard_count).value();
-                   commit(rec::sent{run.id, seq, op, name, outbox, target, payload});
-                   // (Behind an unacknowledged one for the same workflow it waits its turn.)
-                   if (std::none_of(outbox_.begin(), outbox_.find(outbox),
-                                    [&](auto& e) { return e.second.workflow == target_id; }))
-                     resend(outbox, outbox_.at(outbox));
+                   // A signal names the last message for its run not yet acknowledged (its
+                   // child's start, say): a receiver without the run takes the signal only
+                   // once it has taken that one (docs/protocol.md, "Messages between shards").
+                   if (op == op_kind::send)
+                     for (auto it = outbox_.rbegin(); it != outbox_.rend(); ++it)
+                       if (it->second.workflow == key) {
+                         message["after"] = it->first;
+                         break;
+                       }
+                   commit(rec::sent{run.id, seq, op, name, outbox, target, dump(message)});
+                   resend(outbox, outbox_.at(outbox));
                    run.set_result(true, nullptr);
                    return true;
                  })};

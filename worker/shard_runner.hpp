@@ -118,6 +118,7 @@ public:
   /// answered with its current state at once; from now on tick() fires no timer, time-out or
   /// step retry and resends nothing (the shard's next holder does, from the journal).
   void leave();
+  bool leaving() const { return leaving_; }
 
   // -- what leaves ---------------------------------------------------------------------------
   bool has_records() const { return !records_.empty(); }
@@ -239,12 +240,6 @@ private:
     std::string workflow;  // the run it is for (the payload's "workflow")
   };
   void resend(uint64_t id, outbox_entry& m);
-  /// Messages for one workflow go out one at a time, in order: only the oldest unacknowledged
-  /// one for each (the head) is sent, the next once it is acknowledged. So a signal cannot
-  /// overtake the start of the child it is for (the receiver drops a signal for a run it does
-  /// not have). `f(id, entry)` for each head of `outbox` (outbox_), in outbox order.
-  template <class Outbox, class F>
-  static void for_each_head(Outbox& outbox, F f);
   std::map<uint64_t, outbox_entry> outbox_;
   uint64_t next_outbox_ = 1;
   // (from shard, outbox id) of messages taken -> when: a resend is recognised for the retention

@@ -41,15 +41,19 @@ const std::vector<std::string>& actor_kinds() {
 }
 
 const std::vector<std::string>& state_words() {
-  static const std::vector<std::string> w{// shards (shard_state.hpp)
-                                          "held", "invoking", "backoff", "due", "waiting", "idle",
-                                          // endpoints, log, gateway
-                                          "ok", "full", "failed",
-                                          // sessions
-                                          "handshake", "worker", "invoked", "client",
-                                          // directory, scheduler, cluster
-                                          "invoker", "no-invoker", "starting", "running", "halted",
-                                          "degraded"};
+  static const std::vector<std::string> w = [] {
+    std::vector<std::string> words;
+    for (auto st : all_shard_states)  // shards (shard_state.hpp)
+      words.emplace_back(state_name(st));
+    for (const char* other : {// endpoints, log, gateway
+                              "ok", "full", "failed",
+                              // sessions
+                              "handshake", "worker", "invoked", "client",
+                              // directory, scheduler, cluster
+                              "invoker", "no-invoker", "starting", "running", "halted", "degraded"})
+      words.emplace_back(other);
+    return words;
+  }();
   return w;
 }
 

@@ -185,6 +185,10 @@ TEST_CASE("the HELLO answer carries the cluster map when asked, and a node lease
   CHECK(view["grid"] == "----HHHH----");
   CHECK(view["states"]["elsewhere"] == 8);
   CHECK_FALSE(view["states"].contains("idle"));
+  auto [estatus, elsewhere] =
+      http_request("GET", c.nodes[1]->admin_port(), "/v1/shards?state=elsewhere", "", 10000);
+  CHECK(estatus == 200);
+  CHECK(nlohmann::json::parse(elsewhere)["matched"] == 8);
   auto [mstatus, metrics] = http_request("GET", c.nodes[1]->admin_port(), "/metrics", "", 10000);
   REQUIRE(mstatus == 200);
   CHECK(metrics.find("\nfusee_shards 4\n") != std::string::npos);

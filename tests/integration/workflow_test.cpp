@@ -426,8 +426,8 @@ TEST_CASE("a worker stopped with SIGTERM checkpoints its shards and the next wor
   check_each_step_ran_once(trace, "paused", 4);
 }
 
-TEST_CASE("a worker stopped while a silent port has its HELLO stops within a second, with no "
-          "retry announced") {
+TEST_CASE("a worker stopped while a silent port has its HELLO stops within 2 s, not after the "
+          "10-s wait, with no retry announced") {
   loopback_listener silent;  // accepts and answers nothing, as an HTTP listener does
   worker_process w(silent.port, "patient");
   int fd = silent.accept_one();

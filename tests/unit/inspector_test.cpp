@@ -213,6 +213,10 @@ TEST_CASE("a shard's state: another node's before held before invoking before ba
   CHECK(state_of(elsewhere, &invoking) == shard_state::elsewhere);
   CHECK(state_name(shard_state::elsewhere) == "elsewhere");
   CHECK(is_shard_state("elsewhere"));
+  for (auto st : all_shard_states) {  // every state is a filter
+    auto q = parse_query({{"state", std::string{state_name(st)}}});
+    CHECK_MESSAGE(q, state_name(st));
+  }
 }
 
 TEST_CASE("a histogram's quantiles interpolate within the bucket and stop at the last bound") {
