@@ -281,10 +281,7 @@ void shard_runner::apply(const record& r) {
           if (!run || run->status != run_status::running) return;
           run->inbox.emplace_back(x.name, x.payload);
         } else if constexpr (std::is_same_v<T, rec::sent>) {
-          auto m = json::parse(x.payload, nullptr, false);
-          outbox_[x.outbox] =
-              outbox_entry{x.target, x.payload, 0,
-                           m.is_object() ? m.value("workflow", std::string{}) : std::string{}};
+          outbox_[x.outbox] = outbox_entry{x.target, x.payload};
           next_outbox_ = std::max(next_outbox_, x.outbox + 1);
           auto* run = find(x.workflow);
           if (!run || run->status != run_status::running) return;
@@ -314,6 +311,16 @@ void shard_runner::apply(const record& r) {
         }
       },
       r);
+}
+
+std::optional<uint64_t> shard_runner::last_unacknowledged(uint32_t target,
+                                                          const std::string& workflow) const {
+  for (auto it = outbox_.rbegin(); it != outbox_.rend(); ++it) {
+    if (it->second.target != target) continue;  // (another shard's: not its run)
+    auto m = json::parse(it->second.payload, nullptr, false);
+    if (m.is_object() && m.value("workflow", std::string{}) == workflow) return it->first;
+  }
+  return std::nullopt;
 }
 
 void shard_runner::resend(uint64_t id, outbox_entry& m) {
@@ -1187,24 +1194,24 @@ op_awaitable<void> shard_runner::send_op(run_state& run, workflow_run* w, op_kin
   if (size_t size = payload.size() + name.size() + run.id.size(); size > max_value_size)
     return refuse("its message of " + std::to_string(size) +
                   " bytes is over the journal's limit of " + std::to_string(max_value_size));
-  // The run as the outbox names it (dump() replaces bytes that are not UTF-8).
-  std::string key = json::parse(payload)["workflow"].get<std::string>();
   return {w, now_or_parked(
                  run, [&] { return std::string{op_name(op)} + " '" + name + "'"; },
-                 [this, &run, seq, op, name, target_id, key = std::move(key),
-                  message = std::move(message)]() mutable {
+                 [this, &run, seq, op, name, target_id, payload = std::move(payload)]() mutable {
                    uint64_t outbox = next_outbox_;
                    uint32_t target = proto::shard_for(target_id, settings_.shard_count).value();
                    // A signal names the last message for its run not yet acknowledged (its
                    // child's start, say): a receiver without the run takes the signal only
                    // once it has taken that one (docs/protocol.md, "Messages between shards").
+                   // The run as the outbox's payloads name it: dump() replaces bytes that are
+                   // not UTF-8.
                    if (op == op_kind::send)
-                     for (auto it = outbox_.rbegin(); it != outbox_.rend(); ++it)
-                       if (it->second.workflow == key) {
-                         message["after"] = it->first;
-                         break;
-                       }
-                   commit(rec::sent{run.id, seq, op, name, outbox, target, dump(message)});
+                     if (auto after = last_unacknowledged(
+                             target, json::parse(dump(json(target_id))).get<std::string>())) {
+                       auto m = json::parse(payload);  // (the message as the journal holds it)
+                       m["after"] = *after;
+                       payload = dump(m);
+                     }
+                   commit(rec::sent{run.id, seq, op, name, outbox, target, std::move(payload)});
                    resend(outbox, outbox_.at(outbox));
                    run.set_result(true, nullptr);
                    return true;

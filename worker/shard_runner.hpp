@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -237,9 +238,11 @@ private:
     uint32_t target = 0;
     std::string payload;
     uint64_t sent_ms = 0;  // when it last went out (this process)
-    std::string workflow;  // the run it is for (the payload's "workflow")
   };
   void resend(uint64_t id, outbox_entry& m);
+  /// The newest unacknowledged message for run `workflow` (as its payload names it) on shard
+  /// `target`, if any: a signal sent now names it as its "after".
+  std::optional<uint64_t> last_unacknowledged(uint32_t target, const std::string& workflow) const;
   std::map<uint64_t, outbox_entry> outbox_;
   uint64_t next_outbox_ = 1;
   // (from shard, outbox id) of messages taken -> when: a resend is recognised for the retention
