@@ -54,9 +54,8 @@ http_reply query_route(caf::actor_system& sys, const admin_context& ctx, const h
   if (!q) return json(400, proto::json_error(q.err().message));
   auto r = ask(sys, ctx.inspector, *q);
   if (!r) return no_inspector();
-  if (args.count("shard") && q->shard_from >= r->shards)  // (a range's end is cut to the shards)
-    return json(404, proto::json_error("no shard " + std::to_string(q->shard_from) +
-                                       " on this node (it has " + std::to_string(r->shards) + ")"));
+  if (auto missing = server::missing_shard(*q, r->shards))
+    return json(404, proto::json_error(*missing));
   return json(200, reply_json(*r, q->offset));
 }
 

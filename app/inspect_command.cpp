@@ -185,9 +185,8 @@ int run_inspect(const inspect_command& cmd) {
       self->request(*insp, wait, *q)
           .receive(
               [&](server::inspect_reply& r) {
-                if (q->shard_from != 0 && q->shard_from >= r.shards) {  // as the admin's 404
-                  std::fprintf(stderr, "fusee inspect: no shard %u on this node (it has %u)\n",
-                               q->shard_from, r.shards);
+                if (auto missing = server::missing_shard(*q, r.shards)) {  // as the admin's 404
+                  std::fprintf(stderr, "fusee inspect: %s\n", missing->c_str());
                   rc = 1;
                   return;
                 }

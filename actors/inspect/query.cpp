@@ -57,6 +57,12 @@ const std::vector<std::string>& state_words() {
   return w;
 }
 
+std::optional<std::string> missing_shard(const inspect_query& q, uint32_t shards) {
+  if (q.shard_from > q.shard_to || q.shard_from < shards) return std::nullopt;  // (none asked)
+  return "no shard " + std::to_string(q.shard_from) + " on this node (it has " +
+         std::to_string(shards) + ")";
+}
+
 proto::result<inspect_query> parse_query(const std::map<std::string, std::string>& args) {
   inspect_query q;
   for (auto& [key, value] : args) {

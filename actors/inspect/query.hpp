@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,10 @@ const std::vector<std::string>& state_words();
 /// Keys: kind, shard (n or a-b), state, top (mailbox), offset, limit, deadline_ms, grid (0/1),
 /// every (0/1), sample (n). Unknown keys, kinds, states and malformed numbers are refused by name.
 proto::result<inspect_query> parse_query(const std::map<std::string, std::string>& args);
+
+/// "no shard N on this node (it has M)" when `q` starts at a shard past the node's `shards` (the
+/// admin's 404, `fusee inspect`'s exit 1); a range's end past the last shard is only cut.
+std::optional<std::string> missing_shard(const inspect_query& q, uint32_t shards);
 
 /// Every actor of a node but its shards (cheap at any shard count): what /v1/overview and
 /// a cluster-wide inspection without filters show of each node.

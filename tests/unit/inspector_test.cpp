@@ -219,6 +219,17 @@ TEST_CASE("a shard's state: another node's before held before invoking before ba
   }
 }
 
+TEST_CASE("a query starting past the node's shards names the missing shard; a range's end past "
+          "them and a query of no shard do not") {
+  auto q = [](std::map<std::string, std::string> a) { return *parse_query(a); };
+  CHECK(missing_shard(q({{"shard", "4"}}), 4) == "no shard 4 on this node (it has 4)");
+  CHECK(missing_shard(q({{"shard", "9-12"}}), 4) == "no shard 9 on this node (it has 4)");
+  CHECK_FALSE(missing_shard(q({{"shard", "3"}}), 4));
+  CHECK_FALSE(missing_shard(q({{"shard", "2-99"}}), 4));
+  CHECK_FALSE(missing_shard(q({}), 4));
+  CHECK_FALSE(missing_shard(node_actors_query(), 1));
+}
+
 TEST_CASE("a histogram's quantiles interpolate within the bucket and stop at the last bound") {
   histogram h{"x", {1, 2, 4}};
   CHECK(h.quantile(0.5) == 0);
