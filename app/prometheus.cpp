@@ -188,9 +188,11 @@ std::string render_metrics(const server::inspect_reply& actors, const server::in
   writer w;
   w.metric("build_info", "gauge", "Always 1; the labels name the build.", 1,
            "version=\"" FUSEE_VERSION "\"");
-  uint64_t elsewhere = 0;  // a cluster's other nodes' shards
-  for (auto& st : shards.states)
-    if (st.state == server::state_name(server::shard_state::elsewhere)) elsewhere = st.count;
+  std::map<std::string, uint64_t> by_state;  // shards per state word
+  for (auto& s : shards.states)
+    by_state[s.state] = s.count;
+  // (A cluster's other nodes' shards are `elsewhere`.)
+  uint64_t elsewhere = by_state[std::string{server::state_name(server::shard_state::elsewhere)}];
   w.metric("shards", "gauge", "Shards this node serves (in a cluster, its part).",
            double(actors.shards - std::min<uint64_t>(elsewhere, actors.shards)));
   if (guards.connections)
@@ -250,15 +252,10 @@ std::string render_metrics(const server::inspect_reply& actors, const server::in
   if (auto* c = first_of(actors, "cluster")) w.from_row(*c, cluster_metrics);
 
   // Shards per state, every state present (zero when none).
-  {
-    std::map<std::string, uint64_t> by_state;
-    for (auto& s : shards.states)
-      by_state[s.state] = s.count;
-    for (auto st : server::all_shard_states) {
-      std::string name(server::state_name(st));
-      w.metric("shards_by_state", "gauge", "Shards per state (docs/operations.md).",
-               double(by_state[name]), "state=\"" + name + "\"");
-    }
+  for (auto st : server::all_shard_states) {
+    std::string name(server::state_name(st));
+    w.metric("shards_by_state", "gauge", "Shards per state (docs/operations.md).",
+             double(by_state[name]), "state=\"" + name + "\"");
   }
 
   if (auto* s = first_of(actors, "scheduler")) w.from_row(*s, scheduler_metrics);
