@@ -138,9 +138,7 @@ int run_load(const scenario& s, const run_options& options) {
                       s.server + "\") is not host:port with a port from 1 to 65535");
       if (std::find(list.begin(), list.begin() + i, list[i]) != list.begin() + i)
         return refuse("the server address " + list[i] +
-                      " is given twice in --server / "
-                      "run.server \"" +
-                      s.server + "\"");
+                      " is given twice in --server / run.server \"" + s.server + "\"");
     }
   }
   // The report's place is checked now, not after a run it would lose.
