@@ -219,8 +219,8 @@ TEST_CASE("a shard's state: another node's before held before invoking before ba
   }
 }
 
-TEST_CASE("a query starting past the node's shards names the missing shard; a range's end past "
-          "them and a query of no shard do not") {
+TEST_CASE("a query starting past the node's shards names the missing shard, but not a range "
+          "whose end is past them nor a query of no shard") {
   auto q = [](std::map<std::string, std::string> a) { return *parse_query(a); };
   CHECK(missing_shard(q({{"shard", "4"}}), 4) == "no shard 4 on this node (it has 4)");
   CHECK(missing_shard(q({{"shard", "9-12"}}), 4) == "no shard 9 on this node (it has 4)");
