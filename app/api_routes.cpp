@@ -5,6 +5,7 @@
 
 #include <simdjson.h>
 
+#include "app/url_decoding.hpp"
 #include "protocol/json_text.hpp"
 #include "protocol/wire.hpp"
 #include "protocol/workflow_name.hpp"
@@ -31,20 +32,6 @@ std::optional<std::string> unknown_argument(const http_exchange& ex, std::string
   return std::nullopt;
 }
 
-/// Path segments of /a/b/c. Empty ones are kept: a trailing or doubled '/' names an empty id,
-/// type or signal name (refused as such), never another route.
-std::vector<std::string> segments(const std::string& path) {
-  std::vector<std::string> out;
-  size_t i = path.rfind('/', 0) == 0 ? 1 : 0;
-  while (i <= path.size()) {
-    size_t j = path.find('/', i);
-    if (j == std::string::npos) j = path.size();
-    out.push_back(path.substr(i, j - i));
-    i = j + 1;
-  }
-  return out;
-}
-
 /// The body as JSON text: empty means null; anything else must be one valid JSON value.
 std::optional<std::string> json_body(const std::string& body, std::string* err) {
   size_t start = body.find_first_not_of(" \t\r\n");
@@ -66,7 +53,7 @@ std::string result_args(const std::string& id, uint64_t wait_ms) {
 }
 
 api_route route_api_request(const http_exchange& ex) {
-  auto seg = segments(ex.path);
+  auto seg = path_segments(ex.raw_path);  // a %2F stays inside its id
   if (seg.size() < 3 || seg[0] != "v1" || seg[1] != "workflows")
     return refuse(404, "no route " + ex.method + " " + ex.path +
                            "; routes: POST /v1/workflows/{type}/{id}, GET /v1/workflows/{id}, "

@@ -24,6 +24,7 @@
 #include <spdlog/spdlog.h>
 
 #include "app/hangup_watch.hpp"
+#include "app/url_decoding.hpp"
 #include "logging/warning_limiter.hpp"
 #include "tls/acceptor.hpp"
 #include "tls/terminator.hpp"
@@ -171,6 +172,7 @@ namespace {
 
 struct request_state {
   http_exchange ex;
+  bool started = false;  ///< the access handler has seen the headers
   bool too_large = false;
   std::shared_ptr<pending_reply> pending;
 };
@@ -218,13 +220,13 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
                       const char*, const char* upload, size_t* upload_size, void** con_cls) {
   auto* self = static_cast<http_server::impl*>(cls);
   auto* st = static_cast<request_state*>(*con_cls);
-  if (st == nullptr) {  // first call: headers only
-    st = new request_state;
+  if (st == nullptr) *con_cls = st = new request_state;  // (on_uri makes it first)
+  if (!st->started) {                                    // first call: headers only
+    st->started = true;
     st->ex.method = method;
     st->ex.path = url;
     MHD_get_connection_values(conn, MHD_HEADER_KIND, collect_header, &st->ex);
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_query, &st->ex);
-    *con_cls = st;
     // Refused before the body is read (MHD then closes the connection instead of reading it).
     if (self->g)
       if (auto refused = self->g(st->ex)) return respond(conn, *refused);
@@ -292,29 +294,22 @@ void on_completed(void* cls, MHD_Connection*, void** con_cls, MHD_RequestTermina
   *con_cls = nullptr;
 }
 
-/// libmicrohttpd's unescaping of the path and query values (%XX), except that %00 becomes
-/// 0x7F: a NUL would end the C string the handler is given, so `a%00b` was read as `a` (another
-/// workflow's id). As DEL it is a control character, which no id, name or number takes.
+/// libmicrohttpd's unescaping of the path and query values, by our rule (url_decoding.hpp).
 size_t unescape(void*, MHD_Connection*, char* s) {
-  auto hex = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  char* out = s;
-  for (char* in = s; *in != '\0'; ++in) {
-    int hi = -1, lo = -1;
-    if (*in == '%' && (hi = hex(in[1])) >= 0 && (lo = hex(in[2])) >= 0) {
-      char c = static_cast<char>(hi * 16 + lo);
-      *out++ = c == '\0' ? '\x7f' : c;
-      in += 2;
-    } else {
-      *out++ = *in;
-    }
+  return percent_decode_in_place(s);
+}
+
+/// Called with each request line's URI as sent, before anything in it is decoded: the request's
+/// state starts here, keeping the raw path (the API decodes its segments one by one, so an
+/// escaped '/' stays inside an id). Freed in on_completed, which MHD calls for every request
+/// this saw.
+void* on_uri(void*, const char* uri, MHD_Connection*) {
+  auto* st = new request_state;
+  if (uri != nullptr) {
+    std::string_view raw{uri};
+    st->ex.raw_path = std::string{raw.substr(0, raw.find('?'))};
   }
-  *out = '\0';
-  return static_cast<size_t>(out - s);
+  return st;
 }
 
 sockaddr_in ipv4(const std::string& host, uint16_t port, std::string* err) {
@@ -441,14 +436,14 @@ std::unique_ptr<http_server> start_daemon(std::unique_ptr<http_server> s, http_s
   im->port_out = port;  // the bound one once bound: MHD's messages before name the asked one
   im->behind_terminator = tls != nullptr;
   if (tls) {
-    auto* d = MHD_start_daemon(flags | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
-                                   MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC,
-                               0, nullptr, nullptr, &on_request, im, MHD_OPTION_EXTERNAL_LOGGER,
-                               &log_mhd, im, MHD_OPTION_NOTIFY_CONNECTION, &on_connection, im,
-                               MHD_OPTION_NOTIFY_COMPLETED, &on_completed, im,
-                               MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_CONNECTION_LIMIT,
-                               behind_terminator_limit(im->max_connections),
-                               MHD_OPTION_UNESCAPE_CALLBACK, &unescape, nullptr, MHD_OPTION_END);
+    auto* d = MHD_start_daemon(
+        flags | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET |
+            MHD_USE_ITC,
+        0, nullptr, nullptr, &on_request, im, MHD_OPTION_EXTERNAL_LOGGER, &log_mhd, im,
+        MHD_OPTION_NOTIFY_CONNECTION, &on_connection, im, MHD_OPTION_NOTIFY_COMPLETED,
+        &on_completed, im, MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_CONNECTION_LIMIT,
+        behind_terminator_limit(im->max_connections), MHD_OPTION_UNESCAPE_CALLBACK, &unescape,
+        nullptr, MHD_OPTION_URI_LOG_CALLBACK, &on_uri, nullptr, MHD_OPTION_END);
     im->daemon = d;
     if (d == nullptr) {
       *err = "cannot start the HTTP server for " + host + ":" + std::to_string(port);
@@ -463,7 +458,7 @@ std::unique_ptr<http_server> start_daemon(std::unique_ptr<http_server> s, http_s
       MHD_OPTION_NOTIFY_CONNECTION, &on_connection, im, MHD_OPTION_NOTIFY_COMPLETED, &on_completed,
       im, MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_CONNECTION_LIMIT,
       static_cast<unsigned>(im->max_connections), MHD_OPTION_UNESCAPE_CALLBACK, &unescape, nullptr,
-      MHD_OPTION_END);
+      MHD_OPTION_URI_LOG_CALLBACK, &on_uri, nullptr, MHD_OPTION_END);
   return finish_start(std::move(s), d, host, port, err, im);
 }
 }  // namespace

@@ -22,7 +22,8 @@ namespace fusee::app {
 
 struct http_exchange {
   std::string method;
-  std::string path;
+  std::string path;      ///< decoded (%2F is a '/' here)
+  std::string raw_path;  ///< as sent, before decoding (the API's routes split this one)
   std::map<std::string, std::string> headers;  ///< names in lower case
   std::map<std::string, std::string> query;    ///< ?key=value arguments, decoded
   std::string repeated_query;  ///< the first ?key given twice ("" if none; query has its last)

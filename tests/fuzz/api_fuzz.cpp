@@ -7,6 +7,7 @@
 #include <simdjson.h>
 
 #include "app/api_routes.hpp"
+#include "app/url_decoding.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // method \n path \n wait_ms \n body
@@ -19,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   fusee::app::http_exchange ex;
   ex.method = std::string{parts[0]};
-  ex.path = std::string{parts[1]};
+  ex.raw_path = std::string{parts[1]};
+  ex.path = fusee::app::percent_decoded(parts[1]);
   if (!parts[2].empty()) ex.query["wait_ms"] = std::string{parts[2]};
   ex.body = std::string{in};
   auto r = fusee::app::route_api_request(ex);

@@ -325,6 +325,29 @@ TEST_CASE("an unknown workflow type is refused naming the registered types and o
   CHECK_MESSAGE(huge.dump().find("must be an integer from") != std::string::npos, rbody);
 }
 
+TEST_CASE("a run whose id holds '/' is reached through the HTTP API with %2F, whether HTTP or "
+          "the protocol started it") {
+  temp_dir dir;
+  served node(dir.path(), 4);
+  auto h = node.server.http_port();
+  auto [st, body] = http_request("POST", h, "/v1/workflows/steps/orders%2F1", R"({"steps":1})");
+  REQUIRE_MESSAGE(st == 201, body);
+  auto [rs, rbody] = http_request("GET", h, "/v1/workflows/orders%2F1?wait_ms=10000");
+  REQUIRE_MESSAGE(rs == 200, rbody);
+  CHECK(json::parse(rbody)["status"] == "completed");
+  // Not the run "orders" (none) nor a route: the unescaped '/' still separates.
+  CHECK(http_request("GET", h, "/v1/workflows/orders").first == 404);
+  CHECK(http_request("GET", h, "/v1/workflows/orders/1").first == 404);
+
+  auto c = node.client();
+  REQUIRE(must(c.start("steps", "tenant/7/order", json{{"steps", 1}})).ok());
+  auto [ps, pbody] = http_request("GET", h, "/v1/workflows/tenant%2F7%2Forder?wait_ms=10000");
+  REQUIRE_MESSAGE(ps == 200, pbody);
+  CHECK(json::parse(pbody)["status"] == "completed");
+  auto [ds, dbody] = http_request("GET", h, "/v1/workflows/tenant%2f7%2forder/describe");
+  CHECK_MESSAGE(ds == 200, dbody);
+}
+
 TEST_CASE("the demo checkout through the HTTP API with an invoked handler retries the charge and "
           "ships after the review signal") {
   temp_dir dir;
