@@ -10,12 +10,14 @@ namespace fusee::load {
 namespace {
 using clock_type = std::chrono::steady_clock;
 using worker::json;
-constexpr size_t window = 1000;  ///< calls in flight at once
+constexpr size_t window = 1000;                  ///< calls in flight at once
+constexpr std::chrono::milliseconds slice{100};  ///< the longest wait between looks at a stop
 }  // namespace
 
 std::vector<run_fate> ask_fates(const std::string& server, const client::security& sec,
                                 const std::vector<std::string>& ids,
-                                clock_type::time_point deadline, std::string* err) {
+                                clock_type::time_point deadline, std::string* err,
+                                const std::function<bool()>& stopped) {
   std::vector<run_fate> fates(ids.size());
   auto wc = worker::workflow_client::connect(server, "load-checker", sec);
   if (!wc) {
@@ -56,8 +58,19 @@ std::vector<run_fate> ask_fates(const std::string& server, const client::securit
       if (!ask(i)) return fates;  // the connection is gone: the rest stay unknown
     }
     if (in_flight.empty()) break;
-    // Each call may take its wait plus its parking; past that, no answer is no answer.
-    auto r = wc->next_answer(std::chrono::milliseconds(left_ms() + 30000));
+    // Each call may take its wait plus its parking; past that, no answer is no answer. Waited
+    // for in slices, each ending with a look at `stopped`.
+    auto limit = clock_type::now() + std::chrono::milliseconds(left_ms() + 30000);
+    auto r = wc->next_answer(std::chrono::milliseconds(0));
+    while (!r && wc->timed_out() && clock_type::now() < limit) {
+      if (stopped && stopped()) {
+        for (auto& [rid, i] : in_flight)
+          fates[i].detail = "not asked to the end: the run was stopped";
+        return fates;
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(limit - clock_type::now());
+      r = wc->next_answer(std::clamp(left, std::chrono::milliseconds(0), slice));
+    }
     if (!r) {
       for (auto& [rid, i] : in_flight)
         fates[i].detail = "no answer: " + r.err().message;

@@ -5,10 +5,11 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "client/security.hpp"
-#include <vector>
 
 namespace fusee::load {
 
@@ -19,9 +20,11 @@ struct run_fate {
   std::string detail;
 };
 
-/// One fate per id, in order. `err` is set when the server could not be reached at all.
+/// One fate per id, in order. `err` is set when the server could not be reached at all. Once
+/// `stopped` (if given) says true, within 100 ms, the runs not yet answered stay "unknown".
 std::vector<run_fate> ask_fates(const std::string& server, const client::security& sec,
                                 const std::vector<std::string>& ids,
-                                std::chrono::steady_clock::time_point deadline, std::string* err);
+                                std::chrono::steady_clock::time_point deadline, std::string* err,
+                                const std::function<bool()>& stopped = {});
 
 }  // namespace fusee::load

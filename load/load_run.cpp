@@ -559,7 +559,7 @@ int run_load(const scenario& s, const run_options& options) {
   // durable yet), so a run still going gets until the deadline to end.
   std::string connect_err;
   auto fates = ask_fates(server, s.security, ask, clock_type::now() + std::chrono::seconds(60),
-                         &connect_err);
+                         &connect_err, [] { return interrupted() != 0; });
   if (!connect_err.empty()) unchecked_reason = connect_err;
   if (interrupted()) return cut_short();
   for (size_t k = 0; k < ask.size(); ++k) {

@@ -58,6 +58,9 @@ public:
   /// The next CALL_RESULT or ERR within `timeout`; an error when none came or the connection
   /// is gone.
   proto::result<numbered_answer> next_answer(std::chrono::milliseconds timeout);
+  /// True when the last next_answer() failed because nothing came in time: the connection is
+  /// still usable (a frame half read waits for the next call).
+  bool timed_out() const { return conn_.timed_out(); }
 
   uint32_t shard_count() const { return shard_count_; }
 

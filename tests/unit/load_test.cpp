@@ -1,15 +1,25 @@
-// `fusee load`'s pure parts: the latency histogram's error bound and the scenario files.
+// `fusee load`'s parts: the latency histogram's error bound, the scenario files, the summary, and
+// the end-of-run check against a fake server.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "load/checker.hpp"
 #include "load/latency_histogram.hpp"
 #include "load/local_server.hpp"
 #include "load/observations.hpp"
 #include "load/scenario.hpp"
+#include "protocol/frame.hpp"
+#include "protocol/messages.hpp"
 
 using namespace fusee::load;
 
@@ -154,4 +164,52 @@ TEST_CASE("the run's summary names the commonest refusals first and counts the r
   CHECK(lines[3] == "and 3 reasons more (\"refusals\" in the report)");
   CHECK(commonest_refusals({}, 5).empty());
   CHECK(commonest_refusals({{"x", 2}}, 5) == std::vector<std::string>{"2 x x"});
+}
+
+TEST_CASE("the end-of-run check stops asking a server that holds its answers once it is told to "
+          "stop, and leaves those runs unknown") {
+  // A server that greets the checker and then answers nothing (as one whose runs park would).
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(::listen(listener, 1) == 0);
+  socklen_t len = sizeof(addr);
+  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  std::atomic<int> calls{0};
+  std::thread silent([&] {
+    int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    fusee::proto::frame_decoder frames;
+    uint8_t buf[4096];
+    ssize_t n;
+    while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) {
+      frames.feed(buf, static_cast<size_t>(n));
+      for (auto f = frames.next(); f && *f; f = frames.next()) {
+        auto m = fusee::proto::decode_request((*f)->kind, (*f)->body);
+        if (!m) continue;
+        if (auto* hello = std::get_if<fusee::proto::client_hello>(&*m)) {
+          auto ok = fusee::proto::encode(fusee::proto::make_client_hello_ok(hello->head.id, 16));
+          ::send(fd, ok.data(), ok.size(), MSG_NOSIGNAL);
+        } else {
+          ++calls;
+        }
+      }
+    }
+    ::close(fd);
+  });
+  std::string err;
+  auto fates = ask_fates("127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), {}, {"r1", "r2"},
+                         std::chrono::steady_clock::now() + std::chrono::seconds(60), &err,
+                         [&] { return calls == 2; });  // a stop once both calls are out
+  CHECK(err.empty());
+  REQUIRE(fates.size() == 2);
+  for (auto& f : fates) {
+    CHECK(f.status == "unknown");
+    CHECK(f.detail == "not asked to the end: the run was stopped");
+  }
+  silent.join();  // the checker's connection closed when it returned
+  ::close(listener);
 }
