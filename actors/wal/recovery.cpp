@@ -46,6 +46,34 @@ proto::result<void> check_meta(const wal_options& opts, size_t segments) {
   return {};
 }
 
+/// Each shard's checkpoint against its records in the log: records retired from the log are
+/// covered by the checkpoint (retirement waits for that), and a checkpoint covers only records
+/// the log had made durable. Either failing means files were removed, cut or swapped outside the
+/// server (a segment, a checkpoint), and starting would lose acknowledged records silently.
+proto::result<void> check_checkpoints(const std::vector<shard_log>& shards,
+                                      const checkpoint_store& checkpoints) {
+  for (uint32_t s = 0; s < shards.size(); ++s) {
+    auto& st = shards[s];
+    uint64_t first = st.index.empty() ? st.last_lsn + 1 : st.index.front().first_lsn;
+    auto file = checkpoints.path(s).string();
+    if (st.ckpt_lsn + 1 < first)
+      return refuse("shard " + std::to_string(s) + ": its records up to LSN " +
+                    std::to_string(first - 1) + " are no longer in the log, and " +
+                    (st.ckpt_lsn == 0
+                         ? file + " is missing"
+                         : file + " covers only up to LSN " + std::to_string(st.ckpt_lsn)) +
+                    ": the shard's state would be lost (restore the checkpoint from a backup). "
+                    "Refusing to start.");
+    if (st.ckpt_lsn > st.last_lsn)
+      return refuse("shard " + std::to_string(s) + ": " + file + " covers up to LSN " +
+                    std::to_string(st.ckpt_lsn) + ", but the log holds its records only up to " +
+                    "LSN " + std::to_string(st.last_lsn) +
+                    ": segments were removed or cut (or the checkpoint is not this shard's), "
+                    "and acknowledged records may be lost. Refusing to start.");
+  }
+  return {};
+}
+
 /// The segment files in the wal dir, by seq; removes stale temporary files.
 proto::result<std::vector<std::pair<uint64_t, fs::path>>> list_segments(const fs::path& dir) {
   std::vector<std::pair<uint64_t, fs::path>> out;
@@ -163,6 +191,14 @@ struct scanner {
     } catch (const std::bad_alloc&) {
       return refuse(path.string() + ": " + std::to_string(*size) + " bytes do not fit in memory");
     }
+    // A segment is made whole (its zeros, then its header) before it is put in place: one with
+    // nothing after its header was cut or emptied outside the server, and its first batch (the
+    // extent that would tell how much the cut took) is gone with what else it held.
+    if (*size <= segment_header_size)
+      return refuse(path.string() + ": " + std::to_string(*size) +
+                    " bytes, nothing after its header; the log puts a segment in place only "
+                    "once it is made at its full size, so it was cut or emptied outside the "
+                    "server, and acknowledged records may be lost. Refusing to start.");
     if (auto r = f->read_at(data, 0, path); !r) return r;
     auto& seg = log.segments.add(seq, std::move(*f), 0);
 
@@ -349,6 +385,7 @@ proto::result<recovered_log> recover(const wal_options& opts) {
     if (!c) return c.err();
     if (*c) log.shards[s].ckpt_lsn = (*c)->lsn;
   }
+  if (auto r = check_checkpoints(log.shards, checkpoints); !r) return r.err();
   for (auto& st : log.shards)
     st.durable_lsn = st.last_lsn;
   if (log.segments.empty()) {

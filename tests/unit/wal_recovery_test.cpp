@@ -317,9 +317,69 @@ TEST_CASE("a batch that does not follow the one before it is refused (broken cha
     segment_file sixth{6, fifth.next_batch, fifth.prev_crc};
     sixth.batch({snapshot_section{{snapshot_entry{0, 2, 10}}}});
     sixth.write(d);
+    // (Retirement took records 1-9 once a checkpoint covered them.)
+    fs::create_directories(d.tmp.path / "checkpoints");
+    REQUIRE(checkpoint_store{d.tmp.path / "checkpoints"}.write(0, 9, text("state")));
     auto log = d.recovered();
     CHECK(log->shards[0].last_lsn == 10);
   }
+}
+
+TEST_CASE("records retired from the log with no checkpoint covering them, or a checkpoint past "
+          "the log's records, are refused: files were removed, cut or swapped outside the server") {
+  data_dir d;
+  segment_file fifth{5, 57, 0x1234};  // segments 1-4 retired: shard 0's records 1-9 went with them
+  fifth.batch({snapshot_section{{snapshot_entry{0, 2, 9}, snapshot_entry{1, 1, 0}}}})
+      .batch({records(0, 2, 10, {"x"}), records(1, 1, 1, {"y"})})
+      .zeros(64);
+  fifth.write(d);
+  fs::create_directories(d.tmp.path / "checkpoints");
+  checkpoint_store store{d.tmp.path / "checkpoints"};
+  SUBCASE("the checkpoint is missing") {
+    auto why = d.refused();
+    CHECK(contains(why, "shard 0: its records up to LSN 9 are no longer in the log, and " +
+                            store.path(0).string() + " is missing"));
+  }
+  SUBCASE("the checkpoint is older than the records retired (another shard's, say)") {
+    REQUIRE(store.write(0, 7, text("state")));
+    CHECK(contains(d.refused(), store.path(0).string() + " covers only up to LSN 7"));
+  }
+  SUBCASE("a checkpoint covers records the log does not hold (the last segment was removed)") {
+    REQUIRE(store.write(0, 9, text("state")));
+    REQUIRE(store.write(1, 3, text("state")));
+    auto why = d.refused();
+    CHECK(contains(why, "shard 1: " + store.path(1).string() +
+                            " covers up to LSN 3, but the log holds its records only up to LSN 1"));
+  }
+  SUBCASE("checkpoints that cover what was retired and no more are taken") {
+    REQUIRE(store.write(0, 9, text("state")));
+    REQUIRE(store.write(1, 1, text("state")));
+    auto log = d.recovered();
+    CHECK(log->shards[0].ckpt_lsn == 9);
+    CHECK(log->shards[1].ckpt_lsn == 1);
+  }
+}
+
+TEST_CASE("a last segment emptied or cut to its header outside the server is refused: the log "
+          "puts a segment in place only once it is made whole") {
+  data_dir d;
+  segment_file first{1};
+  first.batch({snapshot_section{}}).batch({records(0, 1, 1, {"one"})}).zeros(64);
+  first.write(d);
+  segment_file second{2, first.next_batch, first.prev_crc};
+  second.batch({snapshot_section{{snapshot_entry{0, 1, 1}}}})
+      .batch({records(0, 1, 2, {"two"})})
+      .zeros(64);
+  auto path = second.write(d);
+  SUBCASE("emptied") {
+    fs::resize_file(path, 0);
+  }
+  SUBCASE("its header only") {
+    fs::resize_file(path, segment_header_size);
+  }
+  auto why = d.refused();
+  CHECK(contains(why, path.string()));
+  CHECK(contains(why, "nothing after its header"));
 }
 
 TEST_CASE("a last segment shorter than it was made is refused when no zeros are left after its "
