@@ -205,14 +205,38 @@ std::string halt_reason(const directory_state& st) {
   return "the log failed (" + st.log_failure.value_or("") + ")";
 }
 
+void send_frame(self_ptr self, const session_actor& to, const proto::any_message& m);
+
+/// Answers a call for `shard`, which has no holder, once the log failed: none can be granted
+/// before a restart, so it is not parked to wait for one (code log_failed over HTTP).
+void answer_log_failed(self_ptr self, uint32_t shard, const parked_call& c) {
+  send_frame(self, c.client,
+             proto::call_error(c.request_id, proto::call_status::parked_too_long,
+                               "shard " + std::to_string(shard) + " has no holder and " +
+                                   halt_reason(self->state) +
+                                   ": no lease can be granted until the node restarts; the call "
+                                   "did not run",
+                               "log_failed"));
+}
+
 /// The log failed (broken until restart): no grant can be made any more, so an invoked worker
 /// would find nothing to lease: the scheduler stops sending invocations (told at invoker_ready if
-/// that comes later).
+/// that comes later), and the calls parked for shards without a holder are answered now.
 void halt_invoker(self_ptr self, std::string failure) {
   auto& st = self->state;
   if (st.log_failure) return;  // told once
   st.log_failure = std::move(failure);
   if (st.scheduler) self->send(st.scheduler, halt_atom::value, halt_reason(st));
+  for (auto i = st.parked_calls.begin(); i != st.parked_calls.end();) {
+    if (st.slots[i->first].holder != 0) {
+      ++i;
+      continue;
+    }
+    for (auto& c : i->second)
+      answer_log_failed(self, i->first, c);
+    st.parked_total -= i->second.size();
+    i = st.parked_calls.erase(i);
+  }
 }
 
 /// Once 10,000 or more records retired and none is being asked: their actors' memory goes back
@@ -933,6 +957,11 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         auto& slot = st.slots[shard];
         if (takes_calls(slot)) {
           dispatch_call(self, shard, std::move(p));
+          return;
+        }
+        if (st.log_failure && slot.holder == 0) {  // no grant can be made before a restart
+          st.parked_refused++;
+          answer_log_failed(self, shard, p);
           return;
         }
         // Due (if busy, the log's answer tells its record), even when parking is refused below:

@@ -8,6 +8,7 @@
 
 #include "server_process.hpp"
 #include "worker.hpp"
+#include "worker/client.hpp"
 #include "worker_process.hpp"
 
 using namespace fusee;
@@ -543,6 +544,15 @@ TEST_CASE("after a failed fdatasync the holder hears IO_FAILED, appends and RELE
   auto nothing = standby.next(300ms);
   REQUIRE_FALSE(nothing);
   CHECK(nothing.err().message == "timed out");
+  // A call for a shard without a holder is answered at once (no lease can be granted before a
+  // restart), naming the failure, not after its parking with "no holder took it".
+  auto client = worker::workflow_client::connect("127.0.0.1:" + std::to_string(f.server.port()));
+  REQUIRE_MESSAGE(client, (client ? "" : client.err().message));
+  auto answer = client->call("any", "result", "", worker::json{{"id", "any"}}, 30000);
+  REQUIRE(answer);
+  CHECK(answer->status == proto::call_status::parked_too_long);
+  CHECK_MESSAGE(answer->body.value("code", "") == "log_failed", answer->body.dump());
+  CHECK_MESSAGE(answer->error().find("the log failed (") != std::string::npos, answer->body.dump());
 }
 
 #endif

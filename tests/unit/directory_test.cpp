@@ -16,6 +16,7 @@
 #include "actors/wake_records.hpp"
 #include "deterministic_config.hpp"
 #include "protocol/invocation_request.hpp"
+#include "protocol/json_text.hpp"
 #include "protocol/messages.hpp"
 
 using namespace fusee;
@@ -873,6 +874,36 @@ TEST_CASE("once the log failed, the invoker is told to stop, once, with the fail
   caf::anon_send(f.dir, log_failed{"told twice"});
   f.run();
   CHECK(f.scheduler.halts.size() == 1);
+}
+
+TEST_CASE("once the log failed, calls parked for shards without a holder are answered at once, "
+          "as are new ones, with status 2 and code log_failed, and a held shard's still go to its "
+          "holder") {
+  fixture f{2, 30000};
+  auto& a = f.worker();
+  f.commit();
+  caf::anon_send(f.dir, release_request{f.from(a, 10, 1, epoch_of(a, 1))});
+  f.run();
+  f.commit();  // shard 1 has no holder now; shard 0 is a's
+  auto& client = f.connect();
+  f.call(client, 5, 1, 20000);
+  CHECK(client.frames.empty());  // parked
+  f.worker();                    // its grant fails with the log
+  f.commit(0, SIZE_MAX, "fdatasync: Input/output error");
+  auto parked = client.last<proto::call_result>();
+  CHECK(parked.id == 5);
+  CHECK(parked.status == uint8_t(proto::call_status::parked_too_long));
+  auto text = std::string(parked.body.begin(), parked.body.end());
+  CHECK(text == proto::json_error("shard 1 has no holder and the log failed (fdatasync: "
+                                  "Input/output error): no lease can be granted until the node "
+                                  "restarts; the call did not run",
+                                  "log_failed"));
+  f.call(client, 6, 1, 20000);  // a new one: not parked either
+  CHECK(client.last<proto::call_result>().id == 6);
+  CHECK(client.all<proto::call_result>().size() == 2);
+  f.call(client, 7, 0, 20000);  // shard 0 is still a's
+  CHECK(a.all<proto::relayed_call>().size() == 1);
+  CHECK(client.all<proto::call_result>().size() == 2);
 }
 
 TEST_CASE("an invoker that starts after the log failed is stopped as it starts") {
