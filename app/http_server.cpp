@@ -413,7 +413,10 @@ bool start_tls(http_server::impl* im, const std::string& host, uint16_t port, tl
   o.max_connections = im->max_connections;  // handshakes count: each holds a descriptor
   o.limit_name = im->limit_name;
   im->tls = tls::terminator::start(std::move(o));
-  (*a)->hand_to(*im->tls);
+  if (auto r = (*a)->hand_to(*im->tls); !r) {
+    *err = r.err().message;
+    return false;
+  }
   im->tls_acceptor = std::move(*a);
   return true;
 }

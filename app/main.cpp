@@ -2,6 +2,10 @@
 // cancel`, `call`, `inspect`, `load`, `disk-check`.
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <new>
+#include <system_error>
 
 #include <unistd.h>
 
@@ -18,7 +22,33 @@
 #include "client/security.hpp"
 #include "load/load_run.hpp"
 
+namespace {
+
+/// An exception no code caught, on any thread: named on stderr, not only by an abort. Out of
+/// threads or memory (a machine's limits, at start say) ends the process with exit 1 at once:
+/// unwinding would wait for the actors it did not stop. Anything else is a bug: abort for its core.
+[[noreturn]] void on_terminate() {
+  try {
+    if (auto e = std::current_exception()) std::rethrow_exception(e);
+    std::fputs("fusee: terminated\n", stderr);
+  } catch (const std::system_error& e) {
+    std::fprintf(stderr, "fusee: cannot go on: %s (out of threads or memory?)\n", e.what());
+    std::_Exit(1);
+  } catch (const std::bad_alloc& e) {
+    std::fprintf(stderr, "fusee: cannot go on: %s (out of memory)\n", e.what());
+    std::_Exit(1);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fusee: uncaught exception: %s\n", e.what());
+  } catch (...) {
+    std::fputs("fusee: uncaught exception\n", stderr);
+  }
+  std::abort();
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  std::set_terminate(on_terminate);
   // A peer that resets a TLS connection makes OpenSSL's next write() raise SIGPIPE (its socket
   // BIO does not pass MSG_NOSIGNAL): the write must fail with EPIPE instead, here and in every
   // command (workers, handlers, the load tool use TLS clients too).

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <system_error>
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -16,14 +17,21 @@ namespace fusee::tls {
 proto::result<std::unique_ptr<acceptor>> acceptor::start(const std::string& host, uint16_t port,
                                                          terminator& to) {
   auto a = bind(host, port);
-  if (a) (*a)->hand_to(to);
+  if (!a) return a;
+  if (auto r = (*a)->hand_to(to); !r) return r.err();
   return a;
 }
 
-void acceptor::hand_to(terminator& to) {
+proto::result<void> acceptor::hand_to(terminator& to) {
   assert(!thread_.joinable());  // once
   to_ = &to;
-  thread_ = std::thread([this] { run(); });
+  try {
+    thread_ = std::thread([this] { run(); });
+  } catch (const std::system_error& e) {
+    return proto::error{proto::err_code::io, "cannot start the thread accepting on port " +
+                                                 std::to_string(port_) + ": " + e.what()};
+  }
+  return {};
 }
 
 proto::result<std::unique_ptr<acceptor>> acceptor::bind(const std::string& host, uint16_t port) {

@@ -22,8 +22,9 @@ public:
   /// Binds host:port and listens; accepts nothing before hand_to() (so that port() is known
   /// before the terminator is made).
   static proto::result<std::unique_ptr<acceptor>> bind(const std::string& host, uint16_t port);
-  /// Starts accepting into `to`, which outlives the acceptor. Once.
-  void hand_to(terminator& to);
+  /// Starts accepting into `to`, which outlives the acceptor. Once. Fails only when its thread
+  /// cannot start (out of threads or memory).
+  proto::result<void> hand_to(terminator& to);
   ~acceptor();
   uint16_t port() const { return port_; }
 
