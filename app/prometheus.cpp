@@ -59,6 +59,9 @@ const row_metric log_metrics[] = {
     {"log_spare_failures_total", "counter",
      "Background zero-fills of the next segment that failed (the roll filled one itself).",
      "spareFailures"},
+    {"log_checkpoint_failures_total", "counter",
+     "Checkpoints that could not be stored (no segment is retired until one is).",
+     "checkpointFailures"},
 };
 const row_metric directory_metrics[] = {
     {"leases_granted_total", "counter", "Leases granted (each a durable epoch).", "leasesGranted"},

@@ -574,6 +574,8 @@ actor_stats log_stats(const wal_writer& wal) {
   a.text("failure", s.failure);
   a.num("spareFailures", s.spare_failures);
   a.text("spareFailure", s.spare_failure);
+  a.num("checkpointFailures", s.checkpoint_failures);
+  a.text("checkpointFailure", s.checkpoint_failure);
   a.histograms.push_back(s.fsync_seconds);
   a.histograms.push_back(s.records_per_fsync);
   a.histograms.push_back(s.roll_seconds);

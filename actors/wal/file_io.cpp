@@ -138,13 +138,19 @@ proto::result<void> sync_dir(const fs::path& dir) {
 proto::result<void> write_file_durably(const fs::path& path, proto::byte_view data) {
   auto tmp = path;
   tmp += ".tmp";
+  // A temporary file that failed is removed at once: on a full disk it would hold the space the
+  // next attempt needs (the start removes any left by a crash).
+  auto failed = [&tmp](proto::error e) {
+    ::unlink(tmp.c_str());
+    return e;
+  };
   {
     auto f = file::open(tmp, O_WRONLY | O_CREAT | O_TRUNC);
     if (!f) return f.err();
-    if (auto r = f->write_at(data, 0, tmp); !r) return r;
-    if (auto r = f->sync(tmp); !r) return r;
+    if (auto r = f->write_at(data, 0, tmp); !r) return failed(r.err());
+    if (auto r = f->sync(tmp); !r) return failed(r.err());
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return io_error("rename", tmp);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return failed(io_error("rename", tmp));
   return sync_dir(path.parent_path());
 }
 

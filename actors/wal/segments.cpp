@@ -41,9 +41,35 @@ void segment_set::prepare_spare() {
       return fill_step::go_on;
     return fill_step::pause;
   };
-  spare_ = std::async(std::launch::async, [path = spare_path(dir_), size = segment_bytes_, pace] {
-    return create_zero_file(path, size, pace);
-  });
+  spare_ = std::async(std::launch::async,
+                      [path = spare_path(dir_), size = segment_bytes_, pace, fill = fill_] {
+                        auto f = create_zero_file(path, size, pace);
+                        if (!f && !fill->abandon.load(std::memory_order_relaxed)) {
+                          fill->failure = f.err().message;
+                          fill->failed.store(true, std::memory_order_release);
+                        }
+                        return f;
+                      });
+}
+
+void segment_set::fail_next_spare() {
+  fail_next_spare_ = true;
+  if (!fill_ || fill_->failed.load(std::memory_order_acquire)) return;
+  fill_->failure = "zero-fill " + spare_path(dir_).string() + ": Input/output error (injected)";
+  fill_->failed.store(true, std::memory_order_release);
+}
+
+void segment_set::count_fill_failure() {
+  if (!fill_ || fill_->counted || !fill_->failed.load(std::memory_order_acquire)) return;
+  fill_->counted = true;
+  spare_failures_++;
+  spare_failure_ = fill_->failure;
+}
+
+bool segment_set::spare_fill_failed() {
+  auto before = spare_failures_;
+  count_fill_failure();
+  return spare_failures_ != before;
 }
 
 segment_set::~segment_set() {
@@ -131,12 +157,16 @@ proto::result<void> segment_set::roll(const snapshot_section& snapshot, reserve_
     f = proto::error{proto::err_code::io,
                      "zero-fill " + prep.string() + ": Input/output error (injected)"};
   if (!f) {  // the background fill failed: once more, now
+    if (fill_ && fill_->failed.load(std::memory_order_acquire)) {
+      count_fill_failure();  // (unless spare_fill_failed() did)
+    } else {                 // no fill ran
+      spare_failures_++;
+      spare_failure_ = f.err().message;
+    }
     auto again = create_zero_file(prep, segment_bytes_);
     if (!again)
       return proto::error{again.err().code, again.err().message + " (and in the background: " +
                                                 f.err().message + ")"};
-    spare_failures_++;  // kept: the roll goes on, so nothing else would tell
-    spare_failure_ = f.err().message;
     f = std::move(again);
   }
   auto made = f->size(prep);  // its extent: recovery tells a file cut short by it

@@ -78,11 +78,16 @@ public:
   void fail_next_append() { fail_next_ = true; }
   /// Test hook: the next sync_written() fails after write() wrote, as if fdatasync returned EIO.
   void fail_next_sync() { fail_next_sync_ = true; }
-  /// Test hook: the next roll finds the background zero-fill of its spare failed (EIO).
-  void fail_next_spare() { fail_next_spare_ = true; }
+  /// Test hook: the background zero-fill of the spare has failed (EIO), as the next look
+  /// (spare_fill_failed) and the next roll find.
+  void fail_next_spare();
   /// Background zero-fills that failed (a roll then filled the spare itself), and the last one's
   /// error: the roll's own try succeeded, so nothing else reports it.
   uint64_t spare_failures() const { return spare_failures_; }
+  /// Looks whether the background fill of the spare has failed since the last look (one atomic
+  /// load): true once per failure, which spare_failures() then counts, before the roll that will
+  /// have to fill one itself (and fails the log if it cannot: a full disk, say).
+  bool spare_fill_failed();
   const std::string& spare_failure() const { return spare_failure_; }
 
 private:
@@ -111,7 +116,12 @@ private:
     std::atomic<bool> hurry{false};        ///< a roll waits for the spare: no more pauses
     std::atomic<bool> abandon{false};      ///< the set is going away: stop
     std::atomic<uint64_t> active_used{0};  ///< bytes in use in the active segment
+    std::string failure;                   ///< why the fill failed (written before `failed`)
+    std::atomic<bool> failed{false};       ///< the fill failed (the roll fills one itself)
+    bool counted = false;                  ///< in spare_failures_ (the committer's)
   };
+  /// Counts the running fill's failure once.
+  void count_fill_failure();
   std::shared_ptr<spare_fill> fill_;
   /// Starts filling the next spare on a thread of its own. Only while no fill runs (spare_ not
   /// valid: start() checks, roll() has taken the last one).

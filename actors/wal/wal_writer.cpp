@@ -17,6 +17,8 @@
 #include "actors/wal/checkpoints.hpp"
 #include "actors/wal/commit_hold.hpp"
 #include "actors/wal/recovery.hpp"
+#include "logging/logging.hpp"
+#include "logging/warning_limiter.hpp"
 
 namespace fusee::server {
 
@@ -141,10 +143,13 @@ struct wal_writer::impl {
   std::atomic<uint64_t> n_appends{0}, n_refused{0}, n_bytes{0}, n_checkpoints{0};
   std::atomic<uint64_t> n_early_grants{0}, n_batches_inline{0};
   std::atomic<bool> failed{false};
-  mutable std::mutex failure_mtx;  ///< guards failure_text and spare_failure_text (get_stats)
+  mutable std::mutex failure_mtx;  ///< guards the *_text fields below (get_stats)
   std::string failure_text;
   std::string spare_failure_text;  ///< segment_set::spare_failure(), for get_stats
   std::atomic<uint64_t> n_spare_failures{0};
+  std::string checkpoint_failure_text;  ///< the last checkpoint not stored, for get_stats
+  std::atomic<uint64_t> n_checkpoint_failures{0};
+  logging::warning_limiter checkpoint_warnings;  ///< one line a minute at most
   histogram_recorder<32> fsync_seconds{"fsync_seconds", latency_bounds()};
   histogram_recorder<32> records_per_fsync{"records_per_fsync", batch_bounds()};
   histogram_recorder<32> roll_seconds{"roll_seconds", latency_bounds()};
@@ -721,17 +726,33 @@ struct wal_writer::impl {
         m = std::max(m, st.durable_lsn);
       }
     }
+    if (inject_spare_failure.exchange(false)) segments.fail_next_spare();
+    if (segments.spare_fill_failed()) publish_spare_failure(true);
     if (!broken && segments.full()) roll();  // a broken log writes nothing more
+  }
+
+  /// The spare's failures for get_stats; `early`: found before its roll, which is told too.
+  void publish_spare_failure(bool early) {
+    if (segments.spare_failures() == n_spare_failures.load(std::memory_order_relaxed)) return;
+    {
+      std::lock_guard<std::mutex> lk{failure_mtx};
+      spare_failure_text = segments.spare_failure();
+      n_spare_failures = segments.spare_failures();
+    }
+    if (early)
+      spdlog::warn("the next log segment could not be prepared ({}); the log goes on, and its "
+                   "next roll tries again, which fails the log if it cannot (free space now)",
+                   segments.spare_failure());
   }
 
   /// A new segment, starting with a snapshot of every shard that has state.
   void roll() {
     auto t0 = std::chrono::steady_clock::now();
-    if (inject_spare_failure.exchange(false)) segments.fail_next_spare();
     auto r = inject_roll_failure.exchange(false)
                  ? proto::result<void>{proto::error{
                        err_code::io, "roll to a new segment: Input/output error (injected)"}}
                  : segments.roll(snapshot_of(shards), reserve_section{reserved});
+    publish_spare_failure(false);  // (a failed roll counts it too)
     if (!r) {
       fail(r.err().message);
       return;
@@ -739,11 +760,6 @@ struct wal_writer::impl {
     n_batches++;  // the snapshot batch
     n_fsyncs++;
     n_segments = segments.count();
-    if (segments.spare_failures() != n_spare_failures.load(std::memory_order_relaxed)) {
-      std::lock_guard<std::mutex> lk{failure_mtx};
-      spare_failure_text = segments.spare_failure();
-      n_spare_failures = segments.spare_failures();
-    }
     roll_seconds.observe(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
@@ -809,6 +825,16 @@ struct wal_writer::impl {
       return;
     }
     if (auto r = checkpoints.write(c.shard.value(), c.lsn.value(), c.data); !r) {
+      n_checkpoint_failures.fetch_add(1, std::memory_order_relaxed);
+      {
+        std::lock_guard<std::mutex> lk{failure_mtx};
+        checkpoint_failure_text = r.err().message;
+      }
+      checkpoint_warnings.warn("checkpoint", "a checkpoint could not be stored (" +
+                                                 r.err().message +
+                                                 "); its worker tries again, and no segment is "
+                                                 "retired meanwhile shard=" +
+                                                 std::to_string(c.shard.value()));
       refuse(c.session, c.request_id, r.err());
       return;
     }
@@ -1028,6 +1054,8 @@ wal_writer::stats wal_writer::get_stats() const {
     if (s.failed) s.failure = i.failure_text;
     s.spare_failures = i.n_spare_failures.load(std::memory_order_relaxed);
     s.spare_failure = i.spare_failure_text;
+    s.checkpoint_failures = i.n_checkpoint_failures.load(std::memory_order_relaxed);
+    s.checkpoint_failure = i.checkpoint_failure_text;
   }
   s.fsync_seconds = i.fsync_seconds.snapshot();
   s.records_per_fsync = i.records_per_fsync.snapshot();

@@ -231,6 +231,11 @@ public:
     /// itself and went on. The last one's error (the log is not failed by it).
     uint64_t spare_failures = 0;
     std::string spare_failure;
+    /// Checkpoints that could not be stored (a full disk, say); each refused to its worker, which
+    /// tries again later: the log is not failed by it, but no segment is retired meanwhile. The
+    /// last one's error.
+    uint64_t checkpoint_failures = 0;
+    std::string checkpoint_failure;
     histogram fsync_seconds;      ///< write + fdatasync of one batch
     histogram records_per_fsync;  ///< records in one batch
     /// One roll to a new segment: waiting for the zero-filled spare (if its fill is not done),

@@ -986,6 +986,50 @@ TEST_CASE("a spare whose background zero-fill failed is filled by the roll, the 
   REQUIRE(sink.await([&] { return sink.durable.size() == lsn + 1; }));
 }
 
+TEST_CASE("a spare whose background zero-fill failed is counted after the next commit, before "
+          "the roll that must fill one itself") {
+  temp_dir tmp;
+  recording_sink sink;
+  auto wal = open_log(tmp.path, 1, &sink);
+  wal->submit(wal_grant{1, 7, shard_id{0}});
+  REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
+  auto epoch = sink.granted[0].epoch;
+  wal->inject_spare_failure();
+  CHECK(wal->get_stats().spare_failures == 0);
+  wal->submit(app(7, 1, 0, epoch, 1, "r"));
+  REQUIRE(sink.await([&] { return sink.durable.size() == 1; }));
+  REQUIRE(await_idle(*wal));
+  auto s = wal->get_stats();
+  CHECK(s.spare_failures == 1);
+  CHECK_MESSAGE(s.spare_failure.find("next.prep") != std::string::npos, s.spare_failure);
+  CHECK(s.segments == 1);  // no roll yet (16 MiB segments)
+  CHECK_FALSE(s.failed);
+}
+
+TEST_CASE("a checkpoint that cannot be stored is refused, counted with its error, and leaves no "
+          "temporary file") {
+  temp_dir tmp;
+  recording_sink sink;
+  auto wal = open_log(tmp.path, 2, &sink);
+  wal->submit(wal_grant{1, 7, shard_id{1}});
+  REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
+  auto e = sink.granted[0].epoch;
+  wal->submit(app(7, 1, 1, e, 1, "r"));
+  REQUIRE(sink.await([&] { return sink.durable.size() == 1; }));
+  // Its place is taken (a directory with something in it): the rename into place fails.
+  fs::create_directories(tmp.path / "checkpoints" / "shard-1.ckpt" / "x");
+  wal->submit(wal_checkpoint{7, 50, shard_id{1}, epoch_t{e}, lsn_t{1}, {1, 2, 3}});
+  REQUIRE(sink.await([&] { return sink.refused.size() == 1; }));
+  CHECK(sink.refused[0].first == 50);
+  auto s = wal->get_stats();
+  CHECK(s.checkpoint_failures == 1);
+  CHECK_MESSAGE(s.checkpoint_failure.find("shard-1.ckpt") != std::string::npos,
+                s.checkpoint_failure);
+  CHECK(s.checkpoints == 0);
+  CHECK_FALSE(fs::exists(tmp.path / "checkpoints" / "shard-1.ckpt.tmp"));
+  CHECK_FALSE(s.failed);  // the log goes on
+}
+
 TEST_CASE("a data dir refuses a different shard count") {
   temp_dir tmp;
   recording_sink sink;
