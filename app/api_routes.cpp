@@ -16,7 +16,10 @@ namespace {
 
 /// An error answered at once; its `code` follows from the status (docs/operations.md).
 api_route refuse(unsigned status, const std::string& message) {
-  const char* code = status == 400 ? "bad_request" : status == 404 ? "no_route" : "bad_method";
+  const char* code = status == 400   ? "bad_request"
+                     : status == 404 ? "no_route"
+                     : status == 503 ? "out_of_memory"
+                                     : "bad_method";
   return api_route{std::nullopt, api_refusal{status, proto::json_error(message, code), {}}};
 }
 
@@ -32,13 +35,20 @@ std::optional<std::string> unknown_argument(const http_exchange& ex, std::string
   return std::nullopt;
 }
 
-/// The body as JSON text: empty means null; anything else must be one valid JSON value.
-std::optional<std::string> json_body(const std::string& body, std::string* err) {
+/// The body as JSON text: empty means null; anything else must be one valid JSON value. A
+/// refusal's status: 400, or 503 when the server ran out of memory parsing it.
+std::optional<std::string> json_body(const std::string& body, std::string* err, unsigned* status) {
+  *status = 400;
   size_t start = body.find_first_not_of(" \t\r\n");
   if (start == std::string::npos) return std::string{"null"};
   simdjson::dom::parser parser;
   simdjson::padded_string padded(body);
   auto doc = parser.parse(padded);
+  if (doc.error() == simdjson::MEMALLOC) {  // the server's trouble, not the body's
+    *status = 503;
+    *err = "the server is out of memory to parse the body; try again later";
+    return std::nullopt;
+  }
   if (doc.error()) {
     *err = std::string{"the body is not JSON: "} + simdjson::error_message(doc.error());
     return std::nullopt;
@@ -125,8 +135,9 @@ api_route route_api_request(const http_exchange& ex) {
   if (seg.size() == 5 && seg[3] == "signals") {
     if (auto bad = unknown_argument(ex, "")) return refuse(400, *bad);
     if (!check("workflow id", id) || !check("signal name", seg[4])) return refuse(400, err);
-    auto payload = json_body(ex.body, &err);
-    if (!payload) return refuse(400, err);
+    unsigned status = 400;
+    auto payload = json_body(ex.body, &err, &status);
+    if (!payload) return refuse(status, err);
     r.method = "signal";
     r.workflow = id;
     r.args = "{\"id\":" + proto::json_quote(id) + ",\"name\":" + proto::json_quote(seg[4]) +
@@ -138,8 +149,9 @@ api_route route_api_request(const http_exchange& ex) {
     const std::string& type = seg[2];
     const std::string& wid = seg[3];
     if (!check("workflow type", type) || !check("workflow id", wid)) return refuse(400, err);
-    auto input = json_body(ex.body, &err);
-    if (!input) return refuse(400, err);
+    unsigned status = 400;
+    auto input = json_body(ex.body, &err, &status);
+    if (!input) return refuse(status, err);
     r.method = "start";
     r.workflow = wid;
     r.type = type;

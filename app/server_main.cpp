@@ -294,8 +294,8 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       caf::anon_send(directory, server::cluster_ready{server::forwarder_actor{cluster}});
     }
     std::string lerr;
-    auto limits = std::make_shared<server::connection_limits>(descriptors.connections,
-                                                              cfg.max_connections_per_peer);
+    auto limits = std::make_shared<server::connection_limits>(
+        descriptors.connections, cfg.max_connections_per_peer, cfg.max_connections);
     // The threads that read the connections; the one that read an APPEND commits the log itself
     // when nobody else does (no hand-off), any others go on reading.
     server::io_loop::options io;

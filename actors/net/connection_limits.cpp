@@ -6,8 +6,13 @@ std::optional<std::string> connection_limits::admit(const std::string& peer) {
   std::lock_guard lk{mu_};
   if (total_ >= max_total_) {
     count(limit::connections);
-    return "this node already has " + std::to_string(total_) +
-           " connections open (limits.max_connections): try again later";
+    return "this node already has " + std::to_string(total_) + " connections open " +
+           (configured_ > max_total_
+                ? "(limits.max_connections=" + std::to_string(configured_) + ", cut to " +
+                      std::to_string(max_total_) +
+                      " by the process's descriptor limit: raise it, see the start-up warning)"
+                : std::string{"(limits.max_connections)"}) +
+           ": try again later";
   }
   auto& mine = per_peer_[peer];
   if (mine >= max_per_peer_) {

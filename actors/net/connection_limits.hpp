@@ -16,8 +16,10 @@ namespace fusee::server {
 
 class connection_limits {
 public:
-  connection_limits(uint32_t max_total, uint32_t max_per_peer)
-      : max_total_(max_total), max_per_peer_(max_per_peer) {}
+  /// `configured`: limits.max_connections as set, when the descriptor budget cut it to
+  /// `max_total` (a refusal then says so); 0 when it did not.
+  connection_limits(uint32_t max_total, uint32_t max_per_peer, uint32_t configured = 0)
+      : max_total_(max_total), max_per_peer_(max_per_peer), configured_(configured) {}
 
   /// Counts a new connection from `peer` (its address without the port), or says which limit
   /// refuses it (the message names the setting).
@@ -47,6 +49,7 @@ public:
 
 private:
   const uint32_t max_total_, max_per_peer_;
+  const uint32_t configured_;
   mutable std::mutex mu_;
   uint64_t total_ = 0;
   std::unordered_map<std::string, uint32_t> per_peer_;

@@ -2,6 +2,7 @@
 // the worker and client connections (actors/net/descriptor_budget.hpp).
 #include <doctest/doctest.h>
 
+#include "actors/net/connection_limits.hpp"
 #include "actors/net/descriptor_budget.hpp"
 
 using namespace fusee::server;
@@ -112,4 +113,17 @@ TEST_CASE("a node without HTTP listeners or endpoints gives the connections all 
   CHECK(p.connections == (1'024 - 256) / 2);
   CHECK(p.invoker_connections == 0);
   CHECK(plan_descriptors(d, 300).connections == 22);
+}
+
+TEST_CASE("a connection refused at limits.max_connections names the setting, and its cut by the "
+          "descriptor limit when there was one") {
+  fusee::server::connection_limits as_set{1, 8};
+  CHECK_FALSE(as_set.admit("127.0.0.1"));
+  CHECK(as_set.admit("127.0.0.2") ==
+        "this node already has 1 connections open (limits.max_connections): try again later");
+  fusee::server::connection_limits cut{1, 8, 16384};
+  CHECK_FALSE(cut.admit("127.0.0.1"));
+  CHECK(cut.admit("127.0.0.2") ==
+        "this node already has 1 connections open (limits.max_connections=16384, cut to 1 by the "
+        "process's descriptor limit: raise it, see the start-up warning): try again later");
 }
