@@ -207,16 +207,28 @@ std::string halt_reason(const directory_state& st) {
 
 void send_frame(self_ptr self, const session_actor& to, const proto::any_message& m);
 
-/// Answers a call for `shard`, which has no holder, once the log failed: none can be granted
-/// before a restart, so it is not parked to wait for one (code log_failed over HTTP).
+/// Answers a call for `shard`, which has no holder and none coming, once the log failed: none
+/// can be granted before a restart, so it is not parked to wait for one.
 void answer_log_failed(self_ptr self, uint32_t shard, const parked_call& c) {
+  self->state.parked_refused++;
   send_frame(self, c.client,
              proto::call_error(c.request_id, proto::call_status::parked_too_long,
                                "shard " + std::to_string(shard) + " has no holder and " +
                                    halt_reason(self->state) +
                                    ": no lease can be granted until the node restarts; the call "
-                                   "did not run",
-                               "log_failed"));
+                                   "did not run"));
+}
+
+/// Once the log failed: the calls parked for `shard`, which has no holder and none coming, are
+/// answered now (see answer_log_failed).
+void answer_parked_log_failed(self_ptr self, uint32_t shard) {
+  auto& st = self->state;
+  auto i = st.parked_calls.find(shard);
+  if (!st.log_failure || i == st.parked_calls.end()) return;
+  for (auto& c : i->second)
+    answer_log_failed(self, shard, c);
+  st.parked_total -= i->second.size();
+  st.parked_calls.erase(i);
 }
 
 /// The log failed (broken until restart): no grant can be made any more, so an invoked worker
@@ -227,16 +239,11 @@ void halt_invoker(self_ptr self, std::string failure) {
   if (st.log_failure) return;  // told once
   st.log_failure = std::move(failure);
   if (st.scheduler) self->send(st.scheduler, halt_atom::value, halt_reason(st));
-  for (auto i = st.parked_calls.begin(); i != st.parked_calls.end();) {
-    if (st.slots[i->first].holder != 0) {
-      ++i;
-      continue;
-    }
-    for (auto& c : i->second)
-      answer_log_failed(self, i->first, c);
-    st.parked_total -= i->second.size();
-    i = st.parked_calls.erase(i);
-  }
+  std::vector<uint32_t> stuck;  // (a grant in the log may still give its shard a holder)
+  for (auto& [shard, calls] : st.parked_calls)
+    if (st.slots[shard].holder == 0 && !st.slots[shard].granting) stuck.push_back(shard);
+  for (auto shard : stuck)
+    answer_parked_log_failed(self, shard);
 }
 
 /// Once 10,000 or more records retired and none is being asked: their actors' memory goes back
@@ -959,8 +966,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           dispatch_call(self, shard, std::move(p));
           return;
         }
-        if (st.log_failure && slot.holder == 0) {  // no grant can be made before a restart
-          st.parked_refused++;
+        if (st.log_failure && slot.holder == 0 && !slot.granting) {  // none before a restart
           answer_log_failed(self, shard, p);
           return;
         }
@@ -1089,6 +1095,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           }
           if (g.epoch == 0) {  // the log failed (until restart): the shard stays busy
             failed++;
+            answer_parked_log_failed(self, g.shard);
             // (its record may have heard `leased` at the invoker's start: no lease came of it)
             if (st.wake) {
               lease_end end;
@@ -1187,6 +1194,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           }
           if (failed) {  // the lease ended here, but the shard stays busy
             st.shards_blocked++;
+            answer_parked_log_failed(self, r.shard);      // (once the directory heard of it)
             tell_revoked(self, r.shard, std::move(end));  // due, but the invoker is halted
             continue;
           }

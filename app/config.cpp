@@ -585,8 +585,12 @@ std::optional<std::string> check_values(server_config& cfg) {
       return which + "`endpoint.ca_file`, `cert_file` and `key_file` need an https:// url";
     if (ep.cert_file.empty() != ep.key_file.empty())
       return which + "`endpoint.cert_file` and `endpoint.key_file` go together";
-    for (auto* f : {&ep.ca_file, &ep.cert_file, &ep.key_file})
-      if (!f->empty() && !fs::exists(*f)) return which + "file " + *f + " does not exist";
+    for (auto* f : {&ep.ca_file, &ep.cert_file, &ep.key_file}) {
+      std::error_code ec;
+      if (!f->empty() && !fs::exists(*f, ec))
+        return which + "file " + *f +
+               (ec ? " cannot be reached: " + ec.message() : " does not exist");
+    }
     bool mutual_tls = !ep.cert_file.empty();
     if (ep.secret_file.empty()) {
       if (!mutual_tls)

@@ -25,15 +25,20 @@
 namespace {
 
 /// An exception no code caught, on any thread: named on stderr, not only by an abort. Out of
-/// threads or memory (a machine's limits, at start say) ends the process with exit 1 at once:
-/// unwinding would wait for the actors it did not stop. Anything else is a bug: abort for its core.
+/// threads or memory (EAGAIN or ENOMEM from a thread's start, bad_alloc: a machine's limits, at
+/// start say) ends the process with exit 1 at once: unwinding would wait for the actors it did
+/// not stop. Anything else is a bug: abort, for its core.
 [[noreturn]] void on_terminate() {
   try {
     if (auto e = std::current_exception()) std::rethrow_exception(e);
     std::fputs("fusee: terminated\n", stderr);
   } catch (const std::system_error& e) {
-    std::fprintf(stderr, "fusee: cannot go on: %s (out of threads or memory?)\n", e.what());
-    std::_Exit(1);
+    auto c = e.code();
+    if (c == std::errc::resource_unavailable_try_again || c == std::errc::not_enough_memory) {
+      std::fprintf(stderr, "fusee: cannot go on: %s (out of threads or memory?)\n", e.what());
+      std::_Exit(1);
+    }
+    std::fprintf(stderr, "fusee: uncaught exception: %s\n", e.what());
   } catch (const std::bad_alloc& e) {
     std::fprintf(stderr, "fusee: cannot go on: %s (out of memory)\n", e.what());
     std::_Exit(1);

@@ -46,7 +46,13 @@ std::vector<run_fate> ask_fates(const std::string& server, const client::securit
     in_flight[*rid] = i;
     return true;
   };
+  auto stop_here = [&] {
+    for (auto& [rid, i] : in_flight)
+      fates[i].detail = "not asked to the end: the run was stopped";
+    return fates;
+  };
   for (;;) {
+    if (stopped && stopped()) return stop_here();  // (answers may keep coming: looked at first)
     while (in_flight.size() < window && (!again.empty() || next < ids.size())) {
       size_t i;
       if (!again.empty()) {
@@ -63,11 +69,7 @@ std::vector<run_fate> ask_fates(const std::string& server, const client::securit
     auto limit = clock_type::now() + std::chrono::milliseconds(left_ms() + 30000);
     auto r = wc->next_answer(std::chrono::milliseconds(0));
     while (!r && wc->timed_out() && clock_type::now() < limit) {
-      if (stopped && stopped()) {
-        for (auto& [rid, i] : in_flight)
-          fates[i].detail = "not asked to the end: the run was stopped";
-        return fates;
-      }
+      if (stopped && stopped()) return stop_here();
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(limit - clock_type::now());
       r = wc->next_answer(std::clamp(left, std::chrono::milliseconds(0), slice));
     }

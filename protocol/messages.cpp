@@ -627,12 +627,6 @@ call_result call_error(uint64_t id, call_status status, const std::string& messa
   return call_result{id, static_cast<uint8_t>(status), bytes(body.begin(), body.end())};
 }
 
-call_result call_error(uint64_t id, call_status status, const std::string& message,
-                       std::string_view code) {
-  auto body = json_error(message, code);
-  return call_result{id, static_cast<uint8_t>(status), bytes(body.begin(), body.end())};
-}
-
 cluster_map_frame make_cluster_map_frame(uint64_t id, const cluster_map* map,
                                          const std::string& node) {
   cluster_map_frame f;

@@ -485,9 +485,6 @@ cluster_map_frame make_cluster_map_frame(uint64_t id, const cluster_map* map,
 
 /// A CALL_RESULT with status `status` (2-4) and the body {"error": message}.
 call_result call_error(uint64_t id, call_status status, const std::string& message);
-/// The same with a `code` in its body, for the HTTP API to pass on instead of the status's own.
-call_result call_error(uint64_t id, call_status status, const std::string& message,
-                       std::string_view code);
 
 /// An ERR frame's struct.
 inline err make_err(uint64_t id, const error& e) {

@@ -376,8 +376,6 @@ proto::result<recovered_log> recover(const wal_options& opts) {
                     "; its records would be lost. Refusing to start.");
     if (auto r = scan.scan_segment(seq, path, i + 1 == segs->size()); !r) return r.err();
   }
-  if (auto r = log.segments.start(); !r) return r.err();
-  log.segments.continue_chain(scan.next_batch_seq == 0 ? 1 : scan.next_batch_seq, scan.prev_crc);
   auto stored = checkpoints.stored(opts.shards);
   if (!stored) return stored.err();
   for (auto s : *stored) {
@@ -386,6 +384,8 @@ proto::result<recovered_log> recover(const wal_options& opts) {
     if (*c) log.shards[s].ckpt_lsn = (*c)->lsn;
   }
   if (auto r = check_checkpoints(log.shards, checkpoints); !r) return r.err();
+  if (auto r = log.segments.start(); !r) return r.err();
+  log.segments.continue_chain(scan.next_batch_seq == 0 ? 1 : scan.next_batch_seq, scan.prev_crc);
   for (auto& st : log.shards)
     st.durable_lsn = st.last_lsn;
   if (log.segments.empty()) {

@@ -54,16 +54,18 @@ void segment_set::prepare_spare() {
 
 void segment_set::fail_next_spare() {
   fail_next_spare_ = true;
-  if (!fill_ || fill_->failed.load(std::memory_order_acquire)) return;
-  fill_->failure = "zero-fill " + spare_path(dir_).string() + ": Input/output error (injected)";
-  fill_->failed.store(true, std::memory_order_release);
+  fill_failure_injected_ = true;
 }
 
 void segment_set::count_fill_failure() {
-  if (!fill_ || fill_->counted || !fill_->failed.load(std::memory_order_acquire)) return;
+  if (!fill_ || fill_->counted) return;
+  bool injected = std::exchange(fill_failure_injected_, false);
+  if (!injected && !fill_->failed.load(std::memory_order_acquire)) return;
   fill_->counted = true;
   spare_failures_++;
-  spare_failure_ = fill_->failure;
+  spare_failure_ =
+      injected ? "zero-fill " + spare_path(dir_).string() + ": Input/output error (injected)"
+               : fill_->failure;
 }
 
 bool segment_set::spare_fill_failed() {
@@ -156,10 +158,9 @@ proto::result<void> segment_set::roll(const snapshot_section& snapshot, reserve_
   if (std::exchange(fail_next_spare_, false))  // test hook (the filled file is closed here)
     f = proto::error{proto::err_code::io,
                      "zero-fill " + prep.string() + ": Input/output error (injected)"};
-  if (!f) {  // the background fill failed: once more, now
-    if (fill_ && fill_->failed.load(std::memory_order_acquire)) {
-      count_fill_failure();  // (unless spare_fill_failed() did)
-    } else {                 // no fill ran
+  if (!f) {                           // the background fill failed: once more, now
+    count_fill_failure();             // (unless spare_fill_failed() did)
+    if (!fill_ || !fill_->counted) {  // no fill ran: this roll's own attempt failed
       spare_failures_++;
       spare_failure_ = f.err().message;
     }

@@ -129,6 +129,7 @@ private:
   bool fail_next_ = false;
   bool fail_next_sync_ = false;
   bool fail_next_spare_ = false;
+  bool fill_failure_injected_ = false;  ///< fail_next_spare(): counted as the fill's failure
   uint64_t spare_failures_ = 0;
   std::string spare_failure_;
 };

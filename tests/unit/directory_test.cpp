@@ -877,7 +877,7 @@ TEST_CASE("once the log failed, the invoker is told to stop, once, with the fail
 }
 
 TEST_CASE("once the log failed, calls parked for shards without a holder are answered at once, "
-          "as are new ones, with status 2 and code log_failed, and a held shard's still go to its "
+          "as are new ones, with status 2 naming the failure, and a held shard's still go to its "
           "holder") {
   fixture f{2, 30000};
   auto& a = f.worker();
@@ -896,14 +896,33 @@ TEST_CASE("once the log failed, calls parked for shards without a holder are ans
   auto text = std::string(parked.body.begin(), parked.body.end());
   CHECK(text == proto::json_error("shard 1 has no holder and the log failed (fdatasync: "
                                   "Input/output error): no lease can be granted until the node "
-                                  "restarts; the call did not run",
-                                  "log_failed"));
+                                  "restarts; the call did not run"));
   f.call(client, 6, 1, 20000);  // a new one: not parked either
   CHECK(client.last<proto::call_result>().id == 6);
   CHECK(client.all<proto::call_result>().size() == 2);
   f.call(client, 7, 0, 20000);  // shard 0 is still a's
   CHECK(a.all<proto::relayed_call>().size() == 1);
   CHECK(client.all<proto::call_result>().size() == 2);
+}
+
+TEST_CASE("once the log failed, a call for a shard whose grant is still in the log waits for it, "
+          "and is relayed when the grant was made") {
+  fixture f{2, 30000};
+  auto& a = f.worker();
+  f.commit();
+  caf::anon_send(f.dir, release_request{f.from(a, 10, 1, epoch_of(a, 1))});
+  f.run();
+  f.commit();
+  auto& client = f.connect();
+  f.call(client, 5, 1, 20000);
+  auto& b = f.worker();  // shard 1's grant to b is in the log
+  caf::anon_send(f.dir, log_failed{"write: No space left on device"});
+  f.run();
+  f.call(client, 6, 1, 20000);
+  CHECK(client.frames.empty());  // neither is answered: the grant may still make a holder
+  f.commit();                    // it was made (its batch was written before the failure)
+  CHECK(b.all<proto::relayed_call>().size() == 2);
+  CHECK(client.all<proto::call_result>().empty());
 }
 
 TEST_CASE("an invoker that starts after the log failed is stopped as it starts") {

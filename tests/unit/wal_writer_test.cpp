@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "actors/wal/format.hpp"
+#include "actors/wal/segments.hpp"
 #include "actors/wal/wal_writer.hpp"
 #include "test_util.hpp"
 
@@ -1004,6 +1005,26 @@ TEST_CASE("a spare whose background zero-fill failed is counted after the next c
   CHECK_MESSAGE(s.spare_failure.find("next.prep") != std::string::npos, s.spare_failure);
   CHECK(s.segments == 1);  // no roll yet (16 MiB segments)
   CHECK_FALSE(s.failed);
+}
+
+TEST_CASE("a background zero-fill that fails on its own (its file cannot be made) is found by the "
+          "next look, once, with its error") {
+  temp_dir tmp;
+  // next.prep cannot be made: a directory with something in it holds the name.
+  fs::create_directories(tmp.path / "next.prep" / "x");
+  wal::segment_set set{tmp.path, 64 << 10};
+  REQUIRE(set.start());
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  bool found = false;
+  while (!found && std::chrono::steady_clock::now() < until) {
+    found = set.spare_fill_failed();
+    if (!found) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polled, as commits do
+  }
+  REQUIRE(found);
+  CHECK(set.spare_failures() == 1);
+  CHECK_MESSAGE(set.spare_failure().find("next.prep") != std::string::npos, set.spare_failure());
+  CHECK_FALSE(set.spare_fill_failed());  // counted once
+  CHECK(set.spare_failures() == 1);
 }
 
 TEST_CASE("a checkpoint that cannot be stored is refused, counted with its error, and leaves no "
