@@ -207,8 +207,13 @@ std::string halt_reason(const directory_state& st) {
 
 void send_frame(self_ptr self, const session_actor& to, const proto::any_message& m);
 
-/// Answers a call for `shard`, which has no holder and none coming, once the log failed: none
-/// can be granted before a restart, so it is not parked to wait for one.
+/// True once the log failed for `shard` without a holder and without a grant in the log that
+/// may still make one: none can come before a restart.
+bool no_holder_can_come(const directory_state& st, uint32_t shard) {
+  return st.log_failure && st.slots[shard].holder == 0 && !st.slots[shard].granting;
+}
+
+/// Answers a call for `shard` when no_holder_can_come: it is not parked to wait for one.
 void answer_log_failed(self_ptr self, uint32_t shard, const parked_call& c) {
   self->state.parked_refused++;
   send_frame(self, c.client,
@@ -219,12 +224,11 @@ void answer_log_failed(self_ptr self, uint32_t shard, const parked_call& c) {
                                    "did not run"));
 }
 
-/// Once the log failed: the calls parked for `shard`, which has no holder and none coming, are
-/// answered now (see answer_log_failed).
+/// The calls parked for `shard` answered now, if no_holder_can_come (see answer_log_failed).
 void answer_parked_log_failed(self_ptr self, uint32_t shard) {
   auto& st = self->state;
   auto i = st.parked_calls.find(shard);
-  if (!st.log_failure || i == st.parked_calls.end()) return;
+  if (i == st.parked_calls.end() || !no_holder_can_come(st, shard)) return;
   for (auto& c : i->second)
     answer_log_failed(self, shard, c);
   st.parked_total -= i->second.size();
@@ -239,10 +243,10 @@ void halt_invoker(self_ptr self, std::string failure) {
   if (st.log_failure) return;  // told once
   st.log_failure = std::move(failure);
   if (st.scheduler) self->send(st.scheduler, halt_atom::value, halt_reason(st));
-  std::vector<uint32_t> stuck;  // (a grant in the log may still give its shard a holder)
+  std::vector<uint32_t> parked;  // (answering erases from the map)
   for (auto& [shard, calls] : st.parked_calls)
-    if (st.slots[shard].holder == 0 && !st.slots[shard].granting) stuck.push_back(shard);
-  for (auto shard : stuck)
+    parked.push_back(shard);
+  for (auto shard : parked)
     answer_parked_log_failed(self, shard);
 }
 
@@ -966,7 +970,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           dispatch_call(self, shard, std::move(p));
           return;
         }
-        if (st.log_failure && slot.holder == 0 && !slot.granting) {  // none before a restart
+        if (no_holder_can_come(st, shard)) {
           answer_log_failed(self, shard, p);
           return;
         }
