@@ -55,17 +55,17 @@ proto::result<void> check_checkpoints(const std::vector<shard_log>& shards,
   for (uint32_t s = 0; s < shards.size(); ++s) {
     auto& st = shards[s];
     uint64_t first = st.index.empty() ? st.last_lsn + 1 : st.index.front().first_lsn;
-    auto file = checkpoints.path(s).string();
+    auto file = [&] { return checkpoints.path(s).string(); };  // (a refusal's only: 10^6 shards)
     if (st.ckpt_lsn + 1 < first)
       return refuse("shard " + std::to_string(s) + ": its records up to LSN " +
                     std::to_string(first - 1) + " are no longer in the log, and " +
                     (st.ckpt_lsn == 0
-                         ? file + " is missing"
-                         : file + " covers only up to LSN " + std::to_string(st.ckpt_lsn)) +
+                         ? file() + " is missing"
+                         : file() + " covers only up to LSN " + std::to_string(st.ckpt_lsn)) +
                     ": the shard's state would be lost (restore the checkpoint from a backup). "
                     "Refusing to start.");
     if (st.ckpt_lsn > st.last_lsn)
-      return refuse("shard " + std::to_string(s) + ": " + file + " covers up to LSN " +
+      return refuse("shard " + std::to_string(s) + ": " + file() + " covers up to LSN " +
                     std::to_string(st.ckpt_lsn) + ", but the log holds its records only up to " +
                     "LSN " + std::to_string(st.last_lsn) +
                     ": segments were removed or cut (or the checkpoint is not this shard's), "
