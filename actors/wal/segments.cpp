@@ -63,9 +63,12 @@ void segment_set::count_fill_failure() {
   if (!injected && !fill_->failed.load(std::memory_order_acquire)) return;
   fill_->counted = true;
   spare_failures_++;
-  spare_failure_ =
-      injected ? "zero-fill " + spare_path(dir_).string() + ": Input/output error (injected)"
-               : fill_->failure;
+  spare_failure_ = injected ? injected_spare_failure().message : fill_->failure;
+}
+
+proto::error segment_set::injected_spare_failure() const {
+  return proto::error{proto::err_code::io,
+                      "zero-fill " + spare_path(dir_).string() + ": Input/output error (injected)"};
 }
 
 bool segment_set::spare_fill_failed() {
@@ -156,8 +159,7 @@ proto::result<void> segment_set::roll(const snapshot_section& snapshot, reserve_
   if (fill_) fill_->hurry = true;  // the roll waits for the spare: no commits to give way to
   auto f = spare_.valid() ? spare_.get() : create_zero_file(prep, segment_bytes_);
   if (std::exchange(fail_next_spare_, false))  // test hook (the filled file is closed here)
-    f = proto::error{proto::err_code::io,
-                     "zero-fill " + prep.string() + ": Input/output error (injected)"};
+    f = injected_spare_failure();
   if (!f) {                           // the background fill failed: once more, now
     count_fill_failure();             // (unless spare_fill_failed() did)
     if (!fill_ || !fill_->counted) {  // no fill ran: this roll's own attempt failed

@@ -122,6 +122,8 @@ private:
   };
   /// Counts the running fill's failure once.
   void count_fill_failure();
+  /// What fail_next_spare() makes the fill's failure.
+  proto::error injected_spare_failure() const;
   std::shared_ptr<spare_fill> fill_;
   /// Starts filling the next spare on a thread of its own. Only while no fill runs (spare_ not
   /// valid: start() checks, roll() has taken the last one).
