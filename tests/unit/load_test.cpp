@@ -9,10 +9,10 @@
 #include <random>
 #include <thread>
 
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "integration/raw_socket.hpp"
 #include "load/checker.hpp"
 #include "load/latency_histogram.hpp"
 #include "load/local_server.hpp"
@@ -169,18 +169,10 @@ TEST_CASE("the run's summary names the commonest refusals first and counts the r
 TEST_CASE("the end-of-run check stops asking a server that holds its answers once it is told to "
           "stop, and leaves those runs unknown") {
   // A server that greets the checker and then answers nothing (as one whose runs park would).
-  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(listener >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  REQUIRE(::listen(listener, 1) == 0);
-  socklen_t len = sizeof(addr);
-  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  fusee::test::loopback_listener listener;
   std::atomic<int> calls{0};
   std::thread silent([&] {
-    int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    int fd = listener.accept_one();
     if (fd < 0) return;
     fusee::proto::frame_decoder frames;
     uint8_t buf[4096];
@@ -201,7 +193,7 @@ TEST_CASE("the end-of-run check stops asking a server that holds its answers onc
     ::close(fd);
   });
   std::string err;
-  auto fates = ask_fates("127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), {}, {"r1", "r2"},
+  auto fates = ask_fates("127.0.0.1:" + std::to_string(listener.port), {}, {"r1", "r2"},
                          std::chrono::steady_clock::now() + std::chrono::seconds(60), &err,
                          [&] { return calls == 2; });  // a stop once both calls are out
   CHECK(err.empty());
@@ -211,5 +203,4 @@ TEST_CASE("the end-of-run check stops asking a server that holds its answers onc
     CHECK(f.detail == "not asked to the end: the run was stopped");
   }
   silent.join();  // the checker's connection closed when it returned
-  ::close(listener);
 }
