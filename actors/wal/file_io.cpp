@@ -41,6 +41,13 @@ proto::result<file> file::open(const fs::path& path, int flags, int mode) {
   return file{fd};
 }
 
+proto::result<file> file::open_in(int dir, const fs::path& path, int flags, int mode) {
+  if (dir < 0) return open(path, flags, mode);
+  int fd = ::openat(dir, path.filename().c_str(), flags | O_CLOEXEC, mode);
+  if (fd < 0) return io_error("open", path);
+  return file{fd};
+}
+
 proto::result<file> lock_data_dir(const fs::path& dir) {
   auto path = dir / "fusee.lock";
   auto f = file::open(path, O_RDWR | O_CREAT);
@@ -64,6 +71,22 @@ proto::result<file> lock_data_dir(const fs::path& dir) {
   if (::ftruncate(f->fd(), 0) == 0)
     (void)f->write_at(proto::as_bytes(pid), 0, path);  // informational: who holds it
   return f;
+}
+
+proto::result<void> check_data_dir_lock(const file& lock, const fs::path& dir) {
+  auto path = dir / "fusee.lock";
+  struct stat held {};
+  if (::fstat(lock.fd(), &held) != 0) return io_error("stat", path);
+  struct stat named {};
+  bool gone = ::stat(path.c_str(), &named) != 0;
+  if (gone && errno != ENOENT) return io_error("stat", path);
+  if (!gone && named.st_dev == held.st_dev && named.st_ino == held.st_ino) return {};
+  return proto::error{proto::err_code::io,
+                      "the data dir " + dir.string() + " is no longer this server's: " +
+                          path.string() + (gone ? " is gone" : " is another file") +
+                          " (was the data dir moved, deleted or replaced while the server "
+                          "ran?). The log stops, so that nothing is written or removed there "
+                          "by name. Stop this server, put the data dir back and restart it"};
 }
 
 proto::result<void> file::write_at(proto::byte_view data, uint64_t offset,
@@ -117,6 +140,15 @@ proto::result<uint64_t> file::size(const fs::path& path) const {
   struct stat sb {};
   if (::fstat(fd_, &sb) != 0) return io_error("stat", path);
   return static_cast<uint64_t>(sb.st_size);
+}
+
+proto::result<void> file::check_linked(const fs::path& path) const {
+  struct stat sb {};
+  if (::fstat(fd_, &sb) != 0) return io_error("stat", path);
+  if (sb.st_nlink > 0) return {};
+  return proto::error{proto::err_code::io,
+                      path.string() + " was deleted while the server ran (was the data dir "
+                                      "removed?): what is written to it is lost at restart"};
 }
 
 proto::result<proto::bytes> read_file(const fs::path& path) {
@@ -175,8 +207,9 @@ proto::result<void> write_zeros(const file& f, uint64_t from, uint64_t to, const
   return {};
 }
 
-proto::result<file> create_zero_file(const fs::path& path, uint64_t size, const fill_pace& pace) {
-  auto f = file::open(path, O_RDWR | O_CREAT | O_TRUNC);
+proto::result<file> create_zero_file(const fs::path& path, uint64_t size, const fill_pace& pace,
+                                     int dir) {
+  auto f = file::open_in(dir, path, O_RDWR | O_CREAT | O_TRUNC);
   if (!f) return f.err();
   if (auto r = write_zeros(*f, 0, size, path, pace); !r) return r.err();
   if (auto r = f->sync(path); !r) return r.err();

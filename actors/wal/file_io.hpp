@@ -30,6 +30,9 @@ public:
   /// Opens `path` with open(2) `flags` (O_CLOEXEC is added); a file it creates is the owner's only
   /// (workflow records and checkpoints are nobody else's to read).
   static proto::result<file> open(const fs::path& path, int flags, int mode = 0600);
+  /// As open(), but `path`'s file name in the directory open as `dir` (wherever it is now: a dir
+  /// moved away is still the one written, a deleted one takes no new files); -1: `path` as it is.
+  static proto::result<file> open_in(int dir, const fs::path& path, int flags, int mode = 0600);
 
   int fd() const { return fd_; }
   explicit operator bool() const { return fd_ >= 0; }
@@ -46,6 +49,9 @@ public:
   proto::result<void> sync(const fs::path& path) const;      ///< fdatasync
   proto::result<void> sync_all(const fs::path& path) const;  ///< fsync (a directory's entries)
   proto::result<uint64_t> size(const fs::path& path) const;
+  /// Fails if the file has no name left (deleted, or its directory removed, while it was open):
+  /// what is written to it is then lost when it is closed, synced or not. One fstat.
+  proto::result<void> check_linked(const fs::path& path) const;
 
 private:
   int fd_ = -1;
@@ -55,6 +61,11 @@ private:
 /// file is open, and released by the kernel when the process ends however it ends. Refused if
 /// another process holds it: two servers on one log would each overwrite what the other wrote.
 proto::result<file> lock_data_dir(const fs::path& dir);
+
+/// Fails if `dir`/fusee.lock is no longer the file `lock` holds (moved, deleted or replaced while
+/// the server ran): files made, replaced or removed by name under `dir` would then not be this
+/// server's, perhaps another's log. One stat and one fstat.
+proto::result<void> check_data_dir_lock(const file& lock, const fs::path& dir);
 
 /// The whole file.
 proto::result<proto::bytes> read_file(const fs::path& path);
@@ -85,8 +96,10 @@ inline constexpr std::chrono::microseconds zero_fill_pause{1000};
 /// says after each whether to pause: a fill written all at once sat in the device's queue ahead
 /// of the log's next commit, whose fdatasync then took 11-12.5 ms instead of ~0.2 (docs/
 /// benchmarks.md, "Twelfth session"). Blocks: never on a CAF thread.
+///
+/// `dir`: as file::open_in's.
 proto::result<file> create_zero_file(const fs::path& path, uint64_t size,
-                                     const fill_pace& pace = {});
+                                     const fill_pace& pace = {}, int dir = -1);
 /// Zeros over bytes [from, to) of `f`, paced as create_zero_file's when `pace` is set (it is told
 /// the offset reached); not synced.
 proto::result<void> write_zeros(const file& f, uint64_t from, uint64_t to, const fs::path& path,

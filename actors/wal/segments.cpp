@@ -3,6 +3,7 @@
 #include <utility>
 
 #include <fcntl.h>
+#include <unistd.h>
 
 namespace fusee::server::wal {
 
@@ -10,6 +11,22 @@ namespace {
 
 fs::path spare_path(const fs::path& dir) {
   return dir / "next.prep";
+}
+
+// Files are made, renamed and removed in the directory the set opened (file::open_in), not by
+// name: if the data dir was moved or replaced, another server's log may be where it was.
+
+proto::result<void> rename_in(int dir, const fs::path& from, const fs::path& to) {
+  int r = dir < 0 ? ::rename(from.c_str(), to.c_str())
+                  : ::renameat(dir, from.filename().c_str(), dir, to.filename().c_str());
+  if (r != 0) return io_error("rename", from);
+  return {};
+}
+
+/// True if `path` is gone (also if it was gone already).
+bool remove_in(int dir, const fs::path& path) {
+  int r = dir < 0 ? ::unlink(path.c_str()) : ::unlinkat(dir, path.filename().c_str(), 0);
+  return r == 0 || errno == ENOENT;
 }
 
 }  // namespace
@@ -41,15 +58,15 @@ void segment_set::prepare_spare() {
       return fill_step::go_on;
     return fill_step::pause;
   };
-  spare_ = std::async(std::launch::async,
-                      [path = spare_path(dir_), size = segment_bytes_, pace, fill = fill_] {
-                        auto f = create_zero_file(path, size, pace);
-                        if (!f && !fill->abandon.load(std::memory_order_relaxed)) {
-                          fill->failure = f.err().message;
-                          fill->failed.store(true, std::memory_order_release);
-                        }
-                        return f;
-                      });
+  spare_ = std::async(std::launch::async, [path = spare_path(dir_), size = segment_bytes_, pace,
+                                           fill = fill_, dir = in()] {
+    auto f = create_zero_file(path, size, pace, dir);
+    if (!f && !fill->abandon.load(std::memory_order_relaxed)) {
+      fill->failure = f.err().message;
+      fill->failed.store(true, std::memory_order_release);
+    }
+    return f;
+  });
 }
 
 void segment_set::fail_next_spare() {
@@ -141,6 +158,9 @@ proto::result<void> segment_set::sync_written() {
                                                        "fdatasync " + seg.path.string() +
                                                            ": Input/output error (injected)"}}
                     : seg.f.sync(seg.path);
+  // A segment deleted under the server (its data dir removed) takes its records with it at the
+  // next restart: none of them may be acknowledged.
+  if (synced) synced = seg.f.check_linked(seg.path);
   if (!synced) {
     erase_unsynced(seg, w.size);
     return synced.err();
@@ -157,7 +177,7 @@ proto::result<void> segment_set::roll(const snapshot_section& snapshot, reserve_
   auto path = dir_ / segment_name(seq);
   auto prep = spare_path(dir_);
   if (fill_) fill_->hurry = true;  // the roll waits for the spare: no commits to give way to
-  auto f = spare_.valid() ? spare_.get() : create_zero_file(prep, segment_bytes_);
+  auto f = spare_.valid() ? spare_.get() : create_zero_file(prep, segment_bytes_, {}, in());
   if (std::exchange(fail_next_spare_, false))  // test hook (the filled file is closed here)
     f = injected_spare_failure();
   if (!f) {                           // the background fill failed: once more, now
@@ -166,7 +186,7 @@ proto::result<void> segment_set::roll(const snapshot_section& snapshot, reserve_
       spare_failures_++;
       spare_failure_ = f.err().message;
     }
-    auto again = create_zero_file(prep, segment_bytes_);
+    auto again = create_zero_file(prep, segment_bytes_, {}, in());
     if (!again)
       return proto::error{again.err().code, again.err().message + " (and in the background: " +
                                                 f.err().message + ")"};
@@ -176,7 +196,7 @@ proto::result<void> segment_set::roll(const snapshot_section& snapshot, reserve_
   if (!made) return made.err();
   if (auto r = f->write_at(encode(segment_header{format_version, seq}), 0, prep); !r) return r;
   if (auto r = f->sync(prep); !r) return r;
-  if (::rename(prep.c_str(), path.c_str()) != 0) return io_error("rename", prep);
+  if (auto r = rename_in(in(), prep, path); !r) return r;
   if (auto r = sync_entries(); !r) return r;
   add(seq, std::move(*f), segment_header_size);
   prepare_spare();  // after add(): the fill paces itself against the new segment's use
@@ -213,9 +233,8 @@ std::vector<uint64_t> segment_set::retire(const std::function<bool(const segment
   std::vector<uint64_t> gone;
   while (segments_.size() > 1 && covered(segments_.begin()->second)) {
     auto& oldest = segments_.begin()->second;
-    std::error_code ec;
-    fs::remove(oldest.path, ec);       // false without an error: already gone, which is as good
-    if (ec || !sync_entries()) break;  // kept in memory; retried at the next checkpoint
+    if (!remove_in(in(), oldest.path) || !sync_entries())
+      break;  // kept in memory; retried at the next checkpoint
     gone.push_back(oldest.seq);
     segments_.erase(segments_.begin());  // closes the file
   }

@@ -56,10 +56,11 @@ public:
   /// `start`, the disk write begins now (the caller has other work before it syncs). The next batch
   /// follows it only once sync_written() made it durable.
   proto::result<uint64_t> write(byte_view body, bool start = false);
-  /// Makes the batch write() wrote durable (fdatasync). On failure the segment stays as if it was
-  /// never written: its bytes, which writeback could still bring to the disk, are overwritten
-  /// with zeros (best effort), so a restart does not recover records reported IO_FAILED (the log
-  /// is broken then: nothing is appended after it).
+  /// Makes the batch write() wrote durable (fdatasync). Fails too if the segment was deleted
+  /// (file::check_linked): a restart would not find its records. On failure the segment stays as if
+  /// it was never written: its bytes, which writeback could still bring to the disk, are
+  /// overwritten with zeros (best effort), so a restart does not recover records reported IO_FAILED
+  /// (the log is broken then: nothing is appended after it).
   proto::result<void> sync_written();
   /// Appends a batch holding only `snapshot` and, if not 0, `reserve` and `extent` (the first
   /// batch of every segment).
@@ -97,6 +98,9 @@ private:
   void erase_unsynced(segment& seg, uint64_t size);
   /// fsync of the directory (its entries: new, renamed, removed segments).
   proto::result<void> sync_entries() const;
+  /// The directory's descriptor, in which files are made, renamed and removed (file::open_in);
+  /// -1 before start().
+  int in() const { return dir_file_ ? dir_file_.fd() : -1; }
 
   fs::path dir_;
   uint64_t segment_bytes_;

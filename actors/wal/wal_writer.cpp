@@ -88,6 +88,10 @@ struct wal_writer::impl {
   checkpoint_store checkpoints;
   bool broken = false;  ///< a write, fdatasync or roll failed: later appends refused until restart
   std::string broken_reason;
+  /// When in_place() last looked (now_ns): the committer looks at least once a second, the
+  /// writer thread too while the log is idle.
+  int64_t place_checked_ns = 0;
+  static constexpr int64_t place_check_ns = 1'000'000'000;
 
   mutable std::mutex mtx;
   std::condition_variable cv;
@@ -315,8 +319,17 @@ struct wal_writer::impl {
         std::unique_lock<std::mutex> lk{mtx};
         if ((queue.empty() || committing) && !stopping) {
           sleeping = true;
-          cv.wait(lk, [&] { return (!queue.empty() && !committing) || stopping; });
+          bool woken = cv.wait_for(lk, std::chrono::nanoseconds(place_check_ns),
+                                   [&] { return (!queue.empty() && !committing) || stopping; });
           sleeping = false;
+          if (!woken) {  // idle for a second: is the data dir still there? (as the committer)
+            if (committing || broken) continue;
+            committing = true;
+            lk.unlock();
+            in_place(true);
+            lk.lock();
+            committing = false;  // what an I/O thread queued meanwhile is taken below
+          }
         }
         if (stopping) cv.wait(lk, [&] { return !committing; });  // an I/O thread finishes
         if (queue.empty() && stopping) return;
@@ -731,6 +744,23 @@ struct wal_writer::impl {
       segments.fail_next_spare();  // (a test hook: a plain load on every commit)
     if (segments.spare_fill_failed()) publish_spare_failure(true);
     if (!broken && segments.full()) roll();  // a broken log writes nothing more
+    if (!broken && now_ns() - place_checked_ns >= place_check_ns) in_place(false);
+  }
+
+  /// True while the data dir is where this server opened it (check_data_dir_lock) and, with
+  /// `active_too`, the active segment still has its name (each batch's sync_written() looks at
+  /// that). Otherwise the log fails: a roll, a retirement or a checkpoint makes, replaces or
+  /// removes files by name, which may now be another server's, and what is written to a deleted
+  /// segment is gone at restart. Called by the committer, before each of those and once a second.
+  bool in_place(bool active_too) {
+    if (broken) return false;
+    place_checked_ns = now_ns();
+    auto r = check_data_dir_lock(dir_lock, opts.dir);
+    if (r && active_too && !segments.empty())
+      r = segments.active().f.check_linked(segments.active().path);
+    if (r) return true;
+    fail(r.err().message);
+    return false;
   }
 
   /// The spare's failures for get_stats; `early`: found before its roll, which is told too.
@@ -749,6 +779,7 @@ struct wal_writer::impl {
 
   /// A new segment, starting with a snapshot of every shard that has state.
   void roll() {
+    if (!in_place(false)) return;
     auto t0 = std::chrono::steady_clock::now();
     auto r = inject_roll_failure.exchange(false)
                  ? proto::result<void>{proto::error{
@@ -766,8 +797,9 @@ struct wal_writer::impl {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
 
-  /// A write, fdatasync or roll failed: every later append is refused, and the sink is told (once;
-  /// what the failed batch reports is its caller's business).
+  /// A write, fdatasync or roll failed, or the data dir is no longer in place (in_place()): every
+  /// later append is refused, and the sink is told (once; what the failed batch reports is its
+  /// caller's business).
   void fail(const std::string& err) {
     bool first = !broken;
     broken = true;
@@ -779,7 +811,9 @@ struct wal_writer::impl {
     failed = true;
     for (auto& st : shards)
       st.last_lsn = st.durable_lsn;
-    if (first) sink->on_failed(err);  // once failure() says so too (/healthz)
+    if (!first) return;
+    spdlog::error("the log failed and refuses every append and grant until restart: {}", err);
+    sink->on_failed(err);  // once failure() says so too (/healthz)
   }
 
   // -- after the batch: checkpoints, loads, reads ---------------------------------------------
@@ -806,6 +840,7 @@ struct wal_writer::impl {
   }
 
   void serve_checkpoint(const wal_checkpoint& c) {
+    in_place(false);                                // (if not, the log fails and it is refused)
     if (auto err = check_shard(c.shard.value())) {  // the log failed since it was admitted
       refuse(c.session, c.request_id, *err);
       return;

@@ -28,11 +28,12 @@
 // fdatasync (the disk works while the answers are sent); the next batch's own refusals and grants
 // that write nothing follow it. A batch answering one session, or with checkpoints, loads or reads
 // (which must see the log as it was when they were queued), reports before the next is admitted. A
-// batch whose write or fdatasync fails tells its appends' sessions IO_FAILED, refuses its
-// checkpoints and answers its loads and reads from what was durable; its revocations, and every
-// later one, are reported with the failure (lease_log.hpp). An I/O thread's commit() may hold
-// appends a little for the sessions the last report told DURABLE (commit_hold.hpp); it then returns
-// how long the thread may read on first. No CAF here: the glue lives in log_sink.
+// batch whose write or fdatasync fails (or whose segment turns out deleted) tells its appends'
+// sessions IO_FAILED, refuses its checkpoints and answers its loads and reads from what was
+// durable; its revocations, and every later one, are reported with the failure (lease_log.hpp). An
+// I/O thread's commit() may hold appends a little for the sessions the last report told DURABLE
+// (commit_hold.hpp); it then returns how long the thread may read on first. No CAF here: the glue
+// lives in log_sink.
 //
 // The pieces live in actors/wal/: the on-disk format (format.hpp), file I/O (file_io.hpp),
 // recovery (recovery.hpp), the segment files (segments.hpp), checkpoints (checkpoints.hpp), the

@@ -556,3 +556,41 @@ TEST_CASE("after a failed fdatasync the holder hears IO_FAILED, appends and RELE
 }
 
 #endif
+
+TEST_CASE("a data dir deleted under a running server fails its log within seconds, and a server "
+          "started there afterwards is not written to by the first") {
+  server_fixture f{"[server]\nshards = 1\n"};
+  auto data = f.tmp.path() / "data";
+  auto admin = f.server.admin_port();
+  auto w = f.connect();
+  auto e = epoch_of(w.hello().grants, 0);
+  w.append(0, e, 1, {record("before")});
+  REQUIRE(w.wait_durable(0, 1));
+  fs::remove_all(data);
+  REQUIRE(await([&] { return http_get(admin, "/healthz").first == 503; }, 10s));
+  INFO("the server's log: " << f.server.log());
+  CHECK(f.server.log().find("fusee.lock is gone") != std::string::npos);
+  CHECK(http_get(admin, "/v1/log").second.find("fusee.lock is gone") != std::string::npos);
+  w.append(0, e, 2, {record("after")}, 9);
+  auto refused = w.expect<proto::err>();
+  CHECK(refused.id == 9);
+  CHECK(refused.code == uint16_t(proto::err_code::io));
+  // Another server on the path: the first, still running and still holding its lease, writes
+  // nothing there (it refuses appends; it would have rolled or checkpointed by name).
+  server_process second(data, "[server]\nshards = 1\n");
+  REQUIRE(second.start().empty());
+  auto w2 = peer{second.connect()};
+  auto e2 = epoch_of(w2.hello().grants, 0);
+  w2.append(0, e2, 1, {record("second")});
+  REQUIRE(w2.wait_durable(0, 1));
+  w.append(0, e, 2, {record("first again")}, 10);
+  CHECK(w.expect<proto::err>().code == uint16_t(proto::err_code::io));
+  f.server.stop();
+  second.stop();
+  REQUIRE(second.start().empty());
+  auto w3 = peer{second.connect()};
+  auto e3 = epoch_of(w3.hello().grants, 0);
+  auto records = recover_all(w3, 0, e3);
+  REQUIRE(records.size() == 1);
+  CHECK(records[0] == record("second"));
+}

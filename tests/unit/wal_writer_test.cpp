@@ -1200,3 +1200,108 @@ TEST_CASE("once the log failed, the holder's append is refused with the failure,
   CHECK(sink.refused[3].second.code == proto::err_code::not_holder);
   CHECK(sink.refused[3].second.message == "no shard 3 (this server has 1)");
 }
+
+namespace {
+
+/// Shard 0 of a one-shard log in `tmp`/data, granted to session 7, with one durable record; the
+/// log idle after it. Segments hold two 1500-byte appends (`small`) or the default size.
+struct log_in_data_dir {
+  temp_dir tmp;
+  fs::path dir = tmp.path / "data";
+  recording_sink sink;
+  std::unique_ptr<wal_writer> wal;
+  uint64_t epoch = 0;
+
+  explicit log_in_data_dir(bool small = false) {
+    wal_options opts{dir, 1};
+    if (small) opts.segment_bytes = 4096;
+    auto opened = wal_writer::open(opts, &sink);
+    REQUIRE_MESSAGE(opened, (opened ? "" : opened.err().message));
+    wal = std::move(*opened);
+    wal->submit(wal_grant{1, 7, shard_id{0}});
+    REQUIRE(sink.await([&] { return sink.granted.size() == 1; }));
+    epoch = sink.granted[0].epoch;
+    wal->submit(app(7, 1, 0, epoch, 1, "acknowledged"));
+    REQUIRE(sink.await([&] { return sink.durable.size() == 1; }));
+    REQUIRE(await_idle(*wal));
+  }
+
+  /// Moves the data dir away and puts a new one with another lock file where it was, as another
+  /// server started on the same path would.
+  fs::path replace_dir() {
+    auto moved = tmp.path / "moved";
+    fs::rename(dir, moved);
+    fs::create_directories(dir);
+    std::ofstream(dir / "fusee.lock") << "4242\n";
+    return moved;
+  }
+
+  /// The names in the data dir.
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (auto& e : fs::directory_iterator(dir))
+      out.push_back(e.path().filename().string());
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a batch written after its segment was deleted is not acknowledged: its append hears "
+          "IO_FAILED naming the file and the log fails") {
+  log_in_data_dir log;
+  fs::remove_all(log.dir / "wal");  // the lock stays: only the segment's check can tell
+  log.wal->submit(app(7, 2, 0, log.epoch, 2, "written to a file with no name"));
+  REQUIRE(log.sink.await([&] { return log.sink.io_failed.size() == 1; }));
+  CHECK_MESSAGE(log.sink.io_failed[0].find("was deleted while the server ran") != std::string::npos,
+                log.sink.io_failed[0]);
+  CHECK(log.sink.durable.size() == 1);
+  CHECK(log.wal->failure().find("was deleted") != std::string::npos);
+}
+
+TEST_CASE("a data dir moved away under an idle log fails the log within seconds, naming the "
+          "lock file, and moved back it recovers every acknowledged record") {
+  log_in_data_dir log;
+  auto moved = log.tmp.path / "moved";
+  fs::rename(log.dir, moved);
+  REQUIRE(log.sink.await([&] { return !log.sink.failures.empty(); }));
+  CHECK_MESSAGE(log.sink.failures[0].find("fusee.lock is gone") != std::string::npos,
+                log.sink.failures[0]);
+  log.wal->submit(app(7, 2, 0, log.epoch, 2, "refused"));
+  REQUIRE(log.sink.await([&] { return log.sink.refused.size() == 1; }));
+  CHECK(log.sink.refused[0].second.code == proto::err_code::io);
+  CHECK_FALSE(fs::exists(log.dir));  // nothing was made where it was
+  log.wal.reset();
+  fs::rename(moved, log.dir);
+  recording_sink again;
+  auto reopened = open_log(log.dir, 1, &again);
+  CHECK(reopened->recovered_durable_lsn(shard_id{0}) == lsn_t{1});
+}
+
+TEST_CASE("a checkpoint after the data dir was replaced is refused and writes nothing into the "
+          "new one") {
+  log_in_data_dir log;
+  log.replace_dir();
+  log.wal->submit(wal_checkpoint{7, 50, shard_id{0}, epoch_t{log.epoch}, lsn_t{1}, {1, 2, 3}});
+  REQUIRE(log.sink.await([&] { return log.sink.refused.size() == 1; }));
+  CHECK(log.sink.refused[0].first == 50);
+  CHECK_MESSAGE(log.sink.refused[0].second.message.find("fusee.lock is another file") !=
+                    std::string::npos,
+                log.sink.refused[0].second.message);
+  CHECK(log.names() == std::vector<std::string>{"fusee.lock"});
+  CHECK(log.wal->get_stats().failed);
+}
+
+TEST_CASE("a segment roll after the data dir was replaced fails the log and makes no segment in "
+          "the new one") {
+  log_in_data_dir log{true};
+  log.replace_dir();
+  // 1500-byte records fill the segment (in the moved dir, where they are acknowledged); the roll
+  // after them would make the next segment by name.
+  for (uint64_t lsn = 2; lsn <= 4; ++lsn)
+    log.wal->submit(app(7, lsn, 0, log.epoch, lsn, std::string(1500, 'x')));
+  REQUIRE(log.sink.await([&] { return !log.sink.failures.empty(); }));
+  CHECK_MESSAGE(log.sink.failures[0].find("fusee.lock is another file") != std::string::npos,
+                log.sink.failures[0]);
+  CHECK(log.names() == std::vector<std::string>{"fusee.lock"});
+}
