@@ -19,6 +19,7 @@
 #include "actors/lease_rules.hpp"
 #include "actors/memory_trimmer.hpp"
 #include "logging/logging.hpp"
+#include "logging/warning_limiter.hpp"
 #include "protocol/invocation_request.hpp"
 #include "protocol/messages.hpp"
 
@@ -159,6 +160,8 @@ struct directory_state {
   /// Shards whose grant or revocation the log failed (it is broken until restart): busy for good,
   /// offered to nobody (a broken log and a standby would otherwise ask each other for ever).
   uint64_t shards_blocked = 0;
+  /// The error line saying so: the first, then one a minute at most (add_blocked()).
+  logging::warning_limiter blocked_lines{1};
   /// Why the log failed (log_failed's text), once it did; the invoker is halted with it
   /// (halt_invoker()).
   std::optional<std::string> log_failure;
@@ -206,6 +209,20 @@ std::string halt_reason(const directory_state& st) {
 }
 
 void send_frame(self_ptr self, const session_actor& to, const proto::any_message& m);
+
+/// `n` more shards blocked by the failed log (shards_blocked): an error line with the total the
+/// first time and then a minute or more after the last (a failed log reports its revocations
+/// batch by batch: one line each would be thousands), the rest at debug.
+void add_blocked(directory_state& st, size_t n) {
+  st.shards_blocked += n;
+  if (st.blocked_lines.admit("blocked"))
+    spdlog::error("the log failed: shards stay without a holder until restart (their grant or "
+                  "the end of their lease could not be written) shards_blocked={}",
+                  st.shards_blocked);
+  else
+    spdlog::debug("the log failed: {} more shard(s) without a holder shards_blocked={}", n,
+                  st.shards_blocked);
+}
 
 /// True once the log failed for `shard` without a holder and without a grant in the log that
 /// may still make one: none can come before a restart.
@@ -1139,12 +1156,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
             serving.push_back(g.shard);
           }
         }
-        if (failed > 0) {
-          st.shards_blocked += failed;
-          spdlog::error("the log failed: {} shard(s) not granted stay without a holder until "
-                        "restart",
-                        failed);
-        }
+        if (failed > 0) add_blocked(st, failed);
         if (!unannounced.empty()) st.log->revoke(std::move(unannounced));
         std::vector<session_id> leased;
         for (auto s : waiting)
@@ -1197,7 +1209,6 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
             st.ended.erase(e);
           }
           if (failed) {  // the lease ended here, but the shard stays busy
-            st.shards_blocked++;
             answer_parked_log_failed(self, r.shard);      // (once the directory heard of it)
             tell_revoked(self, r.shard, std::move(end));  // due, but the invoker is halted
             continue;
@@ -1208,10 +1219,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           refresh_free(st, r.shard);
           tell_revoked(self, r.shard, std::move(end));
         }
-        if (failed)
-          spdlog::error("the log failed ({}): {} shard(s) whose lease ended stay without a holder "
-                        "until restart",
-                        done.failure, done.revoked.size());
+        if (failed) add_blocked(st, done.revoked.size());
         // A million leases' ends leave a million buckets behind: give them back once all are told.
         if (st.ended.empty() && st.ended.bucket_count() > 4096) decltype(st.ended){}.swap(st.ended);
         offer_free(st);
@@ -1267,6 +1275,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           v.busy = slot.busy;
           v.withheld = slot.withheld;
           v.elsewhere = !slot.owned;
+          v.blocked = no_holder_can_come(st, s);
           out.push_back(v);
         }
         for (auto& [shard, q] : st.parked_calls)

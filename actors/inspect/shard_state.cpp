@@ -7,6 +7,7 @@ namespace fusee::server {
 shard_state state_of(const shard_lease_view& lease, const shard_invoker_view* invoker) {
   if (lease.elsewhere) return shard_state::elsewhere;
   if (lease.holder != 0) return shard_state::held;
+  if (lease.blocked) return shard_state::blocked;
   if (invoker) {
     if (invoker->invocation != 0) return shard_state::invoking;
     switch (invoker->state) {
@@ -30,6 +31,8 @@ std::string_view state_name(shard_state s) {
     return "elsewhere";
   case shard_state::held:
     return "held";
+  case shard_state::blocked:
+    return "blocked";
   case shard_state::invoking:
     return "invoking";
   case shard_state::backoff:

@@ -9,12 +9,14 @@
 namespace fusee::server {
 
 /// In order of precedence: another node of the cluster serves it (this node forwards its calls
-/// there); a worker holds it; it is in an invocation; it is due but backing off; due now (ready
+/// there); a worker holds it; the log failed and no holder can come before a restart; it is in an
+/// invocation; it is due but backing off; due now (ready
 /// to invoke, or a call or message waits for a holder); due later (a timer); nothing due. The
 /// value is the shard's character in the dashboard's grid.
 enum class shard_state : char {
   elsewhere = '-',
   held = 'H',
+  blocked = 'X',
   invoking = 'I',
   backoff = 'B',
   due = 'D',
@@ -24,8 +26,8 @@ enum class shard_state : char {
 
 /// Every state, in the order above.
 inline constexpr shard_state all_shard_states[] = {
-    shard_state::elsewhere, shard_state::held,    shard_state::invoking, shard_state::backoff,
-    shard_state::due,       shard_state::waiting, shard_state::idle};
+    shard_state::elsewhere, shard_state::held, shard_state::blocked, shard_state::invoking,
+    shard_state::backoff,   shard_state::due,  shard_state::waiting, shard_state::idle};
 
 /// `invoker` is null when the node runs no invoker.
 shard_state state_of(const shard_lease_view& lease, const shard_invoker_view* invoker);

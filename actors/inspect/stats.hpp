@@ -84,12 +84,14 @@ struct shard_lease_view {
   bool busy = false;       ///< a grant or revocation is in the log
   bool withheld = false;   ///< leased to nobody for now (cluster: withheld.hpp)
   bool elsewhere = false;  ///< another node of the cluster serves it
+  bool blocked = false;    ///< the log failed: no holder can come before a restart
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_lease_view& x) {
   return f(caf::meta::type_name("fusee.shard_lease_view"), x.holder, x.epoch, x.parked_calls,
-           x.parked_messages, x.serve_calls, x.draining, x.busy, x.withheld, x.elsewhere);
+           x.parked_messages, x.serve_calls, x.draining, x.busy, x.withheld, x.elsewhere,
+           x.blocked);
 }
 
 /// The scheduler's view of one shard: its wake record's last status and the invocation it is in.

@@ -4,8 +4,8 @@
 "use strict";
 
 const STATES = [
-  ["-", "elsewhere", "--elsewhere"], ["H", "held", "--held"], ["I", "invoking", "--invoking"], ["B", "backoff", "--backoff"],
-  ["D", "due", "--due"], ["W", "waiting", "--waiting"], [".", "idle", "--idle"],
+  ["-", "elsewhere", "--elsewhere"], ["H", "held", "--held"], ["X", "blocked", "--blocked"], ["I", "invoking", "--invoking"],
+  ["B", "backoff", "--backoff"], ["D", "due", "--due"], ["W", "waiting", "--waiting"], [".", "idle", "--idle"],
 ];
 const HISTORY = 300;  // samples (seconds)
 const WINDOW = 10;    // seconds of histogram deltas per percentile point

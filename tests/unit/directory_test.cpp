@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "actors/directory.hpp"
+#include "actors/inspect/shard_state.hpp"
 #include "actors/wake_records.hpp"
 #include "deterministic_config.hpp"
 #include "protocol/invocation_request.hpp"
@@ -275,6 +276,20 @@ struct fixture {
           self->request(d, caf::infinite, stats_atom::value).then([=](actor_stats& a) {
             *to = std::move(a);
           });
+        },
+        out);
+    run();
+    return *out;
+  }
+
+  /// The directory's view of shards `from`..`to`.
+  std::vector<shard_lease_view> view(uint32_t from, uint32_t to) {
+    auto out = std::make_shared<std::vector<shard_lease_view>>();
+    sys.spawn(
+        [d = dir, from, to](caf::event_based_actor* self,
+                            std::shared_ptr<std::vector<shard_lease_view>> into) {
+          self->request(d, caf::infinite, view_atom::value, from, to)
+              .then([=](std::vector<shard_lease_view>& v) { *into = std::move(v); });
         },
         out);
     run();
@@ -1508,4 +1523,23 @@ TEST_CASE(
   CHECK(f.ep.reports[0].steps == 3);
   REQUIRE(f.wake[1].ended.size() == 1);
   CHECK_FALSE(f.wake[1].ended[0].crashed);  // it reported: its report decides
+}
+
+TEST_CASE(
+    "once the log failed, a shard left without a holder shows blocked to operators, one still "
+    "held shows held") {
+  fixture f{2};
+  auto& a = f.worker();
+  f.commit();
+  CHECK(state_of(f.view(0, 0).at(0), nullptr) == shard_state::held);
+  caf::anon_send(f.dir, release_request{f.from(a, 10, 0, epoch_of(a, 0))});
+  f.run();
+  f.commit(0, SIZE_MAX, "fdatasync: Input/output error");
+  auto v = f.view(0, 1);
+  REQUIRE(v.size() == 2);
+  CHECK(v[0].blocked);
+  CHECK(state_of(v[0], nullptr) == shard_state::blocked);
+  CHECK(state_name(state_of(v[0], nullptr)) == "blocked");
+  CHECK_FALSE(v[1].blocked);
+  CHECK(state_of(v[1], nullptr) == shard_state::held);
 }
