@@ -77,7 +77,8 @@ std::string table(const server::inspect_reply& r, uint32_t offset, uint32_t firs
     out += "\n";
   }
   if (!r.grid.empty()) {
-    out += "grid (H held, I invoking, B backoff, D due, W waiting, . idle, - another node's):\n";
+    out += "grid (H held, X blocked, I invoking, B backoff, D due, W waiting, . idle, - another "
+           "node's):\n";
     for (size_t at = 0; at < r.grid.size(); at += 64)
       out += pad(std::to_string(uint64_t{first_shard} + at), 10) + r.grid.substr(at, 64) + "\n";
   }

@@ -79,7 +79,10 @@ proto::result<void> check_data_dir_lock(const file& lock, const fs::path& dir) {
   if (::fstat(lock.fd(), &held) != 0) return io_error("stat", path);
   struct stat named {};
   bool gone = ::stat(path.c_str(), &named) != 0;
-  if (gone && errno != ENOENT) return io_error("stat", path);
+  if (gone && errno != ENOENT && errno != ENOTDIR && errno != ESTALE)
+    return proto::error{proto::err_code::io,
+                        "cannot check that the data dir " + dir.string() +
+                            " is still this server's: " + io_error("stat", path).message};
   if (!gone && named.st_dev == held.st_dev && named.st_ino == held.st_ino) return {};
   return proto::error{proto::err_code::io,
                       "the data dir " + dir.string() + " is no longer this server's: " +
@@ -148,7 +151,8 @@ proto::result<void> file::check_linked(const fs::path& path) const {
   if (sb.st_nlink > 0) return {};
   return proto::error{proto::err_code::io,
                       path.string() + " was deleted while the server ran (was the data dir "
-                                      "removed?): what is written to it is lost at restart"};
+                                      "removed, or the file cleaned up?): its records are under "
+                                      "no name on disk, and a restart would not find them"};
 }
 
 proto::result<proto::bytes> read_file(const fs::path& path) {

@@ -27,6 +27,9 @@ struct wal_options {
   /// Tests only: the shortest wait of a commit held for the sessions just told DURABLE
   /// (commit_hold.hpp; the server's is the last commit's time, which a test's disk may make µs).
   int64_t hold_min_window_ns = 0;
+  /// How often the committer, and the writer thread while the log is idle, check that the data
+  /// dir and its segments are still in place (wal_writer.cpp, in_place()); tests set it.
+  uint32_t place_check_ms = 1000;
 
   /// The node's data dir, shard count and segment size.
   static wal_options of(const node_settings& settings);

@@ -99,6 +99,12 @@ segment_set::~segment_set() {
   if (spare_.valid()) spare_.wait();  // the background zero-filling writes into dir_
 }
 
+proto::result<void> segment_set::check_linked() const {
+  for (auto& [seq, s] : segments_)
+    if (auto r = s.f.check_linked(s.path); !r) return r;
+  return {};
+}
+
 segment& segment_set::add(uint64_t seq, file f, uint64_t size) {
   auto& s = segments_[seq];
   s.seq = seq;

@@ -35,11 +35,14 @@ public:
   proto::result<void> start();
   ~segment_set();
   segment_set(segment_set&&) = default;
-  segment_set& operator=(segment_set&&) = default;
+  /// (No move assignment: the spare's fill uses the directory's descriptor, which it would close.)
+  segment_set& operator=(segment_set&&) = delete;
 
   bool empty() const { return segments_.empty(); }
   size_t count() const { return segments_.size(); }
   segment& active() { return segments_.rbegin()->second; }
+  /// Fails if a segment has no name left (file::check_linked): deleted while the server runs.
+  proto::result<void> check_linked() const;
   /// True once the active segment has passed its preallocated size.
   bool full() { return active().size > segment_bytes_; }
 

@@ -88,10 +88,10 @@ struct wal_writer::impl {
   checkpoint_store checkpoints;
   bool broken = false;  ///< a write, fdatasync or roll failed: later appends refused until restart
   std::string broken_reason;
-  /// When in_place() last looked (now_ns): the committer looks at least once a second, the
-  /// writer thread too while the log is idle.
+  /// When in_place() last looked (now_ns): the committer looks about once a second
+  /// (opts.place_check_ms), the writer thread too while the log is idle.
   int64_t place_checked_ns = 0;
-  static constexpr int64_t place_check_ns = 1'000'000'000;
+  const int64_t place_check_ns = int64_t{opts.place_check_ms} * 1'000'000;
 
   mutable std::mutex mtx;
   std::condition_variable cv;
@@ -744,20 +744,20 @@ struct wal_writer::impl {
       segments.fail_next_spare();  // (a test hook: a plain load on every commit)
     if (segments.spare_fill_failed()) publish_spare_failure(true);
     if (!broken && segments.full()) roll();  // a broken log writes nothing more
-    if (!broken && now_ns() - place_checked_ns >= place_check_ns) in_place(false);
+    if (!broken && now_ns() - place_checked_ns >= place_check_ns) in_place(true);
   }
 
   /// True while the data dir is where this server opened it (check_data_dir_lock) and, with
-  /// `active_too`, the active segment still has its name (each batch's sync_written() looks at
-  /// that). Otherwise the log fails: a roll, a retirement or a checkpoint makes, replaces or
-  /// removes files by name, which may now be another server's, and what is written to a deleted
-  /// segment is gone at restart. Called by the committer, before each of those and once a second.
-  bool in_place(bool active_too) {
+  /// `segments_too`, every segment still has its name (each batch's sync_written() looks at the
+  /// active one's). Otherwise the log fails: a checkpoint makes and replaces files by name, which
+  /// may now be another server's (segments are made in the wal/ directory opened at start, but a
+  /// roll is stopped too), and the records of a deleted segment are gone at restart. Called by the
+  /// committer, before a roll or checkpoint and about once a second.
+  bool in_place(bool segments_too) {
     if (broken) return false;
     place_checked_ns = now_ns();
     auto r = check_data_dir_lock(dir_lock, opts.dir);
-    if (r && active_too && !segments.empty())
-      r = segments.active().f.check_linked(segments.active().path);
+    if (r && segments_too) r = segments.check_linked();
     if (r) return true;
     fail(r.err().message);
     return false;
@@ -812,7 +812,8 @@ struct wal_writer::impl {
     for (auto& st : shards)
       st.last_lsn = st.durable_lsn;
     if (!first) return;
-    spdlog::error("the log failed and refuses every append and grant until restart: {}", err);
+    spdlog::error("the log failed: it refuses every append and grant until restart reason={}",
+                  logging::quoted(err));
     sink->on_failed(err);  // once failure() says so too (/healthz)
   }
 

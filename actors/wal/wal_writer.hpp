@@ -11,6 +11,9 @@
 // its first LSN must follow the shard's last queued LSN; otherwise nothing is written and
 // on_refused names the reason.
 //
+// The writer thread also wakes about once a second while the log is idle, to check that the data
+// dir is still in place (failing the log if not; it may then commit what an I/O thread queued).
+//
 // Threading: submit() may be called from any thread and wakes the writer thread. An I/O thread
 // (one that may block) instead enqueue()s what it read and then commit()s: if nobody is committing
 // it writes the batch itself, with no hand-off to another thread. Whoever commits keeps doing so

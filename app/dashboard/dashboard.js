@@ -309,8 +309,8 @@ async function tick() {
   if (samples.length > HISTORY) samples.shift();
   drawCharts();
   drawGrid(o.shards.grid || "");
-  // (Another node's shards are counted in a cluster only.)
-  text(el("shard-counts"), STATES.filter(([c, n]) => c !== "-" || o.shards.states[n])
+  // (Another node's shards are counted in a cluster only, blocked ones once the log failed.)
+  text(el("shard-counts"), STATES.filter(([c, n]) => (c !== "-" && c !== "X") || o.shards.states[n])
     .map(([, n]) => (o.shards.states[n] || 0) + " " + n).join(" · "));
   renderEndpoints(endpoints, rowsOf(o.actors, "scheduler").length > 0);
   renderNode(o.actors);

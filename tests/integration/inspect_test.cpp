@@ -142,7 +142,8 @@ TEST_CASE("the JSON views and fusee inspect agree on a held shard, a backing-off
     INFO(out);
     CHECK(rc == 0);
     auto at = out.find(
-        "grid (H held, I invoking, B backoff, D due, W waiting, . idle, - another node's):\n0 ");
+        "grid (H held, X blocked, I invoking, B backoff, D due, W waiting, . idle, - another "
+        "node's):\n0 ");
     REQUIRE(at != std::string::npos);
     auto cells = out.substr(out.find('\n', at) + 1 + 10, 4);
     CHECK(cells[held] == 'H');

@@ -149,8 +149,11 @@ bool await_idle(wal_writer& wal) {
 }
 
 /// Opens the log on `dir` (which must succeed).
-std::unique_ptr<wal_writer> open_log(const fs::path& dir, uint32_t shards, wal_sink* sink) {
-  auto opened = wal_writer::open(wal_options{dir, shards}, sink);
+std::unique_ptr<wal_writer> open_log(const fs::path& dir, uint32_t shards, wal_sink* sink,
+                                     uint32_t place_check_ms = 1000) {
+  wal_options opts{dir, shards};
+  opts.place_check_ms = place_check_ms;
+  auto opened = wal_writer::open(opts, sink);
   REQUIRE_MESSAGE(opened, (opened ? "" : opened.err().message));
   return std::move(*opened);
 }
@@ -293,7 +296,8 @@ TEST_CASE("a grant that writes nothing is made on the asking thread while the lo
           "waits its turn behind anything queued") {
   temp_dir tmp;
   recording_sink sink;
-  auto wal = open_log(tmp.path, 4, &sink);
+  // (No idle check of the data dir, which takes the committer role, in the test's time.)
+  auto wal = open_log(tmp.path, 4, &sink, 3'600'000);
   lease_log& leases = *wal;
   auto idle = [&] { return await_idle(*wal); };
   // The first grant of a run writes the reservation: not at once, through the queue.
@@ -1212,9 +1216,11 @@ struct log_in_data_dir {
   std::unique_ptr<wal_writer> wal;
   uint64_t epoch = 0;
 
-  explicit log_in_data_dir(bool small = false) {
+  /// `place_check_ms`: as wal_options'.
+  explicit log_in_data_dir(bool small = false, uint32_t place_check_ms = 1000) {
     wal_options opts{dir, 1};
     if (small) opts.segment_bytes = 4096;
+    opts.place_check_ms = place_check_ms;
     auto opened = wal_writer::open(opts, &sink);
     REQUIRE_MESSAGE(opened, (opened ? "" : opened.err().message));
     wal = std::move(*opened);
@@ -1249,8 +1255,8 @@ struct log_in_data_dir {
 
 TEST_CASE("a batch written after its segment was deleted is not acknowledged: its append hears "
           "IO_FAILED naming the file and the log fails") {
-  log_in_data_dir log;
-  fs::remove_all(log.dir / "wal");  // the lock stays: only the segment's check can tell
+  log_in_data_dir log{false, 3'600'000};  // no periodic check in the test's time
+  fs::remove_all(log.dir / "wal");        // the lock stays: only the batch's own check can tell
   log.wal->submit(app(7, 2, 0, log.epoch, 2, "written to a file with no name"));
   REQUIRE(log.sink.await([&] { return log.sink.io_failed.size() == 1; }));
   CHECK_MESSAGE(log.sink.io_failed[0].find("was deleted while the server ran") != std::string::npos,
@@ -1304,4 +1310,41 @@ TEST_CASE("a segment roll after the data dir was replaced fails the log and make
   CHECK_MESSAGE(log.sink.failures[0].find("fusee.lock is another file") != std::string::npos,
                 log.sink.failures[0]);
   CHECK(log.names() == std::vector<std::string>{"fusee.lock"});
+}
+
+TEST_CASE("an older segment deleted under a running log fails the log at the next periodic check") {
+  log_in_data_dir log{true, 50};
+  // 1500-byte records: the segment rolls, and the first one is no longer the active one.
+  for (uint64_t lsn = 2; lsn <= 4; ++lsn) {
+    log.wal->submit(app(7, lsn, 0, log.epoch, lsn, std::string(1500, 'x')));
+    REQUIRE(log.sink.await([&] { return log.sink.durable.size() == lsn; }));
+  }
+  REQUIRE(log.wal->get_stats().segments >= 2);
+  fs::remove(log.dir / "wal" / wal::segment_name(1));
+  REQUIRE(log.sink.await([&] { return !log.sink.failures.empty(); }));
+  CHECK_MESSAGE(log.sink.failures[0].find(wal::segment_name(1) + " was deleted") !=
+                    std::string::npos,
+                log.sink.failures[0]);
+}
+
+TEST_CASE("a segment set whose directory was moved makes, renames and removes its files in it, not "
+          "where it was") {
+  temp_dir tmp;
+  auto dir = tmp.path / "wal";
+  auto moved = tmp.path / "moved";
+  fs::create_directories(dir);
+  {
+    wal::segment_set set{dir, 64 << 10};
+    REQUIRE(set.start());
+    REQUIRE(set.roll(wal::snapshot_section{}));
+    fs::rename(dir, moved);
+    fs::create_directories(dir);  // another server's, say
+    REQUIRE(set.roll(wal::snapshot_section{}));
+    CHECK(set.retire([](const wal::segment&) { return true; }) == std::vector<uint64_t>{1});
+    CHECK(fs::is_empty(dir));
+    CHECK(fs::exists(moved / wal::segment_name(2)));
+    CHECK_FALSE(fs::exists(moved / wal::segment_name(1)));
+  }  // (the next spare's fill is waited for)
+  CHECK(fs::is_empty(dir));
+  CHECK(fs::exists(moved / "next.prep"));
 }
