@@ -32,6 +32,7 @@
 #include "protocol/auth.hpp"
 #include "protocol/hex.hpp"
 #include "worker/fleet.hpp"
+#include "worker/session.hpp"
 
 namespace fusee::load {
 
@@ -235,6 +236,7 @@ int run_load(const scenario& s, const run_options& options) {
   struct last_said {
     std::mutex mu;
     std::string line;
+    std::string log_failed;  ///< the first line saying the server's log failed (IO_FAILED)
   };
   auto said = std::make_shared<last_said>();
   if (s.workers > 0) {
@@ -250,6 +252,8 @@ int run_load(const scenario& s, const run_options& options) {
       wo.log = [said](const std::string& line) {
         std::lock_guard lock(said->mu);
         said->line = line;
+        if (said->log_failed.empty() && line.find(worker::server_log_failed) != std::string::npos)
+          said->log_failed = line;
       };
       per[w % threads].push_back(std::move(wo));
     }
@@ -265,6 +269,10 @@ int run_load(const scenario& s, const run_options& options) {
     return n;
   };
   auto connect_started = clock_type::now();
+  auto log_failed = [&] {  // "" or what a worker said of the server's failed log
+    std::lock_guard lock(said->mu);
+    return said->log_failed;
+  };
   auto said_last = [&] {  // "" or "; a worker said last: ..."
     std::lock_guard lock(said->mu);
     return said->line.empty() ? std::string{} : "; a worker said last: " + said->line;
@@ -430,6 +438,13 @@ int run_load(const scenario& s, const run_options& options) {
                    "run's end\n",
                    tty ? "\n" : "", why.c_str());
     }
+    if (auto failed = log_failed(); !failed.empty()) {  // nothing more can complete
+      std::fprintf(stderr,
+                   "%sfusee load: the server's log failed (a worker heard IO_FAILED: %s); no run "
+                   "can go on until it restarts: the run ends now\n",
+                   tty ? "\n" : "", failed.c_str());
+      break;
+    }
     bool finished =
         obs.ok + obs.refused == obs.sent &&
         std::all_of(lanes.begin(), lanes.end(), [](auto& l) { return l->sender_done(); });
@@ -558,7 +573,9 @@ int run_load(const scenario& s, const run_options& options) {
   // A run that ended here before a kill -9 may replay its last steps (their records were not
   // durable yet), so a run still going gets until the deadline to end.
   std::string connect_err;
-  auto fates = ask_fates(server, s.security, ask, clock_type::now() + std::chrono::seconds(60),
+  // (Once the server's log failed no run can end: asked once, without waiting.)
+  auto fates = ask_fates(server, s.security, ask,
+                         clock_type::now() + std::chrono::seconds(log_failed().empty() ? 60 : 0),
                          &connect_err, [] { return interrupted() != 0; });
   if (!connect_err.empty()) unchecked_reason = connect_err;
   if (interrupted()) return cut_short();
@@ -591,6 +608,10 @@ int run_load(const scenario& s, const run_options& options) {
                               " ran " + std::to_string(n) + " times";
       }
   }
+  if (s.workers > 0)
+    checks.push_back({"the server's log never failed", log_failed().empty(),
+                      log_failed().empty() ? "no worker heard IO_FAILED"
+                                           : "a worker heard IO_FAILED: " + log_failed()});
   checks.push_back(
       {"every start answered", unanswered == 0,
        std::to_string(unanswered) + " of " + std::to_string(sent) + " starts never answered"});

@@ -468,7 +468,7 @@ void session::on(proto::revoked& r) {
 
 void session::on(proto::io_failed& f) {
   if (held(f.shard, f.epoch))
-    drop(f.shard.value(), "the server could not write its log: " + f.message, true);
+    drop(f.shard.value(), std::string{server_log_failed} + f.message, true);
 }
 
 void session::on(proto::ok& o) {

@@ -16,6 +16,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -25,6 +26,11 @@
 #include "worker/shard_runner.hpp"
 
 namespace fusee::worker {
+
+/// What a worker's log line says (after "shard N: ") when the server answers IO_FAILED: its log
+/// failed, and nothing more of the shard can be made durable until it restarts. Tools watching
+/// workers' lines look for it.
+inline constexpr std::string_view server_log_failed = "the server could not write its log: ";
 
 /// Leaves out of an IDLE's entries the missing workflow types that might not fit one frame of
 /// the node's (at least 1 MiB, and proto::idle_bytes_per_shard per shard of an invocation: the

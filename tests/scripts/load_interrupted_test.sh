@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fusee load as an operator stops it: SIGTERM mid-run stops the server it started and removes its
-# temporary directory (exit 143, no report); a bad --server, report path or setting is refused
-# at once, before anything starts.
+# temporary directory (exit 143, no report); a run whose server's log fails ends at once (exit 1,
+# a failed check); a bad --server, report path or setting is refused at once, before anything
+# starts.
 # Usage: load_interrupted_test.sh SOURCE_DIR FUSEE_BINARY
 set -uo pipefail
 src="$1"
@@ -41,6 +42,21 @@ grep -q ' started, .* completed in .* when stopped' "$tmp/out" || fail "no count
 pgrep -f "$tmp/fusee-load-" >/dev/null && fail "the tool's server outlived it"
 compgen -G "$tmp/fusee-load-*" >/dev/null && fail "the temporary directory is still there"
 [ -e "$tmp/report.json" ] && fail "a report was written for a cut run"
+
+# A run whose server's log fails ends at once, its check failed and its report written (the
+# server the tool starts inherits the test hook: the fdatasync that takes a shard to LSN 20 fails).
+SECONDS=0
+FUSEE_TEST_FAIL_SYNC_AT_LSN=20 TMPDIR="$tmp" timeout 60 "$fusee" load --scenario "$scenario" \
+  --duration-s 30 --rate 200 --report "$tmp/failed.json" >"$tmp/out" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] || fail "a run whose server's log failed exited $rc, not 1"
+[ "$SECONDS" -le 20 ] || fail "a run whose server's log failed took $SECONDS s to end"
+grep -qF "the server's log failed (a worker heard IO_FAILED: shard " "$tmp/out" ||
+  fail "no word of the failed log"
+grep -qF "FAIL  the server's log never failed: a worker heard IO_FAILED" "$tmp/out" ||
+  fail "no failed check for it"
+[ -s "$tmp/failed.json" ] || fail "no report for the run"
+compgen -G "$tmp/fusee-load-*" >/dev/null && fail "the temporary directory is still there"
 
 # Refused before anything starts (exit 2, well within the 60 s a connect may take).
 refused() {  # EXPECTED_TEXT ARGS...
