@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 
 #include "protocol/crc32c.hpp"
@@ -82,6 +83,12 @@ bool describe(F& f, meta_file& x) {
              [&] { return "data dir format " + std::to_string(x.format) + " is not supported"; }) &&
          f("shards", x.shards) &&
          f.check(x.shards >= 1, [] { return std::string{"shards must be at least 1"}; });
+}
+
+template <class F>
+bool describe(F& f, newest_file& x) {
+  return f("segment", x.segment) &&
+         f.check(x.segment >= 1, [] { return std::string{"segment must be at least 1"}; });
 }
 
 // -- binary visitors ------------------------------------------------------------------------
@@ -206,11 +213,12 @@ void encode_into(bytes& out, T x) {
   describe(e, x);
 }
 
-// -- the text visitors of fusee.meta ("key=value" lines) --------------------------------------
+// -- the text visitors of fusee.meta and fusee.newest ("key=value" lines) --------------------
 
 struct text_encoder {
   std::string out;
-  bool operator()(const char* key, uint32_t v) {
+  template <class U>
+  bool operator()(const char* key, U v) {
     out += std::string{key} + "=" + std::to_string(v) + "\n";
     return true;
   }
@@ -223,13 +231,15 @@ struct text_encoder {
 struct text_decoder {
   std::map<std::string, std::string, std::less<>> values;
   std::string error;
-  bool operator()(const char* key, uint32_t& v) {
+  template <class U>
+  bool operator()(const char* key, U& v) {
     auto i = values.find(key);
     if (i == values.end()) return fail(std::string{"`"} + key + "` is missing");
     auto& s = i->second;
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (ec != std::errc{} || end != s.data() + s.size() || s.empty())
-      return fail(std::string{"`"} + key + "` = \"" + s + "\" is not a number up to 4294967295");
+      return fail(std::string{"`"} + key + "` = \"" + s + "\" is not a number up to " +
+                  std::to_string(std::numeric_limits<U>::max()));
     values.erase(i);
     return true;
   }
@@ -328,11 +338,20 @@ bytes encode(const checkpoint_file& c) {
   return out;
 }
 
-std::string encode(const meta_file& m) {
+template <class T>
+std::string encode_text(const T& x) {
   text_encoder e;
-  auto copy = m;
+  auto copy = x;
   describe(e, copy);
   return e.out;
+}
+
+std::string encode(const meta_file& m) {
+  return encode_text(m);
+}
+
+std::string encode(const newest_file& n) {
+  return encode_text(n);
 }
 
 proto::result<segment_header> decode_segment_header(byte_view in) {
@@ -400,7 +419,9 @@ proto::result<checkpoint_file> decode_checkpoint(byte_view in) {
   return decode_all<checkpoint_file>(in, "checkpoint", true);
 }
 
-proto::result<meta_file> decode_meta(std::string_view text) {
+/// "key=value" lines: all of T's keys and no other.
+template <class T>
+proto::result<T> decode_text(std::string_view text) {
   text_decoder d;
   size_t line_no = 0;
   for (size_t start = 0; start < text.size();) {
@@ -416,11 +437,19 @@ proto::result<meta_file> decode_meta(std::string_view text) {
                                             " is not key=value: not a Fusee data dir?"};
     d.values.emplace(std::string(line.substr(0, eq)), std::string(line.substr(eq + 1)));
   }
-  meta_file m;
-  if (!describe(d, m)) return proto::error{err_code::io, d.error};
+  T x;
+  if (!describe(d, x)) return proto::error{err_code::io, d.error};
   if (!d.values.empty())
     return proto::error{err_code::io, "unknown key `" + d.values.begin()->first + "`"};
-  return m;
+  return x;
+}
+
+proto::result<meta_file> decode_meta(std::string_view text) {
+  return decode_text<meta_file>(text);
+}
+
+proto::result<newest_file> decode_newest(std::string_view text) {
+  return decode_text<newest_file>(text);
 }
 
 std::string segment_name(uint64_t seq) {

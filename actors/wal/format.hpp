@@ -3,6 +3,9 @@
 // frames. No I/O here.
 //
 //   <data_dir>/fusee.meta               text: "format=1\nshards=N\n"
+//   <data_dir>/fusee.newest             text: "segment=N\n", the newest segment made, written
+//                                       (durably) once it is in place: recovery refuses a log
+//                                       whose newest segment is missing (absent: not checked)
 //   <data_dir>/wal/seg-<16 hex>.wal     segment = header batch*, then zeros (preallocated)
 //     header  = "FWAL" version:u32 seq:u64
 //     batch   = "FWB1" len:u32 seq:u64 prev_crc:u32 crc:u32 body[len]
@@ -109,6 +112,10 @@ struct meta_file {
   uint32_t shards = 0;
 };
 
+struct newest_file {
+  uint64_t segment = 0;
+};
+
 // -- writing ---------------------------------------------------------------------------------
 
 bytes encode(const segment_header& h);
@@ -135,6 +142,7 @@ size_t append_section(bytes& body, const extent_section& s);
 size_t append_section(bytes& body, const section& s);
 bytes encode(const checkpoint_file& c);
 std::string encode(const meta_file& m);
+std::string encode(const newest_file& n);
 
 // -- reading (errors name the structure and field; callers add the file and offset) ---------
 
@@ -149,6 +157,7 @@ proto::result<std::vector<section>> decode_sections(byte_view body);
 proto::result<std::vector<byte_view>> decode_records(byte_view region, uint32_t count);
 proto::result<checkpoint_file> decode_checkpoint(byte_view in);
 proto::result<meta_file> decode_meta(std::string_view text);
+proto::result<newest_file> decode_newest(std::string_view text);
 
 /// "seg-<16 lowercase hex>.wal" for `seq`, and back (nothing if `name` is not one).
 std::string segment_name(uint64_t seq);

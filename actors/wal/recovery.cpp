@@ -46,6 +46,30 @@ proto::result<void> check_meta(const wal_options& opts, size_t segments) {
   return {};
 }
 
+/// The newest segment this log made (fusee.newest, written once each is in place) against those
+/// found: if it is missing (deleted, or a copy made without it), its records, acknowledged, would
+/// be lost without a word. No file: a log that has not rolled since fusee.newest came in, or
+/// never made a segment.
+proto::result<void> check_newest(const fs::path& wal_dir,
+                                 const std::vector<std::pair<uint64_t, fs::path>>& segs) {
+  auto path = newest_path(wal_dir);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return {};
+  auto all = read_file(path);
+  if (!all) return all.err();
+  auto newest =
+      decode_newest(std::string_view{reinterpret_cast<const char*>(all->data()), all->size()});
+  if (!newest) return refuse(path.string() + ": " + newest.err().message);
+  uint64_t found = segs.empty() ? 0 : segs.back().first;
+  if (found >= newest->segment) return {};
+  return refuse(
+      (wal_dir / segment_name(newest->segment)).string() + ", the newest segment this log made (" +
+      path.string() + "), is missing: " +
+      (segs.empty() ? "there is no segment at all" : "the newest found is " + segment_name(found)) +
+      ". Its acknowledged records would be lost: restore it (from where it went or from "
+      "a backup of the whole data dir) rather than start without it.");
+}
+
 /// Each shard's checkpoint against its records in the log: records retired from the log are
 /// covered by the checkpoint (retirement waits for that), and a checkpoint covers only records
 /// the log had made durable. Either failing means files were removed, cut or swapped outside the
@@ -361,6 +385,7 @@ proto::result<recovered_log> recover(const wal_options& opts) {
   auto segs = list_segments(wal_dir);
   if (!segs) return segs.err();
   if (auto r = check_meta(opts, segs->size()); !r) return r.err();
+  if (auto r = check_newest(wal_dir, *segs); !r) return r.err();
 
   recovered_log log{std::vector<shard_log>(opts.shards),
                     0,

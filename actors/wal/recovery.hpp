@@ -13,7 +13,8 @@
 // - a batch with a valid checksum that does not follow the one before it (sequence or chain
 //   CRC), within a segment or across segments: refused (a batch or a whole segment is missing);
 // - a checksummed batch whose body does not parse: refused;
-// - segment numbers that are not consecutive (a segment is missing): refused;
+// - segment numbers that are not consecutive (a segment is missing): refused; so is a newest
+//   segment found older than fusee.newest names (the last ones are missing);
 // - a last segment with a header and nothing else (a crash inside a roll): its snapshot is
 //   written now;
 // - fusee.meta missing with no segment (a new data dir): it is written; missing while segments

@@ -204,6 +204,9 @@ proto::result<void> segment_set::roll(const snapshot_section& snapshot, reserve_
   if (auto r = f->sync(prep); !r) return r;
   if (auto r = rename_in(in(), prep, path); !r) return r;
   if (auto r = sync_entries(); !r) return r;
+  // Once the segment is in place for good, never before (recovery: newest_path()).
+  if (auto r = write_file_durably(newest_path(dir_), proto::as_bytes(encode(newest_file{seq}))); !r)
+    return r;
   add(seq, std::move(*f), segment_header_size);
   prepare_spare();  // after add(): the fill paces itself against the new segment's use
   // The snapshot (and the epoch reservation) make the segment self-sufficient for epochs and LSN

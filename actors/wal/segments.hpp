@@ -28,6 +28,11 @@ struct segment {
   std::unordered_map<uint32_t, uint64_t> max_lsn;  ///< per shard, for retirement
 };
 
+/// `<data_dir>`/fusee.newest for the segments in `wal_dir` (format.hpp): the newest segment made.
+inline fs::path newest_path(const fs::path& wal_dir) {
+  return wal_dir.parent_path() / "fusee.newest";
+}
+
 class segment_set {
 public:
   segment_set(fs::path dir, uint64_t segment_bytes);
@@ -70,7 +75,8 @@ public:
   proto::result<void> append_snapshot(const snapshot_section& snapshot,
                                       reserve_section reserve = {}, extent_section extent = {});
   /// A new active segment: the spare zero-filled file gets a header and the snapshot batch as its
-  /// first; the next spare is prepared in the background.
+  /// first; the next spare is prepared in the background. Once the segment is in place,
+  /// newest_path() names it.
   proto::result<void> roll(const snapshot_section& snapshot, reserve_section reserve = {});
   /// `size` bytes at `offset` of segment `seq`.
   proto::result<bytes> read(uint64_t seq, uint64_t offset, uint64_t size) const;

@@ -566,6 +566,49 @@ TEST_CASE("a new data dir gets its fusee.meta and a first segment") {
   CHECK(fs::exists(tmp.path / "fresh" / "wal" / segment_name(1)));
 }
 
+TEST_CASE("the log names its newest segment once it is in place, and a data dir whose newest "
+          "segments are missing is refused, naming the one it lacks") {
+  data_dir d{1};
+  auto newest = d.tmp.path / "fusee.newest";
+  {
+    auto log = d.recovered();  // a first segment, named at once
+    auto text = read_file(newest);
+    REQUIRE(text);
+    CHECK(std::string(text->begin(), text->end()) == "segment=1\n");
+    REQUIRE(log->segments.roll(snapshot_section{}));
+    REQUIRE(log->segments.roll(snapshot_section{}));
+    text = read_file(newest);
+    CHECK(std::string(text->begin(), text->end()) == "segment=3\n");
+  }
+  SUBCASE("the last segment deleted") {
+    fs::remove(d.wal() / segment_name(3));
+    auto why = d.refused();
+    CHECK(contains(why, (d.wal() / segment_name(3)).string() +
+                            ", the newest segment this log made (" + newest.string() +
+                            "), is missing: the newest found is " + segment_name(2)));
+  }
+  SUBCASE("every segment deleted") {
+    for (uint64_t seq = 1; seq <= 3; ++seq)
+      fs::remove(d.wal() / segment_name(seq));
+    CHECK(contains(d.refused(), "is missing: there is no segment at all"));
+  }
+  SUBCASE("fusee.newest damaged") {
+    d.write_text("fusee.newest", "segment=0\n");
+    auto why = d.refused();
+    CHECK(contains(why, newest.string()));
+    CHECK(contains(why, "segment must be at least 1"));
+  }
+  SUBCASE("a data dir from before fusee.newest starts, and gets one at its next roll") {
+    fs::remove(newest);
+    auto log = d.recovered();
+    CHECK_FALSE(fs::exists(newest));
+    REQUIRE(log->segments.roll(snapshot_section{}));
+    auto text = read_file(newest);
+    REQUIRE(text);
+    CHECK(std::string(text->begin(), text->end()) == "segment=4\n");
+  }
+}
+
 TEST_CASE("a segment the log makes records its extent, so a cut in it is found") {
   temp_dir tmp;
   wal_options opts{tmp.path, 2};
