@@ -219,7 +219,11 @@ struct text_encoder {
   std::string out;
   template <class U>
   bool operator()(const char* key, U v) {
-    out += std::string{key} + "=" + std::to_string(v) + "\n";
+    auto digits = std::to_string(v);
+    // A u64 at a fixed width (20 digits), so its file is the same length whatever it holds and
+    // can be overwritten in place (fusee.newest).
+    if constexpr (sizeof(U) == 8) digits.insert(0, 20 - digits.size(), '0');
+    out += std::string{key} + "=" + digits + "\n";
     return true;
   }
   template <class Msg>

@@ -3,9 +3,10 @@
 // frames. No I/O here.
 //
 //   <data_dir>/fusee.meta               text: "format=1\nshards=N\n"
-//   <data_dir>/fusee.newest             text: "segment=N\n", the newest segment made, written
-//                                       (durably) once it is in place: recovery refuses a log
-//                                       whose newest segment is missing (absent: not checked)
+//   <data_dir>/fusee.newest             text: "segment=N\n" (N: 20 digits), the newest segment
+//                                       made, written (durably) once it is in place: recovery
+//                                       refuses a log whose newest segment is missing (absent:
+//                                       not checked)
 //   <data_dir>/wal/seg-<16 hex>.wal     segment = header batch*, then zeros (preallocated)
 //     header  = "FWAL" version:u32 seq:u64
 //     batch   = "FWB1" len:u32 seq:u64 prev_crc:u32 crc:u32 body[len]

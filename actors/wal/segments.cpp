@@ -204,14 +204,26 @@ proto::result<void> segment_set::roll(const snapshot_section& snapshot, reserve_
   if (auto r = f->sync(prep); !r) return r;
   if (auto r = rename_in(in(), prep, path); !r) return r;
   if (auto r = sync_entries(); !r) return r;
-  // Once the segment is in place for good, never before (recovery: newest_path()).
-  if (auto r = write_file_durably(newest_path(dir_), proto::as_bytes(encode(newest_file{seq}))); !r)
-    return r;
+  if (auto r = note_newest(seq); !r) return r;  // once it is in place for good, never before
   add(seq, std::move(*f), segment_header_size);
   prepare_spare();  // after add(): the fill paces itself against the new segment's use
   // The snapshot (and the epoch reservation) make the segment self-sufficient for epochs and LSN
   // numbering.
   return append_snapshot(snapshot, reserve, extent_section{*made});
+}
+
+proto::result<void> segment_set::note_newest(uint64_t seq) {
+  auto path = newest_path(dir_);
+  auto text = encode(newest_file{seq});
+  if (newest_) {  // the same length each time: one sector overwritten, no metadata to sync
+    if (auto r = newest_.write_at(proto::as_bytes(text), 0, path); !r) return r;
+    return newest_.sync(path);
+  }
+  if (auto r = write_file_durably(path, proto::as_bytes(text)); !r) return r;
+  auto f = file::open(path, O_RDWR);
+  if (!f) return f.err();
+  newest_ = std::move(*f);
+  return {};
 }
 
 proto::result<void> segment_set::append_snapshot(const snapshot_section& snapshot,

@@ -107,6 +107,9 @@ private:
   void erase_unsynced(segment& seg, uint64_t size);
   /// fsync of the directory (its entries: new, renamed, removed segments).
   proto::result<void> sync_entries() const;
+  /// newest_path() names segment `seq`, durably: replaced whole the first time in a run, then
+  /// overwritten in place (kept open; its text is the same length each time).
+  proto::result<void> note_newest(uint64_t seq);
   /// The directory's descriptor, in which files are made, renamed and removed (file::open_in);
   /// -1 before start().
   int in() const { return dir_file_ ? dir_file_.fd() : -1; }
@@ -122,6 +125,7 @@ private:
     uint32_t crc = 0;
   } written_;
   file dir_file_;                           ///< the directory, for syncing its entries
+  file newest_;                             ///< newest_path(), once note_newest() wrote it
   std::future<proto::result<file>> spare_;  ///< the next segment's file, being zero-filled
   /// What the spare's filling thread and the set share (create_zero_file's pace): the fill pauses
   /// between chunks while it is ahead of the active segment's use and nobody waits for it.

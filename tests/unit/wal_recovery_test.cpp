@@ -574,11 +574,11 @@ TEST_CASE("the log names its newest segment once it is in place, and a data dir 
     auto log = d.recovered();  // a first segment, named at once
     auto text = read_file(newest);
     REQUIRE(text);
-    CHECK(std::string(text->begin(), text->end()) == "segment=1\n");
+    CHECK(std::string(text->begin(), text->end()) == "segment=00000000000000000001\n");
     REQUIRE(log->segments.roll(snapshot_section{}));
     REQUIRE(log->segments.roll(snapshot_section{}));
     text = read_file(newest);
-    CHECK(std::string(text->begin(), text->end()) == "segment=3\n");
+    CHECK(std::string(text->begin(), text->end()) == "segment=00000000000000000003\n");
   }
   SUBCASE("the last segment deleted") {
     fs::remove(d.wal() / segment_name(3));
@@ -605,7 +605,7 @@ TEST_CASE("the log names its newest segment once it is in place, and a data dir 
     REQUIRE(log->segments.roll(snapshot_section{}));
     auto text = read_file(newest);
     REQUIRE(text);
-    CHECK(std::string(text->begin(), text->end()) == "segment=4\n");
+    CHECK(std::string(text->begin(), text->end()) == "segment=00000000000000000004\n");
   }
 }
 
