@@ -54,20 +54,30 @@ proto::result<void> check_newest(const fs::path& wal_dir,
                                  const std::vector<std::pair<uint64_t, fs::path>>& segs) {
   auto path = newest_path(wal_dir);
   std::error_code ec;
-  if (!fs::exists(path, ec)) return {};
+  if (!fs::exists(path, ec)) {
+    if (!ec) return {};
+    return refuse("cannot check " + path.string() + ": " + ec.message());
+  }
   auto all = read_file(path);
   if (!all) return all.err();
   auto newest =
       decode_newest(std::string_view{reinterpret_cast<const char*>(all->data()), all->size()});
-  if (!newest) return refuse(path.string() + ": " + newest.err().message);
+  if (!newest)
+    return refuse(path.string() + ": " + newest.err().message +
+                  ". It only names the newest segment, so that a missing one is found: check "
+                  "that " +
+                  wal_dir.string() +
+                  " holds every segment (seg-<16 hex>.wal, consecutive, up to the newest the log "
+                  "made), then remove it to start");
   uint64_t found = segs.empty() ? 0 : segs.back().first;
   if (found >= newest->segment) return {};
   return refuse(
       (wal_dir / segment_name(newest->segment)).string() + ", the newest segment this log made (" +
       path.string() + "), is missing: " +
       (segs.empty() ? "there is no segment at all" : "the newest found is " + segment_name(found)) +
-      ". Its acknowledged records would be lost: restore it (from where it went or from "
-      "a backup of the whole data dir) rather than start without it.");
+      ". Its acknowledged records would be lost: restore it (from where it went, or restore a "
+      "backup of the whole data dir into an empty directory: a copy over this one keeps this "
+      "file) rather than start without it.");
 }
 
 /// Each shard's checkpoint against its records in the log: records retired from the log are

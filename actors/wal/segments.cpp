@@ -42,6 +42,12 @@ proto::result<void> segment_set::start() {
   auto d = file::open(dir_, O_RDONLY | O_DIRECTORY);
   if (!d) return d.err();
   dir_file_ = std::move(*d);
+  // The segments found are in place for good (a crash inside a roll may have left its rename
+  // not yet durable), and then named newest, while the data dir is surely this server's (recovery
+  // holds its lock): later rolls only overwrite that file in place.
+  if (auto r = sync_entries(); !r) return r;
+  if (!segments_.empty())
+    if (auto r = note_newest(segments_.rbegin()->first); !r) return r;
   if (!spare_.valid()) prepare_spare();
   return {};
 }
@@ -215,6 +221,16 @@ proto::result<void> segment_set::roll(const snapshot_section& snapshot, reserve_
 proto::result<void> segment_set::note_newest(uint64_t seq) {
   auto path = newest_path(dir_);
   auto text = encode(newest_file{seq});
+  if (!newest_) {
+    std::error_code ec;
+    if (fs::exists(path, ec)) {
+      auto f = file::open(path, O_RDWR);
+      if (!f) return f.err();
+      newest_ = std::move(*f);
+    } else if (ec) {
+      return proto::error{proto::err_code::io, "stat " + path.string() + ": " + ec.message()};
+    }
+  }
   if (newest_) {  // the same length each time: one sector overwritten, no metadata to sync
     if (auto r = newest_.write_at(proto::as_bytes(text), 0, path); !r) return r;
     return newest_.sync(path);
@@ -254,10 +270,12 @@ std::vector<uint64_t> segment_set::retire(const std::function<bool(const segment
   std::vector<uint64_t> gone;
   while (segments_.size() > 1 && covered(segments_.begin()->second)) {
     auto& oldest = segments_.begin()->second;
-    if (!remove_in(in(), oldest.path) || !sync_entries())
-      break;  // kept in memory; retried at the next checkpoint
+    if (!remove_in(in(), oldest.path)) break;  // kept; retried at the next checkpoint
     gone.push_back(oldest.seq);
     segments_.erase(segments_.begin());  // closes the file
+    // Not durable yet: the next sync makes it so, with any later removal (until then a crash
+    // brings back the oldest ones only, consecutive).
+    if (!sync_entries()) break;
   }
   return gone;
 }

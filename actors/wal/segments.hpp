@@ -36,7 +36,8 @@ inline fs::path newest_path(const fs::path& wal_dir) {
 class segment_set {
 public:
   segment_set(fs::path dir, uint64_t segment_bytes);
-  /// Opens the directory (kept open to sync its entries) and starts preparing the next segment.
+  /// Opens the directory (kept open to sync its entries), makes the segments found durable in it
+  /// and names the newest (note_newest()), and starts preparing the next segment.
   proto::result<void> start();
   ~segment_set();
   segment_set(segment_set&&) = default;
@@ -107,8 +108,9 @@ private:
   void erase_unsynced(segment& seg, uint64_t size);
   /// fsync of the directory (its entries: new, renamed, removed segments).
   proto::result<void> sync_entries() const;
-  /// newest_path() names segment `seq`, durably: replaced whole the first time in a run, then
-  /// overwritten in place (kept open; its text is the same length each time).
+  /// newest_path() names segment `seq`, durably: overwritten in place (kept open; its text is the
+  /// same length each time), made whole the first time if there is none (a new log's first
+  /// roll, or a log from before it: at start(), while recovery holds the data dir's lock).
   proto::result<void> note_newest(uint64_t seq);
   /// The directory's descriptor, in which files are made, renamed and removed (file::open_in);
   /// -1 before start().

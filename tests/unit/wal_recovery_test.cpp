@@ -597,14 +597,16 @@ TEST_CASE("the log names its newest segment once it is in place, and a data dir 
     auto why = d.refused();
     CHECK(contains(why, newest.string()));
     CHECK(contains(why, "segment must be at least 1"));
+    CHECK(contains(why, "then remove it to start"));
   }
-  SUBCASE("a data dir from before fusee.newest starts, and gets one at its next roll") {
+  SUBCASE("a data dir from before fusee.newest starts and gets one naming its newest segment") {
     fs::remove(newest);
     auto log = d.recovered();
-    CHECK_FALSE(fs::exists(newest));
-    REQUIRE(log->segments.roll(snapshot_section{}));
     auto text = read_file(newest);
     REQUIRE(text);
+    CHECK(std::string(text->begin(), text->end()) == "segment=00000000000000000003\n");
+    REQUIRE(log->segments.roll(snapshot_section{}));
+    text = read_file(newest);
     CHECK(std::string(text->begin(), text->end()) == "segment=00000000000000000004\n");
   }
 }
