@@ -50,7 +50,8 @@ public:
   proto::result<void> sync_all(const fs::path& path) const;  ///< fsync (a directory's entries)
   proto::result<uint64_t> size(const fs::path& path) const;
   /// Fails if the file has no name left (deleted, or its directory removed, while it was open):
-  /// what is in it is then lost when it is closed, synced or not. One fstat.
+  /// what is in it is then lost when it is closed, synced or not. One statx, for the link count
+  /// only (file_io.cpp: never fstat on a log file).
   proto::result<void> check_linked(const fs::path& path) const;
 
 private:
