@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The inspector and the dashboard at SHARDS (1,000,000) shards, two builds side by side: a fresh
+# idle server of each build in turn, PAIRS (2) pairs in alternating order; each view asked TRIES
+# (3) times, the time of each answer: the dashboard's poll (/v1/overview, with the grid), a page
+# of shards, a page filtered by state, a page ranked by mailbox, /metrics, and `fusee inspect`.
+# Usage: bench/inspect_scale.sh BUILD_A BUILD_B
+set -euo pipefail
+ulimit -n 65536 2>/dev/null || true
+A=${1:?usage: bench/inspect_scale.sh BUILD_A BUILD_B}
+B=${2:?usage: bench/inspect_scale.sh BUILD_A BUILD_B}
+SHARDS=${SHARDS:-1000000}
+PAIRS=${PAIRS:-2}
+TRIES=${TRIES:-3}
+
+work=$(mktemp -d /var/tmp/fusee-inspect.XXXXXX)
+server_pid=""
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+source "$(dirname "$0")/lib.sh"
+build_of() { if [ "$1" = A ]; then echo "$A"; else echo "$B"; fi; }
+
+# times URL: each try's answer time in ms, comma-separated.
+times() {
+  local out=()
+  for _ in $(seq "$TRIES"); do
+    out+=("$(curl -s -o /dev/null -w '%{time_total}' "$1" | python3 -c 'import sys; print(round(float(sys.stdin.read()) * 1000))')")
+  done
+  local IFS=,
+  echo "${out[*]}"
+}
+
+machine_line "$work"
+echo "command: bench/inspect_scale.sh $A $B (SHARDS=$SHARDS PAIRS=$PAIRS TRIES=$TRIES)"
+echo
+echo "| pair | build | /v1/overview (ms) | 10 shards | state=idle | top=mailbox | /metrics | fusee inspect |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+for p in $(seq 1 "$PAIRS"); do
+  for which in $(pair_order "$p"); do
+    build=$(build_of "$which")
+    rm -rf "$work/fusee"
+    "$build/app/fusee" server --data-dir "$work/fusee" --shards "$SHARDS" --listen 127.0.0.1:0 \
+      --admin-listen 127.0.0.1:0 --http-listen off --inspect-listen 127.0.0.1:0 \
+      --ready-file "$work/ready" 2>"$work/fusee.log" &
+    server_pid=$!
+    for _ in $(seq 1 600); do [ -f "$work/ready" ] && break; sleep 0.05; done
+    admin=$(grep '^admin=' "$work/ready" | cut -d= -f2)
+    inspect=$(grep '^inspect=' "$work/ready" | cut -d= -f2)
+    rm -f "$work/ready"
+    sleep 2  # past the start-up's recovery wave
+    ov=$(times "http://$admin/v1/overview")
+    page=$(times "http://$admin/v1/actors?kind=shard&limit=10")
+    state=$(times "http://$admin/v1/actors?kind=shard&state=idle&limit=10")
+    top=$(times "http://$admin/v1/actors?kind=shard&top=mailbox&limit=10")
+    metrics=$(times "http://$admin/metrics")
+    cli=()
+    for _ in $(seq "$TRIES"); do
+      t0=$(date +%s%N)
+      "$B/app/fusee" inspect --node "$inspect" --kind shard --limit 5 >/dev/null
+      cli+=($((($(date +%s%N) - t0) / 1000000)))
+    done
+    kill "$server_pid"
+    wait "$server_pid" || true
+    server_pid=""
+    echo "| $p | $which | $ov | $page | $state | $top | $metrics | $(IFS=,; echo "${cli[*]}") |"
+  done
+done
