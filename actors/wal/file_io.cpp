@@ -73,20 +73,31 @@ proto::result<file> lock_data_dir(const fs::path& dir) {
   return f;
 }
 
+proto::result<file::naming> file::named_by(const fs::path& path) const {
+  // (statx for the identity only: see check_linked.)
+  struct statx held {};
+  if (::statx(fd_, "", AT_EMPTY_PATH, STATX_INO, &held) != 0) return io_error("stat", path);
+  struct statx named {};
+  if (::statx(AT_FDCWD, path.c_str(), 0, STATX_INO, &named) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR || errno == ESTALE) return naming::gone;
+    return io_error("stat", path);
+  }
+  bool same = named.stx_dev_major == held.stx_dev_major &&
+              named.stx_dev_minor == held.stx_dev_minor && named.stx_ino == held.stx_ino;
+  return same ? naming::same : naming::other;
+}
+
 proto::result<void> check_data_dir_lock(const file& lock, const fs::path& dir) {
   auto path = dir / "fusee.lock";
-  struct stat held {};
-  if (::fstat(lock.fd(), &held) != 0) return io_error("stat", path);
-  struct stat named {};
-  bool gone = ::stat(path.c_str(), &named) != 0;
-  if (gone && errno != ENOENT && errno != ENOTDIR && errno != ESTALE)
-    return proto::error{proto::err_code::io,
-                        "cannot check that the data dir " + dir.string() +
-                            " is still this server's: " + io_error("stat", path).message};
-  if (!gone && named.st_dev == held.st_dev && named.st_ino == held.st_ino) return {};
+  auto named = lock.named_by(path);
+  if (!named)
+    return proto::error{proto::err_code::io, "cannot check that the data dir " + dir.string() +
+                                                 " is still this server's: " + named.err().message};
+  if (*named == file::naming::same) return {};
   return proto::error{proto::err_code::io,
-                      "the data dir " + dir.string() + " is no longer this server's: " +
-                          path.string() + (gone ? " is gone" : " is another file") +
+                      "the data dir " + dir.string() +
+                          " is no longer this server's: " + path.string() +
+                          (*named == file::naming::gone ? " is gone" : " is another file") +
                           " (was the data dir moved, deleted or replaced while the server "
                           "ran?). The log stops, so that nothing is written or removed there "
                           "by name. Stop this server, put the data dir back and restart it"};

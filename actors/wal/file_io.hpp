@@ -53,6 +53,10 @@ public:
   /// what is in it is then lost when it is closed, synced or not. One statx, for the link count
   /// only (file_io.cpp: never fstat on a log file).
   proto::result<void> check_linked(const fs::path& path) const;
+  /// Whether `path` names this open file now: the same file, none, or another one (moved,
+  /// deleted or replaced). One statx of each, for the identity only.
+  enum class naming { same, gone, other };
+  proto::result<naming> named_by(const fs::path& path) const;
 
 private:
   int fd_ = -1;
@@ -65,7 +69,7 @@ proto::result<file> lock_data_dir(const fs::path& dir);
 
 /// Fails if `dir`/fusee.lock is no longer the file `lock` holds (moved, deleted or replaced while
 /// the server ran): files made, replaced or removed by name under `dir` would then not be this
-/// server's, perhaps another's log. One stat and one fstat.
+/// server's, perhaps another's log. (file::named_by.)
 proto::result<void> check_data_dir_lock(const file& lock, const fs::path& dir);
 
 /// The whole file.

@@ -106,6 +106,18 @@ segment_set::~segment_set() {
 }
 
 proto::result<void> segment_set::check_linked() const {
+  if (dir_file_) {  // the directory too: wal/ moved or replaced leaves the segments their names
+    auto named = dir_file_.named_by(dir_);
+    if (!named) return named.err();
+    if (*named != file::naming::same)
+      return proto::error{
+          proto::err_code::io,
+          dir_.string() + " is no longer the directory this server opened (" +
+              (*named == file::naming::gone ? "it is gone" : "another one is there") +
+              ": was it moved, deleted or replaced while the server ran?). The log stops: a "
+              "restart would not find its segments there. Stop this server, put it back and "
+              "restart it"};
+  }
   for (auto& [seq, s] : segments_)
     if (auto r = s.f.check_linked(s.path); !r) return r;
   return {};
@@ -231,6 +243,7 @@ proto::result<void> segment_set::note_newest(uint64_t seq) {
       return proto::error{proto::err_code::io, "stat " + path.string() + ": " + ec.message()};
     }
   }
+  if (newest_ && !newest_.check_linked(path)) newest_.close();  // deleted: made again below
   if (newest_) {  // the same length each time: one sector overwritten, no metadata to sync
     if (auto r = newest_.write_at(proto::as_bytes(text), 0, path); !r) return r;
     return newest_.sync(path);

@@ -47,7 +47,8 @@ public:
   bool empty() const { return segments_.empty(); }
   size_t count() const { return segments_.size(); }
   segment& active() { return segments_.rbegin()->second; }
-  /// Fails if a segment has no name left (file::check_linked): deleted while the server runs.
+  /// Fails if a segment has no name left (file::check_linked): deleted while the server runs; or
+  /// if the directory's path no longer names the directory opened at start().
   proto::result<void> check_linked() const;
   /// True once the active segment has passed its preallocated size.
   bool full() { return active().size > segment_bytes_; }
@@ -110,7 +111,8 @@ private:
   proto::result<void> sync_entries() const;
   /// newest_path() names segment `seq`, durably: overwritten in place (kept open; its text is the
   /// same length each time), made whole the first time if there is none (a new log's first
-  /// roll, or a log from before it: at start(), while recovery holds the data dir's lock).
+  /// roll, or a log from before it: at start(), while recovery holds the data dir's lock), and
+  /// again if it was deleted meanwhile (by name: the writer checks the data dir first).
   proto::result<void> note_newest(uint64_t seq);
   /// The directory's descriptor, in which files are made, renamed and removed (file::open_in);
   /// -1 before start().

@@ -755,7 +755,9 @@ struct wal_writer::impl {
   /// committer, before a roll or checkpoint and about once a second.
   bool in_place(bool segments_too) {
     if (broken) return false;
-    place_checked_ns = now_ns();
+    // (Only the whole check counts as the periodic one: a roll's or a checkpoint's, which skips
+    // the segments, must not put it off; under load rolls come more than once a second.)
+    if (segments_too) place_checked_ns = now_ns();
     auto r = check_data_dir_lock(dir_lock, opts.dir);
     if (r && segments_too) r = segments.check_linked();
     if (r) return true;
@@ -884,6 +886,13 @@ struct wal_writer::impl {
   }
 
   void serve_load(const wal_load_checkpoint& l) {
+    // Read by name: not from a data dir that is no longer this server's (served after a write
+    // failure otherwise, as what was durable is).
+    if (auto placed = check_data_dir_lock(dir_lock, opts.dir); !placed) {
+      if (!broken) fail(placed.err().message);
+      refuse(l.session, l.request_id, placed.err());
+      return;
+    }
     auto c = checkpoints.read(l.shard.value());
     if (!c) {
       refuse(l.session, l.request_id, c.err());

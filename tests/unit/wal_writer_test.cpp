@@ -1348,3 +1348,71 @@ TEST_CASE("a segment set whose directory was moved makes, renames and removes it
   CHECK(fs::is_empty(dir));
   CHECK(fs::exists(moved / "next.prep"));
 }
+
+TEST_CASE("an older segment deleted while segments roll more than once per check is still found "
+          "by the periodic check: a roll's own look at the data dir does not put it off") {
+  log_in_data_dir log{true, 50};
+  uint64_t lsn = 1;
+  auto append = [&] {
+    ++lsn;
+    log.wal->submit(app(7, lsn, 0, log.epoch, lsn, std::string(1500, 'x')));
+    REQUIRE(log.sink.await([&] {
+      return log.sink.durable.size() + log.sink.io_failed.size() + log.sink.refused.size() ==
+             lsn;  // (LSN 1 was durable before)
+    }));
+  };
+  while (log.wal->get_stats().segments < 3)
+    append();
+  fs::remove(log.dir / "wal" / wal::segment_name(1));
+  // Every second append rolls: far more often than the 50 ms check, for 10 s at most.
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (log.wal->failure().empty() && std::chrono::steady_clock::now() < until)
+    append();
+  CHECK_MESSAGE(log.wal->failure().find(wal::segment_name(1) + " was deleted") != std::string::npos,
+                log.wal->failure());
+}
+
+TEST_CASE("wal/ moved away and replaced under a running log fails the log, naming it") {
+  log_in_data_dir log{false, 50};
+  fs::rename(log.dir / "wal", log.dir / "wal.old");
+  fs::create_directories(log.dir / "wal");
+  REQUIRE(log.sink.await([&] { return !log.sink.failures.empty(); }));
+  CHECK_MESSAGE(log.sink.failures[0].find("is no longer the directory this server opened "
+                                          "(another one is there") != std::string::npos,
+                log.sink.failures[0]);
+}
+
+TEST_CASE("fusee.newest deleted under a running log is made again at the next roll") {
+  log_in_data_dir log{true};
+  auto newest = log.dir / "fusee.newest";
+  REQUIRE(fs::exists(newest));
+  fs::remove(newest);
+  uint64_t segments = log.wal->get_stats().segments;
+  for (uint64_t lsn = 2; log.wal->get_stats().segments == segments; ++lsn) {
+    REQUIRE(lsn < 10);
+    log.wal->submit(app(7, lsn, 0, log.epoch, lsn, std::string(1500, 'x')));
+    REQUIRE(log.sink.await([&] { return log.sink.durable.size() == lsn; }));
+    REQUIRE(await_idle(*log.wal));
+  }
+  auto text = wal::read_file(newest);
+  REQUIRE(text);
+  CHECK(std::string(text->begin(), text->end()) ==
+        wal::encode(wal::newest_file{log.wal->get_stats().segments}));
+}
+
+TEST_CASE("a checkpoint load after the data dir was replaced is refused, not read from the new "
+          "one") {
+  log_in_data_dir log;
+  log.wal->submit(wal_checkpoint{7, 50, shard_id{0}, epoch_t{log.epoch}, lsn_t{1}, {1, 2, 3}});
+  REQUIRE(log.sink.await([&] { return log.sink.answers.size() == 1; }));
+  auto moved = log.replace_dir();
+  fs::create_directories(log.dir / "checkpoints");
+  fs::copy_file(moved / "checkpoints" / "shard-0.ckpt", log.dir / "checkpoints" / "shard-0.ckpt");
+  log.wal->submit(wal_load_checkpoint{7, 51, shard_id{0}, epoch_t{log.epoch}});
+  REQUIRE(log.sink.await([&] { return log.sink.refused.size() == 1; }));
+  CHECK(log.sink.refused[0].first == 51);
+  CHECK_MESSAGE(log.sink.refused[0].second.message.find("fusee.lock is another file") !=
+                    std::string::npos,
+                log.sink.refused[0].second.message);
+  CHECK(log.sink.answers.size() == 1);  // no CHECKPOINT_DATA
+}
