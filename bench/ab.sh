@@ -24,9 +24,6 @@ trap cleanup EXIT
 
 source "$(dirname "$0")/lib.sh"
 
-# build_of A|B: its build dir (pair_order, lib.sh, gives the order).
-build_of() { if [ "$1" = A ]; then echo "$A"; else echo "$B"; fi; }
-
 machine_line "$work"
 echo "command: bench/ab.sh $A $B (ROUNDS=$ROUNDS STEPS=$STEPS SECONDS_TP=$SECONDS_TP)"
 echo

@@ -20,7 +20,7 @@ cleanup() {
 }
 trap cleanup EXIT
 source "$(dirname "$0")/lib.sh"
-build_of() { if [ "$1" = A ]; then echo "$A"; else echo "$B"; fi; }
+export FUSEE_INSPECT_LISTEN=127.0.0.1:0  # (start_fusee keeps the inspector off otherwise)
 
 # times URL: each try's answer time in ms, comma-separated.
 times() {
@@ -39,16 +39,9 @@ echo "| pair | build | /v1/overview (ms) | 10 shards | state=idle | top=mailbox 
 echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
 for p in $(seq 1 "$PAIRS"); do
   for which in $(pair_order "$p"); do
-    build=$(build_of "$which")
-    rm -rf "$work/fusee"
-    "$build/app/fusee" server --data-dir "$work/fusee" --shards "$SHARDS" --listen 127.0.0.1:0 \
-      --admin-listen 127.0.0.1:0 --http-listen off --inspect-listen 127.0.0.1:0 \
-      --ready-file "$work/ready" 2>"$work/fusee.log" &
-    server_pid=$!
-    for _ in $(seq 1 600); do [ -f "$work/ready" ] && break; sleep 0.05; done
-    admin=$(grep '^admin=' "$work/ready" | cut -d= -f2)
-    inspect=$(grep '^inspect=' "$work/ready" | cut -d= -f2)
-    rm -f "$work/ready"
+    start_fusee "$(build_of "$which")" "$SHARDS"
+    admin=$fusee_admin
+    inspect=$fusee_inspect
     sleep 2  # past the start-up's recovery wave
     ov=$(times "http://$admin/v1/overview")
     page=$(times "http://$admin/v1/actors?kind=shard&limit=10")
@@ -61,9 +54,7 @@ for p in $(seq 1 "$PAIRS"); do
       "$B/app/fusee" inspect --node "$inspect" --kind shard --limit 5 >/dev/null
       cli+=($((($(date +%s%N) - t0) / 1000000)))
     done
-    kill "$server_pid"
-    wait "$server_pid" || true
-    server_pid=""
+    stop_fusee
     echo "| $p | $which | $ov | $page | $state | $top | $metrics | $(IFS=,; echo "${cli[*]}") |"
   done
 done

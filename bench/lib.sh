@@ -8,14 +8,15 @@ http_off() {
   help=$("$1/app/fusee" server --help 2>/dev/null)
   if grep -q -- --http-listen <<<"$help"; then echo -n "--http-listen off "; fi
   if grep -q -- --inspect-listen <<<"$help"; then
-    echo -n "--inspect-listen ${FUSEE_INSPECT_LISTEN:-off}"  # bench/inspect_cost.sh turns it on
+    echo -n "--inspect-listen ${FUSEE_INSPECT_LISTEN:-off}"  # inspect_cost.sh, inspect_scale.sh turn it on
   fi
 }
 
-# start_fusee BUILD: a fresh `fusee server` with 64 shards on a free port, its log in $work.
+# start_fusee BUILD [SHARDS]: a fresh `fusee server` with SHARDS (64) shards on a free port, its
+# log in $work.
 start_fusee() {
   rm -rf "$work/fusee"
-  "$1/app/fusee" server --data-dir "$work/fusee" --shards 64 --listen 127.0.0.1:0 \
+  "$1/app/fusee" server --data-dir "$work/fusee" --shards "${2:-64}" --listen 127.0.0.1:0 \
     --admin-listen 127.0.0.1:0 $(http_off "$1") \
     --ready-file "$work/ready" 2>"$work/fusee.log" &
   server_pid=$!
@@ -31,6 +32,8 @@ stop_fusee() { kill "$server_pid"; wait "$server_pid" || true; server_pid=""; }
 records_per_batch() {
   sed -nE 's/.* ([0-9.]+) records per batch.*/\1/p; s/.*records_per_batch=([0-9.]+).*/\1/p' "$work/fusee.log"
 }
+# build_of A|B: the build dir of $A or $B (two-build scripts; pair_order gives the order).
+build_of() { if [ "$1" = A ]; then echo "$A"; else echo "$B"; fi; }
 # pair_order N: A and B in the order the Nth pair of an A/B comparison runs them (A first in odd
 # pairs, B first in even ones: neither build is always measured right after the other's run).
 pair_order() { if (($1 % 2)); then echo "A B"; else echo "B A"; fi; }

@@ -20,7 +20,6 @@ cleanup() {
 }
 trap cleanup EXIT
 source "$(dirname "$0")/lib.sh"
-build_of() { if [ "$1" = A ]; then echo "$A"; else echo "$B"; fi; }
 
 # metric NAME: its value in the last /metrics scrape.
 metric() { awk -v n="$1" '$1 == n { print $2 }' "$work/metrics"; }
