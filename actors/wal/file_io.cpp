@@ -17,6 +17,17 @@ proto::error io_error(const std::string& what, const fs::path& path) {
                       what + " " + path.string() + ": " + std::strerror(errno)};
 }
 
+// A log file's attributes are asked for with statx and only the field wanted, never with fstat:
+// asking for its mtime or ctime (fstat asks for all) makes the kernel give the file's next write a
+// fine-grained timestamp (multigrain timestamps, Linux 6.13 and later), which dirties the inode,
+// so that write's fdatasync has to commit it too: +38 us on each batch after an fstat on this
+// project's machine (docs/benchmarks.md, "Thirty-eighth session").
+
+/// statx of the open file `fd` for `mask` only.
+static bool statx_of(int fd, unsigned mask, struct statx& out) {
+  return ::statx(fd, "", AT_EMPTY_PATH, mask, &out) == 0;
+}
+
 file::~file() {
   close();
 }
@@ -74,9 +85,8 @@ proto::result<file> lock_data_dir(const fs::path& dir) {
 }
 
 proto::result<file::naming> file::named_by(const fs::path& path) const {
-  // (statx for the identity only: see check_linked.)
   struct statx held {};
-  if (::statx(fd_, "", AT_EMPTY_PATH, STATX_INO, &held) != 0) return io_error("stat", path);
+  if (!statx_of(fd_, STATX_INO, held)) return io_error("stat", path);
   struct statx named {};
   if (::statx(AT_FDCWD, path.c_str(), 0, STATX_INO, &named) != 0) {
     if (errno == ENOENT || errno == ENOTDIR || errno == ESTALE) return naming::gone;
@@ -148,17 +158,6 @@ proto::result<void> file::sync(const fs::path& path) const {
 proto::result<void> file::sync_all(const fs::path& path) const {
   if (::fsync(fd_) != 0) return io_error("fsync", path);
   return {};
-}
-
-// A log file's attributes are asked for with statx and only the field wanted, never with fstat:
-// asking for its mtime or ctime (fstat asks for all) makes the kernel give the file's next write a
-// fine-grained timestamp (multigrain timestamps, Linux 6.13 and later), which dirties the inode,
-// so that write's fdatasync has to commit it too: +38 us on each batch after an fstat on this
-// project's machine (docs/benchmarks.md, "Thirty-eighth session").
-
-/// statx of the open file `fd` for `mask` only.
-static bool statx_of(int fd, unsigned mask, struct statx& out) {
-  return ::statx(fd, "", AT_EMPTY_PATH, mask, &out) == 0;
 }
 
 proto::result<uint64_t> file::size(const fs::path& path) const {
