@@ -3,6 +3,7 @@
 #include "actors/wake_records.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <unordered_map>
 #include <unordered_set>
@@ -40,6 +41,7 @@ struct candidate {
   bool pending = false;  ///< asked, no answer yet
   bool answered = false;
   bool no_actor = false;  ///< a wake record without an actor: answered from its resting state
+  bool picked = false;    ///< a shard asked with every actor (all of them, or in the sample)
   uint64_t mailbox = 0;
   int32_t answer = -1;  ///< index in run::answers
   stats_actor target;
@@ -57,6 +59,13 @@ struct run {
   std::vector<shard_lease_view> leases;
   std::vector<shard_invoker_view> invoker;
   std::vector<candidate> rows;
+  /// Every shard of the range, its state (a shard_state's character): one byte per shard where a
+  /// row is 48. Shards have rows only when they are asked (every one or a sample) or, ranked by
+  /// mailbox, when they match; the others come from here.
+  std::string states;
+  uint64_t shards_matched = 0;            ///< shards of the range that pass the state filter
+  std::array<uint64_t, 128> per_state{};  ///< matched shards by state character
+  size_t shard_rows_from = 0, shard_rows_to = 0;  ///< rows built for shards, in shard order
   std::vector<actor_stats> answers;
   std::vector<std::string> no_answer;
   size_t no_answer_more = 0;
@@ -73,6 +82,9 @@ struct run {
     return s - from < invoker.size() ? &invoker[s - from] : nullptr;
   }
   shard_state state_at(uint32_t s) const { return state_of(lease_of(s), invoker_of(s)); }
+  /// Ranked by mailbox (top = "mailbox"), every matched row is ranked, shards too; otherwise the
+  /// matched shards follow the other kinds' rows in shard order, from `states`.
+  bool ranked = false;
   bool held_by_built = false;
   bool expired = false;      ///< the deadline passed: nothing more is asked
   std::vector<size_t> page;  ///< rows on the page, in order (fixed when phase 3 starts)
@@ -158,10 +170,41 @@ void ask(inspector_ptr self, uint64_t id, run& r, size_t k) {
   self->request(c.target, caf::infinite, stats_atom::value).then(on_answer, on_error);
 }
 
+/// The shard state `q` filters by: -1 for none, 0 for a word no shard state has (none matches),
+/// else its character.
+int shard_filter(const inspect_query& q) {
+  if (q.state.empty()) return -1;
+  for (auto state : all_shard_states)
+    if (q.state == state_name(state)) return static_cast<char>(state);
+  return 0;
+}
+
+/// The row of shard `s`: its wake record to ask, or answered already when it has no actor.
+candidate shard_row(const inspector_state& st, uint32_t s, char state) {
+  candidate c;
+  c.kind = static_cast<uint8_t>(kind_rank("shard"));
+  c.id = s;
+  c.state = state;
+  if (st.t.records && s < st.t.records->size()) {
+    if (auto rec = st.t.records->find(s))
+      c.target = caf::actor_cast<stats_actor>(rec);
+    else
+      c.no_actor = c.answered = true;  // nothing to ask: it has no actor now
+  } else {
+    c.answered = true;  // a node without an invoker has no wake records: the views say all
+  }
+  return c;
+}
+
 /// The rows of every selected kind, before filters; the shards from the views alone.
 void build_rows(inspector_ptr self, run& r) {
   auto& st = self->state;
   auto& q = r.q;
+  if (r.from <= r.to && (selects(q, "shard") || q.grid)) {
+    r.states.resize(uint64_t{r.to} - r.from + 1);
+    for (uint32_t s = r.from; s <= r.to; ++s)
+      r.states[s - r.from] = static_cast<char>(r.state_at(s));
+  }
   auto add = [&](const char* kind, uint64_t id, stats_actor target) {
     candidate c;
     c.kind = static_cast<uint8_t>(kind_rank(kind));
@@ -193,48 +236,96 @@ void build_rows(inspector_ptr self, run& r) {
       add("session", sid, caf::actor_cast<stats_actor>(actor));
   }
   if (selects(q, "shard") && r.from <= r.to) {
-    auto shard_kind = static_cast<uint8_t>(kind_rank("shard"));
-    // A row per shard of the range unless a state filters them: grown a push at a time, a
-    // million rows were copied and their pages faulted in again at every doubling.
-    if (q.state.empty()) r.rows.reserve(r.rows.size() + (uint64_t{r.to} - r.from + 1));
-    for (uint32_t s = r.from; s <= r.to; ++s) {
-      auto state = r.state_at(s);
-      if (!q.state.empty() && q.state != state_name(state)) continue;
-      candidate c;
-      c.kind = shard_kind;
-      c.id = s;
-      c.state = static_cast<char>(state);
-      if (st.t.records && s < st.t.records->size()) {
-        if (auto rec = st.t.records->find(s))
-          c.target = caf::actor_cast<stats_actor>(rec);
-        else
-          c.no_actor = c.answered = true;  // nothing to ask: it has no actor now
-      } else {
-        c.answered = true;  // a node without an invoker has no wake records: the views say all
+    int want = shard_filter(q);
+    for (auto state : r.states)
+      if (want < 0 || state == want) {
+        r.shards_matched++;
+        r.per_state[static_cast<unsigned char>(state)]++;
       }
-      r.rows.push_back(std::move(c));
+    // Asked with every actor: all matched shards, or a sample of S out of n where the j-th is
+    // picked when floor(j·S/n) steps up (exactly S, spread evenly over the range).
+    uint64_t n = r.shards_matched, sample = q.sample, j = 0;
+    bool all_picked = sample == 0 || n <= sample;
+    if (r.ranked || (q.every_actor && all_picked))
+      r.rows.reserve(r.rows.size() + n);
+    else if (q.every_actor)
+      r.rows.reserve(r.rows.size() + sample);
+    r.shard_rows_from = r.rows.size();
+    for (uint32_t s = r.from; s <= r.to && (q.every_actor || r.ranked); ++s) {
+      char state = r.states[s - r.from];
+      if (want >= 0 && state != want) continue;
+      bool picked = q.every_actor && (all_picked || (j * sample) / n != ((j + 1) * sample) / n);
+      j++;
+      if (picked || r.ranked) {
+        r.rows.push_back(shard_row(st, s, state));
+        r.rows.back().picked = picked;
+      }
     }
+    r.shard_rows_to = r.rows.size();
   }
 }
 
 /// The rows that pass the filters, in the reply's order: kind then id, or the longest mailbox
-/// first. Shards were filtered by state when their rows were built; the other kinds' state words
-/// come with their answers.
+/// first. Unless ranked, shards are left out: they follow these rows, from `run::states`. Shards
+/// were filtered by state when their rows were built; the other kinds' state words come with
+/// their answers.
 std::vector<size_t> matched_rows(const run& r) {
-  auto& kinds = actor_kinds();
+  auto shard_kind = kind_rank("shard");
   std::vector<size_t> matched;
-  matched.reserve(r.rows.size());
+  matched.reserve(r.ranked ? r.rows.size() : r.shard_rows_from);
   for (size_t k = 0; k < r.rows.size(); ++k) {
     auto& c = r.rows[k];
-    if (!r.q.state.empty() && kinds[c.kind] != "shard" &&
-        (c.answer < 0 || r.answers[c.answer].state != r.q.state))
+    if (c.kind == shard_kind) {
+      if (r.ranked) matched.push_back(k);
       continue;
+    }
+    if (!r.q.state.empty() && (c.answer < 0 || r.answers[c.answer].state != r.q.state)) continue;
     matched.push_back(k);
   }
-  if (r.q.top == "mailbox")
+  if (r.ranked)
     std::stable_sort(matched.begin(), matched.end(),
                      [&](size_t a, size_t b) { return r.rows[a].mailbox > r.rows[b].mailbox; });
   return matched;
+}
+
+/// Fixes the page: rows [offset, offset + limit) of the matched rows and, unless ranked, of the
+/// matched shards after them (a row is made for a shard on the page that has none yet).
+void fix_page(const inspector_state& st, run& r) {
+  auto matched = matched_rows(r);
+  uint64_t begin = r.q.offset, end = begin + r.q.limit;
+  for (uint64_t p = begin; p < std::min<uint64_t>(end, matched.size()); ++p)
+    r.page.push_back(matched[p]);
+  if (!r.ranked && end > matched.size() && r.shards_matched > 0) {
+    uint64_t skip = begin > matched.size() ? begin - matched.size() : 0;
+    uint64_t want = end - std::max<uint64_t>(begin, matched.size());
+    int filter = shard_filter(r.q);
+    std::vector<std::pair<uint32_t, char>> on_page;
+    for (uint32_t s = r.from; s <= r.to && on_page.size() < want; ++s) {
+      char state = r.states[s - r.from];
+      if (filter >= 0 && state != filter) continue;
+      if (skip > 0)
+        skip--;
+      else
+        on_page.emplace_back(s, state);
+    }
+    auto rows_begin = r.rows.begin() + static_cast<ptrdiff_t>(r.shard_rows_from);
+    auto rows_end = r.rows.begin() + static_cast<ptrdiff_t>(r.shard_rows_to);
+    std::vector<size_t> page_rows;
+    for (auto [s, state] : on_page) {  // the sample's row if it has one (built in shard order)
+      auto i = std::lower_bound(rows_begin, rows_end, s,
+                                [](const candidate& c, uint32_t id) { return c.id < id; });
+      page_rows.push_back(i != rows_end && i->id == s ? static_cast<size_t>(i - r.rows.begin())
+                                                      : SIZE_MAX);
+    }
+    for (size_t i = 0; i < on_page.size(); ++i) {  // (rows may move from here on)
+      if (page_rows[i] == SIZE_MAX) {
+        page_rows[i] = r.rows.size();
+        r.rows.push_back(shard_row(st, on_page[i].first, on_page[i].second));
+      }
+      r.page.push_back(page_rows[i]);
+    }
+  }
+  r.page_fixed = true;  // the answers that come now must not move rows on or off the page
 }
 
 /// The full row of candidate `c`: the actor's answer, and for shards and sessions what the
@@ -293,20 +384,14 @@ void finish(inspector_ptr self, uint64_t id) {
   inspect_reply out;
   out.node = self->state.t.node;
   out.shards = self->state.t.shards;
+  if (!r.page_fixed) fix_page(self->state, r);
   auto matched = matched_rows(r);
-  out.matched = matched.size();
-  // Counts per state and per kind over every matched row.
+  auto shard_kind = kind_rank("shard");
+  // Counts per state and per kind over every matched row; the shards' from `run::states`.
   std::map<std::string, uint64_t> states;
   std::vector<kind_summary> per_kind(kinds.size());
-  for (auto k : matched) {
-    auto& c = r.rows[k];
-    auto state = kinds[c.kind] == "shard"
-                     ? std::string(state_name(static_cast<shard_state>(c.state)))
-                 : c.answer >= 0 ? r.answers[c.answer].state
-                                 : std::string("unknown");
-    states[state]++;
+  auto tally = [&](const candidate& c) {  // what the answers say
     auto& ks = per_kind[c.kind];
-    ks.actors++;
     ks.asked += c.asked;
     ks.missed += c.asked && !c.answered;
     ks.mailbox_total += c.mailbox;
@@ -321,7 +406,22 @@ void finish(inspector_ptr self, uint64_t id) {
         else
           t->number += v.number;
       }
+  };
+  for (auto k : matched) {
+    auto& c = r.rows[k];
+    if (c.kind == shard_kind) continue;
+    states[c.answer >= 0 ? r.answers[c.answer].state : std::string("unknown")]++;
+    per_kind[c.kind].actors++;
+    tally(c);
   }
+  for (auto& c : r.rows)  // every shard's row was asked or is on the page, and matched
+    if (c.kind == shard_kind) tally(c);
+  per_kind[shard_kind].actors = r.shards_matched;
+  for (auto state : all_shard_states)
+    if (auto n = r.per_state[static_cast<unsigned char>(state)])
+      states[std::string(state_name(state))] += n;
+  out.matched =
+      matched.size() - (r.ranked ? r.shard_rows_to - r.shard_rows_from : 0) + r.shards_matched;
   for (auto& [s, n] : states)
     out.states.push_back(state_count{s, n});
   for (size_t k = 0; k < kinds.size(); ++k)
@@ -331,21 +431,12 @@ void finish(inspector_ptr self, uint64_t id) {
     }
   for (auto& c : r.rows)
     if (c.asked && !c.answered) note_no_answer(r, kinds[c.kind] + " " + std::to_string(c.id));
-  if (!r.page_fixed) {
-    size_t end = std::min<size_t>(matched.size(), size_t{q.offset} + q.limit);
-    for (size_t p = q.offset; p < end; ++p)
-      r.page.push_back(matched[p]);
-  }
   for (auto k : r.page)
     out.rows.push_back(materialize(self, r, r.rows[k]));
   out.no_answer = std::move(r.no_answer);
   if (r.no_answer_more > 0)
     out.no_answer.push_back("... and " + std::to_string(r.no_answer_more) + " more");
-  if (q.grid && r.from <= r.to) {
-    out.grid.reserve(r.to - r.from + 1);
-    for (uint32_t s = r.from; s <= r.to; ++s)
-      out.grid.push_back(static_cast<char>(r.state_at(s)));
-  }
+  if (q.grid) out.grid = std::move(r.states);
   out.took_us = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::microseconds>(self->clock().now() - r.started)
           .count());
@@ -362,24 +453,10 @@ void advance(inspector_ptr self, uint64_t id) {
     r.phase = 2;
     build_rows(self, r);
     auto shard_kind = kind_rank("shard");
-    size_t shard_rows = 0;
-    for (auto& c : r.rows)
-      shard_rows += c.kind == shard_kind;
-    // With a sample of S out of n shard rows, row j is picked when floor(j·S/n) steps up:
-    // exactly S rows, spread evenly over the range.
-    uint64_t n = shard_rows, sample = r.q.sample;
-    uint64_t j = 0;
     for (size_t k = 0; k < r.rows.size(); ++k) {
       auto& c = r.rows[k];
-      bool shard = c.kind == shard_kind;
-      bool picked = false;
-      if (shard) {
-        picked = r.q.every_actor &&
-                 (sample == 0 || n <= sample || (j * sample) / n != ((j + 1) * sample) / n);
-        j++;
-      }
       if (!c.target || c.answered) continue;
-      if (!shard || picked) ask(self, id, r, k);
+      if (c.kind != shard_kind || c.picked) ask(self, id, r, k);
     }
     if (r.waiting > 0) return;
   }
@@ -387,11 +464,7 @@ void advance(inspector_ptr self, uint64_t id) {
     r.phase = 3;
     // The page's shards not asked yet: the page is known only now (the other kinds' states
     // and, for a ranking, the mailboxes came with their answers).
-    auto matched = matched_rows(r);
-    size_t end = std::min<size_t>(matched.size(), size_t{r.q.offset} + r.q.limit);
-    for (size_t p = r.q.offset; p < end; ++p)
-      r.page.push_back(matched[p]);
-    r.page_fixed = true;  // the answers below must not move rows on or off the page
+    fix_page(self->state, r);
     for (auto k : r.page)
       if (r.rows[k].target && !r.rows[k].asked) ask(self, id, r, k);
     if (r.waiting > 0) return;
@@ -485,6 +558,7 @@ inspector_actor::behavior_type inspector_fn(inspector_ptr self, inspector_target
         auto id = st.next_run++;
         auto& r = st.runs[id];
         r.q = q;
+        r.ranked = q.top == "mailbox";
         r.rp = self->make_response_promise<inspect_reply>();
         r.started = self->clock().now();
         r.phase = 1;

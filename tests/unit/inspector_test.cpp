@@ -5,8 +5,10 @@
 
 #include <caf/all.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <thread>
 
 #include "actors/directory.hpp"
 #include "actors/http_client.hpp"
@@ -284,6 +286,87 @@ TEST_CASE("the inspector answers for 100,000 shards within a bound: grid, counts
   REQUIRE(page.rows.size() == 10);
   CHECK(page.rows.front().id == 99990);
   CHECK(page.rows.back().id == 99999);
+}
+
+TEST_CASE("shards on a page follow the grid in shard order, after the other kinds, and the counts "
+          "are the grid's: filtered by state, across kinds, and where a sample's rows are on it") {
+  // Nothing dispatched: every shard due (for recovery); three lose an invoked holder and back off.
+  node n(1000, {}, true, 60000, false);  // every record an actor, to be asked
+  for (uint32_t s : {3u, 500u, 997u}) {
+    auto rec = n.invoker.records->get(s);
+    caf::anon_send(rec, leased_atom::value, int32_t{0});
+    lease_end crashed;
+    crashed.crashed = true;
+    crashed.invoked = true;
+    caf::anon_send(rec, crashed);
+  }
+  inspect_reply g;
+  for (int i = 0; i < 1000; ++i) {  // until the scheduler has heard of the three
+    g = n.ask(parsed({{"kind", "shard"}, {"grid", "1"}, {"limit", "0"}})).first;
+    if (std::count(g.grid.begin(), g.grid.end(), 'B') == 3) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(g.grid.size() == 1000);
+  REQUIRE(std::count(g.grid.begin(), g.grid.end(), 'B') == 3);
+  CHECK(g.matched == 1000);
+  std::map<std::string, uint64_t> counted;
+  for (auto& sc : g.states)
+    counted[sc.state] = sc.count;
+  CHECK(counted == std::map<std::string, uint64_t>{{"backoff", 3}, {"due", 997}});
+  for (std::string state : {"due", "backoff"}) {
+    char c = state == "due" ? 'D' : 'B';
+    std::vector<uint64_t> all;
+    for (uint64_t s = 0; s < g.grid.size(); ++s)
+      if (g.grid[s] == c) all.push_back(s);
+    for (auto [offset, limit] : {std::pair{0u, 3u}, {2u, 5u}, {990u, 10u}}) {
+      auto r = n.ask(parsed({{"kind", "shard"},
+                             {"state", state},
+                             {"offset", std::to_string(offset)},
+                             {"limit", std::to_string(limit)}}))
+                   .first;
+      CHECK(r.matched == all.size());
+      std::vector<uint64_t> ids, want;
+      for (auto& row : r.rows) {
+        ids.push_back(row.id);
+        CHECK(row.state == state);
+        CHECK(row.answered);
+      }
+      for (uint64_t p = offset; p < std::min<uint64_t>(all.size(), uint64_t{offset} + limit); ++p)
+        want.push_back(all[p]);
+      CHECK(ids == want);
+    }
+  }
+  // Every kind: the shards come last, in order, and a page may hold both.
+  inspect_query ten;  // (a query string's shard= alone selects shards only)
+  ten.shard_from = 0;
+  ten.shard_to = 9;
+  ten.limit = 5000;
+  auto every = n.ask(ten).first;
+  size_t others = 0;
+  for (auto& row : every.rows)
+    others += row.kind != "shard";
+  REQUIRE(others >= 2);
+  CHECK(every.matched == others + 10);
+  ten.offset = static_cast<uint32_t>(others - 2);
+  ten.limit = 5;
+  auto both = n.ask(ten).first;
+  REQUIRE(both.rows.size() == 5);
+  CHECK(both.rows[0].kind == every.rows[others - 2].kind);
+  CHECK(both.rows[1].kind == every.rows[others - 1].kind);
+  for (uint64_t i = 0; i < 3; ++i) {
+    CHECK(both.rows[2 + i].kind == "shard");
+    CHECK(both.rows[2 + i].id == i);
+  }
+  // A sample of 10 (shards 99, 199, ...) and a page of the first 100: shard 99 is asked once.
+  auto sampled =
+      n.ask(parsed({{"kind", "shard"}, {"every", "1"}, {"sample", "10"}, {"limit", "100"}})).first;
+  REQUIRE(sampled.rows.size() == 100);
+  for (uint64_t i = 0; i < 100; ++i)
+    CHECK(sampled.rows[i].id == i);
+  REQUIRE(sampled.kinds.size() == 1);
+  CHECK(sampled.kinds[0].actors == 1000);
+  CHECK(sampled.kinds[0].asked == 109);
+  CHECK(sampled.no_answer.empty());
 }
 
 TEST_CASE("a stuck actor shows as no answer and does not hold the inspector up") {
