@@ -16,6 +16,7 @@
 #include <variant>
 
 #include "actors/cluster/shard_owners.hpp"
+#include "actors/inspect/shard_state.hpp"
 #include "actors/lease_rules.hpp"
 #include "actors/memory_trimmer.hpp"
 #include "logging/logging.hpp"
@@ -228,6 +229,21 @@ void add_blocked(directory_state& st, size_t n) {
 /// may still make one: none can come before a restart.
 bool no_holder_can_come(const directory_state& st, uint32_t shard) {
   return st.log_failure && st.slots[shard].holder == 0 && !st.slots[shard].granting;
+}
+
+/// What the inspector sees of `shard`, but its parked calls and messages (kept apart, by shard).
+shard_lease_view view_of(const directory_state& st, uint32_t shard) {
+  auto& slot = st.slots[shard];
+  shard_lease_view v;
+  v.holder = slot.holder;
+  v.epoch = slot.epoch.value();
+  v.serve_calls = slot.serve_calls;
+  v.draining = slot.draining;
+  v.busy = slot.busy;
+  v.withheld = slot.withheld;
+  v.elsewhere = !slot.owned;
+  v.blocked = no_holder_can_come(st, shard);
+  return v;
 }
 
 /// Answers a call for `shard` when no_holder_can_come: it is not parked to wait for one.
@@ -1262,26 +1278,35 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
       [=](stats_atom) { return stats_of(self); },
       [=](view_atom, uint32_t from, uint32_t to) {
         auto& st = self->state;
-        std::vector<shard_lease_view> out;
+        std::string out;
         if (!clamp_range(st.slots.size(), from, to)) return out;
-        out.reserve(to - from + 1);
-        for (uint32_t s = from; s <= to; ++s) {
-          auto& slot = st.slots[s];
-          shard_lease_view v;
-          v.holder = slot.holder;
-          v.epoch = slot.epoch.value();
-          v.serve_calls = slot.serve_calls;
-          v.draining = slot.draining;
-          v.busy = slot.busy;
-          v.withheld = slot.withheld;
-          v.elsewhere = !slot.owned;
-          v.blocked = no_holder_can_come(st, s);
-          out.push_back(v);
-        }
+        out.resize(to - from + 1);
+        for (uint32_t s = from; s <= to; ++s)
+          out[s - from] = static_cast<char>(lease_mark_of(view_of(st, s)));
         for (auto& [shard, q] : st.parked_calls)
-          if (shard >= from && shard <= to) out[shard - from].parked_calls = q.size();
+          if (shard >= from && shard <= to) out[shard - from] |= lease_mark::parked;
         for (auto& [shard, q] : st.parked_messages)
-          if (shard >= from && shard <= to) out[shard - from].parked_messages = q.size();
+          if (shard >= from && shard <= to) out[shard - from] |= lease_mark::parked;
+        return out;
+      },
+      [=](const shard_details_request& req) {
+        auto& st = self->state;
+        lease_details out;
+        for (auto s : req.shards) {
+          shard_lease_view v;
+          if (s < st.slots.size()) {
+            v = view_of(st, s);
+            if (auto i = st.parked_calls.find(s); i != st.parked_calls.end())
+              v.parked_calls = static_cast<uint32_t>(i->second.size());
+            if (auto i = st.parked_messages.find(s); i != st.parked_messages.end())
+              v.parked_messages = static_cast<uint32_t>(i->second.size());
+          }
+          out.shards.push_back(v);
+        }
+        for (auto sid : req.sessions) {
+          auto w = st.workers.find(sid);
+          out.held.push_back(w == st.workers.end() ? 0 : w->second.held.size());
+        }
         return out;
       },
   };

@@ -310,8 +310,11 @@ using directory_actor = fence_actor::extend<
     caf::reacts_to<remote_ack>,          ///< an ack for a sender on this node
     caf::replies_to<parked_atom>::with<uint64_t>,    ///< calls parked now (/v1/invoker)
     caf::replies_to<stats_atom>::with<actor_stats>,  ///< introspection
-    /// Its view of shards [from, to] (clamped), for the inspector: no message per shard.
-    caf::replies_to<view_atom, uint32_t, uint32_t>::with<std::vector<shard_lease_view>>>;
+    /// A byte per shard of [from, to] (clamped; lease_mark_of), for the inspector's states: no
+    /// message per shard, and no view of 40 bytes each.
+    caf::replies_to<view_atom, uint32_t, uint32_t>::with<std::string>,
+    /// The full views of a few shards and the shards a few sessions hold (the inspector's page).
+    caf::replies_to<shard_details_request>::with<lease_details>>;
 
 }  // namespace fusee::server
 

@@ -230,8 +230,11 @@ using scheduler_actor = binder_actor::extend<
     caf::replies_to<metrics_atom, uint64_t>::with<std::string>,          ///< parked calls -> JSON
     caf::replies_to<stats_atom>::with<actor_stats>,                      ///< introspection
     caf::replies_to<endpoints_atom>::with<std::vector<endpoint_actor>>,  ///< for the inspector
-    /// Its view of shards [from, to] (clamped), for the inspector: no message per shard.
-    caf::replies_to<view_atom, uint32_t, uint32_t>::with<std::vector<shard_invoker_view>>>;
+    /// A byte per shard of [from, to] (clamped; invoker_mark_of), for the inspector's states: no
+    /// message per shard.
+    caf::replies_to<view_atom, uint32_t, uint32_t>::with<std::string>,
+    /// The full views of a request's shards (the inspector's page), in its order.
+    caf::replies_to<shard_details_request>::with<std::vector<shard_invoker_view>>>;
 
 class wake_records;
 

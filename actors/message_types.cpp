@@ -63,6 +63,8 @@ void add_server_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<shard_invoker_view>("fusee.shard_invoker_view");
   cfg.add_message_type<std::vector<shard_lease_view>>("fusee.shard_lease_view_list");
   cfg.add_message_type<std::vector<shard_invoker_view>>("fusee.shard_invoker_view_list");
+  cfg.add_message_type<shard_details_request>("fusee.shard_details_request");
+  cfg.add_message_type<lease_details>("fusee.lease_details");
   cfg.add_message_type<inspect_query>("fusee.inspect_query");
   cfg.add_message_type<kind_summary>("fusee.kind_summary");
   cfg.add_message_type<state_count>("fusee.state_count");

@@ -13,6 +13,7 @@
 #include "actors/cluster/shard_owners.hpp"
 #include "actors/endpoint.hpp"
 #include "actors/http_client.hpp"
+#include "actors/inspect/shard_state.hpp"
 #include "actors/invoker.hpp"
 #include "actors/invoker_rules.hpp"
 #include "actors/shard.hpp"
@@ -68,6 +69,11 @@ enum shard_count : uint8_t {
 };
 shard_count counted_as(const shard_entry& x) {
   return x.invoking ? count_invoking : static_cast<shard_count>(x.state);
+}
+
+/// What the inspector sees of a shard.
+shard_invoker_view view_of(const shard_entry& x) {
+  return shard_invoker_view{x.state, x.reasons, x.endpoint, x.invocation};
 }
 
 struct scheduler_state {
@@ -436,13 +442,18 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
       },
       [=](view_atom, uint32_t from, uint32_t to) {
         auto& st = self->state;
-        std::vector<shard_invoker_view> out;
+        std::string out;
         if (!clamp_range(st.shards.size(), from, to)) return out;
-        out.reserve(to - from + 1);
-        for (uint32_t s = from; s <= to; ++s) {
-          auto& x = st.shards[s];
-          out.push_back(shard_invoker_view{x.state, x.reasons, x.endpoint, x.invocation});
-        }
+        out.resize(to - from + 1);
+        for (uint32_t s = from; s <= to; ++s)
+          out[s - from] = static_cast<char>(invoker_mark_of(view_of(st.shards[s])));
+        return out;
+      },
+      [=](const shard_details_request& req) {
+        auto& st = self->state;
+        std::vector<shard_invoker_view> out;
+        for (auto s : req.shards)
+          out.push_back(s < st.shards.size() ? view_of(st.shards[s]) : shard_invoker_view{});
         return out;
       },
   };

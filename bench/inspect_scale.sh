@@ -2,7 +2,10 @@
 # The inspector and the dashboard at SHARDS (1,000,000) shards, two builds side by side: a fresh
 # idle server of each build in turn, PAIRS (2) pairs in alternating order; each view asked TRIES
 # (3) times, the time of each answer: the dashboard's poll (/v1/overview, with the grid), a page
-# of shards, a page filtered by state, a page ranked by mailbox, /metrics, and `fusee inspect`.
+# of shards, a page filtered by state, a page ranked by mailbox, /metrics, and `fusee inspect`;
+# then what watching costs the node: a request to the directory (`/v1/actors?kind=directory`)
+# every 20 ms for POLL_S (5) seconds while the dashboard's /v1/overview is asked back to back, its
+# p50 / p99 / max.
 # Usage: bench/inspect_scale.sh BUILD_A BUILD_B
 set -euo pipefail
 ulimit -n 65536 2>/dev/null || true
@@ -11,6 +14,7 @@ B=${2:?usage: bench/inspect_scale.sh BUILD_A BUILD_B}
 SHARDS=${SHARDS:-1000000}
 PAIRS=${PAIRS:-2}
 TRIES=${TRIES:-3}
+POLL_S=${POLL_S:-5}
 
 work=$(mktemp -d /var/tmp/fusee-inspect.XXXXXX)
 server_pid=""
@@ -35,8 +39,30 @@ times() {
 machine_line "$work"
 echo "command: bench/inspect_scale.sh $A $B (SHARDS=$SHARDS PAIRS=$PAIRS TRIES=$TRIES)"
 echo
-echo "| pair | build | /v1/overview (ms) | 10 shards | state=idle | top=mailbox | /metrics | fusee inspect |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+# watched ADMIN: the directory's answer times while /v1/overview is asked back to back.
+watched() {
+  python3 - "$1" "$POLL_S" <<'PY'
+import sys, threading, time, urllib.request
+admin, seconds = sys.argv[1], float(sys.argv[2])
+end = time.monotonic() + seconds
+def poll():
+    while time.monotonic() < end:
+        urllib.request.urlopen(f"http://{admin}/v1/overview", timeout=30).read()
+threading.Thread(target=poll, daemon=True).start()
+lat = []
+while time.monotonic() < end:
+    t0 = time.monotonic()
+    urllib.request.urlopen(f"http://{admin}/v1/actors?kind=directory", timeout=30).read()
+    lat.append((time.monotonic() - t0) * 1000)
+    time.sleep(0.02)
+lat.sort()
+at = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]
+print(f"{at(0.5):.1f} / {at(0.99):.1f} / {lat[-1]:.1f}")
+PY
+}
+
+echo "| pair | build | /v1/overview (ms) | 10 shards | state=idle | top=mailbox | /metrics | fusee inspect | directory while watched p50 / p99 / max |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for p in $(seq 1 "$PAIRS"); do
   for which in $(pair_order "$p"); do
     start_fusee "$(build_of "$which")" "$SHARDS"
@@ -54,7 +80,8 @@ for p in $(seq 1 "$PAIRS"); do
       "$B/app/fusee" inspect --node "$inspect" --kind shard --limit 5 >/dev/null
       cli+=($((($(date +%s%N) - t0) / 1000000)))
     done
+    dir=$(watched "$admin")
     stop_fusee
-    echo "| $p | $which | $ov | $page | $state | $top | $metrics | $(IFS=,; echo "${cli[*]}") |"
+    echo "| $p | $which | $ov | $page | $state | $top | $metrics | $(IFS=,; echo "${cli[*]}") | $dir |"
   done
 done

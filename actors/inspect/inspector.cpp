@@ -54,10 +54,16 @@ struct run {
   int phase = 0;  ///< 1: views, 2: every actor asked, 3: the page's shards asked
   size_t waiting = 0;
   uint32_t from = 0, to = 0;  ///< the shard range, clamped (empty when from > to)
-  uint32_t view_from = 0;     ///< first shard of `leases`
-  bool have_leases = false;
-  std::vector<shard_lease_view> leases;
-  std::vector<shard_invoker_view> invoker;
+  /// The directory's and the scheduler's byte per shard of the range (lease_mark_of,
+  /// invoker_mark_of); empty when not asked for or not come.
+  std::string lease_marks, invoker_marks;
+  bool marks_asked = false, have_lease_marks = false;
+  /// The full views of the page's shards and the shards its sessions hold (phase 3), while
+  /// `details_waiting` counts the answers still to come.
+  std::unordered_map<uint32_t, shard_lease_view> page_leases;
+  std::unordered_map<uint32_t, shard_invoker_view> page_invoker;
+  std::unordered_map<uint64_t, uint64_t> held_by;
+  int details_waiting = 0;
   std::vector<candidate> rows;
   /// Every shard of the range, its state (a shard_state's character): one byte per shard where a
   /// row is 48. Shards have rows only when they are asked (every one or a sample) or, ranked by
@@ -69,23 +75,26 @@ struct run {
   std::vector<actor_stats> answers;
   std::vector<std::string> no_answer;
   size_t no_answer_more = 0;
-  std::unordered_map<uint64_t, uint64_t> held_by;  ///< shards per holder session
 
-  /// The directory's view of shard `s` (an empty one when the view did not come).
+  /// The directory's view of shard `s` on the page (an empty one when it did not come).
   const shard_lease_view& lease_of(uint32_t s) const {
     static const shard_lease_view none;
-    auto i = s - view_from;
-    return have_leases && i < leases.size() ? leases[i] : none;
+    auto i = page_leases.find(s);
+    return i == page_leases.end() ? none : i->second;
   }
-  /// The scheduler's view of shard `s`, null without an invoker (or its view).
+  /// The scheduler's view of shard `s` on the page, null without an invoker (or its view).
   const shard_invoker_view* invoker_of(uint32_t s) const {
-    return s - from < invoker.size() ? &invoker[s - from] : nullptr;
+    auto i = page_invoker.find(s);
+    return i == page_invoker.end() ? nullptr : &i->second;
   }
-  shard_state state_at(uint32_t s) const { return state_of(lease_of(s), invoker_of(s)); }
+  shard_state state_at(uint32_t s) const {
+    auto i = s - from;
+    return state_of(i < lease_marks.size() ? static_cast<uint8_t>(lease_marks[i]) : uint8_t{0},
+                    i < invoker_marks.size() ? static_cast<uint8_t>(invoker_marks[i]) : -1);
+  }
   /// Ranked by mailbox (top = "mailbox"), every matched row is ranked, shards too; otherwise the
   /// matched shards follow the other kinds' rows in shard order, from `states`.
   bool ranked = false;
-  bool held_by_built = false;
   bool expired = false;      ///< the deadline passed: nothing more is asked
   std::vector<size_t> page;  ///< rows on the page, in order (fixed when phase 3 starts)
   bool page_fixed = false;
@@ -364,13 +373,9 @@ actor_stats materialize(inspector_ptr self, run& r, const candidate& c) {
     }
     for (auto& v : own)
       a.values.push_back(std::move(v));
-  } else if (a.kind == "session" && r.have_leases) {
-    if (!r.held_by_built)
-      for (auto& l : r.leases)
-        if (l.holder != 0) r.held_by[l.holder]++;
-    r.held_by_built = true;
-    auto h = r.held_by.find(c.id);
-    a.num("shardsHeld", h == r.held_by.end() ? 0 : static_cast<int64_t>(h->second));
+  } else if (a.kind == "session") {
+    if (auto h = r.held_by.find(c.id); h != r.held_by.end())
+      a.num("shardsHeld", static_cast<int64_t>(h->second));
   }
   return a;
 }
@@ -444,6 +449,58 @@ void finish(inspector_ptr self, uint64_t id) {
   self->state.runs.erase(i);
 }
 
+/// One answer (or error) of the page's views arrived.
+void details_done(inspector_ptr self, uint64_t id) {
+  auto i = self->state.runs.find(id);
+  if (i == self->state.runs.end() || i->second.details_waiting == 0) return;
+  auto& r = i->second;
+  r.details_waiting--;
+  if (--r.waiting == 0) advance(self, id);
+}
+
+/// Asks the directory and the scheduler for the full views of the page's shards and the shards
+/// its sessions hold: a few rows, where the states came a byte per shard.
+void ask_details(inspector_ptr self, uint64_t id, run& r) {
+  if (r.expired) return;
+  auto& st = self->state;
+  auto shard_kind = kind_rank("shard"), session_kind = kind_rank("session");
+  shard_details_request req;
+  for (auto k : r.page) {
+    auto& c = r.rows[k];
+    if (c.kind == shard_kind) req.shards.push_back(static_cast<uint32_t>(c.id));
+    if (c.kind == session_kind) req.sessions.push_back(c.id);
+  }
+  if (req.shards.empty() && req.sessions.empty()) return;
+  if (st.t.scheduler && !req.shards.empty()) {
+    r.waiting++;
+    r.details_waiting++;
+    self->request(st.t.scheduler, remaining(self, r), req)
+        .then(
+            [=](std::vector<shard_invoker_view>& v) {
+              auto i = self->state.runs.find(id);
+              if (i == self->state.runs.end() || i->second.details_waiting == 0) return;
+              for (size_t k = 0; k < v.size() && k < req.shards.size(); ++k)
+                i->second.page_invoker[req.shards[k]] = v[k];
+              details_done(self, id);
+            },
+            [=](caf::error&) { details_done(self, id); });
+  }
+  r.waiting++;
+  r.details_waiting++;
+  self->request(st.t.directory, remaining(self, r), req)
+      .then(
+          [=](lease_details& d) {
+            auto i = self->state.runs.find(id);
+            if (i == self->state.runs.end() || i->second.details_waiting == 0) return;
+            for (size_t k = 0; k < d.shards.size() && k < req.shards.size(); ++k)
+              i->second.page_leases[req.shards[k]] = d.shards[k];
+            for (size_t k = 0; k < d.held.size() && k < req.sessions.size(); ++k)
+              i->second.held_by[req.sessions[k]] = d.held[k];
+            details_done(self, id);
+          },
+          [=](caf::error&) { details_done(self, id); });
+}
+
 /// Moves a query to its next phase once the current one has every answer (or its deadline).
 void advance(inspector_ptr self, uint64_t id) {
   auto i = self->state.runs.find(id);
@@ -467,6 +524,7 @@ void advance(inspector_ptr self, uint64_t id) {
     fix_page(self->state, r);
     for (auto k : r.page)
       if (r.rows[k].target && !r.rows[k].asked) ask(self, id, r, k);
+    ask_details(self, id, r);
     if (r.waiting > 0) return;
   }
   finish(self, id);
@@ -481,7 +539,10 @@ void expire(inspector_ptr self, uint64_t id) {
   for (auto& c : r.rows)
     c.pending = false;
   r.waiting = 0;
-  if (r.phase == 1 && !r.have_leases) note_no_answer(r, "directory (shard view)");
+  if (r.phase == 1 && r.marks_asked && !r.have_lease_marks)
+    note_no_answer(r, "directory (the shards' states)");
+  if (r.details_waiting > 0) note_no_answer(r, "directory or scheduler (the page's views)");
+  r.details_waiting = 0;
   advance(self, id);  // the remaining phases, without asking: rows, page, then finish
 }
 
@@ -570,22 +631,18 @@ inspector_actor::behavior_type inspector_fn(inspector_ptr self, inspector_target
         }
         auto rp = r.rp;
         self->delayed_send(self, remaining(self, r), tick_atom::value, id);
-        bool shards = selects(q, "shard") && r.from <= r.to;
-        bool sessions = selects(q, "session");
-        if (shards || sessions) {
-          // Sessions need every shard's holder (shardsHeld); shards need their range.
-          uint32_t a = sessions ? 0 : r.from;
-          uint32_t b = sessions ? (st.t.shards == 0 ? 0 : st.t.shards - 1) : r.to;
-          if (shards && sessions) a = 0;
-          r.view_from = a;
+        // The states of the range's shards, a byte each from the directory and the scheduler.
+        bool shards = (selects(q, "shard") || q.grid) && r.from <= r.to;
+        if (shards) {
+          r.marks_asked = true;
           r.waiting++;
-          self->request(st.t.directory, remaining(self, r), view_atom::value, a, b)
+          self->request(st.t.directory, remaining(self, r), view_atom::value, r.from, r.to)
               .then(
-                  [=](std::vector<shard_lease_view>& v) {
+                  [=](std::string& marks) {
                     auto i = self->state.runs.find(id);
                     if (i != self->state.runs.end() && i->second.phase == 1) {
-                      i->second.leases = std::move(v);
-                      i->second.have_leases = true;
+                      i->second.lease_marks = std::move(marks);
+                      i->second.have_lease_marks = true;
                     }
                     view_done(self, id);
                   },
@@ -595,10 +652,10 @@ inspector_actor::behavior_type inspector_fn(inspector_ptr self, inspector_target
           r.waiting++;
           self->request(st.t.scheduler, remaining(self, r), view_atom::value, r.from, r.to)
               .then(
-                  [=](std::vector<shard_invoker_view>& v) {
+                  [=](std::string& marks) {
                     auto i = self->state.runs.find(id);
                     if (i != self->state.runs.end() && i->second.phase == 1)
-                      i->second.invoker = std::move(v);
+                      i->second.invoker_marks = std::move(marks);
                     view_done(self, id);
                   },
                   [=](caf::error&) { view_done(self, id); });

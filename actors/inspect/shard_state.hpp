@@ -29,7 +29,19 @@ inline constexpr shard_state all_shard_states[] = {
     shard_state::elsewhere, shard_state::held, shard_state::blocked, shard_state::invoking,
     shard_state::backoff,   shard_state::due,  shard_state::waiting, shard_state::idle};
 
-/// `invoker` is null when the node runs no invoker.
+/// What a shard's state needs of the directory's view, in one byte (the bulk view of a range:
+/// a million shards cost a megabyte, not 40).
+namespace lease_mark {
+inline constexpr uint8_t elsewhere = 1, held = 2, blocked = 4, parked = 8;
+}
+uint8_t lease_mark_of(const shard_lease_view& lease);
+/// ... and of the scheduler's: its shard_status, with this bit when in an invocation.
+inline constexpr uint8_t invoking_mark = 0x80;
+uint8_t invoker_mark_of(const shard_invoker_view& invoker);
+
+/// From the two bytes; `invoker` is -1 when the node runs no invoker (or its view did not come).
+shard_state state_of(uint8_t lease, int invoker);
+/// The same from the full views; `invoker` is null when the node runs no invoker.
 shard_state state_of(const shard_lease_view& lease, const shard_invoker_view* invoker);
 std::string_view state_name(shard_state s);
 /// True if `word` names a shard state ("held", "invoking", ...).

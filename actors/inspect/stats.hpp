@@ -108,6 +108,30 @@ typename Inspector::result_type inspect(Inspector& f, shard_invoker_view& x) {
            x.invocation);
 }
 
+/// The full views of a few shards (the inspector's page) and how many shards each of a few
+/// sessions holds. The scheduler reads `shards` only. The bulk view of a range is a byte per
+/// shard instead (shard_state.hpp: lease_mark_of, invoker_mark_of).
+struct shard_details_request {
+  std::vector<uint32_t> shards;  ///< each past the node's shards gets a default view
+  std::vector<uint64_t> sessions;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_details_request& x) {
+  return f(caf::meta::type_name("fusee.shard_details_request"), x.shards, x.sessions);
+}
+
+/// The directory's answer to a shard_details_request, in the request's order.
+struct lease_details {
+  std::vector<shard_lease_view> shards;
+  std::vector<uint64_t> held;  ///< shards held, per session asked (0 for one that is gone)
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, lease_details& x) {
+  return f(caf::meta::type_name("fusee.lease_details"), x.shards, x.held);
+}
+
 /// Clamps [from, to] to the shards [0, count): false if nothing is left.
 inline bool clamp_range(size_t count, uint32_t& from, uint32_t& to) {
   if (count == 0 || from >= count) return false;

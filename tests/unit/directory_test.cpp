@@ -282,14 +282,32 @@ struct fixture {
     return *out;
   }
 
-  /// The directory's view of shards `from`..`to`.
+  /// The directory's full views of shards `from`..`to`, as the inspector asks for its page.
   std::vector<shard_lease_view> view(uint32_t from, uint32_t to) {
+    shard_details_request req;
+    for (uint32_t s = from; s <= to; ++s)
+      req.shards.push_back(s);
     auto out = std::make_shared<std::vector<shard_lease_view>>();
     sys.spawn(
-        [d = dir, from, to](caf::event_based_actor* self,
-                            std::shared_ptr<std::vector<shard_lease_view>> into) {
-          self->request(d, caf::infinite, view_atom::value, from, to)
-              .then([=](std::vector<shard_lease_view>& v) { *into = std::move(v); });
+        [d = dir, req](caf::event_based_actor* self,
+                       std::shared_ptr<std::vector<shard_lease_view>> into) {
+          self->request(d, caf::infinite, req).then([=](lease_details& v) {
+            *into = std::move(v.shards);
+          });
+        },
+        out);
+    run();
+    return *out;
+  }
+
+  /// Its byte per shard of `from`..`to` (lease_mark_of), the inspector's states.
+  std::string marks(uint32_t from, uint32_t to) {
+    auto out = std::make_shared<std::string>();
+    sys.spawn(
+        [d = dir, from, to](caf::event_based_actor* self, std::shared_ptr<std::string> into) {
+          self->request(d, caf::infinite, view_atom::value, from, to).then([=](std::string& v) {
+            *into = std::move(v);
+          });
         },
         out);
     run();
@@ -1542,4 +1560,8 @@ TEST_CASE(
   CHECK(state_name(state_of(v[0], nullptr)) == "blocked");
   CHECK_FALSE(v[1].blocked);
   CHECK(state_of(v[1], nullptr) == shard_state::held);
+  auto m = f.marks(0, 1);  // the byte per shard says the same
+  REQUIRE(m.size() == 2);
+  CHECK(state_of(static_cast<uint8_t>(m[0]), -1) == shard_state::blocked);
+  CHECK(state_of(static_cast<uint8_t>(m[1]), -1) == shard_state::held);
 }

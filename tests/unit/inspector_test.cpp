@@ -215,6 +215,11 @@ TEST_CASE("a shard's state: another node's before held before invoking before ba
   CHECK(state_of(elsewhere, &invoking) == shard_state::elsewhere);
   CHECK(state_name(shard_state::elsewhere) == "elsewhere");
   CHECK(is_shard_state("elsewhere"));
+  // The byte per shard the bulk views send says the same as the full views.
+  for (auto& lease : {held, free_, parked, elsewhere})
+    for (auto* inv : {&invoking, &backoff, &ready, &waiting, (shard_invoker_view*)nullptr})
+      CHECK(state_of(lease_mark_of(lease), inv ? invoker_mark_of(*inv) : -1) ==
+            state_of(lease, inv));
   for (auto st : all_shard_states) {  // every state is a filter
     auto q = parse_query({{"state", std::string{state_name(st)}}});
     CHECK_MESSAGE(q, state_name(st));
