@@ -61,7 +61,6 @@ void add_server_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<actor_stats>("fusee.actor_stats");
   cfg.add_message_type<shard_lease_view>("fusee.shard_lease_view");
   cfg.add_message_type<shard_invoker_view>("fusee.shard_invoker_view");
-  cfg.add_message_type<std::vector<shard_lease_view>>("fusee.shard_lease_view_list");
   cfg.add_message_type<std::vector<shard_invoker_view>>("fusee.shard_invoker_view_list");
   cfg.add_message_type<shard_details_request>("fusee.shard_details_request");
   cfg.add_message_type<lease_details>("fusee.lease_details");

@@ -3,9 +3,9 @@
 # idle server of each build in turn, PAIRS (2) pairs in alternating order; each view asked TRIES
 # (3) times, the time of each answer: the dashboard's poll (/v1/overview, with the grid), a page
 # of shards, a page filtered by state, a page ranked by mailbox, /metrics, and `fusee inspect`;
-# then what watching costs the node: a request to the directory (`/v1/actors?kind=directory`)
-# every 20 ms for POLL_S (5) seconds while the dashboard's /v1/overview is asked back to back, its
-# p50 / p99 / max.
+# then what watching costs the node: a worker's HELLO -> LEASE (the directory's own work, not
+# through the inspector; `bench/hello_lease` of BUILD_B, 20 ms apart) for POLL_S (5) seconds while
+# the dashboard's /v1/overview is asked back to back, its p50 / p99 / max.
 # Usage: bench/inspect_scale.sh BUILD_A BUILD_B
 set -euo pipefail
 ulimit -n 65536 2>/dev/null || true
@@ -37,31 +37,21 @@ times() {
 }
 
 machine_line "$work"
-echo "command: bench/inspect_scale.sh $A $B (SHARDS=$SHARDS PAIRS=$PAIRS TRIES=$TRIES)"
+echo "command: bench/inspect_scale.sh $A $B (SHARDS=$SHARDS PAIRS=$PAIRS TRIES=$TRIES POLL_S=$POLL_S)"
 echo
-# watched ADMIN: the directory's answer times while /v1/overview is asked back to back.
+# watched ADMIN ADDR: HELLO -> LEASE at the worker address ADDR while /v1/overview is asked back to
+# back at ADMIN.
 watched() {
-  python3 - "$1" "$POLL_S" <<'PY'
-import sys, threading, time, urllib.request
-admin, seconds = sys.argv[1], float(sys.argv[2])
-end = time.monotonic() + seconds
-def poll():
-    while time.monotonic() < end:
-        urllib.request.urlopen(f"http://{admin}/v1/overview", timeout=30).read()
-threading.Thread(target=poll, daemon=True).start()
-lat = []
-while time.monotonic() < end:
-    t0 = time.monotonic()
-    urllib.request.urlopen(f"http://{admin}/v1/actors?kind=directory", timeout=30).read()
-    lat.append((time.monotonic() - t0) * 1000)
-    time.sleep(0.02)
-lat.sort()
-at = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]
-print(f"{at(0.5):.1f} / {at(0.99):.1f} / {lat[-1]:.1f}")
-PY
+  local rounds=$((POLL_S * 1000 / 25 > 0 ? POLL_S * 1000 / 25 : 1)) lease poller
+  # (bounded on its own: an interrupted run's command substitution runs no trap)
+  (end=$((SECONDS + POLL_S + 60)); while ((SECONDS < end)); do curl -s -o /dev/null "http://$1/v1/overview"; done) &
+  poller=$!
+  lease=$("$B/bench/hello_lease" "$2" "$rounds" 20)
+  kill "$poller"; wait "$poller" 2>/dev/null || true
+  python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print(f"{j[\"lease_p50_us\"]/1000:.1f} / {j[\"lease_p99_us\"]/1000:.1f} / {j[\"lease_max_us\"]/1000:.1f}")' "$lease"
 }
 
-echo "| pair | build | /v1/overview (ms) | 10 shards | state=idle | top=mailbox | /metrics | fusee inspect | directory while watched p50 / p99 / max |"
+echo "| pair | build | /v1/overview (ms) | 10 shards | state=idle | top=mailbox | /metrics | fusee inspect | HELLO -> LEASE while watched p50 / p99 / max (ms) |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for p in $(seq 1 "$PAIRS"); do
   for which in $(pair_order "$p"); do
@@ -80,7 +70,7 @@ for p in $(seq 1 "$PAIRS"); do
       "$B/app/fusee" inspect --node "$inspect" --kind shard --limit 5 >/dev/null
       cli+=($((($(date +%s%N) - t0) / 1000000)))
     done
-    dir=$(watched "$admin")
+    dir=$(watched "$admin" "$fusee_addr")
     stop_fusee
     echo "| $p | $which | $ov | $page | $state | $top | $metrics | $(IFS=,; echo "${cli[*]}") | $dir |"
   done

@@ -351,7 +351,13 @@ actor_stats materialize(inspector_ptr self, run& r, const candidate& c) {
   a.mailbox = c.mailbox;
   if (a.kind == "shard") {
     auto s = static_cast<uint32_t>(c.id);
-    a.state = std::string(state_name(static_cast<shard_state>(c.state)));
+    // As of the page's views when they came (the row's other values are as recent), else as of
+    // the range's states.
+    auto state = static_cast<shard_state>(c.state);
+    bool have_lease = r.page_leases.count(s) > 0;
+    if (have_lease && (!self->state.t.scheduler || r.invoker_of(s)))
+      state = state_of(r.lease_of(s), r.invoker_of(s));
+    a.state = std::string(state_name(state));
     std::vector<stat_value> own = std::move(a.values);
     a.values.clear();
     auto& lease = r.lease_of(s);
@@ -449,19 +455,24 @@ void finish(inspector_ptr self, uint64_t id) {
   self->state.runs.erase(i);
 }
 
-/// One answer (or error) of the page's views arrived.
-void details_done(inspector_ptr self, uint64_t id) {
+/// One answer of the page's views arrived, or `missing` names who did not answer.
+void details_done(inspector_ptr self, uint64_t id, const char* missing = nullptr) {
   auto i = self->state.runs.find(id);
   if (i == self->state.runs.end() || i->second.details_waiting == 0) return;
   auto& r = i->second;
+  if (missing) note_no_answer(r, std::string(missing) + " (the page's views)");
   r.details_waiting--;
   if (--r.waiting == 0) advance(self, id);
 }
 
+/// How long the page's views may still take once the query's deadline has passed before they
+/// were asked for (the page became known only then): the directory and the scheduler answer
+/// them at once unless stuck, and without them the page's rows would be empty.
+constexpr ms details_grace{250};
+
 /// Asks the directory and the scheduler for the full views of the page's shards and the shards
 /// its sessions hold: a few rows, where the states came a byte per shard.
 void ask_details(inspector_ptr self, uint64_t id, run& r) {
-  if (r.expired) return;
   auto& st = self->state;
   auto shard_kind = kind_rank("shard"), session_kind = kind_rank("session");
   shard_details_request req;
@@ -471,10 +482,11 @@ void ask_details(inspector_ptr self, uint64_t id, run& r) {
     if (c.kind == session_kind) req.sessions.push_back(c.id);
   }
   if (req.shards.empty() && req.sessions.empty()) return;
+  auto wait = r.expired ? caf::timespan{details_grace} : remaining(self, r);
   if (st.t.scheduler && !req.shards.empty()) {
     r.waiting++;
     r.details_waiting++;
-    self->request(st.t.scheduler, remaining(self, r), req)
+    self->request(st.t.scheduler, wait, req)
         .then(
             [=](std::vector<shard_invoker_view>& v) {
               auto i = self->state.runs.find(id);
@@ -483,11 +495,11 @@ void ask_details(inspector_ptr self, uint64_t id, run& r) {
                 i->second.page_invoker[req.shards[k]] = v[k];
               details_done(self, id);
             },
-            [=](caf::error&) { details_done(self, id); });
+            [=](caf::error&) { details_done(self, id, "scheduler"); });
   }
   r.waiting++;
   r.details_waiting++;
-  self->request(st.t.directory, remaining(self, r), req)
+  self->request(st.t.directory, wait, req)
       .then(
           [=](lease_details& d) {
             auto i = self->state.runs.find(id);
@@ -498,7 +510,7 @@ void ask_details(inspector_ptr self, uint64_t id, run& r) {
               i->second.held_by[req.sessions[k]] = d.held[k];
             details_done(self, id);
           },
-          [=](caf::error&) { details_done(self, id); });
+          [=](caf::error&) { details_done(self, id, "directory"); });
 }
 
 /// Moves a query to its next phase once the current one has every answer (or its deadline).
@@ -543,7 +555,9 @@ void expire(inspector_ptr self, uint64_t id) {
     note_no_answer(r, "directory (the shards' states)");
   if (r.details_waiting > 0) note_no_answer(r, "directory or scheduler (the page's views)");
   r.details_waiting = 0;
-  advance(self, id);  // the remaining phases, without asking: rows, page, then finish
+  // The remaining phases without asking an actor: rows, the page (whose views are still asked
+  // for, within details_grace, if it was not known before), then finish.
+  advance(self, id);
 }
 
 /// The query on every node: the cluster actor names the nodes and their inspectors (this one

@@ -73,7 +73,7 @@ typename Inspector::result_type inspect(Inspector& f, actor_stats& x) {
            x.values, x.histograms);
 }
 
-/// The directory's view of one shard (a bulk answer: one per shard of a range, no fan-out).
+/// The directory's view of one shard (for the page's shards: lease_details).
 struct shard_lease_view {
   uint64_t holder = 0;  ///< session id, 0 = nobody
   uint64_t epoch = 0;
