@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <deque>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -58,6 +59,7 @@ struct run {
   /// invoker_mark_of); empty when not asked for or not come.
   std::string lease_marks, invoker_marks;
   bool marks_asked = false, have_lease_marks = false;
+  bool invoker_marks_asked = false, have_invoker_marks = false;
   /// The full views of the page's shards and the shards its sessions hold (phase 3), while
   /// `details_waiting` counts the answers still to come.
   std::unordered_map<uint32_t, shard_lease_view> page_leases;
@@ -65,6 +67,8 @@ struct run {
   std::unordered_map<uint64_t, uint64_t> held_by;
   int details_waiting = 0;
   std::vector<candidate> rows;
+  std::deque<size_t> to_ask;  ///< rows to ask in this phase, at most max_asks_out at a time
+  size_t asks_out = 0;        ///< stats requests sent and not answered, any phase
   /// Every shard of the range, its state (a shard_state's character): one byte per shard where a
   /// row is 48. Shards have rows only when they are asked (every one or a sample) or, ranked by
   /// mailbox, when they match; the others come from here.
@@ -141,6 +145,46 @@ void note_no_answer(run& r, std::string name) {
     r.no_answer_more++;
 }
 
+/// Stats requests one query has out at once; the rest wait in run::to_ask. CAF 0.17 keeps an
+/// actor's awaited replies in a flat map that each reply searches and shifts linearly: a million
+/// requests out at once took minutes, and held the deadline tick (and a stop) behind their replies.
+constexpr size_t max_asks_out = 1000;
+
+void ask(inspector_ptr self, uint64_t id, run& r, size_t k);
+
+/// Asks the queued rows while fewer than max_asks_out are out; then, if nothing is left to
+/// wait for, moves the query on.
+void ask_next(inspector_ptr self, uint64_t id, run& r) {
+  while (!r.to_ask.empty() && r.asks_out < max_asks_out && !r.expired) {
+    auto k = r.to_ask.front();
+    r.to_ask.pop_front();
+    ask(self, id, r, k);
+  }
+}
+
+/// One stats request of query `id` came back (an answer, or an error when `a` is null).
+void asked_back(inspector_ptr self, uint64_t id, int phase, size_t k, actor_stats* a) {
+  auto i = self->state.runs.find(id);
+  if (i == self->state.runs.end()) return;
+  auto& r = i->second;
+  r.asks_out--;
+  if (r.phase != phase || !r.rows[k].pending) {
+    ask_next(self, id, r);
+    return;
+  }
+  auto& c = r.rows[k];
+  c.pending = false;
+  if (a) {
+    c.answered = true;
+    c.mailbox = a->mailbox;
+    c.answer = static_cast<int32_t>(r.answers.size());
+    r.answers.push_back(std::move(*a));
+  }
+  r.waiting--;
+  ask_next(self, id, r);
+  if (r.waiting == 0 && r.to_ask.empty()) advance(self, id);
+}
+
 /// Asks `rows[k]` for its stats in `phase` (unless it still owes an earlier query its answer:
 /// then it counts as not answering this one either).
 void ask(inspector_ptr self, uint64_t id, run& r, size_t k) {
@@ -150,29 +194,15 @@ void ask(inspector_ptr self, uint64_t id, run& r, size_t k) {
   if (r.expired || !self->state.owing.insert(addr).second) return;
   c.pending = true;
   r.waiting++;
+  r.asks_out++;
   int phase = r.phase;
   auto on_answer = [=](actor_stats& a) {
     self->state.owing.erase(addr);
-    auto i = self->state.runs.find(id);
-    if (i == self->state.runs.end() || i->second.phase != phase) return;
-    auto& r = i->second;
-    auto& c = r.rows[k];
-    if (!c.pending) return;
-    c.pending = false;
-    c.answered = true;
-    c.mailbox = a.mailbox;
-    c.answer = static_cast<int32_t>(r.answers.size());
-    r.answers.push_back(std::move(a));
-    if (--r.waiting == 0) advance(self, id);
+    asked_back(self, id, phase, k, &a);
   };
   auto on_error = [=](caf::error&) {
     self->state.owing.erase(addr);
-    auto i = self->state.runs.find(id);
-    if (i == self->state.runs.end() || i->second.phase != phase) return;
-    auto& r = i->second;
-    if (!r.rows[k].pending) return;
-    r.rows[k].pending = false;
-    if (--r.waiting == 0) advance(self, id);
+    asked_back(self, id, phase, k, nullptr);
   };
   // No per-request timeout (100,000 timers would cost more than the answers): the query's one
   // deadline tick ends the phase; a late answer finds the phase over and is dropped.
@@ -522,12 +552,19 @@ void advance(inspector_ptr self, uint64_t id) {
     r.phase = 2;
     build_rows(self, r);
     auto shard_kind = kind_rank("shard");
+    if (r.marks_asked && !r.have_lease_marks) note_no_answer(r, "directory (the shards' states)");
+    if (r.invoker_marks_asked && !r.have_invoker_marks)
+      note_no_answer(r, "scheduler (the shards' states)");
     for (size_t k = 0; k < r.rows.size(); ++k) {
       auto& c = r.rows[k];
       if (!c.target || c.answered) continue;
-      if (c.kind != shard_kind || c.picked) ask(self, id, r, k);
+      if (c.kind != shard_kind || c.picked) {
+        c.asked = true;  // (one the deadline leaves unasked counts as missed)
+        r.to_ask.push_back(k);
+      }
     }
-    if (r.waiting > 0) return;
+    ask_next(self, id, r);
+    if (r.waiting > 0 || !r.to_ask.empty()) return;
   }
   if (r.phase == 2) {
     r.phase = 3;
@@ -551,8 +588,7 @@ void expire(inspector_ptr self, uint64_t id) {
   for (auto& c : r.rows)
     c.pending = false;
   r.waiting = 0;
-  if (r.phase == 1 && r.marks_asked && !r.have_lease_marks)
-    note_no_answer(r, "directory (the shards' states)");
+  r.to_ask.clear();
   if (r.details_waiting > 0) note_no_answer(r, "directory or scheduler (the page's views)");
   r.details_waiting = 0;
   // The remaining phases without asking an actor: rows, the page (whose views are still asked
@@ -663,13 +699,16 @@ inspector_actor::behavior_type inspector_fn(inspector_ptr self, inspector_target
                   [=](caf::error&) { view_done(self, id); });
         }
         if (shards && st.t.scheduler) {
+          r.invoker_marks_asked = true;
           r.waiting++;
           self->request(st.t.scheduler, remaining(self, r), view_atom::value, r.from, r.to)
               .then(
                   [=](std::string& marks) {
                     auto i = self->state.runs.find(id);
-                    if (i != self->state.runs.end() && i->second.phase == 1)
+                    if (i != self->state.runs.end() && i->second.phase == 1) {
                       i->second.invoker_marks = std::move(marks);
+                      i->second.have_invoker_marks = true;
+                    }
                     view_done(self, id);
                   },
                   [=](caf::error&) { view_done(self, id); });

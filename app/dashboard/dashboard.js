@@ -287,8 +287,10 @@ async function tick() {
     text(el("status"), "no answer: " + e.message);
     return;
   }
-  el("status").className = "pill ok";
-  text(el("status"), "live");
+  // A view that missed the inspector's deadline leaves the grid and counts partial: say so.
+  const missing = (o.shards.noAnswer || []).concat(o.actors.noAnswer || []);
+  el("status").className = missing.length ? "pill bad" : "pill ok";
+  text(el("status"), missing.length ? "partial: no answer from " + missing.join(", ") : "live");
   text(el("node"), o.actors.node + " · " + o.shards.shards + " shards");
   text(el("updated"), "updated " + new Date().toLocaleTimeString());
   const log = rowsOf(o.actors, "log")[0] || {};
