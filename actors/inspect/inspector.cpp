@@ -56,10 +56,9 @@ struct run {
   size_t waiting = 0;
   uint32_t from = 0, to = 0;  ///< the shard range, clamped (empty when from > to)
   /// The directory's and the scheduler's byte per shard of the range (lease_mark_of,
-  /// invoker_mark_of); empty when not asked for or not come.
+  /// invoker_mark_of); empty when not asked for or not come (a range asked for is never empty).
   std::string lease_marks, invoker_marks;
-  bool marks_asked = false, have_lease_marks = false;
-  bool invoker_marks_asked = false, have_invoker_marks = false;
+  bool marks_asked = false, invoker_marks_asked = false;
   /// The full views of the page's shards and the shards its sessions hold (phase 3), while
   /// `details_waiting` counts the answers still to come.
   std::unordered_map<uint32_t, shard_lease_view> page_leases;
@@ -347,21 +346,17 @@ void fix_page(const inspector_state& st, run& r) {
       else
         on_page.emplace_back(s, state);
     }
-    auto rows_begin = r.rows.begin() + static_cast<ptrdiff_t>(r.shard_rows_from);
-    auto rows_end = r.rows.begin() + static_cast<ptrdiff_t>(r.shard_rows_to);
-    std::vector<size_t> page_rows;
     for (auto [s, state] : on_page) {  // the sample's row if it has one (built in shard order)
-      auto i = std::lower_bound(rows_begin, rows_end, s,
+      auto first = r.rows.begin() + static_cast<ptrdiff_t>(r.shard_rows_from);
+      auto last = r.rows.begin() + static_cast<ptrdiff_t>(r.shard_rows_to);
+      auto i = std::lower_bound(first, last, s,
                                 [](const candidate& c, uint32_t id) { return c.id < id; });
-      page_rows.push_back(i != rows_end && i->id == s ? static_cast<size_t>(i - r.rows.begin())
-                                                      : SIZE_MAX);
-    }
-    for (size_t i = 0; i < on_page.size(); ++i) {  // (rows may move from here on)
-      if (page_rows[i] == SIZE_MAX) {
-        page_rows[i] = r.rows.size();
-        r.rows.push_back(shard_row(st, on_page[i].first, on_page[i].second));
+      if (i != last && i->id == s) {
+        r.page.push_back(static_cast<size_t>(i - r.rows.begin()));
+      } else {  // (past shard_rows_to: the search above never sees it)
+        r.page.push_back(r.rows.size());
+        r.rows.push_back(shard_row(st, s, state));
       }
-      r.page.push_back(page_rows[i]);
     }
   }
   r.page_fixed = true;  // the answers that come now must not move rows on or off the page
@@ -552,8 +547,8 @@ void advance(inspector_ptr self, uint64_t id) {
     r.phase = 2;
     build_rows(self, r);
     auto shard_kind = kind_rank("shard");
-    if (r.marks_asked && !r.have_lease_marks) note_no_answer(r, "directory (the shards' states)");
-    if (r.invoker_marks_asked && !r.have_invoker_marks)
+    if (r.marks_asked && r.lease_marks.empty()) note_no_answer(r, "directory (the shards' states)");
+    if (r.invoker_marks_asked && r.invoker_marks.empty())
       note_no_answer(r, "scheduler (the shards' states)");
     for (size_t k = 0; k < r.rows.size(); ++k) {
       auto& c = r.rows[k];
@@ -690,10 +685,8 @@ inspector_actor::behavior_type inspector_fn(inspector_ptr self, inspector_target
               .then(
                   [=](std::string& marks) {
                     auto i = self->state.runs.find(id);
-                    if (i != self->state.runs.end() && i->second.phase == 1) {
+                    if (i != self->state.runs.end() && i->second.phase == 1)
                       i->second.lease_marks = std::move(marks);
-                      i->second.have_lease_marks = true;
-                    }
                     view_done(self, id);
                   },
                   [=](caf::error&) { view_done(self, id); });
@@ -705,10 +698,8 @@ inspector_actor::behavior_type inspector_fn(inspector_ptr self, inspector_target
               .then(
                   [=](std::string& marks) {
                     auto i = self->state.runs.find(id);
-                    if (i != self->state.runs.end() && i->second.phase == 1) {
+                    if (i != self->state.runs.end() && i->second.phase == 1)
                       i->second.invoker_marks = std::move(marks);
-                      i->second.have_invoker_marks = true;
-                    }
                     view_done(self, id);
                   },
                   [=](caf::error&) { view_done(self, id); });

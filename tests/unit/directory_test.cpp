@@ -266,52 +266,31 @@ struct fixture {
     sched.run();
   }
   void run() { sched.run(); }
-  /// The directory's introspection row.
-  actor_stats stats() {
-    auto out = std::make_shared<actor_stats>();
-    // (The result comes as an argument: CAF 0.17 binds a null tuple for a function with none,
-    // which UBSan reports.)
+  /// The directory's answer to `msg`. (The result comes as an argument: CAF 0.17 binds a null
+  /// tuple for a function with none, which UBSan reports.)
+  template <class Reply, class... Ts>
+  Reply ask(Ts... msg) {
+    auto out = std::make_shared<Reply>();
     sys.spawn(
-        [d = dir](caf::event_based_actor* self, std::shared_ptr<actor_stats> to) {
-          self->request(d, caf::infinite, stats_atom::value).then([=](actor_stats& a) {
-            *to = std::move(a);
-          });
+        [d = dir, msg...](caf::event_based_actor* self, std::shared_ptr<Reply> into) {
+          self->request(d, caf::infinite, msg...).then([=](Reply& r) { *into = std::move(r); });
         },
         out);
     run();
     return *out;
   }
-
+  /// The directory's introspection row.
+  actor_stats stats() { return ask<actor_stats>(stats_atom::value); }
   /// The directory's full views of shards `from`..`to`, as the inspector asks for its page.
   std::vector<shard_lease_view> view(uint32_t from, uint32_t to) {
     shard_details_request req;
     for (uint32_t s = from; s <= to; ++s)
       req.shards.push_back(s);
-    auto out = std::make_shared<std::vector<shard_lease_view>>();
-    sys.spawn(
-        [d = dir, req](caf::event_based_actor* self,
-                       std::shared_ptr<std::vector<shard_lease_view>> into) {
-          self->request(d, caf::infinite, req).then([=](lease_details& v) {
-            *into = std::move(v.shards);
-          });
-        },
-        out);
-    run();
-    return *out;
+    return ask<lease_details>(req).shards;
   }
-
   /// Its byte per shard of `from`..`to` (lease_mark_of), the inspector's states.
   std::string marks(uint32_t from, uint32_t to) {
-    auto out = std::make_shared<std::string>();
-    sys.spawn(
-        [d = dir, from, to](caf::event_based_actor* self, std::shared_ptr<std::string> into) {
-          self->request(d, caf::infinite, view_atom::value, from, to).then([=](std::string& v) {
-            *into = std::move(v);
-          });
-        },
-        out);
-    run();
-    return *out;
+    return ask<std::string>(view_atom::value, from, to);
   }
 
   connection& connect() {

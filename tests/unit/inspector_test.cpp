@@ -129,6 +129,17 @@ struct node {
   }
 };
 
+/// Shard `s`'s record hears it was leased through endpoint 0 and that holder was lost: one
+/// failure, a backoff.
+void lose_invoked_holder(wake_records& records, uint32_t s) {
+  auto rec = records.get(s);
+  caf::anon_send(rec, leased_atom::value, int32_t{0});
+  lease_end crashed;
+  crashed.crashed = true;
+  crashed.invoked = true;
+  caf::anon_send(rec, crashed);
+}
+
 inspect_query parsed(std::map<std::string, std::string> args) {
   auto q = parse_query(args);
   REQUIRE_MESSAGE(q.has_value(), (q ? std::string() : q.err().message));  // (-s reads it too)
@@ -309,14 +320,8 @@ TEST_CASE("shards on a page follow the grid in shard order, after the other kind
           "are the grid's: filtered by state, across kinds, and where a sample's rows are on it") {
   // Nothing dispatched: every shard due (for recovery); three lose an invoked holder and back off.
   node n(1000, {}, true, 60000, false);  // every record an actor, to be asked
-  for (uint32_t s : {3u, 500u, 997u}) {
-    auto rec = n.invoker.records->get(s);
-    caf::anon_send(rec, leased_atom::value, int32_t{0});
-    lease_end crashed;
-    crashed.crashed = true;
-    crashed.invoked = true;
-    caf::anon_send(rec, crashed);
-  }
+  for (uint32_t s : {3u, 500u, 997u})
+    lose_invoked_holder(*n.invoker.records, s);
   inspect_reply g;
   for (int i = 0; i < 1000; ++i) {  // until the scheduler has heard of the three
     g = n.ask(parsed({{"kind", "shard"}, {"grid", "1"}, {"limit", "0"}})).first;
@@ -552,12 +557,7 @@ TEST_CASE("a wake record never told anything answers as in its initial state, an
 TEST_CASE("a wake record nothing was sent to rests without its actor, answers from its rest, and "
           "comes back with its state") {
   node n(10, {}, false, 200);  // quiet after 200 ms
-  auto rec = n.invoker.records->get(3);
-  caf::anon_send(rec, leased_atom::value, int32_t{0});  // leased through endpoint 0
-  lease_end crashed;
-  crashed.crashed = true;
-  crashed.invoked = true;  // an invoked holder lost: one failure, a backoff
-  caf::anon_send(rec, crashed);
+  lose_invoked_holder(*n.invoker.records, 3);
   auto rested = [&] { return n.invoker.records->actors() == 0; };
   for (int i = 0; i < 1000 && !rested(); ++i)
     std::this_thread::sleep_for(10ms);  // polling the registry: the directory's timer retires it
