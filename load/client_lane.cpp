@@ -257,8 +257,7 @@ void client_lane::receive_loop() {
     bool existing = body.is_object() && body.value("existing", false) && (resent(i) & 1) == 0;
     answered();
     if (res->status == static_cast<uint8_t>(proto::call_status::ok) && !existing) {
-      obs_->answered[i] = 1;
-      obs_->ok++;
+      obs_->start_answered_ok(i);
       if (s_.signals) {
         obs_->signal_sent[i] = std::max<int64_t>(0, obs_->since_t0(clock_type::now()));
         obs_->signals_sent++;

@@ -79,8 +79,7 @@ worker::registry workflows(observations* obs) {
         co_await ctx.wait_for(go, std::chrono::hours(1));
       }
     }
-    if (i < obs->completed.size() && obs->completed[i].exchange(1) == 0) {
-      obs->done++;
+    if (i < obs->completed.size() && obs->run_completed(i)) {
       auto late = obs->since_t0(clock_type::now()) - obs->intended[i].load();
       std::lock_guard<std::mutex> lk{obs->mtx};
       obs->complete_latency.record(static_cast<uint64_t>(std::max<int64_t>(late, 0)));

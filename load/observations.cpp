@@ -9,13 +9,27 @@ namespace fusee::load {
 using worker::json;
 
 observations::observations(size_t starts, uint32_t shards)
-    : intended(starts), answered(starts), completed(starts), durable_steps(starts),
+    : intended(starts), answered(starts), completed(starts), counted(starts), durable_steps(starts),
       durable_epoch(starts), timer_seen(starts), signal_sent(starts), signal_answered(starts),
       cold(starts), active_(shards), pending_(shards) {
   for (auto& x : intended)
     x = -1;
   for (auto& x : signal_sent)
     x = -1;
+}
+
+void observations::start_answered_ok(uint64_t i) {
+  answered[i] = 1;
+  ok++;
+  // Whichever of the answer and the end comes second counts the run (seq_cst: at least one of
+  // the two sees the other's store; the exchange keeps it to one).
+  if (completed[i] != 0 && counted[i].exchange(1) == 0) done++;
+}
+
+bool observations::run_completed(uint64_t i) {
+  if (completed[i].exchange(1) != 0) return false;
+  if (answered[i] == 1 && counted[i].exchange(1) == 0) done++;
+  return true;
 }
 
 void observations::start_sent(uint32_t shard, uint64_t run, int64_t t) {

@@ -41,6 +41,7 @@ struct observations {
   std::vector<std::atomic<int64_t>> intended;   ///< ns after t0 start i was sent for; -1 unsent
   std::vector<std::atomic<uint8_t>> answered;   ///< 0 no answer, 1 ok, 2 refused
   std::vector<std::atomic<uint8_t>> completed;  ///< the run's code reached its end
+  std::vector<std::atomic<uint8_t>> counted;    ///< counted in `done` (answered ok, completed)
   std::vector<std::atomic<uint64_t>> durable_steps;   ///< bit k: step s<k>'s record is durable
   std::vector<std::atomic<uint64_t>> durable_epoch;   ///< the newest lease that reported one
   std::vector<std::atomic<uint8_t>> timer_seen;       ///< its timer's lateness was recorded
@@ -49,6 +50,8 @@ struct observations {
   std::vector<std::atomic<uint8_t>> cold;             ///< its start woke an endpoint
 
   // -- counts ---------------------------------------------------------------------------------
+  /// `done`: runs whose start was answered ok (`ok`) and whose code reached its end, so never
+  /// more than `ok`: a run can end before its start's answer reaches the client.
   std::atomic<uint64_t> sent{0}, ok{0}, refused{0}, done{0}, step_runs{0};
   std::atomic<uint64_t> signals_sent{0}, signals_ok{0}, signals_refused{0};
   /// Starts and signals sent again because the answer was "holder lost: it may have run" (in
@@ -72,6 +75,11 @@ struct observations {
   std::map<std::pair<uint64_t, uint32_t>, uint32_t> executions;  ///< (run, step) -> body runs
   std::map<std::string, uint64_t> refusals;                      ///< reason -> count
   std::string rerun_example;
+
+  /// Run i's start was answered ok / its code reached its end (each once per run; any thread).
+  void start_answered_ok(uint64_t i);
+  /// True the first time for run i (its completion latency is recorded then).
+  bool run_completed(uint64_t i);
 
   // -- cold wakes (runs with no long-lived worker) ----------------------------------------------
   /// Start `run` was sent to `shard` at `t` (ns after t0).

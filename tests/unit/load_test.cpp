@@ -153,6 +153,30 @@ TEST_CASE("a failed run shows the server log's tail, after the head of a sanitiz
   CHECK(u.rfind("file.cpp:3:5: runtime error: signed overflow", 0) == 0);
 }
 
+TEST_CASE("a run counts as completed once both its start's answer and its end came, in either "
+          "order and from racing threads, and only once") {
+  observations obs{4, 1};
+  CHECK(obs.run_completed(0));  // the run ended before the client heard its start's answer
+  CHECK(obs.done == 0);         // so "completed" never runs ahead of "started"
+  CHECK_FALSE(obs.run_completed(0));
+  obs.start_answered_ok(0);
+  CHECK(obs.ok == 1);
+  CHECK(obs.done == 1);
+  obs.start_answered_ok(1);  // the usual order
+  CHECK(obs.done == 1);
+  CHECK(obs.run_completed(1));
+  CHECK(obs.done == 2);
+  CHECK(obs.run_completed(2));  // a start never answered ok: not counted
+  CHECK(obs.done == 2);
+  for (int round = 0; round < 2000; ++round) {  // the answer and the end race
+    observations o{1, 1};
+    std::thread end{[&] { o.run_completed(0); }};
+    o.start_answered_ok(0);
+    end.join();
+    REQUIRE(o.done == 1);
+  }
+}
+
 TEST_CASE("the run's summary names the commonest refusals first and counts the reasons left out") {
   std::map<std::string, uint64_t> refusals{
       {"a rare one", 1}, {"ERR 9: no holder", 40}, {"timed out", 7}, {"b", 1}, {"c", 1}, {"d", 1}};
