@@ -65,6 +65,8 @@ http_reply single_route(caf::actor_system& sys, const admin_context& ctx, inspec
   q.limit = 1;
   auto r = ask(sys, ctx.inspector, q);
   if (!r) return no_inspector();
+  if (auto missing = server::missing_shard(q, r->shards))  // says how many the node has
+    return json(404, proto::json_error(*missing));
   if (r->rows.empty()) return json(404, proto::json_error("no " + what + " on this node"));
   return json(200, row_json(r->rows.front()));
 }

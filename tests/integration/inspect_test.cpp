@@ -244,7 +244,9 @@ TEST_CASE("bad introspection requests get clear errors: admin server and fusee i
   auto [s1, b1] = http_get(admin, "/v1/actors?kind=shards");
   CHECK(s1 == 400);
   CHECK(b1.find("unknown kind \\\"shards\\\"") != std::string::npos);
-  CHECK(http_get(admin, "/v1/shards/4").first == 404);
+  auto [s0, b0] = http_get(admin, "/v1/shards/4");
+  CHECK(s0 == 404);
+  CHECK(b0.find("no shard 4 on this node (it has 4)") != std::string::npos);
   CHECK(http_get(admin, "/v1/shards/two").first == 400);
   CHECK(http_get(admin, "/v1/endpoints?kind=shard").first == 400);
   CHECK(http_request("POST", admin, "/metrics").first == 405);
