@@ -7,7 +7,6 @@
 #include <chrono>
 #include <deque>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "actors/inspect/query.hpp"
 #include "actors/inspect/shard_state.hpp"
@@ -103,6 +102,13 @@ struct run {
   bool page_fixed = false;
 };
 
+/// Row `k` of query `id` waits, in `phase`, for a stats answer.
+struct asker {
+  uint64_t id;
+  int phase;
+  size_t k;
+};
+
 struct inspector_state {
   inspector_state() = default;
   inspector_targets t;
@@ -110,9 +116,16 @@ struct inspector_state {
   bool endpoints_known = false;
   uint64_t next_run = 1;
   std::unordered_map<uint64_t, run> runs;
+  /// A stats request out to an actor, and the queries waiting for its answer.
+  struct owed {
+    time_point sent;
+    std::vector<asker> askers;
+  };
   /// Actors asked and not answered yet, by any query: they are not asked again until they
-  /// answer, so a stuck actor holds one pending request, not one per query.
-  std::unordered_set<caf::actor_addr> owing;
+  /// answer, so a stuck actor holds one pending request, not one per query. A query that finds
+  /// a request younger than `join_window` waits for its answer (a concurrent query's); an older
+  /// one counts as missed at once.
+  std::unordered_map<caf::actor_addr, owed> owing;
   static inline const char* name = "inspector";
 };
 
@@ -149,6 +162,11 @@ void note_no_answer(run& r, std::string name) {
 /// requests out at once took minutes, and held the deadline tick (and a stop) behind their replies.
 constexpr size_t max_asks_out = 1000;
 
+/// How long an unanswered stats request may have been out for a later query to wait for its
+/// answer instead of counting the actor as missed: a concurrent query's ask (two dashboards),
+/// not a stuck actor's.
+constexpr auto join_window = std::chrono::milliseconds{250};
+
 void ask(inspector_ptr self, uint64_t id, run& r, size_t k);
 
 /// Asks the queued rows while fewer than max_asks_out are out; then, if nothing is left to
@@ -184,25 +202,49 @@ void asked_back(inspector_ptr self, uint64_t id, int phase, size_t k, actor_stat
   if (r.waiting == 0 && r.to_ask.empty()) advance(self, id);
 }
 
-/// Asks `rows[k]` for its stats in `phase` (unless it still owes an earlier query its answer:
-/// then it counts as not answering this one either).
+/// Hands an actor's answer (null: an error) to every query waiting for it.
+void answered_all(inspector_ptr self, const caf::actor_addr& addr, actor_stats* a) {
+  auto i = self->state.owing.find(addr);
+  if (i == self->state.owing.end()) return;
+  auto askers = std::move(i->second.askers);
+  self->state.owing.erase(i);
+  for (size_t n = 0; n < askers.size(); ++n) {
+    auto& w = askers[n];
+    if (!a || n + 1 == askers.size()) {
+      asked_back(self, w.id, w.phase, w.k, a);
+    } else {
+      auto copy = *a;
+      asked_back(self, w.id, w.phase, w.k, &copy);
+    }
+  }
+}
+
+/// Asks `rows[k]` for its stats in `phase`. If it has not answered an earlier request yet, this
+/// query waits for that answer when the request is younger than join_window; otherwise the
+/// actor counts as not answering this query either.
 void ask(inspector_ptr self, uint64_t id, run& r, size_t k) {
   auto& c = r.rows[k];
   c.asked = true;
+  if (r.expired) return;
   auto addr = caf::actor_cast<caf::actor_addr>(c.target);
-  if (r.expired || !self->state.owing.insert(addr).second) return;
+  auto now = self->clock().now();
+  auto [i, first] = self->state.owing.try_emplace(addr);
+  auto& o = i->second;
+  if (first) o.sent = now;
+  if (!first && now - o.sent >= join_window) return;
+  if (!first && o.askers.size() >= 64) {  // queries that ended leave their entries: drop them
+    auto& runs = self->state.runs;
+    o.askers.erase(std::remove_if(o.askers.begin(), o.askers.end(),
+                                  [&](const asker& w) { return runs.count(w.id) == 0; }),
+                   o.askers.end());
+  }
+  o.askers.push_back({id, r.phase, k});
   c.pending = true;
   r.waiting++;
   r.asks_out++;
-  int phase = r.phase;
-  auto on_answer = [=](actor_stats& a) {
-    self->state.owing.erase(addr);
-    asked_back(self, id, phase, k, &a);
-  };
-  auto on_error = [=](caf::error&) {
-    self->state.owing.erase(addr);
-    asked_back(self, id, phase, k, nullptr);
-  };
+  if (!first) return;  // the request out answers this query too
+  auto on_answer = [=](actor_stats& a) { answered_all(self, addr, &a); };
+  auto on_error = [=](caf::error&) { answered_all(self, addr, nullptr); };
   // No per-request timeout (100,000 timers would cost more than the answers): the query's one
   // deadline tick ends the phase; a late answer finds the phase over and is dropped.
   self->request(c.target, caf::infinite, stats_atom::value).then(on_answer, on_error);
