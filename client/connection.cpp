@@ -2,6 +2,7 @@
 
 #include "client/secret_file.hpp"
 
+#include "tls/context.hpp"
 #include "tls/tunnel.hpp"
 
 #include <algorithm>
@@ -18,7 +19,6 @@
 #include <unistd.h>
 
 #include <openssl/err.h>
-#include <openssl/x509v3.h>
 
 namespace fusee::client {
 
@@ -76,12 +76,7 @@ proto::result<connection> connection::open(const std::string& host, uint16_t por
     SSL_set_fd(c->ssl_, c->fd_);
     auto name = sec.tls.server_name.empty() ? host : sec.tls.server_name;
     // The listener's certificate must name what was dialled: an IP address or a host name.
-    auto* param = SSL_get0_param(c->ssl_);
-    if (X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str()) != 1) {
-      ERR_clear_error();
-      SSL_set_tlsext_host_name(c->ssl_, name.c_str());
-      SSL_set1_host(c->ssl_, name.c_str());
-    }
+    tls::expect_peer_name(c->ssl_, name);
     timeval tv{static_cast<time_t>(timeout.count() / 1000),
                static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
     ::setsockopt(c->fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));

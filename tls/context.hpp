@@ -35,7 +35,9 @@ proto::result<ctx_ptr> server_context(const server_files& files);
 proto::result<ctx_ptr> client_context(const client_files& files);
 
 /// Makes the handshake on `ssl` (a client's) check that the far side's certificate names
-/// `name`: an IP address (iPAddress) or a host name (dNSName, also sent as SNI).
+/// `name`: an IP address (iPAddress) or a host name (dNSName, also sent as SNI). Here and in
+/// peer_named() only subjectAltNames count, never the subject's CN (OpenSSL's fallback for a
+/// certificate without DNS names), so a name in a CN does not make a peer.
 void expect_peer_name(SSL* ssl, const std::string& name);
 
 /// True if the certificate the far side showed on `ssl` names any of `names` (IP addresses or

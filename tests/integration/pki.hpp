@@ -15,7 +15,8 @@
 namespace fusee::test {
 
 /// A CA, a node certificate for 127.0.0.1 and localhost, a client certificate, the same from a
-/// second CA nobody trusts, and an expired node certificate.
+/// second CA nobody trusts, an expired node certificate, and two that name a peer only in their
+/// CN.
 struct pki {
   temp_dir dir;
   std::filesystem::path at(const std::string& name) const { return dir.path() / name; }
@@ -30,10 +31,12 @@ struct pki {
              "-keyout", at(name + ".key"), "-out", at(name + ".pem"), "-days", "2", "-subj",
              "/CN=" + name});
   }
+  /// Certificate `name` (its CN, unless `cn` is given) signed by `ca`, naming `san`.
   void make_cert(const std::string& name, const std::string& ca, const std::string& san,
-                 const std::string& days = "2") {
+                 const std::string& days = "2", const std::string& cn = "") {
     openssl({"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", at(name + ".key"), "-out", at(name + ".csr"), "-subj", "/CN=" + name});
+             "-keyout", at(name + ".key"), "-out", at(name + ".csr"), "-subj",
+             "/CN=" + (cn.empty() ? name : cn)});
     std::ofstream{at(name + ".ext")} << "subjectAltName=" << san << "\n";
     openssl({"x509", "-req", "-in", at(name + ".csr"), "-CA", at(ca + ".pem"), "-CAkey",
              at(ca + ".key"), "-CAcreateserial", "-out", at(name + ".pem"), "-days", days,
@@ -47,6 +50,10 @@ struct pki {
     make_cert("rogue", "rogue-ca", "DNS:worker-2");
     make_cert("rogue-node", "rogue-ca", "IP:127.0.0.1");
     make_cert("expired", "ca", "IP:127.0.0.1", "0");  // not after = now: expired a second later
+    // Names only in their subject's CN (no DNS name among their subjectAltNames, where OpenSSL
+    // would fall back to the CN): a host name, and a cluster node's address.
+    make_cert("cn-host", "ca", "email:cn-host@example.com", "2", "fusee-node");
+    make_cert("cn-ip", "ca", "email:cn-ip@example.com", "2", "127.0.0.1");
   }
   /// [tls] with `cert` (and, when `mutual`, client certificates signed by `ca` required).
   std::string tls_toml(const std::string& cert, bool mutual, const std::string& ca = "ca") const {

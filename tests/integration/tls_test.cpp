@@ -115,7 +115,8 @@ TEST_CASE("a TLS handshake that gets no answer is no refusal: its error is io (a
   CHECK_MESSAGE(c.err().code == err_code::io, c.err().to_string());
 }
 
-TEST_CASE("a wrong CA, a wrong name and an expired certificate are refused with clear errors") {
+TEST_CASE("a wrong CA, a wrong name, a name only in the CN and an expired certificate are "
+          "refused with clear errors") {
   fixture f;
   auto wrong_ca = f.open(f.certs.client("client", "rogue-ca"));
   REQUIRE(!wrong_ca);
@@ -132,6 +133,14 @@ TEST_CASE("a wrong CA, a wrong name and an expired certificate are refused with 
         std::string::npos);
   named.tls.server_name = "localhost";  // a name the certificate carries
   CHECK(f.open(named));
+  // A name in the certificate's CN alone is no name: only its subjectAltNames count.
+  fixture cn_only(true, false, "cn-host");
+  auto by_cn = cn_only.certs.client();
+  by_cn.tls.server_name = "fusee-node";
+  auto cn_refused = cn_only.open(by_cn);
+  REQUIRE(!cn_refused);
+  CHECK(cn_refused.err().message.find("the server's certificate was refused: hostname mismatch") !=
+        std::string::npos);
   fixture old(true, false, "expired");
   auto expired = old.open(old.certs.client());
   REQUIRE(!expired);
