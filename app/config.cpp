@@ -173,8 +173,11 @@ const setting<token_config> token_settings[] = {
      true},
 };
 
+/// "localhost", "::1" or an IPv4 address in 127.0.0.0/8 (not a name that begins with "127.").
 bool is_loopback_host(const std::string& host) {
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+  in_addr v4{};
+  return host == "localhost" || host == "::1" ||
+         (::inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127);
 }
 
 template <class C, size_t N>
@@ -569,8 +572,9 @@ std::optional<std::string> check_values(server_config& cfg) {
            "with a read token";
   for (size_t i = 0; i < cfg.endpoints.size(); ++i) {
     auto& ep = cfg.endpoints[i];
-    std::string which = "[[endpoint]] #" + std::to_string(i + 1) +
-                        (ep.url.empty() ? std::string{} : " (" + ep.url + ")") + ": ";
+    std::string which =
+        "[[endpoint]] #" + std::to_string(i + 1) +
+        (ep.url.empty() ? std::string{} : " (" + server::logging::display_url(ep.url) + ")") + ": ";
     if (auto err = check_ranges(endpoint_settings, ep, "")) return which + *err;
     if (ep.max_shards > proto::max_invocation_shards(cfg.max_frame_mb))
       return which + "`endpoint.max_shards` = " + std::to_string(ep.max_shards) + " is over the " +

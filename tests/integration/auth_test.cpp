@@ -400,6 +400,10 @@ TEST_CASE("the HTTP API and the admin server take bearer tokens of the same scop
   CHECK(test::http_request("GET", admin, "/metrics", "", 5000).first == 401);
   CHECK(test::http_request("GET", admin, "/v1/overview", "", 5000, {bearer(read_secret)}).first ==
         200);
+  // The scheme's name in any case (RFC 9110), the token as it is.
+  CHECK(test::http_request("GET", admin, "/v1/overview", "", 5000,
+                           {"Authorization: bEARER " + read_secret})
+            .first == 200);
   // Refused before the body is read: without a token, a body announced and never sent is not
   // waited for; nor is one over the limit, token or not.
   auto no_token = answer_to_head(
@@ -453,18 +457,21 @@ TEST_CASE("bad [[token]] tables are refused at start naming the token, never its
     CHECK_MESSAGE(err.find(want) != std::string::npos, err);
     CHECK(err.find(worker_secret) == std::string::npos);
   }
-  // An inspector reachable from other hosts cannot check tokens: refused.
+  // An inspector reachable from other hosts cannot check tokens: refused. (A name that begins
+  // with "127." is a name, not a loopback address.)
   auto cfg = tmp.path() / "open-inspector.toml";
   write_file(cfg, table("a", "worker", good));
-  auto [rc, out] =
-      test::run_process({test::fusee_binary(), "server", "--config", cfg.string(), "--data-dir",
-                         (tmp.path() / "data2").string(), "--listen", "127.0.0.1:0",
-                         "--admin-listen", "127.0.0.1:0", "--inspect-listen", "0.0.0.0:0"},
-                        tmp.path() / "open-inspector.log", 20s);
-  CHECK(rc == 2);
-  CHECK_MESSAGE(out.find("`server.inspect_listen` = \"0.0.0.0:0\" is reachable from other "
-                         "hosts") != std::string::npos,
-                out);
+  for (std::string open : {"0.0.0.0:0", "127.corp.example:0"}) {
+    auto [rc, out] =
+        test::run_process({test::fusee_binary(), "server", "--config", cfg.string(), "--data-dir",
+                           (tmp.path() / "data2").string(), "--listen", "127.0.0.1:0",
+                           "--admin-listen", "127.0.0.1:0", "--inspect-listen", open},
+                          tmp.path() / "open-inspector.log", 20s);
+    CHECK(rc == 2);
+    CHECK_MESSAGE(out.find("`server.inspect_listen` = \"" + open +
+                           "\" is reachable from other hosts") != std::string::npos,
+                  out);
+  }
 }
 
 TEST_CASE("a server without tokens treats AUTH as an unknown kind and the client says so") {

@@ -349,6 +349,9 @@ TEST_CASE("bad settings are refused at start with the key named, and the file an
             "fusee.toml:4: `endpoint.concurrency` = 0 is outside 1..4294967295"},
            {"[[endpoint]]\nurl = \"ftp://x\"\nsecret_file = \"" + secret + "\"\n",
             "fusee.toml:1: [[endpoint]] #1 (ftp://x): `endpoint.url` must start with http://"},
+           // the url as logs show it: no credential in its user part or query
+           {"[[endpoint]]\nurl = \"ftp://u:pw@x/?code=k3y\"\nsecret_file = \"" + secret + "\"\n",
+            "[[endpoint]] #1 (ftp://x/): `endpoint.url` must start with http://"},
            // an invocation's IDLE lists every shard it held, in one frame
            {"[[endpoint]]\nurl = \"http://127.0.0.1:9/\"\nsecret_file = \"" + secret +
                 "\"\nmax_shards = 960001\n",
