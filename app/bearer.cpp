@@ -1,5 +1,7 @@
 #include "app/bearer.hpp"
 
+#include <algorithm>
+
 #include "logging/logging.hpp"
 #include "protocol/json_text.hpp"
 
@@ -20,8 +22,13 @@ std::optional<http_reply> check_bearer(const http_exchange& ex, server::token_st
     return r;
   };
   auto h = ex.headers.find("authorization");
-  constexpr std::string_view prefix = "Bearer ";
-  if (h == ex.headers.end() || h->second.compare(0, prefix.size(), prefix) != 0)
+  constexpr std::string_view prefix = "bearer ";  // the scheme in any case (RFC 9110 §11.1)
+  auto scheme_is_bearer = [&](std::string_view v) {
+    return v.size() >= prefix.size() &&
+           std::equal(prefix.begin(), prefix.end(), v.begin(),
+                      [](char a, char b) { return a == (b >= 'A' && b <= 'Z' ? b + 32 : b); });
+  };
+  if (h == ex.headers.end() || !scheme_is_bearer(h->second))
     return refuse(401, "this server requires a token: send `Authorization: Bearer <token>` with a "
                        "token of the " +
                            std::string{proto::scope_name(needed)} + " scope or above");

@@ -36,12 +36,15 @@ std::optional<proto::error> load_identity(SSL_CTX* ctx, const std::string& cert,
 
 }  // namespace
 
+/// Host names are matched against a certificate's subjectAltNames only, never its subject's CN.
+constexpr unsigned san_only = X509_CHECK_FLAG_NEVER_CHECK_SUBJECT;
+
 void expect_peer_name(SSL* ssl, const std::string& name) {
   auto* param = SSL_get0_param(ssl);
   if (X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str()) == 1) return;
   ERR_clear_error();  // not an address: a host name
   SSL_set_tlsext_host_name(ssl, name.c_str());
-  SSL_set_hostflags(ssl, X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
+  SSL_set_hostflags(ssl, san_only);
   SSL_set1_host(ssl, name.c_str());
 }
 
@@ -51,8 +54,7 @@ bool peer_named(SSL* ssl, const std::vector<std::string>& names) {
   bool found = false;
   for (auto& n : names)
     if (X509_check_ip_asc(cert, n.c_str(), 0) == 1 ||
-        X509_check_host(cert, n.c_str(), n.size(), X509_CHECK_FLAG_NEVER_CHECK_SUBJECT, nullptr) ==
-            1)
+        X509_check_host(cert, n.c_str(), n.size(), san_only, nullptr) == 1)
       found = true;
   X509_free(cert);
   return found;
