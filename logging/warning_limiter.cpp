@@ -4,31 +4,53 @@
 
 namespace fusee::server::logging {
 
-bool warning_limiter::admit(const std::string& key, clock::time_point now, uint64_t* unsaid) {
+warning_limiter::verdict warning_limiter::judge(const std::string& key, clock::time_point now,
+                                                uint64_t* unsaid) {
   std::lock_guard lk{mu_};
-  if (kinds_.size() >= max_keys_ && kinds_.count(key) == 0) kinds_.clear();
-  auto [it, fresh] = kinds_.try_emplace(key, kind{now, 0});
-  if (!fresh && now - it->second.said < std::chrono::minutes(1)) {
+  auto it = kinds_.find(key);
+  if (it == kinds_.end()) {  // a new kind: within the minute's budget of new kinds?
+    if (new_in_window_ == 0 || now - window_ >= std::chrono::minutes(1)) {
+      window_ = now;
+      new_in_window_ = 0;
+    }
+    if (++new_in_window_ > new_per_minute_)  // not remembered: it is new again next time
+      return new_in_window_ == new_per_minute_ + 1 ? verdict::new_flood : verdict::flooded;
+    if (kinds_.size() >= max_keys_) kinds_.clear();
+    kinds_.emplace(key, kind{now, 0});
+    if (unsaid != nullptr) *unsaid = 0;
+    return verdict::warn;
+  }
+  if (now - it->second.said < std::chrono::minutes(1)) {
     it->second.unsaid++;
-    return false;
+    return verdict::held;
   }
   it->second.said = now;
   if (unsaid != nullptr) *unsaid = it->second.unsaid;
   it->second.unsaid = 0;
-  return true;
+  return verdict::warn;
 }
 
 void warning_limiter::warn(const std::string& key, const std::string& line, bool rest_at_debug) {
   uint64_t unsaid = 0;
-  if (!admit(key, &unsaid)) {
+  switch (judge(key, clock::now(), &unsaid)) {
+  case verdict::warn:
+    if (unsaid == 0)
+      spdlog::warn("{}", line);
+    else
+      spdlog::warn("{} (and {} more like it since it was last logged: one a minute is)", line,
+                   unsaid);
+    return;
+  case verdict::new_flood:
+    spdlog::warn("{} (and more: over {} kinds of such warnings began within a minute, a "
+                 "flood from many peers or addresses? New kinds are logged at debug until the "
+                 "minute is over)",
+                 line, new_per_minute_);
+    return;
+  case verdict::held:
+  case verdict::flooded:
     if (rest_at_debug) spdlog::debug("{}", line);
     return;
   }
-  if (unsaid == 0)
-    spdlog::warn("{}", line);
-  else
-    spdlog::warn("{} (and {} more like it since it was last logged: one a minute is)", line,
-                 unsaid);
 }
 
 }  // namespace fusee::server::logging

@@ -17,12 +17,25 @@ public:
   using clock = std::chrono::steady_clock;
 
   /// Remembers at most `max_keys` kinds; past that it forgets them all (each is said again once).
-  explicit warning_limiter(size_t max_keys = 10000) : max_keys_(max_keys) {}
+  /// At most `new_per_minute` kinds are said for the first time within a minute: a peer that
+  /// varies the key (many source addresses) gets one more warning saying so, then debug lines.
+  explicit warning_limiter(size_t max_keys = 10000, size_t new_per_minute = 100)
+      : max_keys_(max_keys), new_per_minute_(new_per_minute) {}
 
-  /// Whether a line of kind `key` at `now` is to be logged as a warning: the first of its kind,
-  /// or a minute or more after the last that was. If so, `*unsaid` (when given) is set to the
-  /// lines of this kind that were not, since then. Any thread.
-  bool admit(const std::string& key, clock::time_point now, uint64_t* unsaid = nullptr);
+  enum class verdict {
+    warn,       ///< the first of its kind, or a minute or more after the last one said
+    held,       ///< said less than a minute ago: held back (counted)
+    new_flood,  ///< the first new kind past the minute's budget: say that kinds flood
+    flooded,    ///< a later new kind past the budget: held back
+  };
+  /// What to do with a line of kind `key` at `now`. On `warn`, `*unsaid` (when given) is set to
+  /// the lines of this kind held back since the last said. Any thread.
+  verdict judge(const std::string& key, clock::time_point now, uint64_t* unsaid = nullptr);
+
+  /// Whether a line of kind `key` at `now` is to be logged as a warning (judge() says `warn`).
+  bool admit(const std::string& key, clock::time_point now, uint64_t* unsaid = nullptr) {
+    return judge(key, now, unsaid) == verdict::warn;
+  }
   bool admit(const std::string& key, uint64_t* unsaid = nullptr) {
     return admit(key, clock::now(), unsaid);
   }
@@ -39,6 +52,9 @@ private:
   std::mutex mu_;
   std::unordered_map<std::string, kind> kinds_;
   size_t max_keys_;
+  size_t new_per_minute_;
+  clock::time_point window_{};  ///< when the minute of new kinds began
+  size_t new_in_window_ = 0;
 };
 
 }  // namespace fusee::server::logging

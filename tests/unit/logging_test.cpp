@@ -45,3 +45,21 @@ TEST_CASE("a warning limiter full of kinds forgets them all: each is said once m
   CHECK(said.admit("c", t0));        // a third kind: the others are forgotten
   CHECK(said.admit("a", t0));
 }
+
+TEST_CASE("at most so many new kinds of warning are said within a minute: a flood from many "
+          "addresses is said once, then held until the minute is over") {
+  warning_limiter said(10000, 3);
+  auto t0 = warning_limiter::clock::time_point{} + std::chrono::hours(1);
+  using v = warning_limiter::verdict;
+  CHECK(said.judge("refused 10.0.0.1", t0) == v::warn);
+  CHECK(said.judge("refused 10.0.0.2", t0) == v::warn);
+  CHECK(said.judge("refused 10.0.0.1", t0) == v::held);  // a known kind costs no budget
+  CHECK(said.judge("refused 10.0.0.3", t0 + std::chrono::seconds(30)) == v::warn);
+  CHECK(said.judge("refused 10.0.0.4", t0 + std::chrono::seconds(31)) == v::new_flood);
+  CHECK(said.judge("refused 10.0.0.5", t0 + std::chrono::seconds(32)) == v::flooded);
+  CHECK(said.judge("refused 10.0.0.4", t0 + std::chrono::seconds(33)) == v::flooded);
+  // Kinds said before keep their minute.
+  CHECK(said.judge("refused 10.0.0.1", t0 + std::chrono::minutes(1)) == v::warn);
+  // A minute after the window began, new kinds are said again.
+  CHECK(said.judge("refused 10.0.0.5", t0 + std::chrono::minutes(1)) == v::warn);
+}
