@@ -14,6 +14,7 @@
 #include "protocol/invocation_request.hpp"
 #include "protocol/json_text.hpp"
 #include "protocol/signature.hpp"
+#include "protocol/unix_time.hpp"
 #include "worker/runtime.hpp"
 
 namespace fusee::app {
@@ -150,7 +151,24 @@ int run_handler(const handler_config& cfg) {
   std::string err;
   http_server::options o;
   o.max_body = proto::max_invocation_body;
+  // Two of the largest bodies at once (a real invocation's is a few hundred bytes): connections
+  // that send large bodies slowly cannot take the memory before their signatures are checked.
+  o.max_bodies = 2 * proto::max_invocation_body;
   o.max_connections = cfg.max_connections;
+  // Refused before the body is read: not a POST, or a signature header that no body can make
+  // good (missing, malformed, out of the clock's tolerance). Its digest needs the body.
+  o.g = [&](const http_exchange& ex) -> std::optional<http_reply> {
+    if (ex.method != "POST") return json_reply(405, json_error("POST only"));
+    auto sig = ex.headers.find("fusee-signature");
+    auto bad = sig == ex.headers.end()
+                   ? std::optional<proto::signature_failure>{proto::signature_failure{
+                         proto::signature_error::malformed, "no fusee-signature header"}}
+                   : proto::check_header(sig->second, proto::unix_ms(), cfg.tolerance_ms);
+    if (!bad) return std::nullopt;
+    std::fprintf(stderr, "fusee handler: refused a POST before its body: 401 %s\n",
+                 bad->message.c_str());
+    return json_reply(401, json_error(bad->message));
+  };
   o.limit_name = "fusee handler --max-connections";
   auto srv = http_server::start(
       at->host, at->port,

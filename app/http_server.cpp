@@ -63,6 +63,8 @@ struct http_server::impl {
   gate g;
   size_t max_body = 0;
   std::atomic<uint64_t> bodies_refused{0};  ///< answered 413
+  size_t max_bodies = 0;                    ///< options::max_bodies
+  std::atomic<size_t> bodies_held{0};       ///< bytes of bodies held by requests now
   uint32_t max_connections = http_server::default_max_connections;
   std::string limit_name;             ///< the setting that sets max_connections, for the log
   std::string host;                   ///< as given, for the log
@@ -174,6 +176,8 @@ struct request_state {
   http_exchange ex;
   bool started = false;  ///< the access handler has seen the headers
   bool too_large = false;
+  bool over_total = false;  ///< its body would have taken bodies_held past max_bodies
+  size_t held = 0;          ///< its bytes in bodies_held
   std::shared_ptr<pending_reply> pending;
 };
 
@@ -238,14 +242,32 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
     return MHD_YES;
   }
   if (*upload_size > 0) {  // body chunks
-    if (st->ex.body.size() + *upload_size > self->max_body)
-      st->too_large = true;
-    else
-      st->ex.body.append(upload, *upload_size);
+    auto n = *upload_size;
     *upload_size = 0;
+    if (st->too_large || st->over_total) return MHD_YES;  // read and dropped
+    if (st->ex.body.size() + n > self->max_body) {
+      st->too_large = true;
+    } else if (self->max_bodies != 0 && self->bodies_held.fetch_add(n) + n > self->max_bodies) {
+      self->bodies_held.fetch_sub(n);
+      st->over_total = true;
+    } else {
+      if (self->max_bodies != 0) st->held += n;
+      st->ex.body.append(upload, n);
+    }
+    if (st->too_large || st->over_total) {  // what it held goes now
+      self->bodies_held.fetch_sub(st->held);
+      st->held = 0;
+      std::string{}.swap(st->ex.body);
+    }
     return MHD_YES;
   }
   if (st->too_large) return refuse_too_large(self, conn);
+  if (st->over_total)
+    return respond(conn, http_reply{503, "application/json",
+                                    proto::json_error("too many request bodies are being "
+                                                      "received at once: try again",
+                                                      "busy") +
+                                        "\n"});
   if (!self->ah) return respond(conn, self->h(st->ex));
   if (st->pending) {  // resumed: the reply is there
     std::lock_guard lock(st->pending->mu);
@@ -284,6 +306,7 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
 
 void on_completed(void* cls, MHD_Connection*, void** con_cls, MHD_RequestTerminationCode) {
   auto* st = static_cast<request_state*>(*con_cls);
+  if (st && st->held != 0) static_cast<http_server::impl*>(cls)->bodies_held.fetch_sub(st->held);
   if (st && st->pending) {
     std::lock_guard lock(st->pending->mu);
     st->pending->gone = true;
@@ -472,6 +495,7 @@ std::unique_ptr<http_server> http_server::make(http_server::options o) {
   s->impl_ = std::make_unique<impl>();
   s->impl_->g = std::move(o.g);
   s->impl_->max_body = o.max_body;
+  s->impl_->max_bodies = o.max_bodies;
   s->impl_->max_connections = o.max_connections;
   s->impl_->limit_name = std::move(o.limit_name);
   return s;
@@ -513,6 +537,10 @@ std::unique_ptr<http_server> http_server::start_async(const std::string& host, u
 
 uint64_t http_server::bodies_refused() const {
   return impl_->bodies_refused.load(std::memory_order_relaxed);
+}
+
+size_t http_server::bodies_held() const {
+  return impl_->bodies_held.load();
 }
 
 uint32_t http_server::connections_open() const {

@@ -107,11 +107,17 @@ std::string sign(std::string_view secret, uint64_t t_ms, std::string_view body) 
   return sign(std::span<const std::string>{&s, 1}, t_ms, body);
 }
 
-std::optional<signature_failure> verify(std::string_view header, std::string_view body,
-                                        std::span<const std::string> secrets, uint64_t now_ms,
-                                        uint64_t tolerance_ms) {
-  std::optional<std::string_view> t_text;
+namespace {
+
+/// A header's parts, once it is well formed and its t within the tolerance.
+struct header_parts {
+  std::string_view t_text;
   std::vector<sha256_digest> given;
+};
+
+std::optional<signature_failure> parse_header(std::string_view header, uint64_t now_ms,
+                                              uint64_t tolerance_ms, header_parts& out) {
+  std::optional<std::string_view> t_text;
   size_t start = 0;
   while (start <= header.size()) {
     size_t comma = header.find(',', start);
@@ -131,14 +137,14 @@ std::optional<signature_failure> verify(std::string_view header, std::string_vie
     } else if (key == "v1") {
       auto d = parse_digest(value);
       if (!d) return failure(signature_error::malformed, "v1= must be 64 lowercase hex digits");
-      given.push_back(*d);
+      out.given.push_back(*d);
     }
   }
   if (!t_text) return failure(signature_error::malformed, "signature has no t=");
   auto t = parse_decimal(*t_text);
   if (!t)
     return failure(signature_error::malformed, "t= must be a decimal Unix time in milliseconds");
-  if (given.empty()) return failure(signature_error::malformed, "signature has no v1=");
+  if (out.given.empty()) return failure(signature_error::malformed, "signature has no v1=");
   if (*t < now_ms && now_ms - *t > tolerance_ms)
     return failure(signature_error::too_old, "signature is " + std::to_string(now_ms - *t) +
                                                  " ms old; the tolerance is " +
@@ -147,10 +153,27 @@ std::optional<signature_failure> verify(std::string_view header, std::string_vie
     return failure(signature_error::too_new, "signature is " + std::to_string(*t - now_ms) +
                                                  " ms in the future; the tolerance is " +
                                                  std::to_string(tolerance_ms) + " ms");
+  out.t_text = *t_text;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<signature_failure> check_header(std::string_view header, uint64_t now_ms,
+                                              uint64_t tolerance_ms) {
+  header_parts parts;
+  return parse_header(header, now_ms, tolerance_ms, parts);
+}
+
+std::optional<signature_failure> verify(std::string_view header, std::string_view body,
+                                        std::span<const std::string> secrets, uint64_t now_ms,
+                                        uint64_t tolerance_ms) {
+  header_parts parts;
+  if (auto bad = parse_header(header, now_ms, tolerance_ms, parts)) return bad;
   bool match = false;
   for (const auto& secret : secrets) {
-    auto want = sign_digest(secret, *t_text, body);
-    for (const auto& d : given)
+    auto want = sign_digest(secret, parts.t_text, body);
+    for (const auto& d : parts.given)
       match |= CRYPTO_memcmp(want.data(), d.data(), want.size()) == 0;
   }
   if (!match)

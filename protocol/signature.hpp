@@ -41,6 +41,13 @@ struct signature_failure {
   std::string message;
 };
 
+/// What can be checked of a header without its body: well formed (t= and at least one v1=) and
+/// t within the tolerance of `now_ms`. verify() checks this first; a receiver may call it alone
+/// to refuse a bad header before it reads the body.
+std::optional<signature_failure>
+check_header(std::string_view header, uint64_t now_ms,
+             uint64_t tolerance_ms = default_signature_tolerance_ms);
+
 /// Checks a header against `body` for any of `secrets` (several during rotation). Digests are
 /// compared in constant time. Returns nothing when the signature is good. Entries with other
 /// keys than t and v1 are ignored, so a later scheme can be added beside v1.

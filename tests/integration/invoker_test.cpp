@@ -15,6 +15,8 @@
 #include "protocol/invocation_request.hpp"
 #include "protocol/shard_hash.hpp"
 #include "protocol/signature.hpp"
+#include "protocol/unix_time.hpp"
+#include "raw_socket.hpp"
 #include "server_process.hpp"
 #include "worker.hpp"
 
@@ -453,12 +455,38 @@ TEST_CASE("signing-key rotation: a handler listing the current and the previous 
 TEST_CASE("fusee handler reads invocation bodies up to 32 MiB (a million-shard invocation's) and "
           "refuses a larger one with 413 body_too_large") {
   handler_process h;
-  // Over 1 MiB, the limit it had: read whole, then refused for its missing signature (401).
+  // Over 1 MiB, the limit it had: read whole (its header is well formed and fresh), then
+  // refused for its digest (401).
+  std::vector<std::string> forged{"fusee-signature: t=" + std::to_string(proto::unix_ms()) +
+                                  ",v1=" + std::string(64, '0')};
   std::string big(2u << 20, ' ');
-  auto [status, body] = http_request("POST", h.port, "/invoke", big, 30000);
+  auto [status, body] = http_request("POST", h.port, "/invoke", big, 30000, forged);
   CHECK_MESSAGE(status == 401, body);
+  CHECK_MESSAGE(body.find("does not match") != std::string::npos, body);
   std::string over(proto::max_invocation_body + 1, ' ');
-  auto [too_large, refusal] = http_request("POST", h.port, "/invoke", over, 30000);
+  auto [too_large, refusal] = http_request("POST", h.port, "/invoke", over, 30000, forged);
   CHECK(too_large == 413);
   CHECK_MESSAGE(refusal.find("\"code\":\"body_too_large\"") != std::string::npos, refusal);
+}
+
+TEST_CASE("fusee handler refuses a POST whose signature header no body can make good before "
+          "reading its body: none, malformed, or out of the clock's tolerance") {
+  handler_process h;
+  auto old = std::to_string(proto::unix_ms() - 600000);  // 10 minutes ago; the tolerance is 5
+  for (std::string header :
+       {std::string{}, std::string{"fusee-signature: garbage\r\n"},
+        "fusee-signature: t=" + old + ",v1=" + std::string(64, '0') + "\r\n"}) {
+    CAPTURE(header);
+    // A body announced and never sent: the answer comes anyway.
+    raw_socket s(h.port, "POST /invoke HTTP/1.1\r\nHost: x\r\n" + header +
+                             "Content-Length: 1000000\r\n\r\n");
+    std::string out;
+    for (auto got = s.read(10s); got && !got->empty() && out.find("}") == std::string::npos;
+         got = s.read(10s))
+      out += *got;
+    CHECK_MESSAGE(out.rfind("HTTP/1.1 401", 0) == 0, out);
+  }
+  CHECK_MESSAGE(h.log().find("refused a POST before its body: 401 signature is") !=
+                    std::string::npos,
+                h.log());
 }

@@ -10,6 +10,7 @@
 
 #include "actors/http_client.hpp"
 #include "app/http_server.hpp"
+#include "integration/raw_socket.hpp"
 #include "protocol/signature.hpp"
 
 using namespace fusee;
@@ -192,6 +193,56 @@ TEST_CASE("the HTTP server refuses oversized bodies with 413") {
   CHECK(r.body ==
         "{\"error\":\"body over 16 bytes\",\"code\":\"body_too_large\"}\n");  // JSON ending with a
                                                                               // newline
+}
+
+TEST_CASE("the HTTP server holds at most max_bodies bytes of bodies at once: one that would go "
+          "past gets 503, and what a request held is free once it is answered") {
+  std::string err;
+  app::http_server::options o;
+  o.max_body = 1000;
+  o.max_bodies = 1500;
+  auto srv = app::http_server::start(
+      "127.0.0.1", 0,
+      [](const app::http_exchange& ex) {
+        return app::http_reply{200, "text/plain", ex.body};
+      },
+      &err, o);
+  REQUIRE(srv);
+  auto head = [](size_t n) {
+    return "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(n) + "\r\n\r\n";
+  };
+  auto answer = [](test::raw_socket& s) {
+    std::string out;
+    for (auto got = s.read(std::chrono::seconds(10)); got && !got->empty();
+         got = s.read(std::chrono::seconds(10))) {
+      out += *got;
+      auto end = out.find("\r\n\r\n");
+      auto len = out.find("Content-Length: ");
+      if (end != std::string::npos && len != std::string::npos &&
+          out.size() >= end + 4 + std::stoul(out.substr(len + 16)))
+        break;
+    }
+    return out;
+  };
+  auto await_held = [&](size_t n) {
+    for (int i = 0; i < 2000 && srv->bodies_held() != n; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // (polls a condition)
+    return srv->bodies_held() == n;
+  };
+  test::raw_socket slow(srv->port(), head(1000) + std::string(900, 'a'));
+  REQUIRE(await_held(900));
+  test::raw_socket whole(srv->port(), head(1000) + std::string(1000, 'b'));
+  auto refused = answer(whole);
+  CHECK(refused.rfind("HTTP/1.1 503", 0) == 0);
+  CHECK(refused.find("\"code\":\"busy\"") != std::string::npos);
+  CHECK(srv->bodies_held() == 900);  // the refused body's bytes were let go
+  REQUIRE(::send(slow.fd, std::string(100, 'a').data(), 100, MSG_NOSIGNAL) == 100);
+  auto ok = answer(slow);
+  CHECK(ok.rfind("HTTP/1.1 200", 0) == 0);
+  CHECK(ok.find(std::string(1000, 'a')) != std::string::npos);
+  CHECK(await_held(0));
+  test::raw_socket again(srv->port(), head(1000) + std::string(1000, 'c'));
+  CHECK(answer(again).rfind("HTTP/1.1 200", 0) == 0);
 }
 
 TEST_CASE("the HTTP client holds at most its max_connections open: more POSTs wait for one and go "

@@ -114,8 +114,23 @@ TEST_CASE("malformed headers are refused as malformed") {
     REQUIRE(r);
     CHECK(r->reason == signature_error::malformed);
     CHECK_FALSE(r->message.empty());
+    auto head_only = check_header(h, t0);  // the same refusal before the body is read
+    REQUIRE(head_only);
+    CHECK(head_only->message == r->message);
   }
   // Unknown schemes are skipped, so a later v2 can ride along.
   auto h = sign("k", t0, body) + ",v2=whatever";
   CHECK_FALSE(verify(h, body, secrets, t0));
+}
+
+TEST_CASE("a header alone is checked for its form and its time, not for its digest") {
+  auto h = sign("k", t0, body);
+  CHECK_FALSE(check_header(h, t0));
+  auto forged = "t=" + std::to_string(t0) + ",v1=" + std::string(64, '0');
+  CHECK_FALSE(check_header(forged, t0));  // only the body can tell (verify: a mismatch)
+  CHECK(verify(forged, body, std::vector<std::string>{"k"}, t0)->reason ==
+        signature_error::mismatch);
+  uint64_t tol = default_signature_tolerance_ms;
+  CHECK(check_header(h, t0 + tol + 1)->reason == signature_error::too_old);
+  CHECK(check_header(h, t0 - tol - 1)->reason == signature_error::too_new);
 }
