@@ -34,6 +34,11 @@ struct worker_options {
   /// revoked shard's, a RELEASE refused at once: append_window.hpp).
   uint32_t max_appends_in_flight = 8192;
   runner_settings runner;
+  /// A run's next operation waits for the loop's next turn once this long has passed since the
+  /// loop last read its connection, so that a run busy with step after step still learns of a
+  /// revoked lease, a lost connection, a cancel or the budget's end before its next step (not
+  /// after its last). 0: never.
+  uint32_t max_turn_ms = 50;
   uint32_t recover_page_bytes = 4u << 20;
   /// How long to wait for the LEASE answering HELLO.
   uint32_t hello_timeout_ms = 10000;

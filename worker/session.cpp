@@ -112,6 +112,7 @@ proto::result<void> session::take_lease(proto::result<proto::lease> lease) {
 
 bool session::turn(std::chrono::milliseconds wait) {
   auto r = conn_.receive(wait);
+  turn_began_ = clock::now();
   // At most max_frames per turn, so timers, replies and pings keep their turn under load.
   constexpr int max_frames = 256;
   more_ = false;

@@ -75,6 +75,10 @@ public:
   uint64_t now_ms() override;
   uint64_t random() override { return rng_(); }
   void before_step() override { flush(); }
+  bool turn_over() override {
+    return options_.max_turn_ms != 0 &&
+           clock::now() - turn_began_ > std::chrono::milliseconds(options_.max_turn_ms);
+  }
   uint64_t next_request_id() override { return next_id_++; }
   void log(const std::string& line) override;
 
@@ -244,6 +248,7 @@ private:
   bool hello_refused_ = false;
   uint64_t calls_ = 0;
   bool more_ = false;
+  clock::time_point turn_began_ = clock::now();  ///< when turn() last read the connection
   clock::duration lease_wait_{};
   std::optional<proto::cluster_map_frame> cluster_map_;
   /// Keeps `m` if it is a CLUSTER_MAP (true).

@@ -599,14 +599,14 @@ void shard_runner::tick() {
 
 template <class What, class Op>
 bool shard_runner::now_or_parked(run_state& run, What what, Op op) {
-  if (!backlogged()) return op();
+  if (!backlogged() && !env_.turn_over()) return op();
   park(run, what(), std::move(op));
   return false;
 }
 
 void shard_runner::resume_parked() {
   if (leaving_) return;  // the next holder runs them
-  while (!parked_ids_.empty() && !backlogged()) {
+  while (!parked_ids_.empty() && !backlogged() && !env_.turn_over()) {
     auto it = runs_.find(parked_ids_.front());
     parked_ids_.pop_front();
     if (it == runs_.end() || !it->second->live || it->second->wait != run_state::wait_kind::backlog)

@@ -38,6 +38,10 @@ struct runner_env {
   virtual uint64_t next_request_id() = 0;
   /// A line for the operator (stderr in the programs).
   virtual void log(const std::string& line) = 0;
+  /// True once the runtime's loop has run this long without reading its connection: the next
+  /// operation parks, so that revocations, a lost connection, cancels and the budget are seen
+  /// between a run's long steps (worker_options::max_turn_ms). Never, by default.
+  virtual bool turn_over() { return false; }
 };
 
 /// A step whose outcome record became durable (runner_settings::on_step_durable). The references
@@ -174,10 +178,11 @@ private:
   bool backlogged() const {
     return settings_.max_records_ahead != 0 && last_lsn() - durable_ >= settings_.max_records_ahead;
   }
-  /// An operation's live part `op` (true: its result is set) now, or, when backlogged(), parked
-  /// (described by what()) for resume_parked(): false then. Every operation writes a record, so
-  /// none runs ahead of the bound: a loop of steps, now(), sleep(0) or sends yields to the
-  /// worker's loop. Nothing is built for parking unless it parks.
+  /// An operation's live part `op` (true: its result is set) now, or, when backlogged() or the
+  /// loop's turn is over (runner_env::turn_over), parked (described by what()) for
+  /// resume_parked(): false then. Every operation writes a record, so none runs ahead of the
+  /// bound: a loop of steps, now(), sleep(0) or sends yields to the worker's loop, which reads
+  /// its connection before the next. Nothing is built for parking unless it parks.
   template <class What, class Op>
   bool now_or_parked(run_state& run, What what, Op op);
   /// Does `run`'s parked operation now: one it did not co_await, when it asks for the next

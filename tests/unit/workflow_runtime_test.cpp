@@ -30,6 +30,13 @@ struct fake_env : runner_env {
   void before_step() override { ++before_steps; }
   uint64_t next_request_id() override { return ids++; }
   void log(const std::string& l) override { lines.push_back(l); }
+  /// The loop's turn is over once turn_over() said "not yet" this many times more (-1: never).
+  int turn_checks_left = -1;
+  bool turn_over() override {
+    if (turn_checks_left <= 0) return turn_checks_left == 0;
+    --turn_checks_left;
+    return false;
+  }
 };
 
 /// Counts the executions of step bodies by (workflow, step).
@@ -1234,6 +1241,25 @@ TEST_CASE("timers, wait time-outs and step retries that come due together write 
       for (int i = 0; i < 6; ++i)
         CHECK(t.b.of("r" + std::to_string(i), "call") == 2);  // the failed try and the retry
   }
+}
+
+TEST_CASE("a loop of steps parks once the worker's loop has had its turn and goes on at the next "
+          "tick, so the loop reads its connection between steps; each body runs once") {
+  rig t;
+  t.env.turn_checks_left = 3;  // three operations, then the turn is over
+  t.start_loop(1, "l", 10);
+  CHECK(t.b.of("l", "loop") == 3);
+  CHECK(t.runner->next_wake_ms() == t.env.now);  // the loop comes back at once
+  t.durable();
+  CHECK(t.reply(1).has_value());  // the start is answered without waiting for every step
+  t.env.turn_checks_left = 3;     // the next turn
+  t.runner->tick();
+  CHECK(t.b.of("l", "loop") == 6);
+  t.env.turn_checks_left = -1;
+  t.runner->tick();
+  CHECK(t.b.of("l", "loop") == 10);
+  t.call(2, "result", {{"id", "l"}});
+  CHECK(t.answer(2)["status"] == "completed");
 }
 
 TEST_CASE("without the bound (max_records_ahead = 0) a loop of ready operations runs in one go") {
