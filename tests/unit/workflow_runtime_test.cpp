@@ -1244,7 +1244,7 @@ TEST_CASE("timers, wait time-outs and step retries that come due together write 
 }
 
 TEST_CASE("a loop of steps parks once the worker's loop has had its turn and goes on at the next "
-          "tick, so the loop reads its connection between steps; each body runs once") {
+          "tick, so the loop reads its connection between steps, and each body runs once") {
   rig t;
   t.env.turn_checks_left = 3;  // three operations, then the turn is over
   t.start_loop(1, "l", 10);
