@@ -342,13 +342,20 @@ int64_t silence_ns(const session_state& st) {
 void end_session(session_ptr self, const std::string& why, bool failed = false);
 
 /// The peer stopped reading: the lane is over limits.write_buffer_mb.
+/// What becomes of a worker's leases when its connection ends, for the log: an invoked worker's
+/// shards are the invoker's to wake again.
+const char* leases_go(const session_state& st) {
+  if (st.who != role::worker) return "";
+  return st.invoked ? "; its leases end (the invoker wakes the shards again when due)"
+                    : "; its leases go to standbys";
+}
+
 void overflow(session_ptr self) {
   auto& st = self->state;
   if (st.closing) return;
   spdlog::warn("a connection stopped reading: more than {} bytes wait to be written to it "
                "(limits.write_buffer_mb); closing it{} session={} peer={} name={}",
-               st.conn->lane()->limit(),
-               st.who == role::worker ? ", its leases go to standbys" : "", st.id, st.peer,
+               st.conn->lane()->limit(), leases_go(st), st.id, st.peer,
                logging::quoted(st.peer_name));
   st.conn->lane()->abort();  // drop what waits: the peer does not read it
   end_session(self, "it stopped reading (limits.write_buffer_mb)");
@@ -376,9 +383,9 @@ void end_session(session_ptr self, const std::string& why, bool failed) {
     failed = true;
     reason = std::string{"writing to it failed: "} + std::strerror(e);
   }
-  auto line = fmt::format("connection closed: {}{} session={} peer={} name={}", reason,
-                          failed && st.who == role::worker ? "; its leases go to standbys" : "",
-                          st.id, st.peer, logging::quoted(st.peer_name));
+  auto line =
+      fmt::format("connection closed: {}{} session={} peer={} name={}", reason,
+                  failed ? leases_go(st) : "", st.id, st.peer, logging::quoted(st.peer_name));
   if (failed)  // a peer can cause it at will (reset its connections): limited
     logging::warn_limited("closed " + st.peer_ip + " " + reason, line);
   else
