@@ -341,7 +341,6 @@ int64_t silence_ns(const session_state& st) {
 /// lane's failure) is a warning; any other end is logged at debug.
 void end_session(session_ptr self, const std::string& why, bool failed = false);
 
-/// The peer stopped reading: the lane is over limits.write_buffer_mb.
 /// What becomes of a worker's leases when its connection ends, for the log: an invoked worker's
 /// shards are the invoker's to wake again.
 const char* leases_go(const session_state& st) {
@@ -350,6 +349,7 @@ const char* leases_go(const session_state& st) {
                     : "; its leases go to standbys";
 }
 
+/// The peer stopped reading: the lane is over limits.write_buffer_mb.
 void overflow(session_ptr self) {
   auto& st = self->state;
   if (st.closing) return;

@@ -11,6 +11,7 @@
 #include "app/ready_file.hpp"
 #include "client/connection.hpp"
 #include "client/secret_file.hpp"
+#include "logging/warning_limiter.hpp"
 #include "protocol/invocation_request.hpp"
 #include "protocol/json_text.hpp"
 #include "protocol/signature.hpp"
@@ -151,8 +152,9 @@ int run_handler(const handler_config& cfg) {
   std::string err;
   http_server::options o;
   o.max_body = proto::max_invocation_body;
-  // Two of the largest bodies at once (a real invocation's is a few hundred bytes): connections
-  // that send large bodies slowly cannot take the memory before their signatures are checked.
+  // Two of the largest bodies at once past each one's first 64 KiB (a real invocation's is a few
+  // hundred bytes): connections that send large bodies slowly cannot take the memory before
+  // their signatures are checked, nor keep a real invocation out.
   o.max_bodies = 2 * proto::max_invocation_body;
   o.max_connections = cfg.max_connections;
   // Refused before the body is read: not a POST, or a signature header that no body can make
@@ -165,8 +167,16 @@ int run_handler(const handler_config& cfg) {
                          proto::signature_error::malformed, "no fusee-signature header"}}
                    : proto::check_header(sig->second, proto::unix_ms(), cfg.tolerance_ms);
     if (!bad) return std::nullopt;
-    std::fprintf(stderr, "fusee handler: refused a POST before its body: 401 %s\n",
-                 bad->message.c_str());
+    // Anyone who reaches the port can send these: one line a minute per reason, with a count.
+    static server::logging::warning_limiter said;
+    uint64_t unsaid = 0;
+    if (said.admit("header " + std::to_string(static_cast<int>(bad->reason)), &unsaid))
+      std::fprintf(stderr, "fusee handler: refused a POST before its body: 401 %s%s\n",
+                   bad->message.c_str(),
+                   unsaid == 0 ? ""
+                               : (" (and " + std::to_string(unsaid) +
+                                  " more like it since the last such line: one a minute is)")
+                                     .c_str());
     return json_reply(401, json_error(bad->message));
   };
   o.limit_name = "fusee handler --max-connections";

@@ -220,6 +220,9 @@ MHD_Result refuse_too_large(http_server::impl* self, MHD_Connection* conn) {
                            "\n"});
 }
 
+/// The bytes of each body that options::max_bodies does not count.
+constexpr size_t small_body = 64 * 1024;
+
 MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const char* method,
                       const char*, const char* upload, size_t* upload_size, void** con_cls) {
   auto* self = static_cast<http_server::impl*>(cls);
@@ -245,13 +248,18 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
     auto n = *upload_size;
     *upload_size = 0;
     if (st->too_large || st->over_total) return MHD_YES;  // read and dropped
-    if (st->ex.body.size() + n > self->max_body) {
+    // The first small_body bytes of each body are not counted against max_bodies: a small
+    // request (a real invocation's) is never refused because large ones fill the pool.
+    size_t had = st->ex.body.size();
+    size_t counted = had + n <= small_body ? 0 : had >= small_body ? n : had + n - small_body;
+    if (had + n > self->max_body) {
       st->too_large = true;
-    } else if (self->max_bodies != 0 && self->bodies_held.fetch_add(n) + n > self->max_bodies) {
-      self->bodies_held.fetch_sub(n);
+    } else if (self->max_bodies != 0 && counted != 0 &&
+               self->bodies_held.fetch_add(counted) + counted > self->max_bodies) {
+      self->bodies_held.fetch_sub(counted);
       st->over_total = true;
     } else {
-      if (self->max_bodies != 0) st->held += n;
+      if (self->max_bodies != 0) st->held += counted;
       st->ex.body.append(upload, n);
     }
     if (st->too_large || st->over_total) {  // what it held goes now

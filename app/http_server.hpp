@@ -68,8 +68,9 @@ public:
   /// default argument: GCC cannot take `= {}` of a nested struct with member initializers.)
   struct options {
     size_t max_body = 1 << 20;  ///< larger bodies get 413
-    /// Bytes of bodies held at once over all requests (0: no limit beyond max_body each); a
-    /// body that would go past it gets 503, so many slow large bodies cannot take the memory.
+    /// Bytes of bodies held at once over all requests beyond the first 64 KiB of each (0: no
+    /// limit beyond max_body each); a body that would go past it gets 503, so many slow large
+    /// bodies cannot take the memory, and small ones are never refused for them.
     size_t max_bodies = 0;
     tls::ctx_ptr tls;  ///< HTTPS (TLS 1.3) when set
     gate g;            ///< asked before a body is read, if set
@@ -100,7 +101,8 @@ public:
   const tls::terminator* tls() const;
   /// Requests answered 413 (a body over max_body).
   uint64_t bodies_refused() const;
-  /// Bytes of request bodies held now (counted only with options::max_bodies).
+  /// Bytes of request bodies held now past each one's first 64 KiB (counted only with
+  /// options::max_bodies).
   size_t bodies_held() const;
   /// Connections open (with TLS: handed over by the terminator).
   uint32_t connections_open() const;

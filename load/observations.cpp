@@ -19,8 +19,8 @@ observations::observations(size_t starts, uint32_t shards)
 }
 
 void observations::start_answered_ok(uint64_t i) {
+  ok++;  // (before the answer is marked: `done`, counted after it, never passes `ok`)
   answered[i] = 1;
-  ok++;
   // Whichever of the answer and the end comes second counts the run (seq_cst: at least one of
   // the two sees the other's store; the exchange keeps it to one).
   if (completed[i] != 0 && counted[i].exchange(1) == 0) done++;

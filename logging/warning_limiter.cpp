@@ -8,13 +8,14 @@ warning_limiter::verdict warning_limiter::judge(const std::string& key, clock::t
                                                 uint64_t* unsaid) {
   std::lock_guard lk{mu_};
   auto it = kinds_.find(key);
-  if (it == kinds_.end()) {  // a new kind: within the minute's budget of new kinds?
-    if (new_in_window_ == 0 || now - window_ >= std::chrono::minutes(1)) {
-      window_ = now;
-      new_in_window_ = 0;
+  if (it == kinds_.end()) {  // a new kind: within the minute's budget of its sort?
+    auto& w = sorts_[key.substr(0, key.find(' '))];
+    if (w.new_kinds == 0 || now - w.began >= std::chrono::minutes(1)) {
+      w.began = now;
+      w.new_kinds = 0;
     }
-    if (++new_in_window_ > new_per_minute_)  // not remembered: it is new again next time
-      return new_in_window_ == new_per_minute_ + 1 ? verdict::new_flood : verdict::flooded;
+    if (++w.new_kinds > new_per_minute_)  // not remembered: it is new again next time
+      return w.new_kinds == new_per_minute_ + 1 ? verdict::new_flood : verdict::flooded;
     if (kinds_.size() >= max_keys_) kinds_.clear();
     kinds_.emplace(key, kind{now, 0});
     if (unsaid != nullptr) *unsaid = 0;

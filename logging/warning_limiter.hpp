@@ -17,8 +17,10 @@ public:
   using clock = std::chrono::steady_clock;
 
   /// Remembers at most `max_keys` kinds; past that it forgets them all (each is said again once).
-  /// At most `new_per_minute` kinds are said for the first time within a minute: a peer that
-  /// varies the key (many source addresses) gets one more warning saying so, then debug lines.
+  /// At most `new_per_minute` kinds of each sort (a key's first word: "auth", "closed", ...)
+  /// are said for the first time within a minute: a peer that varies the key (many source
+  /// addresses) gets one more warning saying so, then debug lines, and other sorts of warning
+  /// still show.
   explicit warning_limiter(size_t max_keys = 10000, size_t new_per_minute = 100)
       : max_keys_(max_keys), new_per_minute_(new_per_minute) {}
 
@@ -53,8 +55,11 @@ private:
   std::unordered_map<std::string, kind> kinds_;
   size_t max_keys_;
   size_t new_per_minute_;
-  clock::time_point window_{};  ///< when the minute of new kinds began
-  size_t new_in_window_ = 0;
+  struct window {
+    clock::time_point began;  ///< when the minute of new kinds began
+    size_t new_kinds = 0;
+  };
+  std::unordered_map<std::string, window> sorts_;  ///< by a key's first word
 };
 
 }  // namespace fusee::server::logging

@@ -129,8 +129,14 @@ bool session::turn(std::chrono::milliseconds wait) {
     lost_ = r.err().message;
     return false;
   }
-  for (auto& [s, runner] : shards_)
-    runner->tick();
+  // From the shard after the one that went first last turn: a shard whose runs take the whole
+  // turn (turn_over) does not keep the others' parked work and due timers waiting turn after turn.
+  auto it = shards_.upper_bound(tick_from_);
+  for (size_t n = 0, count = shards_.size(); n < count; ++n, ++it) {
+    if (it == shards_.end()) it = shards_.begin();
+    if (n == 0) tick_from_ = it->first;
+    it->second->tick();
+  }
   checkpoint_due();
   flush();  // (PINGs: the keep-alive thread's, or the owner's ping_if_quiet())
   return true;

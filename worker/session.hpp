@@ -227,6 +227,7 @@ private:
   uint32_t remaining_ms_ = 0;
   std::atomic<uint64_t> next_id_{100};
   std::map<uint32_t, std::unique_ptr<shard_runner>> shards_;
+  uint32_t tick_from_ = UINT32_MAX;  ///< the shard ticked first last turn
   /// The APPENDs out (options_.max_appends_in_flight bounds them); the shard the next flush
   /// starts from when the window was full.
   append_window window_;

@@ -599,7 +599,9 @@ void shard_runner::tick() {
 
 template <class What, class Op>
 bool shard_runner::now_or_parked(run_state& run, What what, Op op) {
-  if (!backlogged() && !env_.turn_over()) return op();
+  // Behind parked operations, first parked first: a run woken by a frame (a start, a signal)
+  // does not take the turn from runs parked before it.
+  if (parked_ == 0 && !backlogged() && !env_.turn_over()) return op();
   park(run, what(), std::move(op));
   return false;
 }
@@ -1054,8 +1056,9 @@ void shard_runner::unpark_now(run_state& run) {
 void shard_runner::park(run_state& run, const std::string& what, std::function<bool()> op) {
   run.wait = run_state::wait_kind::backlog;
   run.wait_due = never;
-  run.current = what + " (waits: " + std::to_string(last_lsn() - durable_) +
-                " of the shard's records are not yet durable)";
+  run.current = backlogged() ? what + " (waits: " + std::to_string(last_lsn() - durable_) +
+                                   " of the shard's records are not yet durable)"
+                             : what + " (waits for the worker's next turn)";
   run.parked_op = std::move(op);
   ++parked_;
   parked_ids_.push_back(run.id);

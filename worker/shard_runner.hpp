@@ -178,11 +178,12 @@ private:
   bool backlogged() const {
     return settings_.max_records_ahead != 0 && last_lsn() - durable_ >= settings_.max_records_ahead;
   }
-  /// An operation's live part `op` (true: its result is set) now, or, when backlogged() or the
-  /// loop's turn is over (runner_env::turn_over), parked (described by what()) for
-  /// resume_parked(): false then. Every operation writes a record, so none runs ahead of the
-  /// bound: a loop of steps, now(), sleep(0) or sends yields to the worker's loop, which reads
-  /// its connection before the next. Nothing is built for parking unless it parks.
+  /// An operation's live part `op` (true: its result is set) now, or, when backlogged(), the
+  /// loop's turn is over (runner_env::turn_over) or other operations are parked (first parked,
+  /// first run), parked (described by what()) for resume_parked(): false then. Every operation
+  /// writes a record, so none runs ahead of the bound: a loop of steps, now(), sleep(0) or sends
+  /// yields to the worker's loop, which reads its connection before the next. Nothing is built for
+  /// parking unless it parks.
   template <class What, class Op>
   bool now_or_parked(run_state& run, What what, Op op);
   /// Does `run`'s parked operation now: one it did not co_await, when it asks for the next
@@ -224,7 +225,7 @@ private:
   uint64_t uncheckpointed_since_ms_ = 0;  // when the first record after checkpoint_lsn_ came
   uint64_t checkpoint_retry_lsn_ = 0;     // after a checkpoint too large to send, not before this
   uint64_t steps_ = 0;
-  size_t parked_ = 0;                   // runs whose operation waits for backlogged() to end
+  size_t parked_ = 0;  // runs whose operation waits (backlogged(), the turn over, or behind others)
   std::deque<std::string> parked_ids_;  // their ids, first parked first (a cancelled one stays)
   std::vector<proto::bytes> records_;   // committed, not yet taken for APPEND
   uint64_t records_first_ = 1;

@@ -502,6 +502,25 @@ TEST_CASE("a run busy with step after step hears a cancel before its next step, 
   CHECK_MESSAGE(ran < 40, ran, " step bodies ran");
 }
 
+TEST_CASE("a run busy with step after step on one shard does not hold up a timer on another "
+          "shard of the same worker, whichever shard the worker's loop comes to first") {
+  traced_dir dir;
+  served node(dir.path(), 2);
+  auto c = node.client();
+  auto on_shard = [](const std::string& prefix, uint32_t shard) {
+    for (int i = 0;; ++i)
+      if (proto::shard_for(prefix + std::to_string(i), 2).value() == shard)
+        return prefix + std::to_string(i);
+  };
+  auto busy = on_shard("busy", 0), nap = on_shard("nap", 1);  // the loop ticks shard 0 first
+  CHECK(must(c.start("steps", busy, json{{"steps", 40}, {"step_ms", 100}})).ok());
+  CHECK(must(c.start("steps", nap, json{{"steps", 2}, {"sleep_ms", 200}})).ok());
+  auto napped = must(c.result(nap, 3000));
+  CHECK_MESSAGE(napped.body["status"] == "completed", napped.body.dump());
+  auto still = must(c.describe(busy));
+  CHECK_MESSAGE(still.body["status"] == "running", still.body.dump());  // 4 s of steps
+}
+
 TEST_CASE("a worker stalled past the end of its lease runs no more than the step it was in once "
           "it goes on: it reads its connection before the next") {
   traced_dir dir;

@@ -195,12 +195,14 @@ TEST_CASE("the HTTP server refuses oversized bodies with 413") {
                                                                               // newline
 }
 
-TEST_CASE("the HTTP server holds at most max_bodies bytes of bodies at once: one that would go "
-          "past gets 503, and what a request held is free once it is answered") {
+TEST_CASE("the HTTP server holds at most max_bodies bytes of bodies past their first 64 KiB: one "
+          "that would go past gets 503, a small one never does, and what a request held is free "
+          "once it is answered") {
+  constexpr size_t k = 1024, free_part = 64 * k;  // a body's first 64 KiB are not counted
   std::string err;
   app::http_server::options o;
-  o.max_body = 1000;
-  o.max_bodies = 1500;
+  o.max_body = 200 * k;
+  o.max_bodies = 150 * k;
   auto srv = app::http_server::start(
       "127.0.0.1", 0,
       [](const app::http_exchange& ex) {
@@ -229,19 +231,26 @@ TEST_CASE("the HTTP server holds at most max_bodies bytes of bodies at once: one
       std::this_thread::sleep_for(std::chrono::milliseconds(5));  // (polls a condition)
     return srv->bodies_held() == n;
   };
-  test::raw_socket slow(srv->port(), head(1000) + std::string(900, 'a'));
-  REQUIRE(await_held(900));
-  test::raw_socket whole(srv->port(), head(1000) + std::string(1000, 'b'));
-  auto refused = answer(whole);
+  // 164 KiB announced, 154 KiB sent: 90 KiB counted.
+  test::raw_socket slow(srv->port(),
+                        head(free_part + 100 * k) + std::string(free_part + 90 * k, 'a'));
+  REQUIRE(await_held(90 * k));
+  test::raw_socket whole(srv->port(),
+                         head(free_part + 100 * k) + std::string(free_part + 100 * k, 'b'));
+  auto refused = answer(whole);  // 90 + 100 KiB > 150 KiB
   CHECK(refused.rfind("HTTP/1.1 503", 0) == 0);
   CHECK(refused.find("\"code\":\"busy\"") != std::string::npos);
-  CHECK(srv->bodies_held() == 900);  // the refused body's bytes were let go
-  REQUIRE(::send(slow.fd, std::string(100, 'a').data(), 100, MSG_NOSIGNAL) == 100);
+  CHECK(srv->bodies_held() == 90 * k);  // the refused body's bytes were let go
+  test::raw_socket small(srv->port(), head(1000) + std::string(1000, 's'));
+  CHECK(answer(small).rfind("HTTP/1.1 200", 0) == 0);  // never refused for the large ones
+  std::string rest(10 * k, 'a');
+  REQUIRE(::send(slow.fd, rest.data(), rest.size(), MSG_NOSIGNAL) == ssize_t(rest.size()));
   auto ok = answer(slow);
   CHECK(ok.rfind("HTTP/1.1 200", 0) == 0);
-  CHECK(ok.find(std::string(1000, 'a')) != std::string::npos);
+  CHECK(ok.find(std::string(free_part + 100 * k, 'a')) != std::string::npos);
   CHECK(await_held(0));
-  test::raw_socket again(srv->port(), head(1000) + std::string(1000, 'c'));
+  test::raw_socket again(srv->port(),
+                         head(free_part + 100 * k) + std::string(free_part + 100 * k, 'c'));
   CHECK(answer(again).rfind("HTTP/1.1 200", 0) == 0);
 }
 

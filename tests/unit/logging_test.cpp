@@ -46,8 +46,9 @@ TEST_CASE("a warning limiter full of kinds forgets them all: each is said once m
   CHECK(said.admit("a", t0));
 }
 
-TEST_CASE("at most so many new kinds of warning are said within a minute: a flood from many "
-          "addresses is said once, then held until the minute is over") {
+TEST_CASE("at most so many new kinds of a sort of warning are said within a minute: a flood from "
+          "many addresses is said once, then held until the minute is over, and other sorts still "
+          "show") {
   warning_limiter said(10000, 3);
   auto t0 = warning_limiter::clock::time_point{} + std::chrono::hours(1);
   using v = warning_limiter::verdict;
@@ -58,6 +59,7 @@ TEST_CASE("at most so many new kinds of warning are said within a minute: a floo
   CHECK(said.judge("refused 10.0.0.4", t0 + std::chrono::seconds(31)) == v::new_flood);
   CHECK(said.judge("refused 10.0.0.5", t0 + std::chrono::seconds(32)) == v::flooded);
   CHECK(said.judge("refused 10.0.0.4", t0 + std::chrono::seconds(33)) == v::flooded);
+  CHECK(said.judge("silent 10.0.0.9", t0 + std::chrono::seconds(34)) == v::warn);  // another sort
   // Kinds said before keep their minute.
   CHECK(said.judge("refused 10.0.0.1", t0 + std::chrono::minutes(1)) == v::warn);
   // A minute after the window began, new kinds are said again.

@@ -1136,27 +1136,28 @@ TEST_CASE("a shard that is leaving fires no timer, time-out or step retry and re
   CHECK(t.b.of("f", "call") == 2);
 }
 
-TEST_CASE("two loops on one shard take turns past the bound: a run that parks again waits behind "
-          "the one parked before it") {
+TEST_CASE("two loops on one shard take turns past the bound, operation by operation, and a run "
+          "started while another is parked waits behind it") {
   rig t;
   t.bound_records(10);
   t.start_loop(1, "a", 1000);
   CHECK(t.b.of("a", "loop") == 9);  // its start and 9 steps: a parks
   t.durable();
   t.start_loop(2, "b", 1000);
-  CHECK(t.b.of("b", "loop") == 9);  // b's start and 9 steps on the now empty backlog: b parks
-  // Each turn now runs the run parked longest, until the bound: a, b, a, ...
+  CHECK(t.b.of("b", "loop") == 0);  // b's first step waits behind a's, parked before it
+  // Each turn runs the parked operations first parked first; a run's next one parks behind the
+  // others, so a and b alternate until the bound (b's start is one of the 10 records).
+  t.runner->tick();
+  CHECK(t.b.of("a", "loop") == 14);
+  CHECK(t.b.of("b", "loop") == 4);
   t.durable();
   t.runner->tick();
   CHECK(t.b.of("a", "loop") == 19);
   CHECK(t.b.of("b", "loop") == 9);
   t.durable();
   t.runner->tick();
-  CHECK(t.b.of("a", "loop") == 19);
-  CHECK(t.b.of("b", "loop") == 19);
-  t.durable();
-  t.runner->tick();
-  CHECK(t.b.of("a", "loop") == 29);
+  CHECK(t.b.of("a", "loop") == 24);
+  CHECK(t.b.of("b", "loop") == 14);
 }
 
 TEST_CASE("a run cancelled while its step is parked leaves the shard quiet once its records are "
