@@ -93,17 +93,7 @@ std::string bearer(const std::string& secret) {
 /// announced (`head` says Content-Length) and never sent. "" if nothing came.
 std::string answer_to_head(uint16_t port, const std::string& head) {
   test::raw_socket s(port, head);
-  std::string out;
-  // Until the server closes, or the whole answer (its head and its Content-Length) is in.
-  for (auto got = s.read(5s); got && !got->empty(); got = s.read(5s)) {
-    out += *got;
-    auto end = out.find("\r\n\r\n");
-    auto len = out.find("Content-Length: ");
-    if (end != std::string::npos && len != std::string::npos &&
-        out.size() >= end + 4 + std::stoul(out.substr(len + 16)))
-      break;
-  }
-  return out;
+  return s.http_answer(5s);
 }
 
 }  // namespace

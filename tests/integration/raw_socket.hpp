@@ -46,6 +46,21 @@ struct raw_socket {
   /// What arrives within `wait`: "" once the server closed the connection, nullopt if nothing
   /// came (the connection still open).
   std::optional<std::string> read(std::chrono::milliseconds wait) { return read_fd(fd, wait); }
+  /// An HTTP server's answer: what arrives until the server closes the connection, or until the
+  /// answer's head and the body its Content-Length announces are in; each read waits up to
+  /// `wait` ("" if nothing came).
+  std::string http_answer(std::chrono::milliseconds wait) {
+    std::string out;
+    for (auto got = read(wait); got && !got->empty(); got = read(wait)) {
+      out += *got;
+      auto end = out.find("\r\n\r\n");
+      auto len = out.find("Content-Length: ");
+      if (end != std::string::npos && len != std::string::npos &&
+          out.size() >= end + 4 + std::stoul(out.substr(len + 16)))
+        break;
+    }
+    return out;
+  }
   /// True if the server closes the connection within `wait` (what it sends before is dropped).
   bool closed_within(std::chrono::milliseconds wait) {
     auto deadline = std::chrono::steady_clock::now() + wait;

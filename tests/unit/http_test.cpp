@@ -213,19 +213,6 @@ TEST_CASE("the HTTP server holds at most max_bodies bytes of bodies past their f
   auto head = [](size_t n) {
     return "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(n) + "\r\n\r\n";
   };
-  auto answer = [](test::raw_socket& s) {
-    std::string out;
-    for (auto got = s.read(std::chrono::seconds(10)); got && !got->empty();
-         got = s.read(std::chrono::seconds(10))) {
-      out += *got;
-      auto end = out.find("\r\n\r\n");
-      auto len = out.find("Content-Length: ");
-      if (end != std::string::npos && len != std::string::npos &&
-          out.size() >= end + 4 + std::stoul(out.substr(len + 16)))
-        break;
-    }
-    return out;
-  };
   auto await_held = [&](size_t n) {
     for (int i = 0; i < 2000 && srv->bodies_held() != n; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));  // (polls a condition)
@@ -237,21 +224,22 @@ TEST_CASE("the HTTP server holds at most max_bodies bytes of bodies past their f
   REQUIRE(await_held(90 * k));
   test::raw_socket whole(srv->port(),
                          head(free_part + 100 * k) + std::string(free_part + 100 * k, 'b'));
-  auto refused = answer(whole);  // 90 + 100 KiB > 150 KiB
+  auto refused = whole.http_answer(std::chrono::seconds(10));  // 90 + 100 KiB > 150 KiB
   CHECK(refused.rfind("HTTP/1.1 503", 0) == 0);
   CHECK(refused.find("\"code\":\"busy\"") != std::string::npos);
   CHECK(srv->bodies_held() == 90 * k);  // the refused body's bytes were let go
   test::raw_socket small(srv->port(), head(1000) + std::string(1000, 's'));
-  CHECK(answer(small).rfind("HTTP/1.1 200", 0) == 0);  // never refused for the large ones
+  CHECK(small.http_answer(std::chrono::seconds(10)).rfind("HTTP/1.1 200", 0) ==
+        0);  // never refused for the large ones
   std::string rest(10 * k, 'a');
   REQUIRE(::send(slow.fd, rest.data(), rest.size(), MSG_NOSIGNAL) == ssize_t(rest.size()));
-  auto ok = answer(slow);
+  auto ok = slow.http_answer(std::chrono::seconds(10));
   CHECK(ok.rfind("HTTP/1.1 200", 0) == 0);
   CHECK(ok.find(std::string(free_part + 100 * k, 'a')) != std::string::npos);
   CHECK(await_held(0));
   test::raw_socket again(srv->port(),
                          head(free_part + 100 * k) + std::string(free_part + 100 * k, 'c'));
-  CHECK(answer(again).rfind("HTTP/1.1 200", 0) == 0);
+  CHECK(again.http_answer(std::chrono::seconds(10)).rfind("HTTP/1.1 200", 0) == 0);
 }
 
 TEST_CASE("the HTTP client holds at most its max_connections open: more POSTs wait for one and go "
