@@ -135,13 +135,19 @@ api_route route_api_request(const http_exchange& ex) {
   if (seg.size() == 5 && seg[3] == "signals") {
     if (auto bad = unknown_argument(ex, "")) return refuse(400, *bad);
     if (!check("workflow id", id) || !check("signal name", seg[4])) return refuse(400, err);
+    // An Idempotency-Key header: a retry with the same key delivers nothing again.
+    std::string key;
+    if (auto k = ex.headers.find("idempotency-key"); k != ex.headers.end()) {
+      if (!check("the Idempotency-Key header", k->second)) return refuse(400, err);
+      key = ",\"key\":" + proto::json_quote(k->second);
+    }
     unsigned status = 400;
     auto payload = json_body(ex.body, &err, &status);
     if (!payload) return refuse(status, err);
     r.method = "signal";
     r.workflow = id;
     r.args = "{\"id\":" + proto::json_quote(id) + ",\"name\":" + proto::json_quote(seg[4]) +
-             ",\"payload\":" + *payload + "}";
+             ",\"payload\":" + *payload + key + "}";
     return api_route{r, std::nullopt};
   }
   if (seg.size() == 4) {  // POST /v1/workflows/{type}/{id}

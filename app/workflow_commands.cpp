@@ -73,7 +73,7 @@ int run_client_command(const client_command& cmd) {
   if (cmd.method == "start")
     r = c->start(cmd.type, cmd.id, arg, cmd.park_ms);
   else if (cmd.method == "signal")
-    r = c->signal(cmd.id, cmd.name, arg, cmd.park_ms);
+    r = c->signal(cmd.id, cmd.name, arg, cmd.park_ms, cmd.key);
   else if (cmd.method == "result")
     r = c->result(cmd.id, cmd.wait_ms, cmd.park_ms);
   else if (cmd.method == "describe")

@@ -28,6 +28,7 @@ struct client_command {
   std::string method;  ///< start, signal, result, describe, cancel
   std::string id, type, name;
   std::string json_arg = "null";  ///< input (start) or payload (signal)
+  std::string key;                ///< a signal's idempotency key (empty: none)
   uint64_t wait_ms = 0;
   uint32_t park_ms = 0;
   client::security security;  ///< TLS and token towards the server; default: neither

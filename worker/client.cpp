@@ -94,8 +94,11 @@ proto::result<call_answer> workflow_client::start(const std::string& type, const
 }
 
 proto::result<call_answer> workflow_client::signal(const std::string& id, const std::string& name,
-                                                   const json& payload, uint32_t park_ms) {
-  return call(id, "signal", "", json{{"id", id}, {"name", name}, {"payload", payload}}, park_ms);
+                                                   const json& payload, uint32_t park_ms,
+                                                   const std::string& key) {
+  json args{{"id", id}, {"name", name}, {"payload", payload}};
+  if (!key.empty()) args["key"] = key;
+  return call(id, "signal", "", args, park_ms);
 }
 
 proto::result<call_answer> workflow_client::result(const std::string& id, uint64_t wait_ms,

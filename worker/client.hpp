@@ -34,8 +34,11 @@ public:
 
   proto::result<call_answer> start(const std::string& type, const std::string& id,
                                    const json& input, uint32_t park_ms = 0);
+  /// With a `key`, a retry of a signal the run took (say after an answer that never came) is
+  /// answered `"duplicate": true` and delivers nothing again.
   proto::result<call_answer> signal(const std::string& id, const std::string& name,
-                                    const json& payload, uint32_t park_ms = 0);
+                                    const json& payload, uint32_t park_ms = 0,
+                                    const std::string& key = {});
   /// The run's status and result; waits up to wait_ms for it to end.
   proto::result<call_answer> result(const std::string& id, uint64_t wait_ms = 0,
                                     uint32_t park_ms = 0);

@@ -43,6 +43,12 @@ namespace {
 
 using namespace rec;
 
+/// A record's last field, added after records of its kind were written: encoded only when not
+/// empty, decoded as empty when the record ends before it.
+struct tail {
+  std::string& v;
+};
+
 // describe(f, x) lists a record's fields in their on-disk order; f(name, field) encodes or
 // decodes one.
 template <class F>
@@ -63,7 +69,7 @@ bool describe(F& f, timer_set& x) {
 template <class F>
 bool describe(F& f, signal& x) {
   return f("workflow", x.workflow) && f("name", x.name) && f("payload", x.payload) &&
-         f("from", x.from) && f("outbox", x.outbox) && f("at_ms", x.at_ms);
+         f("from", x.from) && f("outbox", x.outbox) && f("at_ms", x.at_ms) && f("key", tail{x.key});
 }
 template <class F>
 bool describe(F& f, sent& x) {
@@ -88,6 +94,10 @@ bool describe(F& f, forgotten& x) {
   return f("workflow", x.workflow);
 }
 template <class F>
+bool describe(F& f, signal_key& x) {
+  return f("workflow", x.workflow) && f("key", x.key) && f("at_ms", x.at_ms);
+}
+template <class F>
 bool describe(F& f, retry& x) {
   return f("workflow", x.workflow) && f("seq", x.seq) && f("name", x.name) &&
          f("attempt", x.attempt) && f("due_ms", x.due_ms) && f("error", x.error);
@@ -95,12 +105,13 @@ bool describe(F& f, retry& x) {
 
 /// Record kinds on disk: the variant's index + 1. Never reorder the variant.
 constexpr std::array<const char*, std::variant_size_v<record>> kind_names{
-    "started", "op_done",  "timer_set", "signal", "sent",
-    "acked",   "finished", "seen",      "retry",  "forgotten"};
+    "started",  "op_done", "timer_set", "signal",    "sent",      "acked",
+    "finished", "seen",    "retry",     "forgotten", "signal_key"};
 
 struct encoder {
   proto::writer w;
   bool operator()(const char*, const std::string& v) { return w.str(v), true; }
+  bool operator()(const char*, tail t) { return t.v.empty() || (w.str(t.v), true); }
   bool operator()(const char*, uint8_t v) { return w.u8(v), true; }
   bool operator()(const char*, uint32_t v) { return w.varint(v), true; }
   bool operator()(const char*, uint64_t v) { return w.varint(v), true; }
@@ -111,6 +122,7 @@ struct encoder {
 struct decoder {
   proto::reader r;
   bool operator()(const char* n, std::string& v) { return r.str(v, n); }
+  bool operator()(const char* n, tail t) { return r.remaining() == 0 || r.str(t.v, n); }
   bool operator()(const char* n, uint8_t& v) { return r.u8(v, n); }
   bool operator()(const char* n, uint32_t& v) {
     uint64_t x = 0;

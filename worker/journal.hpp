@@ -73,6 +73,9 @@ struct signal {
   uint32_t from = from_call;
   uint64_t outbox = 0;
   uint64_t at_ms = 0;  ///< unix ms it arrived (how long a message's dedup entry is kept)
+  /// A call's idempotency key (empty: none). The record's last field, absent when empty: records
+  /// written before it existed decode with none.
+  std::string key;
 };
 
 /// Operation `seq` (a send or a child start) put a message in the shard's outbox.
@@ -123,10 +126,19 @@ struct forgotten {
   std::string workflow;
 };
 
+/// The idempotency key of a signal `workflow` took from a call at `at_ms` (unix ms): a
+/// checkpoint's form of a `signal` record's key, kept so a retry is recognised for the retention
+/// period.
+struct signal_key {
+  std::string workflow, key;
+  uint64_t at_ms = 0;
+};
+
 }  // namespace rec
 
-using record = std::variant<rec::started, rec::op_done, rec::timer_set, rec::signal, rec::sent,
-                            rec::acked, rec::finished, rec::seen, rec::retry, rec::forgotten>;
+using record =
+    std::variant<rec::started, rec::op_done, rec::timer_set, rec::signal, rec::sent, rec::acked,
+                 rec::finished, rec::seen, rec::retry, rec::forgotten, rec::signal_key>;
 
 proto::bytes encode(const record& r);
 /// Decodes one record; an error names the kind and field that did not decode.

@@ -277,6 +277,10 @@ void shard_runner::apply(const record& r) {
           run->timers[x.seq] = run_state::timer{x.op, x.name, x.due_ms};
         } else if constexpr (std::is_same_v<T, rec::signal>) {
           if (x.from != from_call) saw(x.from, x.outbox, x.at_ms);
+          if (!x.key.empty()) {
+            auto& at = signal_keys_[{x.workflow, x.key}];
+            at = std::max(at, x.at_ms);
+          }
           auto* run = find(x.workflow);
           if (!run || run->status != run_status::running) return;
           run->inbox.emplace_back(x.name, x.payload);
@@ -304,6 +308,10 @@ void shard_runner::apply(const record& r) {
         } else if constexpr (std::is_same_v<T, rec::forgotten>) {
           auto it = runs_.find(x.workflow);
           if (it != runs_.end() && it->second->status != run_status::running) runs_.erase(it);
+          forget_signal_keys(x.workflow);  // a new run of the id starts with none
+        } else if constexpr (std::is_same_v<T, rec::signal_key>) {
+          auto& at = signal_keys_[{x.workflow, x.key}];
+          at = std::max(at, x.at_ms);
         } else if constexpr (std::is_same_v<T, rec::retry>) {
           auto* run = find(x.workflow);
           if (!run || run->status != run_status::running) return;
@@ -332,6 +340,12 @@ void shard_runner::resend(uint64_t id, outbox_entry& m) {
 void shard_runner::saw(uint32_t from, uint64_t outbox, uint64_t at_ms) {
   auto& at = seen_[{from, outbox}];
   at = std::max(at, at_ms);
+}
+
+void shard_runner::forget_signal_keys(const std::string& workflow) {
+  auto it = signal_keys_.lower_bound({workflow, std::string{}});
+  while (it != signal_keys_.end() && it->first.first == workflow)
+    it = signal_keys_.erase(it);
 }
 
 void shard_runner::gate(proto::any_message m) {
@@ -413,6 +427,7 @@ uint64_t shard_runner::checkpoint() {
     // Marks of messages taken that long ago leave with the snapshot (no record needed: a
     // recovery that still has them only recognises more resends).
     std::erase_if(seen_, [&](auto& m) { return m.second + settings_.retention_ms <= now; });
+    std::erase_if(signal_keys_, [&](auto& k) { return k.second + settings_.retention_ms <= now; });
   }
   auto data = encode_checkpoint(snapshot());
   if (data.size() > proto::max_record_size) {
@@ -444,7 +459,7 @@ std::vector<record> shard_runner::snapshot() const {
     for (auto& [seq, t] : run->timers)
       out.push_back(rec::timer_set{run->id, seq, t.op, t.name, t.due_ms});
     for (auto& [name, payload] : run->inbox)
-      out.push_back(rec::signal{run->id, name, payload, from_call, 0, 0});
+      out.push_back(rec::signal{run->id, name, payload, from_call, 0, 0, {}});
     for (auto& [seq, r] : run->retries)
       out.push_back(rec::retry{run->id, seq, r.name, r.attempt, r.due_ms, r.error});
   }
@@ -454,6 +469,8 @@ std::vector<record> shard_runner::snapshot() const {
     out.push_back(rec::sent{"", 0, op_kind::send, "", id, m.target, m.payload});
   for (auto& [key, at] : seen_)
     out.push_back(rec::seen{key.first, key.second, at});
+  for (auto& [key, at] : signal_keys_)
+    out.push_back(rec::signal_key{key.first, key.second, at});
   return out;
 }
 
@@ -823,9 +840,19 @@ void shard_runner::handle_call(uint64_t relay, const std::string& method, proto:
   }
   if (!run) return not_found();
   if (method == "signal") {
-    std::string name;
+    std::string name, key;
     if (!str("name", name))
       return reply(relay, false, call_error("bad_request", "'signal' needs \"name\": a string"));
+    if (auto k = args.find("key"); k != args.end()) {
+      if (!k->is_string())
+        return reply(relay, false, call_error("bad_request", "\"key\" must be a string"));
+      key = k->get<std::string>();
+      if (auto bad = proto::bad_workflow_name("the signal's idempotency key", key))
+        return reply(relay, false, call_error("bad_request", *bad));
+      if (signal_keys_.count({id, key}))  // a retry of one taken: delivered once, whatever since
+        return reply(relay, true,
+                     json{{"id", id}, {"signal", name}, {"delivered", true}, {"duplicate", true}});
+    }
     if (run->status != run_status::running)
       return reply(relay, false,
                    call_error("finished", "workflow '" + id + "' is " + status_name(run->status) +
@@ -835,9 +862,11 @@ void shard_runner::handle_call(uint64_t relay, const std::string& method, proto:
       return reply(relay, false,
                    call_error("bad_request",
                               "the payload is over " + std::to_string(max_value_size) + " bytes"));
-    commit(rec::signal{id, name, std::move(payload), from_call, 0, env_.now_ms()});
+    commit(rec::signal{id, name, std::move(payload), from_call, 0, env_.now_ms(), key});
     deliver_signals(*run);
-    return reply(relay, true, json{{"id", id}, {"signal", name}, {"delivered", true}});
+    json out{{"id", id}, {"signal", name}, {"delivered", true}};
+    if (!key.empty()) out["duplicate"] = false;
+    return reply(relay, true, out);
   }
   if (method == "result") {
     uint64_t wait_ms = 0;
@@ -911,8 +940,13 @@ void shard_runner::handle_message(uint32_t from, uint64_t from_epoch, uint64_t o
     }
     if (run->status != run_status::running)
       return drop("workflow '" + id + "' is " + status_name(run->status));
-    commit(rec::signal{id, name, m.contains("payload") ? dump(m["payload"]) : "null", from, outbox,
-                       env_.now_ms()});
+    commit(rec::signal{id,
+                       name,
+                       m.contains("payload") ? dump(m["payload"]) : "null",
+                       from,
+                       outbox,
+                       env_.now_ms(),
+                       {}});
     ack();
     deliver_signals(*run);
     return;

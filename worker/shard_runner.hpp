@@ -78,8 +78,8 @@ struct runner_settings {
   /// the end of its budget), and records wait in memory only so many at a time.
   uint64_t max_records_ahead = 4096;  ///< 0: no bound
   /// Finished runs are forgotten by the first checkpoint this long after they ended (their ids
-  /// can then start new runs), and so are the marks that recognise a resent message; 0 keeps
-  /// them forever.
+  /// can then start new runs), and so are the marks that recognise a resent message or a
+  /// signal's idempotency key; 0 keeps them forever.
   uint64_t retention_ms = 7ull * 24 * 3600 * 1000;
   /// The longest answer to a call (a CALL_REPLY's body): a longer one would make a frame over
   /// the protocol's limit, which the server refuses by closing the connection (every lease on
@@ -255,6 +255,10 @@ private:
   // period, then forgotten.
   std::map<std::pair<uint32_t, uint64_t>, uint64_t> seen_;
   void saw(uint32_t from, uint64_t outbox, uint64_t at_ms);
+  // (workflow, idempotency key) of signals taken from calls -> when: a retried call is
+  // recognised for the retention period (or until its run is forgotten), then forgotten.
+  std::map<std::pair<std::string, std::string>, uint64_t> signal_keys_;
+  void forget_signal_keys(const std::string& workflow);
 
   struct result_wait {
     uint64_t relay = 0;

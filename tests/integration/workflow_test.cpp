@@ -362,8 +362,19 @@ TEST_CASE("the demo checkout through the HTTP API with an invoked handler retrie
     auto [s, b] = http_request("GET", h, "/v1/workflows/order-1/describe");
     return s == 200 && json::parse(b).value("current", "") == "waiting for signal 'review'";
   }));
-  auto [ss, sbody] =
-      http_request("POST", h, "/v1/workflows/order-1/signals/review", R"({"approved": true})");
+  // With an Idempotency-Key, a retried signal is taken once: the second POST is answered as a
+  // duplicate and the run's inbox holds one.
+  for (bool duplicate : {false, true}) {
+    auto [ns, nbody] = http_request("POST", h, "/v1/workflows/order-1/signals/note", "\"hi\"",
+                                    30000, {"Idempotency-Key: note-1"});
+    REQUIRE_MESSAGE(ns == 200, nbody);
+    CHECK_MESSAGE(json::parse(nbody)["duplicate"] == duplicate, nbody);
+  }
+  auto [ds, dbody] = http_request("GET", h, "/v1/workflows/order-1/describe");
+  REQUIRE(ds == 200);
+  CHECK_MESSAGE(json::parse(dbody)["pending_signals"].size() == 1, dbody);
+  auto [ss, sbody] = http_request("POST", h, "/v1/workflows/order-1/signals/review",
+                                  R"({"approved": true})", 30000, {"Idempotency-Key: review-1"});
   CHECK_MESSAGE(ss == 200, sbody);
   auto [rs, rbody] = http_request("GET", h, "/v1/workflows/order-1?wait_ms=10000");
   REQUIRE(rs == 200);
@@ -371,8 +382,14 @@ TEST_CASE("the demo checkout through the HTTP API with an invoked handler retrie
   CHECK(r["status"] == "completed");
   CHECK(r["result"]["status"] == "shipped");
   CHECK(r["result"]["total"] == 48.0);
-  // A signal to a finished run is a conflict; cancelling it changes nothing.
+  // A signal to a finished run is a conflict, unless it is a retry of one the run took;
+  // cancelling it changes nothing.
   CHECK(http_request("POST", h, "/v1/workflows/order-1/signals/review", "{}").first == 409);
+  auto [again, again_body] =
+      http_request("POST", h, "/v1/workflows/order-1/signals/review", R"({"approved": true})",
+                   30000, {"Idempotency-Key: review-1"});
+  CHECK_MESSAGE(again == 200, again_body);
+  CHECK_MESSAGE(json::parse(again_body)["duplicate"] == true, again_body);
   auto [cs, cbody] = http_request("POST", h, "/v1/workflows/order-1/cancel");
   CHECK(cs == 200);
   CHECK(json::parse(cbody)["status"] == "completed");

@@ -65,6 +65,19 @@ TEST_CASE("each HTTP API route becomes the CALL of its method with the arguments
   REQUIRE(signal.call);
   CHECK(signal.call->args == R"({"id":"order-1","name":"review","payload":{"ok":1} })");
 
+  auto keyed = ex("POST", "/v1/workflows/order-1/signals/review", "{}");
+  keyed.headers["idempotency-key"] = "review-7";
+  auto with_key = route_api_request(keyed);
+  REQUIRE(with_key.call);
+  CHECK(with_key.call->args == R"({"id":"order-1","name":"review","payload":{},"key":"review-7"})");
+  for (std::string bad : {std::string{}, std::string(257, 'k'), std::string{"a\x01"}}) {
+    keyed.headers["idempotency-key"] = bad;
+    auto r = route_api_request(keyed);
+    REQUIRE(r.refusal);
+    CHECK(r.refusal->status == 400);
+    CHECK(r.refusal->body.find("Idempotency-Key") != std::string::npos);
+  }
+
   auto cancel = route_api_request(ex("POST", "/v1/workflows/order-1/cancel"));
   REQUIRE(cancel.call);
   CHECK(cancel.call->method == "cancel");

@@ -300,11 +300,13 @@ TEST_CASE("journal records and checkpoints decode to what was encoded and damage
       rec::started{"w", "t", "{}", "p", 3, 9, 77},
       rec::op_done{"w", 2, op_kind::wait, "go", 1, "\"x\""},
       rec::timer_set{"w", 1, op_kind::sleep, "", 123456},
-      rec::signal{"w", "go", "1", from_call, 0},
+      rec::signal{"w", "go", "1", from_call, 0, 0, {}},
       rec::sent{"w", 4, op_kind::child, "kid", 8, 2, "{}"},
       rec::acked{8},
       rec::finished{"w", run_status::failed, "\"boom\"", 99},
       rec::seen{5, 6},
+      rec::signal{"w", "go", "1", from_call, 0, 5, "retry-1"},
+      rec::signal_key{"w", "retry-1", 5},
   };
   for (auto& r : all) {
     auto back = decode_record(encode(r));
@@ -323,6 +325,21 @@ TEST_CASE("journal records and checkpoints decode to what was encoded and damage
   CHECK(bad.err().message.find("value") != std::string::npos);
   CHECK(!decode_record(proto::bytes{99}));
   CHECK(!decode_checkpoint(text("nope")));
+}
+
+TEST_CASE("a signal record without a key ends where records written before keys existed end, and "
+          "decodes with none") {
+  auto keyed = encode(rec::signal{"w", "go", "1", from_call, 0, 5, "k"});
+  auto plain = encode(rec::signal{"w", "go", "1", from_call, 0, 5, {}});
+  // The key is the last field: a record without one is the keyed record less that field.
+  CHECK(plain.size() + 2 == keyed.size());
+  CHECK(std::equal(plain.begin(), plain.end(), keyed.begin()));
+  auto back = decode_record(plain);
+  REQUIRE(back);
+  CHECK(std::get<rec::signal>(*back).key.empty());
+  back = decode_record(keyed);
+  REQUIRE(back);
+  CHECK(std::get<rec::signal>(*back).key == "k");
 }
 
 TEST_CASE("a step runs once and a replay of the journal returns its result without running it") {
@@ -875,6 +892,118 @@ TEST_CASE("the mark that recognises a resent message is kept for the retention p
   t.env.lines.clear();
   t.runner->on_message(3, 1, 40, text(signal.dump()));  // now handled as new (and dropped)
   CHECK(t.env.lines.size() == 1);
+}
+
+TEST_CASE("a signal with an idempotency key is taken once: a retry is answered as a duplicate, "
+          "also after a recovery from the log or a checkpoint and after the run ended") {
+  rig t;  // retention: one hour
+  t.call(1, "start", {{"id", "waits"}, {"type", "waiter"}, {"input", json::object()}});
+  json other{{"id", "waits"}, {"name", "other"}, {"payload", 7}, {"key", "k1"}};
+  t.call(2, "signal", other);
+  auto first = t.answer(2);
+  CHECK(first["delivered"] == true);
+  CHECK(first["duplicate"] == false);
+  t.call(3, "signal", other);
+  auto again = t.answer(3);
+  CHECK(again["delivered"] == true);
+  CHECK(again["duplicate"] == true);
+  auto pending = [&](uint64_t relay) {
+    t.call(relay, "describe", {{"id", "waits"}});
+    return t.answer(relay)["pending_signals"].size();
+  };
+  CHECK(pending(4) == 1);
+
+  // Another key, or the same key for another run, is a signal of its own.
+  t.call(5, "signal", {{"id", "waits"}, {"name", "other"}, {"payload", 8}, {"key", "k2"}});
+  CHECK(t.answer(5)["duplicate"] == false);
+  t.call(6, "start", {{"id", "also"}, {"type", "waiter"}, {"input", json::object()}});
+  t.call(7, "signal", {{"id", "also"}, {"name", "other"}, {"payload", 7}, {"key", "k1"}});
+  CHECK(t.answer(7)["duplicate"] == false);
+  CHECK(pending(8) == 2);
+
+  // A recovery from the log knows the keys.
+  t.recover(t.journal);
+  t.call(9, "signal", other);
+  CHECK(t.answer(9)["duplicate"] == true);
+  CHECK(pending(10) == 2);
+
+  // So does one from a checkpoint, also for a signal its run has taken since: the retry of the
+  // signal that ended the run is a duplicate, not a signal to a finished run.
+  json go{{"id", "waits"}, {"name", "go"}, {"payload", "done"}, {"key", "k3"}};
+  t.call(11, "signal", go);
+  CHECK(t.answer(11)["duplicate"] == false);
+  t.call(12, "result", {{"id", "waits"}});
+  CHECK(t.answer(12)["result"] == "done");
+  t.runner->checkpoint();
+  t.durable();
+  auto cp = t.frames<proto::checkpoint>().at(0);
+  t.fresh();
+  REQUIRE(t.runner->restore(cp.lsn.value(), cp.data));
+  t.runner->start(cp.lsn.value());
+  t.call(13, "signal", go);
+  auto late = t.answer(13);
+  CHECK(late["delivered"] == true);
+  CHECK(late["duplicate"] == true);
+  t.call(14, "signal", {{"id", "waits"}, {"name", "go"}, {"key", "k4"}});
+  CHECK(t.answer(14)["code"] == "finished");
+
+  // Without a key, a retry is delivered again (unchanged).
+  t.call(15, "signal", {{"id", "also"}, {"name", "x"}});
+  t.call(16, "signal", {{"id", "also"}, {"name", "x"}});
+  CHECK(t.answer(16).count("duplicate") == 0);
+  t.call(17, "describe", {{"id", "also"}});
+  CHECK(t.answer(17)["pending_signals"].size() == 3);
+
+  // A key that could not be a header's value is refused.
+  for (json bad : {json(""), json(std::string(257, 'k')), json("a\nb"), json(5)}) {
+    t.call(18, "signal", {{"id", "also"}, {"name", "x"}, {"key", bad}});
+    CHECK(t.answer(18)["code"] == "bad_request");
+  }
+}
+
+TEST_CASE("a signal's idempotency key is kept for the retention period and forgotten with its "
+          "run") {
+  rig t;  // retention: one hour
+  t.call(1, "start", {{"id", "w"}, {"type", "waiter"}, {"input", {{"wait_ms", 36000000}}}});
+  json sig{{"id", "w"}, {"name", "other"}, {"key", "k"}};
+  t.call(2, "signal", sig);
+  CHECK(t.answer(2)["duplicate"] == false);
+  t.env.now += 3599999;
+  t.runner->checkpoint();
+  t.durable();
+  auto cp = t.frames<proto::checkpoint>().at(0);
+  t.fresh();
+  REQUIRE(t.runner->restore(cp.lsn.value(), cp.data));
+  t.runner->start(cp.lsn.value());
+  t.call(3, "signal", sig);
+  CHECK(t.answer(3)["duplicate"] == true);  // within the period, from the checkpoint
+  t.env.now += 1;
+  t.call(4, "signal", {{"id", "w"}, {"name", "new"}});  // something new to checkpoint
+  t.durable();
+  t.runner->checkpoint();
+  t.durable();
+  auto cp2 = t.frames<proto::checkpoint>().back();
+  t.fresh();
+  REQUIRE(t.runner->restore(cp2.lsn.value(), cp2.data));
+  t.runner->start(cp2.lsn.value());
+  t.call(5, "signal", sig);
+  CHECK(t.answer(5)["duplicate"] == false);  // past it: taken as new
+
+  // A run forgotten (its retention over) takes its keys along, also in a recovery from the log
+  // alone: a new run of the id hears a signal with an old key.
+  rig r;
+  r.call(1, "start", {{"id", "old"}, {"type", "waiter"}, {"input", json::object()}});
+  r.call(2, "signal", {{"id", "old"}, {"name", "go"}, {"key", "k"}});
+  r.call(3, "result", {{"id", "old"}});
+  CHECK(r.answer(3)["status"] == "completed");
+  r.env.now += 3600000;
+  r.runner->checkpoint();  // journals the forgetting
+  r.durable();
+  r.call(4, "start", {{"id", "old"}, {"type", "waiter"}, {"input", json::object()}});
+  CHECK(r.answer(4)["existing"] == false);
+  r.recover(r.journal);
+  r.call(5, "signal", {{"id", "old"}, {"name", "go"}, {"key", "k"}});
+  CHECK(r.answer(5)["duplicate"] == false);
 }
 
 TEST_CASE("an IDLE's missing types are cut to what fits the smallest frame a node may have") {
