@@ -199,9 +199,11 @@ int main(int argc, char** argv) {
   signal->add_option("id", ccfg.id, "workflow id")->required();
   signal->add_option("name", ccfg.name, "signal name")->required();
   signal->add_option("payload", ccfg.json_arg, "payload JSON (default null)");
-  signal->add_option("--key", ccfg.key,
-                     "idempotency key: a retry with the same key delivers nothing again "
-                     "(answered \"duplicate\": true)");
+  signal
+      ->add_option("--key", ccfg.key,
+                   "idempotency key: a retry with the same key delivers nothing again "
+                   "(answered \"duplicate\": true)")
+      ->check([](const std::string& v) { return v.empty() ? "the key must not be empty" : ""; });
   auto* result = app.add_subcommand("result", "a workflow's status and result");
   result->add_option("id", ccfg.id, "workflow id")->required();
   result->add_option("--wait-ms", ccfg.wait_ms, "wait this long for the workflow to end");

@@ -193,6 +193,33 @@ TEST_CASE("kill -9 of a worker mid-workflow lets a standby recover the shard and
   check_each_step_ran_once(trace, "wf", 6);
 }
 
+TEST_CASE("a signal retried with its idempotency key after kill -9 of the worker that took it is "
+          "answered as a duplicate by the standby and the run hears it once") {
+  temp_dir dir;
+  server_process server(dir.path() / "data", "[server]\nshards = 4\n");
+  REQUIRE(server.start() == "");
+  worker_process a(server.port(), "worker-a");
+  REQUIRE(a.logged("holding 4 shard(s)"));
+  worker_process b(server.port(), "worker-b");
+  REQUIRE(b.logged("holding 0 shard(s)"));
+
+  auto c = connect_client(server.port());
+  CHECK(must(c.start("steps", "wf", json{{"steps", 2}, {"wait", "go"}})).ok());
+  auto s = must(c.signal("wf", "go", "once", 0, "go-1"));
+  REQUIRE_MESSAGE(s.ok(), s.body.dump());
+  CHECK(s.body["duplicate"] == false);
+  auto r = must(c.result("wf", 10000));
+  REQUIRE_MESSAGE(r.body["status"] == "completed", r.body.dump());
+  a.kill9();
+  REQUIRE(await([&] { return must(c.describe("wf")).ok(); }));  // the standby holds the shard
+  auto again = must(c.signal("wf", "go", "once", 0, "go-1"));
+  CHECK_MESSAGE(again.ok(), again.body.dump());
+  CHECK(again.body["duplicate"] == true);
+  auto other = must(c.signal("wf", "go", "twice", 0, "go-2"));  // a new key: the run ended
+  CHECK(other.body.value("code", "") == "finished");
+  CHECK(must(c.result("wf")).body["result"]["signal"] == "once");
+}
+
 TEST_CASE("kill -9 of the server mid-workflow 10 times keeps every result seen before a kill and "
           "the workflow finishes with the same step results") {
   traced_dir dir;
