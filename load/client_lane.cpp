@@ -84,7 +84,8 @@ bool client_lane::send_start(uint64_t i) {
 
 bool client_lane::send_signal(uint64_t i) {
   auto id = run_id(i);
-  auto text = json{{"id", id}, {"name", "go"}, {"payload", nullptr}}.dump();
+  // The key makes a resend of a signal the run took a duplicate, not a second "go".
+  auto text = json{{"id", id}, {"name", "go"}, {"payload", nullptr}, {"key", "go"}}.dump();
   std::lock_guard<std::mutex> lk{mtx_};
   return conn_ &&
          conn_->send(proto::call{
@@ -202,8 +203,8 @@ void client_lane::receive_loop() {
       if (obs_->signal_answered[i] != 0) continue;
       auto* res = std::get_if<proto::call_result>(&*r);
       if (res && retry(res->status)) {
-        // In doubt or not taken: sent again. A second "go" may reach a run that took the
-        // first one; the answer to the resend then says the run is over (below).
+        // In doubt or not taken: sent again, with the same key: a run that took the first one
+        // answers the resend as a duplicate (below).
         (res->status == static_cast<uint8_t>(proto::call_status::holder_lost)
              ? obs_->signals_resent_in_doubt
              : obs_->signals_resent_parked)++;
@@ -212,11 +213,12 @@ void client_lane::receive_loop() {
         continue;
       }
       bool ok = res && res->status == static_cast<uint8_t>(proto::call_status::ok);
-      // A resent signal whose run has finished: the first one was taken (the run could not end
-      // without it), so it was delivered.
-      if (!ok && res && (resent(i) & 2) != 0) {
+      if (res && (resent(i) & 2) != 0) {
         auto body = json::parse(res->body.begin(), res->body.end(), nullptr, false);
-        ok = body.is_object() && body.value("code", "") == "finished";
+        if (ok && body.is_object() && body.value("duplicate", false)) obs_->signals_duplicate++;
+        // A runtime that keeps no keys: a resent signal whose run has finished was taken the
+        // first time (the run could not end without it), so it was delivered.
+        if (!ok) ok = body.is_object() && body.value("code", "") == "finished";
       }
       obs_->signal_answered[i] = ok ? 1 : 2;
       (ok ? obs_->signals_ok : obs_->signals_refused)++;

@@ -789,7 +789,8 @@ int run_load(const scenario& s, const run_options& options) {
         {"ok", obs.signals_ok.load()},
         {"refused", obs.signals_refused.load()},
         {"resent_in_doubt", obs.signals_resent_in_doubt.load()},
-        {"resent_parked_too_long", obs.signals_resent_parked.load()}}},
+        {"resent_parked_too_long", obs.signals_resent_parked.load()},
+        {"duplicates", obs.signals_duplicate.load()}}},
       {"step_bodies_run", obs.step_runs.load()},
       {"steps_durable", step_durable_count},
       {"steps_ran_again_after_durable", reran},
@@ -873,7 +874,9 @@ int run_load(const scenario& s, const run_options& options) {
         " signals in doubt (holder lost), " + std::to_string(obs.starts_resent_parked.load()) +
         " starts and " + std::to_string(obs.signals_resent_parked.load()) +
         " signals not run (no holder in time, or its node down); " +
-        std::to_string(client_reconnects) + " reconnects");
+        std::to_string(client_reconnects) + " reconnects; of the resent signals, " +
+        std::to_string(obs.signals_duplicate.load()) +
+        " the run had taken already (answered as duplicates)");
   if (!down_at_end.empty())
     say("  the server could not be reached at the end by any client connection: " + down_at_end);
   if (fleet_kills || kills)

@@ -58,6 +58,8 @@ struct observations {
   /// doubt) or "parked too long" (no holder took the shard in time).
   std::atomic<uint64_t> starts_resent_in_doubt{0}, starts_resent_parked{0};
   std::atomic<uint64_t> signals_resent_in_doubt{0}, signals_resent_parked{0};
+  /// Resent signals the run had taken already (answered "duplicate" by its key).
+  std::atomic<uint64_t> signals_duplicate{0};
   /// Step bodies that ran although their step's record had been reported durable, under a lease
   /// at least as new as the one that reported it: the record was lost (a recovery did not see
   /// it). Never allowed.
