@@ -29,6 +29,7 @@
 #include "app/halt_polling.hpp"
 #include "app/http_api.hpp"
 #include "app/ready_file.hpp"
+#include "client/secret_file.hpp"
 #include "logging/logging.hpp"
 #include "protocol/messages.hpp"
 #include "tls/acceptor.hpp"
@@ -146,6 +147,19 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     spdlog::info("tokens required tokens={} (connections prove one with AUTH, HTTP requests "
                  "send a bearer token)",
                  cfg.tokens.size());
+  // Secrets other users of the machine may read: said, not refused (a deployment may rely on
+  // it for a while); docs/operations.md, "Securing a node".
+  std::vector<std::pair<std::string, std::string>> secret_files;
+  for (auto& t : cfg.tokens)
+    secret_files.emplace_back(t.file, "token file");
+  for (auto& e : cfg.endpoints) {
+    secret_files.emplace_back(e.secret_file, "endpoint secret file");
+    secret_files.emplace_back(e.key_file, "endpoint key file");
+  }
+  secret_files.emplace_back(cfg.tls_key_file, "TLS key file");
+  for (auto& [file, what] : secret_files)
+    if (auto open = file.empty() ? std::nullopt : client::open_secret_file(file, what))
+      spdlog::warn("{}", *open);
 
   server::log_sink sink;
   server::wal_recovery_report rep;

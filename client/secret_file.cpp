@@ -1,5 +1,8 @@
 #include "client/secret_file.hpp"
 
+#include <sys/stat.h>
+
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 
@@ -17,6 +20,17 @@ proto::result<std::string> read_secret_file(const std::string& path, const std::
                         what + " " + path + " holds fewer than " + std::to_string(min_secret_size) +
                             " bytes; make one with `openssl rand -hex 32 > " + path + "`"};
   return secret;
+}
+
+std::optional<std::string> open_secret_file(const std::string& path, const std::string& what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || (st.st_mode & (S_IROTH | S_IWOTH)) == 0)
+    return std::nullopt;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  return what + " " + path + " may be " + ((st.st_mode & S_IROTH) ? "read" : "written") +
+         " by every user of this machine (mode " + mode + "): `chmod 600 " + path +
+         "` (or 640 for a group that needs it)";
 }
 
 }  // namespace fusee::client

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "protocol/result.hpp"
@@ -16,6 +17,12 @@ constexpr size_t min_secret_size = 16;
 /// The secret in `path`; an error says the file (called `what`, e.g. "token file") cannot be
 /// read, is empty or holds fewer than min_secret_size bytes.
 proto::result<std::string> read_secret_file(const std::string& path,
+                                            const std::string& what = "secret file");
+
+/// A warning when users other than the file's owner and group may read or write `path` (mode
+/// bits 0006): any account on the machine could sign requests or prove the token. Nothing when
+/// the mode is tighter or the file cannot be examined (reading it says why).
+std::optional<std::string> open_secret_file(const std::string& path,
                                             const std::string& what = "secret file");
 
 }  // namespace fusee::client

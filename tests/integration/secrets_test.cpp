@@ -9,6 +9,7 @@
 
 using namespace fusee;
 using namespace std::chrono_literals;
+namespace fs = std::filesystem;
 
 TEST_CASE("no secret appears in any output of a scripted session") {
   test::temp_dir dir;
@@ -79,4 +80,54 @@ TEST_CASE("no secret appears in any output of a scripted session") {
     CHECK_MESSAGE(everything.find(secret) == std::string::npos, scope << " token leaked");
   CHECK(everything.find("wr-0000000000000000000000000000000") == std::string::npos);
   CHECK(everything.find("s3cret") == std::string::npos);
+}
+
+TEST_CASE("a secret file other users of the machine may read is warned about at start, naming "
+          "the file and the fix, and one only its owner reads is not") {
+  test::temp_dir dir;
+  auto at = [&](const std::string& name) { return (dir.path() / name).string(); };
+  std::ofstream{at("open.token")} << "op-00112233445566778899aabbccddeeff\n";
+  std::ofstream{at("closed.token")} << "cl-00112233445566778899aabbccddeeff\n";
+  std::ofstream{at("endpoint.secret")} << "ep-00112233445566778899aabbccddeeff\n";
+  fs::permissions(at("open.token"), fs::perms(0644));
+  fs::permissions(at("closed.token"), fs::perms(0600));
+  fs::permissions(at("endpoint.secret"), fs::perms(0602));  // written by anyone
+  std::string toml = "[server]\nshards = 2\n";
+  for (auto name : {"open", "closed"})
+    toml += std::string{"[[token]]\nname = \""} + name + "\"\nscope = \"client\"\nfile = \"" +
+            at(std::string{name} + ".token") + "\"\n";
+  toml += "[[endpoint]]\nurl = \"http://127.0.0.1:9/\"\nsecret_file = \"" + at("endpoint.secret") +
+          "\"\n";
+  test::server_process server(dir.path() / "data", toml);
+  REQUIRE(server.start().empty());
+  server.stop();
+  auto log = server.log();
+  CHECK_MESSAGE(log.find("token file " + at("open.token") +
+                         " may be read by every user of this machine (mode 0644): `chmod 600 " +
+                         at("open.token") + "`") != std::string::npos,
+                log);
+  CHECK(log.find("endpoint secret file " + at("endpoint.secret") +
+                 " may be written by every user of this machine (mode 0602)") != std::string::npos);
+  CHECK(log.find(at("closed.token")) == std::string::npos);
+
+  // fusee handler says the same of its --secret-file, on stderr before it is ready.
+  fs::permissions(at("endpoint.secret"), fs::perms(0604));
+  auto ready = dir.path() / "handler.ready";
+  int pid =
+      test::spawn_process({test::fusee_binary(), "handler", "--listen", "127.0.0.1:0",
+                           "--secret-file", at("endpoint.secret"), "--ready-file", ready.string()},
+                          dir.path() / "handler.log");
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!fs::exists(ready) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);  // (polling for the file: it has no other signal)
+  bool was_ready = fs::exists(ready);  // (it removes the file when it stops)
+  ::kill(pid, SIGTERM);
+  ::waitpid(pid, nullptr, 0);
+  std::ifstream in(dir.path() / "handler.log");
+  std::string hlog{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  REQUIRE_MESSAGE(was_ready, hlog);
+  CHECK_MESSAGE(hlog.find("fusee handler: warning: secret file " + at("endpoint.secret") +
+                          " may be read by every user of this machine (mode 0604)") !=
+                    std::string::npos,
+                hlog);
 }
