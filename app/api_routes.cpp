@@ -138,6 +138,8 @@ api_route route_api_request(const http_exchange& ex) {
     // An Idempotency-Key header: a retry with the same key delivers nothing again.
     std::string key;
     if (auto k = ex.headers.find("idempotency-key"); k != ex.headers.end()) {
+      if (ex.repeated_headers.count(k->first))
+        return refuse(400, "the Idempotency-Key header is given twice");
       if (!check("the Idempotency-Key header", k->second)) return refuse(400, err);
       key = ",\"key\":" + proto::json_quote(k->second);
     }

@@ -195,7 +195,11 @@ MHD_Result collect_header(void* cls, MHD_ValueKind, const char* key, const char*
   auto* ex = static_cast<http_exchange*>(cls);
   std::string k{key};
   std::transform(k.begin(), k.end(), k.begin(), [](unsigned char c) { return std::tolower(c); });
-  ex->headers[k] = value ? value : "";
+  auto [it, fresh] = ex->headers.emplace(k, value ? value : "");
+  if (!fresh) {
+    ex->repeated_headers.insert(k);
+    it->second = value ? value : "";
+  }
   return MHD_YES;
 }
 

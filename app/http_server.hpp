@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "tls/context.hpp"
@@ -24,7 +25,8 @@ struct http_exchange {
   std::string method;
   std::string path;      ///< decoded (%2F is a '/' here)
   std::string raw_path;  ///< as sent, before decoding (the API's routes split this one)
-  std::map<std::string, std::string> headers;  ///< names in lower case
+  std::map<std::string, std::string> headers;  ///< names in lower case; a repeated one: its last
+  std::set<std::string> repeated_headers;      ///< names (lower case) given more than once
   std::map<std::string, std::string> query;    ///< ?key=value arguments, decoded
   std::string repeated_query;  ///< the first ?key given twice ("" if none; query has its last)
   std::string body;

@@ -149,14 +149,14 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
                  cfg.tokens.size());
   // Secrets other users of the machine may read: said, not refused (a deployment may rely on
   // it for a while); docs/operations.md, "Securing a node".
-  std::vector<std::pair<std::string, std::string>> secret_files;
+  std::map<std::string, std::string> secret_files;  // each file once
   for (auto& t : cfg.tokens)
-    secret_files.emplace_back(t.file, "token file");
+    secret_files.emplace(t.file, "token file");
   for (auto& e : cfg.endpoints) {
-    secret_files.emplace_back(e.secret_file, "endpoint secret file");
-    secret_files.emplace_back(e.key_file, "endpoint key file");
+    secret_files.emplace(e.secret_file, "endpoint secret file");
+    secret_files.emplace(e.key_file, "endpoint key file");
   }
-  secret_files.emplace_back(cfg.tls_key_file, "TLS key file");
+  secret_files.emplace(cfg.tls_key_file, "TLS key file");
   for (auto& [file, what] : secret_files)
     if (auto open = file.empty() ? std::nullopt : client::open_secret_file(file, what))
       spdlog::warn("{}", *open);

@@ -200,6 +200,9 @@ int run_load(const scenario& s, const run_options& options) {
         obs.invocation_ended(token, shards, lease_us);
       };
       std::ofstream(local->dir() / "endpoint.secret") << b.secret << "\n";
+      std::filesystem::permissions(local->dir() / "endpoint.secret",
+                                   std::filesystem::perms::owner_read |
+                                       std::filesystem::perms::owner_write);
       for (uint32_t e = 0; e < s.endpoints; ++e) {
         std::string err;
         auto ep = sim_endpoint::start(types, b, (uint64_t{rd()} << 32) | rd(), &err);

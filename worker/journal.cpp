@@ -3,6 +3,8 @@
 #include <array>
 #include <type_traits>
 
+#include "protocol/shard_hash.hpp"
+
 namespace fusee::worker {
 
 const char* op_name(op_kind k) {
@@ -95,7 +97,8 @@ bool describe(F& f, forgotten& x) {
 }
 template <class F>
 bool describe(F& f, signal_key& x) {
-  return f("workflow", x.workflow) && f("key", x.key) && f("at_ms", x.at_ms);
+  return f("workflow", x.workflow) && f("key", x.key) && f("at_ms", x.at_ms) &&
+         f("digest", x.digest);
 }
 template <class F>
 bool describe(F& f, retry& x) {
@@ -122,7 +125,12 @@ struct encoder {
 struct decoder {
   proto::reader r;
   bool operator()(const char* n, std::string& v) { return r.str(v, n); }
-  bool operator()(const char* n, tail t) { return r.remaining() == 0 || r.str(t.v, n); }
+  bool operator()(const char* n, tail t) {
+    if (r.remaining() == 0) return true;  // written before the field existed, or left empty
+    if (!r.str(t.v, n)) return false;
+    // Present means not empty: one encoding per record (an empty one is written as absent).
+    return !t.v.empty() || r.fail(proto::err_code::bad_body, std::string{n} + " present but empty");
+  }
   bool operator()(const char* n, uint8_t& v) { return r.u8(v, n); }
   bool operator()(const char* n, uint32_t& v) {
     uint64_t x = 0;
@@ -167,6 +175,14 @@ constexpr std::array<uint8_t, 4> checkpoint_magic{'F', 'W', 'C', '1'};
 
 }  // namespace
 
+uint64_t signal_digest(const std::string& name, const std::string& payload) {
+  std::string both;
+  both.reserve(name.size() + 1 + payload.size());
+  both.append(name).push_back('\0');
+  both.append(payload);
+  return proto::fnv1a64(both);
+}
+
 proto::bytes encode(const record& r) {
   proto::bytes out;
   encoder e{proto::writer{out}};
@@ -187,9 +203,9 @@ proto::result<record> decode_record(proto::byte_view data) {
   record out;
   if (!decode_kind(kind - 1, d, out)) return *d.r.error();
   if (d.r.remaining() != 0)
-    return proto::error{proto::err_code::bad_body, std::string{kind_names[kind - 1]} + ": " +
-                                                       std::to_string(d.r.remaining()) +
-                                                       " bytes left over"};
+    return proto::error{proto::err_code::bad_body,
+                        std::string{kind_names[kind - 1]} + ": " + std::to_string(d.r.remaining()) +
+                            " bytes left over (a field added by a newer runtime?)"};
   return out;
 }
 

@@ -128,10 +128,12 @@ struct forgotten {
 
 /// The idempotency key of a signal `workflow` took from a call at `at_ms` (unix ms): a
 /// checkpoint's form of a `signal` record's key, kept so a retry is recognised for the retention
-/// period.
+/// period. `digest`: signal_digest of the signal's name and payload (a key reused for another
+/// signal is told from a retry).
 struct signal_key {
   std::string workflow, key;
   uint64_t at_ms = 0;
+  uint64_t digest = 0;
 };
 
 }  // namespace rec
@@ -139,6 +141,9 @@ struct signal_key {
 using record =
     std::variant<rec::started, rec::op_done, rec::timer_set, rec::signal, rec::sent, rec::acked,
                  rec::finished, rec::seen, rec::retry, rec::forgotten, rec::signal_key>;
+
+/// FNV-1a 64 of a signal's name, a 0 byte and its payload's JSON text (as the runtime dumps it).
+uint64_t signal_digest(const std::string& name, const std::string& payload);
 
 proto::bytes encode(const record& r);
 /// Decodes one record; an error names the kind and field that did not decode.

@@ -277,10 +277,8 @@ void shard_runner::apply(const record& r) {
           run->timers[x.seq] = run_state::timer{x.op, x.name, x.due_ms};
         } else if constexpr (std::is_same_v<T, rec::signal>) {
           if (x.from != from_call) saw(x.from, x.outbox, x.at_ms);
-          if (!x.key.empty()) {
-            auto& at = signal_keys_[{x.workflow, x.key}];
-            at = std::max(at, x.at_ms);
-          }
+          if (!x.key.empty())
+            took_key(x.workflow, x.key, x.at_ms, signal_digest(x.name, x.payload));
           auto* run = find(x.workflow);
           if (!run || run->status != run_status::running) return;
           run->inbox.emplace_back(x.name, x.payload);
@@ -310,8 +308,7 @@ void shard_runner::apply(const record& r) {
           if (it != runs_.end() && it->second->status != run_status::running) runs_.erase(it);
           forget_signal_keys(x.workflow);  // a new run of the id starts with none
         } else if constexpr (std::is_same_v<T, rec::signal_key>) {
-          auto& at = signal_keys_[{x.workflow, x.key}];
-          at = std::max(at, x.at_ms);
+          took_key(x.workflow, x.key, x.at_ms, x.digest);
         } else if constexpr (std::is_same_v<T, rec::retry>) {
           auto* run = find(x.workflow);
           if (!run || run->status != run_status::running) return;
@@ -340,6 +337,13 @@ void shard_runner::resend(uint64_t id, outbox_entry& m) {
 void shard_runner::saw(uint32_t from, uint64_t outbox, uint64_t at_ms) {
   auto& at = seen_[{from, outbox}];
   at = std::max(at, at_ms);
+}
+
+void shard_runner::took_key(const std::string& workflow, const std::string& key, uint64_t at_ms,
+                            uint64_t digest) {
+  auto& mark = signal_keys_[{workflow, key}];
+  mark.at_ms = std::max(mark.at_ms, at_ms);
+  mark.digest = digest;
 }
 
 void shard_runner::forget_signal_keys(const std::string& workflow) {
@@ -427,7 +431,8 @@ uint64_t shard_runner::checkpoint() {
     // Marks of messages taken that long ago leave with the snapshot (no record needed: a
     // recovery that still has them only recognises more resends).
     std::erase_if(seen_, [&](auto& m) { return m.second + settings_.retention_ms <= now; });
-    std::erase_if(signal_keys_, [&](auto& k) { return k.second + settings_.retention_ms <= now; });
+    std::erase_if(signal_keys_,
+                  [&](auto& k) { return k.second.at_ms + settings_.retention_ms <= now; });
   }
   auto data = encode_checkpoint(snapshot());
   if (data.size() > proto::max_record_size) {
@@ -469,8 +474,8 @@ std::vector<record> shard_runner::snapshot() const {
     out.push_back(rec::sent{"", 0, op_kind::send, "", id, m.target, m.payload});
   for (auto& [key, at] : seen_)
     out.push_back(rec::seen{key.first, key.second, at});
-  for (auto& [key, at] : signal_keys_)
-    out.push_back(rec::signal_key{key.first, key.second, at});
+  for (auto& [key, mark] : signal_keys_)
+    out.push_back(rec::signal_key{key.first, key.second, mark.at_ms, mark.digest});
   return out;
 }
 
@@ -843,21 +848,30 @@ void shard_runner::handle_call(uint64_t relay, const std::string& method, proto:
     std::string name, key;
     if (!str("name", name))
       return reply(relay, false, call_error("bad_request", "'signal' needs \"name\": a string"));
+    auto payload = dump(args.contains("payload") ? args["payload"] : json(nullptr));
     if (auto k = args.find("key"); k != args.end()) {
       if (!k->is_string())
         return reply(relay, false, call_error("bad_request", "\"key\" must be a string"));
       key = k->get<std::string>();
       if (auto bad = proto::bad_workflow_name("the signal's idempotency key", key))
         return reply(relay, false, call_error("bad_request", *bad));
-      if (signal_keys_.count({id, key}))  // a retry of one taken: delivered once, whatever since
+      // A retry of one taken is answered as delivered (once), whatever happened since; the key
+      // reused for another signal is refused, not taken for a retry.
+      if (auto it = signal_keys_.find({id, key}); it != signal_keys_.end()) {
+        if (it->second.digest != signal_digest(name, payload))
+          return reply(relay, false,
+                       call_error("conflict", "the idempotency key '" + key + "' of workflow '" +
+                                                  id +
+                                                  "' was used by a signal with another name or "
+                                                  "payload; this one was not delivered"));
         return reply(relay, true,
                      json{{"id", id}, {"signal", name}, {"delivered", true}, {"duplicate", true}});
+      }
     }
     if (run->status != run_status::running)
       return reply(relay, false,
                    call_error("finished", "workflow '" + id + "' is " + status_name(run->status) +
                                               "; signal not delivered"));
-    auto payload = dump(args.contains("payload") ? args["payload"] : json(nullptr));
     if (payload.size() > max_value_size)
       return reply(relay, false,
                    call_error("bad_request",

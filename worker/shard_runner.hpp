@@ -255,9 +255,15 @@ private:
   // period, then forgotten.
   std::map<std::pair<uint32_t, uint64_t>, uint64_t> seen_;
   void saw(uint32_t from, uint64_t outbox, uint64_t at_ms);
-  // (workflow, idempotency key) of signals taken from calls -> when: a retried call is
-  // recognised for the retention period (or until its run is forgotten), then forgotten.
-  std::map<std::pair<std::string, std::string>, uint64_t> signal_keys_;
+  // (workflow, idempotency key) of signals taken from calls -> when, and which signal: a retried
+  // call is recognised for the retention period (or until its run is forgotten), then forgotten.
+  struct key_mark {
+    uint64_t at_ms = 0;
+    uint64_t digest = 0;  ///< signal_digest of the signal taken
+  };
+  std::map<std::pair<std::string, std::string>, key_mark> signal_keys_;
+  void took_key(const std::string& workflow, const std::string& key, uint64_t at_ms,
+                uint64_t digest);
   void forget_signal_keys(const std::string& workflow);
 
   struct result_wait {

@@ -70,6 +70,12 @@ TEST_CASE("each HTTP API route becomes the CALL of its method with the arguments
   auto with_key = route_api_request(keyed);
   REQUIRE(with_key.call);
   CHECK(with_key.call->args == R"({"id":"order-1","name":"review","payload":{},"key":"review-7"})");
+  keyed.repeated_headers.insert("idempotency-key");
+  auto twice = route_api_request(keyed);
+  REQUIRE(twice.refusal);
+  CHECK(twice.refusal->status == 400);
+  CHECK(twice.refusal->body.find("given twice") != std::string::npos);
+  keyed.repeated_headers.clear();
   for (std::string bad : {std::string{}, std::string(257, 'k'), std::string{"a\x01"}}) {
     keyed.headers["idempotency-key"] = bad;
     auto r = route_api_request(keyed);

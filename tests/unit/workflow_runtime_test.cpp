@@ -306,7 +306,7 @@ TEST_CASE("journal records and checkpoints decode to what was encoded and damage
       rec::finished{"w", run_status::failed, "\"boom\"", 99},
       rec::seen{5, 6},
       rec::signal{"w", "go", "1", from_call, 0, 5, "retry-1"},
-      rec::signal_key{"w", "retry-1", 5},
+      rec::signal_key{"w", "retry-1", 5, 0x0123456789abcdefull},
   };
   for (auto& r : all) {
     auto back = decode_record(encode(r));
@@ -340,6 +340,12 @@ TEST_CASE("a signal record without a key ends where records written before keys 
   back = decode_record(keyed);
   REQUIRE(back);
   CHECK(std::get<rec::signal>(*back).key == "k");
+  // A key present but empty is refused: a record has one encoding (an empty key is absent).
+  auto empty = plain;
+  empty.push_back(0);
+  auto bad = decode_record(empty);
+  REQUIRE(!bad);
+  CHECK(bad.err().message.find("key present but empty") != std::string::npos);
 }
 
 TEST_CASE("a step runs once and a replay of the journal returns its result without running it") {
@@ -907,11 +913,35 @@ TEST_CASE("a signal with an idempotency key is taken once: a retry is answered a
   auto again = t.answer(3);
   CHECK(again["delivered"] == true);
   CHECK(again["duplicate"] == true);
+  // The same payload written otherwise is the same signal; another payload or name under the key
+  // is refused, and nothing is delivered.
+  t.call(31, "signal", {{"id", "waits"}, {"name", "other"}, {"payload", 7.0}, {"key", "k1"}});
+  CHECK(t.answer(31)["code"] == "conflict");
+  t.call(32, "signal", {{"id", "waits"}, {"name", "go"}, {"payload", 7}, {"key", "k1"}});
+  auto reused = t.answer(32);
+  CHECK(reused["code"] == "conflict");
+  CHECK(reused["error"].get<std::string>().find("'k1'") != std::string::npos);
+  t.call(33, "start", {{"id", "obj"}, {"type", "waiter"}, {"input", json::object()}});
+  t.call(34, "signal",
+         {{"id", "obj"}, {"name", "o"}, {"payload", {{"a", 1}, {"b", 2}}}, {"key", "k"}});
+  CHECK(t.answer(34)["duplicate"] == false);
+  t.runner->on_call(35, "signal",
+                    text(R"({"id":"obj","name":"o","payload":{"b":2,"a":1},"key":"k"})"));
+  CHECK(t.answer(35)["duplicate"] == true);
   auto pending = [&](uint64_t relay) {
     t.call(relay, "describe", {{"id", "waits"}});
     return t.answer(relay)["pending_signals"].size();
   };
   CHECK(pending(4) == 1);
+
+  // A retry that comes before the signal it repeats is durable is answered once that is.
+  t.call(41, "signal", {{"id", "waits"}, {"name", "other"}, {"payload", 9}, {"key", "k9"}});
+  t.call(42, "signal", {{"id", "waits"}, {"name", "other"}, {"payload", 9}, {"key", "k9"}});
+  t.append();
+  CHECK(!t.reply(41));
+  CHECK(!t.reply(42));
+  CHECK(t.answer(42)["duplicate"] == true);
+  CHECK(pending(43) == 2);
 
   // Another key, or the same key for another run, is a signal of its own.
   t.call(5, "signal", {{"id", "waits"}, {"name", "other"}, {"payload", 8}, {"key", "k2"}});
@@ -919,13 +949,13 @@ TEST_CASE("a signal with an idempotency key is taken once: a retry is answered a
   t.call(6, "start", {{"id", "also"}, {"type", "waiter"}, {"input", json::object()}});
   t.call(7, "signal", {{"id", "also"}, {"name", "other"}, {"payload", 7}, {"key", "k1"}});
   CHECK(t.answer(7)["duplicate"] == false);
-  CHECK(pending(8) == 2);
+  CHECK(pending(8) == 3);
 
   // A recovery from the log knows the keys.
   t.recover(t.journal);
   t.call(9, "signal", other);
   CHECK(t.answer(9)["duplicate"] == true);
-  CHECK(pending(10) == 2);
+  CHECK(pending(10) == 3);
 
   // So does one from a checkpoint, also for a signal its run has taken since: the retry of the
   // signal that ended the run is a duplicate, not a signal to a finished run.
