@@ -61,6 +61,7 @@ struct peer {
   ms backoff{100};
   std::string refused_digest;  ///< the last differing digest it sent, logged once
   std::string refusal_logged;  ///< the last refusal it answered our dial with, logged once
+  std::string shadow_logged;   ///< the last other process calling itself this node, logged once
   bool answered = false;       ///< the dial under way found its port answering (probe)
   uint64_t calls_forwarded = 0, calls_failed_fast = 0, messages_forwarded = 0, messages_dropped = 0;
 };
@@ -267,6 +268,16 @@ void handshake(self_ptr self, size_t i, uint64_t gen, cluster_actor h) {
             if (p.generation != gen) return;
             if (!w.canonical.empty())  // its map differs: ours gives it, its own answer says
               contested_by(self, p.node.name, "", w.canonical);
+            if (st.agreement.shadowed(p.node.name, w.shadowed)) {
+              if (w.shadowed)
+                spdlog::error("cluster peer is linked to another process as this node node={} "
+                              "reason={}",
+                              p.node.name, logging::quoted(w.refusal));
+              else
+                spdlog::info("cluster peer took this process as node {} node={}",
+                             st.cfg.cluster_node, p.node.name);
+              publish_withheld(self);
+            }
             if (!w.refusal.empty()) return refused(self, i, w.refusal);
             if (w.node != p.node.name)  // two map entries name one node, or an address is wrong
               return refused(self, i,
@@ -543,6 +554,26 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg, direct
         w.node = st.cfg.cluster_node;
         auto i = st.owners.index_of(h.node);
         auto* p = i && *i != st.owners.self() ? &st.peers[*i] : nullptr;
+        // Linked to node h.node at its map address, and this is another process calling itself
+        // that: not taken for it, and the link stays (a restarted node's old link ends within
+        // the peer timeout; its next dial is taken then).
+        auto& sender = self->current_sender();
+        if (p != nullptr && p->state == link::up && sender && p->handle &&
+            sender->node() != p->handle.node()) {
+          w.refusal = "node " + st.cfg.cluster_node + " is linked to node " + h.node + " at " +
+                      p->node.cluster +
+                      ", which is another process: a second process calling "
+                      "itself " +
+                      h.node + " is not taken for it (two processes configured as node " + h.node +
+                      "? a node that restarted is taken once its old link ends)";
+          w.shadowed = true;
+          if (auto who = caf::to_string(sender->node()); p->shadow_logged != who) {
+            spdlog::error("cluster peer refused: another process calls itself node={} reason={}",
+                          h.node, logging::quoted(w.refusal));
+            p->shadow_logged = who;
+          }
+          return w;
+        }
         if (h.digest != st.digest) {
           w.refusal = "node " + st.cfg.cluster_node + " serves a different cluster map (digest " +
                       st.digest.substr(0, 12) + ", node " + h.node + " has " +
@@ -562,11 +593,7 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg, direct
         agreed_with(self, h.node);
         w.inspector = st.inspector;
         if (p == nullptr) return w;
-        // A peer that dials in is back: dial it now rather than at the end of a backoff; one
-        // that restarted while its old link still counted as up is lost first.
-        auto& sender = self->current_sender();
-        if (p->state == link::up && sender && p->handle && sender->node() != p->handle.node())
-          lost(self, *i, "it restarted");
+        // A peer that dials in is back: dial it now rather than at the end of a backoff.
         if (p->state != link::up && !p->dialing) {
           p->backoff = ms(100);
           ++p->generation;

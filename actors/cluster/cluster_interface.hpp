@@ -32,16 +32,20 @@ typename Inspector::result_type inspect(Inspector& f, peer_hello& x) {
 /// The answer: empty `refusal` = the link is up; `inspector` is the node's inspector (for
 /// `fusee inspect --cluster`); `canonical` its map when the maps differ (to find the shards both
 /// claim: withheld.hpp).
+/// `shadowed`: refused because this node is linked to another process as the dialling node (at
+/// the map's address for it): the dialler is not that node and withholds its shards.
 struct peer_welcome {
   std::string node;
   std::string refusal;
   caf::strong_actor_ptr inspector;
   std::string canonical;
+  bool shadowed = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, peer_welcome& x) {
-  return f(caf::meta::type_name("fusee.peer_welcome"), x.node, x.refusal, x.inspector, x.canonical);
+  return f(caf::meta::type_name("fusee.peer_welcome"), x.node, x.refusal, x.inspector, x.canonical,
+           x.shadowed);
 }
 
 /// One node as this node sees it (/v1/cluster, `fusee inspect --cluster`).

@@ -65,8 +65,27 @@ std::optional<std::vector<proto::shard_range>> map_agreement::agreed_with(const 
   return shards;
 }
 
+bool map_agreement::shadowed(const std::string& name, bool yes) {
+  return yes ? shadowed_by_.insert(name).second : shadowed_by_.erase(name) > 0;
+}
+
 withheld_shards map_agreement::withheld_now() const {
   withheld_shards w;
+  if (!shadowed_by_.empty()) {
+    // Every shard of this node: start_hold_'s ranges, whether or not the start's hold is over.
+    for (auto& part : start_hold_.parts)
+      w.parts.push_back(withheld{part.ranges,
+                                 "node " + *shadowed_by_.begin() +
+                                     " is linked to another process as node " + self_name_ +
+                                     " (at the map's address for it): this process is not taken "
+                                     "for node " +
+                                     self_name_ +
+                                     " and leases none of its shards while that holds (two "
+                                     "processes configured as node " +
+                                     self_name_ + "?)",
+                                 true});
+    return w;
+  }
   for (auto& [name, c] : contests_)
     w.parts.push_back(withheld{c.shards,
                                "node " + name + " serves a different cluster map (digest " +

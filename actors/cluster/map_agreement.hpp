@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,10 @@ public:
   std::optional<std::vector<proto::shard_range>> agreed_with(const std::string& name);
   /// The contests by node name.
   const std::map<std::string, contest>& contests() const { return contests_; }
+  /// Peer `name` is linked to another process as this node (`yes`), or took this one (`!yes`):
+  /// while any peer is, this process is not the node its map describes and withholds every
+  /// shard of it (calls fail at once). True if that changed what is withheld.
+  bool shadowed(const std::string& name, bool yes);
 
   /// Everything withheld now: each contest (calls for it fail at once) before the start's hold.
   withheld_shards withheld_now() const;
@@ -78,6 +83,7 @@ private:
   /// By index in the map: when a dial that reached the peer's port first failed.
   std::vector<std::optional<time_point>> reached_failure_;
   std::map<std::string, contest> contests_;  ///< by node name; none with empty `shards`
+  std::set<std::string> shadowed_by_;        ///< peers linked to another process as this node
   withheld_shards told_;                     ///< what the directory was last told
 };
 

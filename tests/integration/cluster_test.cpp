@@ -582,3 +582,38 @@ TEST_CASE("with TLS a node's links leave from its own cluster host: restarted wh
   CHECK(await([&] { return count_of(c.nodes[1]->log(), "cluster peer up node=a") == 2; },
               std::chrono::seconds(10)));
 }
+
+TEST_CASE("a second process configured as node b is refused by the others without breaking their "
+          "links to b, and leases none of b's shards") {
+  cluster3 c;
+  REQUIRE(c.all_linked());
+  // The twin: b's map and name, its own ports and data dir (an operator's copy of b's config).
+  server_process twin(c.dir.path() / "b-twin",
+                      "[server]\nshards = 12\n[cluster]\nnode = \"b\"\ncluster_listen = "
+                      "\"127.0.0.1:" +
+                          std::to_string(free_port()) + "\"\npeer_timeout_ms = 1000\n" +
+                          c.config(1, false).substr(c.config(1, false).find("[[cluster.nodes]]")));
+  REQUIRE(twin.start() == "");
+  REQUIRE(await([&] {
+    return c.nodes[0]->log().find("cluster peer refused: another process calls itself node=b") !=
+           std::string::npos;
+  }));
+  REQUIRE(await([&] {
+    return twin.log().find("cluster peer is linked to another process as this node node=a") !=
+           std::string::npos;
+  }));
+  // The twin withholds b's shards: a call there fails at once, naming why.
+  auto tc = worker::workflow_client::connect("127.0.0.1:" + std::to_string(twin.port()), "test");
+  REQUIRE(tc);
+  auto r = must(tc->start("steps", cluster3::id_on(1, "t"), json{{"steps", 1}}));
+  CHECK(r.status != proto::call_status::ok);
+  CHECK_MESSAGE(r.body.value("error", "").find("is linked to another process as node b") !=
+                    std::string::npos,
+                r.body.dump());
+  // a's and c's links to the real b never went down.
+  twin.stop();
+  for (size_t i : {0, 2}) {
+    CHECK(c.nodes[i]->log().find("cluster peer down node=b") == std::string::npos);
+    CHECK(count_of(c.nodes[i]->log(), "cluster peer up node=b") == 1);
+  }
+}

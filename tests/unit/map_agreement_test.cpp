@@ -188,3 +188,35 @@ TEST_CASE("a map that cannot be read withholds every shard of this node and says
   CHECK(a.agreed_with("other"));
   CHECK(a.contests().size() == 1);
 }
+
+TEST_CASE("a node a peer is linked to another process as withholds every shard it serves, at "
+          "once and naming why, until no peer is") {
+  map_agreement a(node_a());
+  for (size_t i : {1, 2})
+    a.heard(i);
+  REQUIRE(a.settled());
+  REQUIRE(a.to_tell());  // the start's hold is over: nothing withheld
+  CHECK(a.withheld_now().parts.empty());
+
+  CHECK(a.shadowed("b", true));
+  CHECK_FALSE(a.shadowed("b", true));  // no change
+  CHECK(a.shadowed("c", true));
+  auto w = a.to_tell();
+  REQUIRE(w);
+  REQUIRE(w->parts.size() == 1);
+  CHECK(w->parts[0].conflict);  // calls fail at once
+  CHECK(proto::format_shard_ranges(w->parts[0].ranges) == "0-7");
+  CHECK(w->parts[0].why.find("is linked to another process as node a") != std::string::npos);
+
+  CHECK(a.shadowed("b", false));
+  auto still = a.to_tell();  // c still is: the same shards, naming c now
+  REQUIRE(still);
+  REQUIRE(still->parts.size() == 1);
+  CHECK(proto::format_shard_ranges(still->parts[0].ranges) == "0-7");
+  CHECK(still->parts[0].why.find("node c is linked") == 0);
+  CHECK(a.shadowed("c", false));
+  auto back = a.to_tell();
+  REQUIRE(back);
+  CHECK(back->parts.empty());
+  CHECK_FALSE(a.shadowed("c", false));
+}
