@@ -527,15 +527,23 @@ std::optional<std::string> check_values(server_config& cfg) {
     if (!parse_host_port(cfg.cluster_listen))
       return "[cluster]: `cluster.cluster_listen` = \"" + cfg.cluster_listen +
              "\" is not host:port";
-    for (size_t a = 0; a < cfg.cluster.nodes.size(); ++a)  // one address, one node
-      for (size_t b = 0; b < a; ++b) {
+    // One address, one use: no two nodes' `cluster` or `listen`, nor one's `cluster` and
+    // another's (or its own) `listen` or `http` (a link dialled at a worker port fails obscurely).
+    for (size_t a = 0; a < cfg.cluster.nodes.size(); ++a)
+      for (size_t b = 0; b < cfg.cluster.nodes.size(); ++b) {
         auto& x = cfg.cluster.nodes[a];
         auto& y = cfg.cluster.nodes[b];
-        for (auto [field, mine, theirs] : {std::tuple{"cluster", &x.cluster, &y.cluster},
-                                           std::tuple{"listen", &x.listen, &y.listen}})
+        std::vector<std::tuple<const char*, const std::string*, const char*, const std::string*>>
+            pairs{{"cluster", &x.cluster, "listen", &y.listen},
+                  {"cluster", &x.cluster, "http", &y.http}};
+        if (b < a)
+          pairs.insert(pairs.begin(), {{"cluster", &x.cluster, "cluster", &y.cluster},
+                                       {"listen", &x.listen, "listen", &y.listen}});
+        for (auto [field, mine, other, theirs] : pairs)
           if (*mine == *theirs)
             return "[cluster]: node \"" + x.name + "\": `" + field + "` = \"" + *mine +
-                   "\" is also node \"" + y.name + "\"'s";
+                   "\" is also " + (a == b ? "its own" : "node \"" + y.name + "\"'s") + " `" +
+                   other + "`";
       }
     for (auto& n : cfg.cluster.nodes) {
       auto which = "[cluster]: node \"" + n.name + "\": ";

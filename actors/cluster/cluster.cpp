@@ -224,8 +224,10 @@ void lost(self_ptr self, size_t i, const std::string& why) {
   dial_failed(self, i, reached);
 }
 
-/// The lines of `theirs` that `ours` lacks and the other way round, for the log.
-std::string map_difference(const std::string& ours, const std::string& theirs) {
+/// The lines of node `we`'s map `ours` that node `they`'s map `theirs` lacks and the other way
+/// round, for the log (named by node: the text is logged on both sides).
+std::string map_difference(const std::string& we, const std::string& ours, const std::string& they,
+                           const std::string& theirs) {
   auto lines = [](const std::string& text) {
     std::vector<std::string> out;
     std::istringstream in(text);
@@ -236,9 +238,9 @@ std::string map_difference(const std::string& ours, const std::string& theirs) {
   auto a = lines(ours), b = lines(theirs);
   std::string diff;
   for (auto& l : a)
-    if (std::find(b.begin(), b.end(), l) == b.end()) diff += " here: \"" + l + "\";";
+    if (std::find(b.begin(), b.end(), l) == b.end()) diff += " node " + we + ": \"" + l + "\";";
   for (auto& l : b)
-    if (std::find(a.begin(), a.end(), l) == a.end()) diff += " there: \"" + l + "\";";
+    if (std::find(a.begin(), a.end(), l) == a.end()) diff += " node " + they + ": \"" + l + "\";";
   return diff.empty() ? " (same lines, different order)" : diff;
 }
 
@@ -577,7 +579,8 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg, direct
         if (h.digest != st.digest) {
           w.refusal = "node " + st.cfg.cluster_node + " serves a different cluster map (digest " +
                       st.digest.substr(0, 12) + ", node " + h.node + " has " +
-                      h.digest.substr(0, 12) + "):" + map_difference(st.canonical, h.canonical);
+                      h.digest.substr(0, 12) +
+                      "):" + map_difference(st.cfg.cluster_node, st.canonical, h.node, h.canonical);
           if (p == nullptr || p->refused_digest != h.digest)
             spdlog::error("cluster peer refused: its map differs node={} reason={}", h.node,
                           logging::quoted(w.refusal));

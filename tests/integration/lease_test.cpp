@@ -490,7 +490,12 @@ TEST_CASE("a cluster map in the config is checked at start naming gaps, overlaps
               auto t = map("a", "0-7", "8-15");
               return t.replace(t.find("7420"), 4, "7410");
             }(),
-            "node \"b\": `cluster` = \"127.0.0.1:7410\" is also node \"a\"'s"}}) {
+            "node \"b\": `cluster` = \"127.0.0.1:7410\" is also node \"a\"'s `cluster`"},
+           {[&] {  // b's middleman address is a's worker port: a link would dial a worker port
+              auto t = map("a", "0-7", "8-15");
+              return t.replace(t.find("7420"), 4, "7400");
+            }(),
+            "node \"b\": `cluster` = \"127.0.0.1:7400\" is also node \"a\"'s `listen`"}}) {
     server_process s(tmp.path() / "data", toml);
     auto err = s.start();
     CHECK_MESSAGE(err.find(want) != std::string::npos, err);
