@@ -161,6 +161,22 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
     if (auto open = file.empty() ? std::nullopt : client::open_secret_file(file, what))
       spdlog::warn("{}", *open);
 
+  // The map's address for this node's workers and HTTP API on another port than it listens on:
+  // right behind a proxy or NAT that forwards it, else workers following the map never reach it.
+  if (cfg.clustered)
+    for (auto& n : cfg.cluster.nodes)
+      if (n.name == cfg.cluster_node)
+        for (auto [field, mapped, setting, bound] :
+             {std::tuple{"listen", &n.listen, "server.listen", &cfg.listen},
+              std::tuple{"http", &n.http, "server.http_listen", &cfg.http_listen}}) {
+          auto m = parse_host_port(*mapped), b = parse_host_port(*bound);
+          if (m && b && m->port != b->port)
+            spdlog::warn("the cluster map gives this node {} = \"{}\" but {} = \"{}\": workers "
+                         "and clients following the map reach it only through a proxy or NAT "
+                         "that forwards one port to the other (else correct the map)",
+                         field, *mapped, setting, *bound);
+        }
+
   server::log_sink sink;
   server::wal_recovery_report rep;
   auto opened = server::wal_writer::open(server::wal_options::of(cfg), &sink, &rep);
@@ -372,7 +388,10 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
       auto at = parse_host_port(address);
       auto published = sys.middleman().publish(actor, at->port, at->host.c_str(), true);
       if (published) return *published;
-      refuse_start(setting, sys.render(published.error()));
+      // CAF says only that it could not open the port: a bind there says why.
+      auto probe = tls::acceptor::bind(at->host, at->port);
+      refuse_start(setting, (probe ? "cannot listen on " + address : probe.err().message) + " (" +
+                                sys.render(published.error()) + ")");
       return uint16_t{0};
     };
     // The HTTP API for clients.

@@ -502,6 +502,28 @@ TEST_CASE("a cluster map in the config is checked at start naming gaps, overlaps
   }
 }
 
+TEST_CASE("a clustered node warns when the map's worker port for it is not the one it listens on, "
+          "and a cluster port in use is named as such") {
+  temp_dir tmp;
+  auto cluster_port = std::to_string(free_port());
+  auto toml = "[server]\nshards = 16\n[cluster]\nnode = \"a\"\ncluster_listen = \"127.0.0.1:" +
+              cluster_port +
+              "\"\n[[cluster.nodes]]\nname = \"a\"\ncluster = \"127.0.0.1:" + cluster_port +
+              "\"\nlisten = \"127.0.0.1:7400\"\nshards = \"0-7\"\n[[cluster.nodes]]\nname = "
+              "\"b\"\ncluster = \"127.0.0.1:" +
+              std::to_string(free_port()) + "\"\nlisten = \"127.0.0.1:7401\"\nshards = \"8-15\"\n";
+  server_process a(tmp.path() / "a", toml);  // on ports of its own, not 7400
+  REQUIRE(a.start() == "");
+  CHECK_MESSAGE(a.log().find("the cluster map gives this node listen = \"127.0.0.1:7400\" but "
+                             "server.listen = \"127.0.0.1:") != std::string::npos,
+                a.log());
+  server_process twin(tmp.path() / "twin", toml);  // its cluster port is a's
+  auto err = twin.start();
+  CHECK_MESSAGE(err.find("`cluster.cluster_listen`: cannot listen on 127.0.0.1:" + cluster_port +
+                         ": Address already in use") != std::string::npos,
+                err);
+}
+
 TEST_CASE("the admin HTTP server answers /healthz and names unknown paths") {
   fixture f;
   auto [status, body] = http_get(f.server.admin_port(), "/healthz");
