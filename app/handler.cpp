@@ -131,8 +131,8 @@ int run_handler(const handler_config& cfg) {
       return 2;
     }
     secrets.push_back(std::move(*secret));
-    if (auto open = client::open_secret_file(file))
-      std::fprintf(stderr, "fusee handler: warning: %s\n", open->c_str());
+    if (auto exposed = client::exposed_secret_file(file))
+      std::fprintf(stderr, "fusee handler: warning: %s\n", exposed->c_str());
   }
   if (secrets.empty()) {
     std::fprintf(stderr, "fusee handler: --secret-file is required\n");

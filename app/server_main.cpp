@@ -158,8 +158,8 @@ int run_server(const server_config& cfg, const std::string& ready_file) {
   }
   secret_files.emplace(cfg.tls_key_file, "TLS key file");
   for (auto& [file, what] : secret_files)
-    if (auto open = file.empty() ? std::nullopt : client::open_secret_file(file, what))
-      spdlog::warn("{}", *open);
+    if (auto exposed = file.empty() ? std::nullopt : client::exposed_secret_file(file, what))
+      spdlog::warn("{}", *exposed);
 
   // The map's address for this node's workers and HTTP API on another port than it listens on:
   // right behind a proxy or NAT that forwards it, else workers following the map never reach it.

@@ -22,7 +22,7 @@ proto::result<std::string> read_secret_file(const std::string& path, const std::
   return secret;
 }
 
-std::optional<std::string> open_secret_file(const std::string& path, const std::string& what) {
+std::optional<std::string> exposed_secret_file(const std::string& path, const std::string& what) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || (st.st_mode & (S_IROTH | S_IWOTH)) == 0)
     return std::nullopt;

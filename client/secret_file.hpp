@@ -22,7 +22,7 @@ proto::result<std::string> read_secret_file(const std::string& path,
 /// A warning when users other than the file's owner and group may read or write `path` (mode
 /// bits 0006): any account on the machine could sign requests or prove the token. Nothing when
 /// the mode is tighter or the file cannot be examined (reading it says why).
-std::optional<std::string> open_secret_file(const std::string& path,
-                                            const std::string& what = "secret file");
+std::optional<std::string> exposed_secret_file(const std::string& path,
+                                               const std::string& what = "secret file");
 
 }  // namespace fusee::client
