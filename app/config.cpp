@@ -540,7 +540,7 @@ std::optional<std::string> check_values(server_config& cfg) {
           pairs.insert(pairs.begin(), {{"cluster", &x.cluster, "cluster", &y.cluster},
                                        {"listen", &x.listen, "listen", &y.listen}});
         for (auto [field, mine, other, theirs] : pairs)
-          if (*mine == *theirs)
+          if (!mine->empty() && *mine == *theirs)
             return "[cluster]: node \"" + x.name + "\": `" + field + "` = \"" + *mine +
                    "\" is also " + (a == b ? "its own" : "node \"" + y.name + "\"'s") + " `" +
                    other + "`";

@@ -121,9 +121,36 @@ void publish_withheld(self_ptr self) {
 void after_hearing(self_ptr self, bool ended) {
   if (!ended) return;
   auto& st = self->state;
-  spdlog::info("cluster heard every peer since start; leasing this node's shards ms={}",
+  spdlog::info("cluster heard every peer since start; {} ms={}",
+               st.agreement.shadowed_now()
+                   ? "but a peer is linked to another process as this node: none of its shards "
+                     "is leased while one is"
+                   : "leasing this node's shards",
                std::chrono::duration_cast<ms>(self->clock().now() - st.started).count());
   publish_withheld(self);
+}
+
+/// Peer `i` is linked to another process as this node (`yes`), or took this one: logged and
+/// told to the directory when that changes what is withheld (map_agreement::shadowed).
+void shadowed_by(self_ptr self, size_t i, bool yes, const std::string& why) {
+  auto& st = self->state;
+  auto& p = st.peers[i];
+  if (!st.agreement.shadowed(p.node.name, yes)) return;
+  if (yes)
+    spdlog::error("cluster peer is linked to another process as this node node={} reason={}",
+                  p.node.name, logging::quoted(why));
+  else
+    spdlog::info("cluster peer took this process as node {} node={}", st.cfg.cluster_node,
+                 p.node.name);
+  publish_withheld(self);
+}
+
+/// While linked to peer `i`, this node introduces itself again every peer timeout: a peer that
+/// took it for a node while that node was down, and is linked to the node again, says so now.
+void schedule_rehello(self_ptr self, size_t i) {
+  auto& st = self->state;
+  self->delayed_send(self, peer_timeout(st), rehello_atom::value, static_cast<uint32_t>(i),
+                     st.peers[i].generation);
 }
 
 /// Peer `i` was heard: up, refused, or refusing this node.
@@ -204,6 +231,9 @@ void lost(self_ptr self, size_t i, const std::string& why) {
     spdlog::debug("cluster peer not reached node={} cluster={} reason={}", p.node.name,
                   p.node.cluster, logging::quoted(why));
   set_state(self, i, link::down, why);
+  // A peer that cannot be reached vouches for nobody: a shadow it cast ends with the link (this
+  // node may be the one that restarted, and the others took it).
+  shadowed_by(self, i, false, "");
   bool reached = p.answered;
   p.answered = false;
   p.dialing = false;
@@ -270,16 +300,7 @@ void handshake(self_ptr self, size_t i, uint64_t gen, cluster_actor h) {
             if (p.generation != gen) return;
             if (!w.canonical.empty())  // its map differs: ours gives it, its own answer says
               contested_by(self, p.node.name, "", w.canonical);
-            if (st.agreement.shadowed(p.node.name, w.shadowed)) {
-              if (w.shadowed)
-                spdlog::error("cluster peer is linked to another process as this node node={} "
-                              "reason={}",
-                              p.node.name, logging::quoted(w.refusal));
-              else
-                spdlog::info("cluster peer took this process as node {} node={}",
-                             st.cfg.cluster_node, p.node.name);
-              publish_withheld(self);
-            }
+            shadowed_by(self, i, w.shadowed, w.refusal);
             if (!w.refusal.empty()) return refused(self, i, w.refusal);
             if (w.node != p.node.name)  // two map entries name one node, or an address is wrong
               return refused(self, i,
@@ -296,6 +317,7 @@ void handshake(self_ptr self, size_t i, uint64_t gen, cluster_actor h) {
             spdlog::info("cluster peer up node={} cluster={}", p.node.name, p.node.cluster);
             agreed_with(self, p.node.name);
             heard(self, i);
+            schedule_rehello(self, i);
           },
           [=](caf::error& e) {
             if (self->state.peers[i].generation == gen) lost(self, i, self->system().render(e));
@@ -463,6 +485,8 @@ actor_stats stats_of(self_ptr self) {
   a.num("messagesDropped", dropped);
   a.num("heardEveryPeer", st.agreement.settled());
   std::string withheld;  // "3-4 (node c's map)"
+  if (st.agreement.shadowed_now())
+    withheld = "all (a peer is linked to another process as this node)";
   for (auto& [name, c] : st.agreement.contests())
     withheld += (withheld.empty() ? "" : "; ") + proto::format_shard_ranges(c.shards) + " (node " +
                 name + "'s map)";
@@ -639,6 +663,26 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg, direct
             ++st.peers[i].generation;
             dial(self, i);
           }
+      },
+      [=](rehello_atom, uint32_t i, uint64_t gen) {
+        auto& st = self->state;
+        if (from_peer(self) || i >= st.peers.size()) return;
+        auto& p = st.peers[i];
+        if (p.generation != gen || p.state != link::up) return;
+        self->request(p.handle, dial_timeout(st),
+                      peer_hello{st.cfg.cluster_node, st.digest, st.canonical})
+            .then(
+                [=](peer_welcome& w) {
+                  auto& p = self->state.peers[i];
+                  if (p.generation != gen || p.state != link::up) return;
+                  shadowed_by(self, i, w.shadowed, w.refusal);
+                  schedule_rehello(self, i);
+                },
+                [=](caf::error&) {
+                  // The link's monitor and the middleman's timeout end it if it is gone; else
+                  // the next turn asks again.
+                  if (self->state.peers[i].generation == gen) schedule_rehello(self, i);
+                });
       },
       [=](probe_atom, uint32_t i, std::string& failed) {
         auto& st = self->state;

@@ -16,6 +16,7 @@ namespace fusee::server {
 using members_atom = caf::atom_constant<caf::atom("members")>;  ///< the nodes, as seen here
 using dial_atom = caf::atom_constant<caf::atom("dial")>;        ///< own timer: dial a peer
 using probe_atom = caf::atom_constant<caf::atom("probe")>;      ///< a peer's port answered?
+using rehello_atom = caf::atom_constant<caf::atom("rehello")>;  ///< introduce this node again
 
 /// The first request on a link: who dials, and the map it serves.
 struct peer_hello {
@@ -106,6 +107,7 @@ using cluster_actor = session_actor::extend_with<forwarder_actor>::extend<
     caf::reacts_to<dial_atom>,  ///< once, after it is published: dial every peer now
     caf::reacts_to<dial_atom, uint32_t, uint64_t>,      ///< own timer: dial peer i (generation)
     caf::reacts_to<probe_atom, uint32_t, std::string>,  ///< peer i's probe: "" or why not
+    caf::reacts_to<rehello_atom, uint32_t, uint64_t>,   ///< own timer: hello again to peer i
     caf::reacts_to<tick_atom>>;  ///< own timer: forwarded calls past their deadline
 
 }  // namespace fusee::server

@@ -65,6 +65,8 @@ public:
   /// while any peer is, this process is not the node its map describes and withholds every
   /// shard of it (calls fail at once). True if that changed what is withheld.
   bool shadowed(const std::string& name, bool yes);
+  /// A peer is linked to another process as this node now.
+  bool shadowed_now() const { return !shadowed_by_.empty(); }
 
   /// Everything withheld now: each contest (calls for it fail at once) before the start's hold.
   withheld_shards withheld_now() const;

@@ -626,3 +626,33 @@ TEST_CASE("a second process configured as node b is refused by the others withou
     CHECK(count_of(c.nodes[i]->log(), "cluster peer up node=b") == 1);
   }
 }
+
+TEST_CASE("a copy of node b taken while b was down withholds b's shards once b is back: the "
+          "others' next hello says so") {
+  cluster3 c;
+  REQUIRE(c.all_linked());
+  c.nodes[1]->kill9();
+  REQUIRE(await(
+      [&] { return c.nodes[0]->log().find("cluster peer down node=b") != std::string::npos; }));
+  server_process twin(c.dir.path() / "b-twin",
+                      "[server]\nshards = 12\n[cluster]\nnode = \"b\"\ncluster_listen = "
+                      "\"127.0.0.1:" +
+                          std::to_string(free_port()) + "\"\npeer_timeout_ms = 1000\n" +
+                          c.config(1, false).substr(c.config(1, false).find("[[cluster.nodes]]")));
+  REQUIRE(twin.start() == "");
+  REQUIRE(await([&] { return twin.log().find("cluster peer up node=a") != std::string::npos; }));
+  CHECK(twin.log().find("is linked to another process") == std::string::npos);  // b is down
+  REQUIRE(c.restart(1) == "");
+  REQUIRE(await([&] { return count_of(c.nodes[0]->log(), "cluster peer up node=b") == 2; }));
+  REQUIRE(await([&] {
+    return twin.log().find("cluster peer is linked to another process as this node node=a") !=
+           std::string::npos;
+  }));
+  auto tc = worker::workflow_client::connect("127.0.0.1:" + std::to_string(twin.port()), "test");
+  REQUIRE(tc);
+  auto r = must(tc->start("steps", cluster3::id_on(1, "t"), json{{"steps", 1}}));
+  CHECK(r.status != proto::call_status::ok);
+  CHECK_MESSAGE(r.body.value("error", "").find("is linked to another process as node b") !=
+                    std::string::npos,
+                r.body.dump());
+}
