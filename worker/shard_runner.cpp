@@ -849,6 +849,11 @@ void shard_runner::handle_call(uint64_t relay, const std::string& method, proto:
     if (!str("name", name))
       return reply(relay, false, call_error("bad_request", "'signal' needs \"name\": a string"));
     auto payload = dump(args.contains("payload") ? args["payload"] : json(nullptr));
+    auto delivered = [&](std::optional<bool> duplicate) {  // (a keyed signal says which)
+      json out{{"id", id}, {"signal", name}, {"delivered", true}};
+      if (duplicate) out["duplicate"] = *duplicate;
+      return reply(relay, true, out);
+    };
     if (auto k = args.find("key"); k != args.end()) {
       if (!k->is_string())
         return reply(relay, false, call_error("bad_request", "\"key\" must be a string"));
@@ -864,8 +869,7 @@ void shard_runner::handle_call(uint64_t relay, const std::string& method, proto:
                                                   id +
                                                   "' was used by a signal with another name or "
                                                   "payload; this one was not delivered"));
-        return reply(relay, true,
-                     json{{"id", id}, {"signal", name}, {"delivered", true}, {"duplicate", true}});
+        return delivered(true);
       }
     }
     if (run->status != run_status::running)
@@ -878,9 +882,7 @@ void shard_runner::handle_call(uint64_t relay, const std::string& method, proto:
                               "the payload is over " + std::to_string(max_value_size) + " bytes"));
     commit(rec::signal{id, name, std::move(payload), from_call, 0, env_.now_ms(), key});
     deliver_signals(*run);
-    json out{{"id", id}, {"signal", name}, {"delivered", true}};
-    if (!key.empty()) out["duplicate"] = false;
-    return reply(relay, true, out);
+    return delivered(key.empty() ? std::nullopt : std::optional<bool>{false});
   }
   if (method == "result") {
     uint64_t wait_ms = 0;

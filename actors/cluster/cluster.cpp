@@ -289,10 +289,15 @@ void refused(self_ptr self, size_t i, const std::string& why) {
   heard(self, i);
 }
 
+/// How this node introduces itself to a peer: its name and map.
+peer_hello hello_of(const cluster_state& st) {
+  return peer_hello{st.cfg.cluster_node, st.digest, st.canonical};
+}
+
 /// The handshake on a connected link: our map's digest against theirs.
 void handshake(self_ptr self, size_t i, uint64_t gen, cluster_actor h) {
   auto& st = self->state;
-  self->request(h, dial_timeout(st), peer_hello{st.cfg.cluster_node, st.digest, st.canonical})
+  self->request(h, dial_timeout(st), hello_of(st))
       .then(
           [=](peer_welcome& w) {
             auto& st = self->state;
@@ -669,8 +674,7 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg, direct
         if (from_peer(self) || i >= st.peers.size()) return;
         auto& p = st.peers[i];
         if (p.generation != gen || p.state != link::up) return;
-        self->request(p.handle, dial_timeout(st),
-                      peer_hello{st.cfg.cluster_node, st.digest, st.canonical})
+        self->request(p.handle, dial_timeout(st), hello_of(st))
             .then(
                 [=](peer_welcome& w) {
                   auto& p = self->state.peers[i];

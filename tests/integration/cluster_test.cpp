@@ -121,6 +121,15 @@ struct cluster3 {
     return t;
   }
 
+  /// Node i's config for a second process: its map and name, a cluster port of its own (an
+  /// operator's copy of its config started elsewhere).
+  std::string copy_config(size_t i) const {
+    auto t = config(i, false);
+    auto own = "cluster_listen = \"" + cluster_addr(i) + "\"";
+    return t.replace(t.find(own), own.size(),
+                     "cluster_listen = \"127.0.0.1:" + std::to_string(free_port()) + "\"");
+  }
+
   /// Node i logged `times` links up to each other node.
   bool linked(size_t i, size_t times = 1) const {
     return await([&] {
@@ -157,6 +166,18 @@ struct cluster3 {
 worker::call_answer must(proto::result<worker::call_answer> r) {
   REQUIRE_MESSAGE(r, (r ? "" : r.err().message));
   return std::move(*r);
+}
+
+/// A start through `copy`, a second process configured as node b, fails naming why: it leases
+/// none of b's shards.
+void check_copy_withholds(server_process& copy) {
+  auto c = worker::workflow_client::connect("127.0.0.1:" + std::to_string(copy.port()), "test");
+  REQUIRE(c);
+  auto r = must(c->start("steps", cluster3::id_on(1, "t"), json{{"steps", 1}}));
+  CHECK(r.status != proto::call_status::ok);
+  CHECK_MESSAGE(r.body.value("error", "").find("is linked to another process as node b") !=
+                    std::string::npos,
+                r.body.dump());
 }
 
 }  // namespace
@@ -597,11 +618,7 @@ TEST_CASE("a second process configured as node b is refused by the others withou
   cluster3 c;
   REQUIRE(c.all_linked());
   // The twin: b's map and name, its own ports and data dir (an operator's copy of b's config).
-  server_process twin(c.dir.path() / "b-twin",
-                      "[server]\nshards = 12\n[cluster]\nnode = \"b\"\ncluster_listen = "
-                      "\"127.0.0.1:" +
-                          std::to_string(free_port()) + "\"\npeer_timeout_ms = 1000\n" +
-                          c.config(1, false).substr(c.config(1, false).find("[[cluster.nodes]]")));
+  server_process twin(c.dir.path() / "b-twin", c.copy_config(1));
   REQUIRE(twin.start() == "");
   REQUIRE(await([&] {
     return c.nodes[0]->log().find("cluster peer refused: another process calls itself node=b") !=
@@ -612,13 +629,7 @@ TEST_CASE("a second process configured as node b is refused by the others withou
            std::string::npos;
   }));
   // The twin withholds b's shards: a call there fails at once, naming why.
-  auto tc = worker::workflow_client::connect("127.0.0.1:" + std::to_string(twin.port()), "test");
-  REQUIRE(tc);
-  auto r = must(tc->start("steps", cluster3::id_on(1, "t"), json{{"steps", 1}}));
-  CHECK(r.status != proto::call_status::ok);
-  CHECK_MESSAGE(r.body.value("error", "").find("is linked to another process as node b") !=
-                    std::string::npos,
-                r.body.dump());
+  check_copy_withholds(twin);
   // a's and c's links to the real b never went down.
   twin.stop();
   for (size_t i : {0, 2}) {
@@ -634,11 +645,7 @@ TEST_CASE("a copy of node b taken while b was down withholds b's shards once b i
   c.nodes[1]->kill9();
   REQUIRE(await(
       [&] { return c.nodes[0]->log().find("cluster peer down node=b") != std::string::npos; }));
-  server_process twin(c.dir.path() / "b-twin",
-                      "[server]\nshards = 12\n[cluster]\nnode = \"b\"\ncluster_listen = "
-                      "\"127.0.0.1:" +
-                          std::to_string(free_port()) + "\"\npeer_timeout_ms = 1000\n" +
-                          c.config(1, false).substr(c.config(1, false).find("[[cluster.nodes]]")));
+  server_process twin(c.dir.path() / "b-twin", c.copy_config(1));
   REQUIRE(twin.start() == "");
   REQUIRE(await([&] { return twin.log().find("cluster peer up node=a") != std::string::npos; }));
   CHECK(twin.log().find("is linked to another process") == std::string::npos);  // b is down
@@ -648,11 +655,5 @@ TEST_CASE("a copy of node b taken while b was down withholds b's shards once b i
     return twin.log().find("cluster peer is linked to another process as this node node=a") !=
            std::string::npos;
   }));
-  auto tc = worker::workflow_client::connect("127.0.0.1:" + std::to_string(twin.port()), "test");
-  REQUIRE(tc);
-  auto r = must(tc->start("steps", cluster3::id_on(1, "t"), json{{"steps", 1}}));
-  CHECK(r.status != proto::call_status::ok);
-  CHECK_MESSAGE(r.body.value("error", "").find("is linked to another process as node b") !=
-                    std::string::npos,
-                r.body.dump());
+  check_copy_withholds(twin);
 }

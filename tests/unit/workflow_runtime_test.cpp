@@ -238,6 +238,12 @@ struct rig {
     append();
     runner->on_durable(journal.size());
   }
+  /// A new runner restored from checkpoint `cp` and started after it (as a new lease would).
+  void restore(const proto::checkpoint& cp) {
+    fresh();
+    REQUIRE(runner->restore(cp.lsn.value(), cp.data));
+    runner->start(cp.lsn.value());
+  }
   /// A new runner recovered from the journal (as a new lease would).
   void recover(std::vector<proto::bytes> records) {
     journal = records;  // the shard's log is what was recovered
@@ -673,9 +679,7 @@ TEST_CASE("a checkpoint stands for the journal before it: the restored runner ha
   CHECK(cps[0].lsn.value() == t.journal.size());
   CHECK(t.runner->records_since_checkpoint() == 0);
 
-  t.fresh();
-  REQUIRE(t.runner->restore(cps[0].lsn.value(), cps[0].data));
-  t.runner->start(cps[0].lsn.value());
+  t.restore(cps[0]);
   t.call(4, "result", {{"id", "done"}});
   CHECK(t.answer(4)["result"] == json({{"x", 2}, {"y", 20}}));
   t.call(5, "describe", {{"id", "waits"}});
@@ -712,9 +716,7 @@ TEST_CASE("RELAY leaves after durable and the outbox is resent by the next lease
   t.runner->ready_frames().clear();
   t.runner->checkpoint();
   auto cp1 = t.frames<proto::checkpoint>().at(0);
-  t.fresh();
-  REQUIRE(t.runner->restore(cp1.lsn.value(), cp1.data));
-  t.runner->start(cp1.lsn.value());
+  t.restore(cp1);
   auto kept = t.frames<proto::relay>();
   REQUIRE(kept.size() == 1);
   CHECK(kept[0].outbox_id == relays[1].outbox_id);
@@ -732,9 +734,7 @@ TEST_CASE("RELAY leaves after durable and the outbox is resent by the next lease
   t.durable();
   t.runner->checkpoint();
   auto cp = t.frames<proto::checkpoint>().at(0);
-  t.fresh();
-  REQUIRE(t.runner->restore(cp.lsn.value(), cp.data));
-  t.runner->start(cp.lsn.value());
+  t.restore(cp);
   CHECK(t.frames<proto::relay>().empty());
   CHECK(t.runner->next_due_ms() == UINT64_MAX);
 
@@ -842,9 +842,7 @@ TEST_CASE("finished runs are forgotten by the first checkpoint after their reten
   CHECK(t.frames<proto::checkpoint>().empty());
   t.durable();
   auto cp = t.frames<proto::checkpoint>().at(0);
-  t.fresh();
-  REQUIRE(t.runner->restore(cp.lsn.value(), cp.data));
-  t.runner->start(cp.lsn.value());
+  t.restore(cp);
   t.call(4, "result", {{"id", "old"}});
   CHECK(t.answer(4)["code"] == "not_found");
   t.call(5, "result", {{"id", "recent"}});
@@ -878,9 +876,7 @@ TEST_CASE("the mark that recognises a resent message is kept for the retention p
   t.runner->checkpoint();
   t.durable();
   auto cp = t.frames<proto::checkpoint>().at(0);
-  t.fresh();
-  REQUIRE(t.runner->restore(cp.lsn.value(), cp.data));
-  t.runner->start(cp.lsn.value());
+  t.restore(cp);
   // Within the period, from the checkpoint: still recognised.
   json signal{{"kind", "signal"}, {"workflow", "nobody"}, {"name", "x"}};
   t.runner->on_message(3, 1, 40, text(signal.dump()));
@@ -892,9 +888,7 @@ TEST_CASE("the mark that recognises a resent message is kept for the retention p
   t.runner->checkpoint();
   t.durable();
   auto cp2 = t.frames<proto::checkpoint>().back();
-  t.fresh();
-  REQUIRE(t.runner->restore(cp2.lsn.value(), cp2.data));
-  t.runner->start(cp2.lsn.value());
+  t.restore(cp2);
   t.env.lines.clear();
   t.runner->on_message(3, 1, 40, text(signal.dump()));  // now handled as new (and dropped)
   CHECK(t.env.lines.size() == 1);
@@ -967,9 +961,7 @@ TEST_CASE("a signal with an idempotency key is taken once: a retry is answered a
   t.runner->checkpoint();
   t.durable();
   auto cp = t.frames<proto::checkpoint>().at(0);
-  t.fresh();
-  REQUIRE(t.runner->restore(cp.lsn.value(), cp.data));
-  t.runner->start(cp.lsn.value());
+  t.restore(cp);
   t.call(13, "signal", go);
   auto late = t.answer(13);
   CHECK(late["delivered"] == true);
@@ -1002,9 +994,7 @@ TEST_CASE("a signal's idempotency key is kept for the retention period and forgo
   t.runner->checkpoint();
   t.durable();
   auto cp = t.frames<proto::checkpoint>().at(0);
-  t.fresh();
-  REQUIRE(t.runner->restore(cp.lsn.value(), cp.data));
-  t.runner->start(cp.lsn.value());
+  t.restore(cp);
   t.call(3, "signal", sig);
   CHECK(t.answer(3)["duplicate"] == true);  // within the period, from the checkpoint
   t.env.now += 1;
@@ -1013,9 +1003,7 @@ TEST_CASE("a signal's idempotency key is kept for the retention period and forgo
   t.runner->checkpoint();
   t.durable();
   auto cp2 = t.frames<proto::checkpoint>().back();
-  t.fresh();
-  REQUIRE(t.runner->restore(cp2.lsn.value(), cp2.data));
-  t.runner->start(cp2.lsn.value());
+  t.restore(cp2);
   t.call(5, "signal", sig);
   CHECK(t.answer(5)["duplicate"] == false);  // past it: taken as new
 
