@@ -39,25 +39,58 @@ std::string fusee_binary() {
   return FUSEE_BINARY;
 }
 
+namespace {
+
+/// The kernel's ephemeral range [first, last] (connect()'s source ports and bind(0)'s picks).
+std::pair<int, int> ephemeral_range() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int first = 32768, last = 60999;
+  in >> first >> last;
+  return {first, last};
+}
+
+/// Whether `port` on 127.0.0.1 can be bound now.
+bool bindable(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("no socket for a free loopback port");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
 uint16_t free_port() {
+  // Below the ephemeral range: a port named in a cluster's map is freed when its node stops and
+  // taken again when it restarts, and meanwhile no outgoing connection of a test running beside
+  // this one may take it as its source port, nor a server listening on port 0. Tests pick at
+  // random there, so two test processes rarely pick the same port (cluster3 starts again on
+  // new ports when that happens).
   static std::mutex mtx;
   static std::set<uint16_t> given;
+  static std::mt19937 pick(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
   std::lock_guard<std::mutex> lk{mtx};
-  for (int tries = 0; tries < 1000; ++tries) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      if (fd >= 0) ::close(fd);
-      throw std::runtime_error("no free loopback port");
-    }
-    ::close(fd);
-    if (given.insert(ntohs(a.sin_port)).second) return ntohs(a.sin_port);
+  auto [first, last] = ephemeral_range();
+  int low = 10000, high = first - 1;
+  if (high - low < 1000) {  // a machine whose ephemeral range leaves no room: above it
+    low = last + 1;
+    high = 65535;
   }
-  throw std::runtime_error("no loopback port this process was not given before");
+  if (high - low < 1000) throw std::runtime_error("no loopback port range outside the ephemeral");
+  std::uniform_int_distribution<int> any(low, high);
+  for (int tries = 0; tries < 1000; ++tries) {
+    auto port = static_cast<uint16_t>(any(pick));
+    if (!given.count(port) && bindable(port)) {
+      given.insert(port);
+      return port;
+    }
+  }
+  throw std::runtime_error("no free loopback port in " + std::to_string(low) + "-" +
+                           std::to_string(high));
 }
 
 int spawn_process(std::vector<std::string> args, const fs::path& log_path) {
@@ -138,7 +171,11 @@ std::string server_process::start() {
     out << extra_toml_ << "\n";
   }
   auto log_path = work_ / "server.log";
-  auto at = [&](uint16_t port) { return "127.0.0.1:" + std::to_string(keep_ports_ ? port : 0); };
+  auto at = [&](uint16_t& port) {
+    if (!keep_ports_) return std::string("127.0.0.1:0");
+    if (port == 0) port = free_port();
+    return "127.0.0.1:" + std::to_string(port);
+  };
   std::vector<std::string> args{
       fusee_binary(),     "server",           "--config",      cfg.string(),
       "--data-dir",       data_dir_.string(), "--listen",      at(port_),

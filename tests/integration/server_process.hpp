@@ -46,7 +46,9 @@ public:
   uint16_t admin_port() const { return admin_port_; }
   uint16_t http_port() const { return http_port_; }
   uint16_t inspect_port() const { return inspect_port_; }
-  /// Later start()s listen on the ports this one got (workers reconnect to the same address).
+  /// Every later start() listens on the same ports (workers reconnect to the same address):
+  /// the ones a start before got, else ones from free_port(), which nothing else takes while
+  /// the server is down. Call it before the first start() for that.
   void keep_ports() { keep_ports_ = true; }
   /// Listens on these worker and HTTP API ports (0: any) from the next start() on, and keeps
   /// every port after that, as keep_ports() does (a cluster's map names its nodes' ports).
@@ -98,9 +100,10 @@ private:
 };
 
 /// A loopback TCP port that was free a moment ago (bound, then released): for configs that must
-/// name their ports before any process starts. Never one this process was given before: the
-/// kernel may hand a released port out again at once, and two nodes of one config on the same
-/// port are refused.
+/// name their ports before any process starts, and for servers that restart on their ports.
+/// Picked at random below the kernel's ephemeral range, so that while its server is down no
+/// outgoing connection or port-0 listener of a test running beside this one takes it. Never one
+/// this process was given before (two nodes of one config on the same port are refused).
 uint16_t free_port();
 
 /// The fusee binary under test (set by CMake).

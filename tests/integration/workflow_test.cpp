@@ -225,8 +225,8 @@ TEST_CASE("kill -9 of the server mid-workflow 10 times keeps every result seen b
   traced_dir dir;
   auto& trace = dir.trace;
   server_process server(dir.path() / "data", "[server]\nshards = 4\n");
-  REQUIRE(server.start() == "");
   server.keep_ports();
+  REQUIRE(server.start() == "");
   worker_process w(server.port(), "worker", {"--checkpoint-every", "7"});
   REQUIRE(w.logged("holding 4 shard(s)"));
 
