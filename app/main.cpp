@@ -286,6 +286,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "fusee %s: %s\n", c->get_name().c_str(), s.err().message.c_str());
         return 2;
       }
+      for (auto& w : s->warnings)
+        std::fprintf(stderr, "fusee %s: warning: %s\n", c->get_name().c_str(), w.c_str());
       sec = std::move(*s);
     }
 

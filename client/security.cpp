@@ -25,7 +25,12 @@ proto::result<security> resolve(security_flags f) {
     if (!t) return t.err();
     s.token = std::move(*t);
     s.token_file = f.token_file;
+    if (auto exposed = exposed_secret_file(f.token_file, "token file"))
+      s.warnings.push_back(std::move(*exposed));
   }
+  if (!f.key_file.empty())
+    if (auto exposed = exposed_secret_file(f.key_file, "TLS key file"))
+      s.warnings.push_back(std::move(*exposed));
   return s;
 }
 

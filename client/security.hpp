@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "protocol/auth.hpp"
 #include "protocol/result.hpp"
@@ -17,6 +18,9 @@ struct security {
   /// replaced in place (a rotation) is proven from the next connection on, without a restart.
   /// Unreadable then (mid-replace), the token read before is proven.
   std::string token_file;
+  /// What the command should say before it connects: a token or TLS key file other users of
+  /// the machine may read or write (it still works).
+  std::vector<std::string> warnings;
   ~security() { proto::wipe(token); }
 };
 
@@ -28,6 +32,7 @@ struct security_flags {
 };
 
 /// Fills the flags' gaps from the environment and reads the token file; an error names the file.
+/// A token or key file others may read is a warning, not an error (`warnings`).
 proto::result<security> resolve(security_flags flags);
 
 }  // namespace fusee::client

@@ -100,6 +100,23 @@ TEST_CASE("a secret file other users of the machine may read is warned about at 
           "\"\n";
   test::server_process server(dir.path() / "data", toml);
   REQUIRE(server.start().empty());
+  // A client or worker says it of its --token-file (and its TLS key file) on stderr, and goes on
+  // (here to a port nobody listens on).
+  auto describe = [&](const std::string& token) {
+    return test::run_process({test::fusee_binary(), "describe", "nobody", "--server", "127.0.0.1:1",
+                              "--token-file", at(token)},
+                             at(token + ".out"), 30s)
+        .second;
+  };
+  auto out = describe("open.token");
+  CHECK_MESSAGE(out.find("fusee describe: warning: token file " + at("open.token") +
+                         " may be read by every user of this machine (mode 0644)") !=
+                    std::string::npos,
+                out);
+  CHECK_MESSAGE(out.find("cannot connect to 127.0.0.1:1") != std::string::npos, out);
+  out = describe("closed.token");
+  CHECK_MESSAGE(out.find("warning") == std::string::npos, out);
+  CHECK_MESSAGE(out.find("cannot connect to 127.0.0.1:1") != std::string::npos, out);
   server.stop();
   auto log = server.log();
   CHECK_MESSAGE(log.find("token file " + at("open.token") +
