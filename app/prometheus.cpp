@@ -96,8 +96,12 @@ const row_metric cluster_metrics[] = {
     {"cluster_calls_waiting", "gauge", "Forwarded calls waiting for their answer.", "callsWaiting"},
     {"cluster_messages_forwarded_total", "counter", "Messages relayed to another node.",
      "messagesForwarded"},
+    {"cluster_messages_held", "gauge", "Messages kept for a node that is not up, sent when it is.",
+     "messagesHeld"},
     {"cluster_messages_dropped_total", "counter",
-     "Messages for a node that was not up (their senders resend them).", "messagesDropped"},
+     "Messages for a node that was not up, past what is held for it (their senders resend "
+     "them).",
+     "messagesDropped"},
 };
 const row_metric scheduler_metrics[] = {
     {"shard_handbacks_total", "counter", "Shards handed back with work left.", "handbacks"},

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "actors/call_gateway.hpp"
+#include "actors/cluster/held_messages.hpp"
 #include "actors/cluster/map_agreement.hpp"
 #include "actors/cluster/shard_owners.hpp"
 #include "actors/session.hpp"
@@ -64,6 +65,9 @@ struct peer {
   std::string shadow_logged;   ///< the last other process calling itself this node, logged once
   bool answered = false;       ///< the dial under way found its port answering (probe)
   uint64_t calls_forwarded = 0, calls_failed_fast = 0, messages_forwarded = 0, messages_dropped = 0;
+  /// Messages for its shards that came while it was not up: sent the moment it is, so they
+  /// need not wait for their senders' next resend (receivers deduplicate).
+  held_messages held;
 };
 
 /// A CALL forwarded to another node, waiting for its CALL_RESULT.
@@ -109,6 +113,18 @@ void set_state(self_ptr self, size_t i, link state, std::string error) {
   if (p.state != state) p.since_ms = static_cast<int64_t>(proto::unix_ms());
   p.state = state;
   p.error = std::move(error);
+}
+
+/// Peer `i` is up: the messages held for it go now.
+void send_held(self_ptr self, size_t i) {
+  auto& p = self->state.peers[i];
+  if (p.held.empty()) return;
+  spdlog::info("cluster sent messages held while the peer was not up node={} messages={}",
+               p.node.name, p.held.size());
+  for (auto& m : p.held.take()) {
+    p.messages_forwarded++;
+    self->send(p.handle, std::move(m));
+  }
 }
 
 /// Tells the directory what this node withholds now, if that changed.
@@ -323,6 +339,7 @@ void handshake(self_ptr self, size_t i, uint64_t gen, cluster_actor h) {
             agreed_with(self, p.node.name);
             heard(self, i);
             schedule_rehello(self, i);
+            send_held(self, i);
           },
           [=](caf::error& e) {
             if (self->state.peers[i].generation == gen) lost(self, i, self->system().render(e));
@@ -477,16 +494,18 @@ actor_stats stats_of(self_ptr self) {
   a.num("callsWaiting", st.waiting.size());
   a.num("callsFromNodes", st.calls_in);
   a.num("messagesFromNodes", st.messages_in);
-  uint64_t fwd = 0, fast = 0, msgs = 0, dropped = 0;
+  uint64_t fwd = 0, fast = 0, msgs = 0, dropped = 0, held = 0;
   for (auto& p : st.peers) {
     fwd += p.calls_forwarded;
     fast += p.calls_failed_fast;
     msgs += p.messages_forwarded;
     dropped += p.messages_dropped;
+    held += p.held.size();
   }
   a.num("callsForwarded", fwd);
   a.num("callsFailedFast", fast);
   a.num("messagesForwarded", msgs);
+  a.num("messagesHeld", held);
   a.num("messagesDropped", dropped);
   a.num("heardEveryPeer", st.agreement.settled());
   std::string withheld;  // "3-4 (node c's map)"
@@ -562,8 +581,12 @@ cluster_actor::behavior_type cluster_fn(self_ptr self, node_settings cfg, direct
           return;
         }
         auto& p = st.peers[*owner];
-        if (p.state != link::up || from_peer(self)) {
+        if (from_peer(self)) {   // never forwarded twice: the maps would disagree (a loop)
           p.messages_dropped++;  // the sender resends it until it is acknowledged
+          return;
+        }
+        if (p.state != link::up) {  // sent once it is; past the bounds left to the sender
+          if (!p.held.hold(std::move(m))) p.messages_dropped++;
           return;
         }
         p.messages_forwarded++;

@@ -5,7 +5,8 @@
 // dials again with backoff. It forwards what belongs to another node's shards: CALLs (answered
 // back through it to the client's session; failed at once, naming the node, while that node is
 // not up, and with "may have run" when it goes down with the call in flight), messages and
-// acks (dropped while the node is down: senders resend until acknowledged, receivers
+// acks (messages for a node that is not up are held, a bounded number, and sent when it is;
+// acks and messages past the bound are dropped: senders resend until acknowledged, receivers
 // deduplicate, so each arrives once). Everything a peer sends for this node's shards goes to the
 // directory as if it came from a session.
 #pragma once
