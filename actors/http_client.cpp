@@ -41,10 +41,13 @@ namespace {
 constexpr const char* not_sent_stopping = "not sent: the server is stopping";
 }  // namespace
 
-bool http_client::answer_timed_out(bool curl_timed_out, double elapsed_ms, uint32_t timeout_ms) {
+bool http_client::answer_timed_out(bool curl_timed_out, bool request_sent, double elapsed_ms,
+                                   uint32_t timeout_ms) {
   // curl says "timed out" for its connect time-out too: that one is a failure to reach the
-  // endpoint, ended before the whole transfer's time was up.
-  return curl_timed_out && timeout_ms > 0 && elapsed_ms >= static_cast<double>(timeout_ms);
+  // endpoint, ended before the whole transfer's time was up. (curl counts the time-out from its
+  // own start, in whole milliseconds: the elapsed time here may fall just short of it.)
+  return curl_timed_out && timeout_ms > 0 &&
+         (request_sent || elapsed_ms + 1.0 >= static_cast<double>(timeout_ms));
 }
 
 http_client::http_client(uint32_t max_connections) : max_connections_(max_connections) {
@@ -134,7 +137,10 @@ void http_client::run() {
     if (code != CURLE_OK) {
       res.error = t.errbuf[0] ? t.errbuf : curl_easy_strerror(code);
       double elapsed = std::chrono::duration<double, std::milli>(now - t.started).count();
-      res.timed_out = answer_timed_out(code == CURLE_OPERATION_TIMEDOUT, elapsed, t.req.timeout_ms);
+      long request_bytes = 0;  // headers sent: the request went out on a connection
+      curl_easy_getinfo(easy, CURLINFO_REQUEST_SIZE, &request_bytes);
+      res.timed_out = answer_timed_out(code == CURLE_OPERATION_TIMEDOUT, request_bytes > 0, elapsed,
+                                       t.req.timeout_ms);
     }
     report(t, std::move(res), now);
   };

@@ -72,10 +72,12 @@ public:
   http_client& operator=(const http_client&) = delete;
 
   void submit(http_request req) override;
-  /// Whether a transfer curl ended with CURLE_OPERATION_TIMEDOUT (`curl_timed_out`) after
-  /// `elapsed_ms` ran out the request's whole `timeout_ms` (no answer in time), rather than the
-  /// connect time-out (the endpoint was not reached: a failure, as any other).
-  static bool answer_timed_out(bool curl_timed_out, double elapsed_ms, uint32_t timeout_ms);
+  /// Whether a transfer curl ended with CURLE_OPERATION_TIMEDOUT (`curl_timed_out`) ran out the
+  /// request's `timeout_ms` (no answer in time): its request was sent (`request_sent`: then it
+  /// was connected), or `elapsed_ms` reached the time-out (to curl's millisecond). Else it is
+  /// the connect time-out: the endpoint was not reached, a failure as any other.
+  static bool answer_timed_out(bool curl_timed_out, bool request_sent, double elapsed_ms,
+                               uint32_t timeout_ms);
   /// Ends the thread; transfers still running complete with error "aborted: ...", those not
   /// sent yet with "not sent: the server is stopping".
   void stop();

@@ -173,10 +173,19 @@ TEST_CASE(
 
 TEST_CASE("curl's connect time-out is a failure to reach the endpoint, not an answer's time-out") {
   using server::http_client;
-  CHECK(http_client::answer_timed_out(true, 90'000.5, 90'000));
-  CHECK_FALSE(http_client::answer_timed_out(true, 5'001, 90'000));  // the 5 s connect time-out
-  CHECK_FALSE(http_client::answer_timed_out(false, 95'000, 90'000));
-  CHECK_FALSE(http_client::answer_timed_out(true, 5'001, 0));  // no deadline: only a connect's
+  CHECK(http_client::answer_timed_out(true, false, 90'000.5, 90'000));
+  CHECK_FALSE(http_client::answer_timed_out(true, false, 5'001, 90'000));  // connect time-out
+  CHECK_FALSE(http_client::answer_timed_out(false, true, 95'000, 90'000));
+  CHECK_FALSE(http_client::answer_timed_out(true, false, 5'001, 0));  // no deadline: a connect's
+}
+
+TEST_CASE("a request sent and not answered in time is an answer's time-out, even when curl's own "
+          "clock ended it just before the node's says the time was up") {
+  using server::http_client;
+  CHECK(http_client::answer_timed_out(true, true, 2'499.4, 2'500));
+  CHECK(http_client::answer_timed_out(true, false, 2'499.4, 2'500));  // within curl's millisecond
+  CHECK_FALSE(http_client::answer_timed_out(true, false, 2'490, 2'500));
+  CHECK_FALSE(http_client::answer_timed_out(true, true, 2'499.4, 0));
 }
 
 TEST_CASE("the HTTP server refuses oversized bodies with 413") {
