@@ -31,6 +31,7 @@ struct endpoint_metrics {
   uint64_t total_ms = 0, max_ms = 0, shards = 0, steps = 0, open_us_total = 0, opens = 0;
   uint64_t backoffs = 0;  ///< failures that started or lengthened a backoff
   std::string last_error;
+  int64_t last_error_ms = 0;  ///< unix ms of last_error
   histogram duration{"invocation_duration_seconds", latency_bounds()};
 };
 
@@ -86,7 +87,8 @@ std::string endpoint_json(const endpoint_state& st, clock_type::time_point now) 
     << ",\"backoffMs\":" << backoff_ms << ",\"totalMs\":" << st.m.total_ms
     << ",\"maxMs\":" << st.m.max_ms << ",\"shards\":" << st.m.shards << ",\"steps\":" << st.m.steps
     << ",\"openUsTotal\":" << st.m.open_us_total << ",\"opens\":" << st.m.opens
-    << ",\"lastError\":" << (st.m.last_error.empty() ? "null" : json_quote(st.m.last_error)) << "}";
+    << ",\"lastError\":" << (st.m.last_error.empty() ? "null" : json_quote(st.m.last_error))
+    << ",\"lastErrorAtMs\":" << st.m.last_error_ms << "}";
   return o.str();
 }
 
@@ -201,8 +203,28 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
         } else {
           st.m.failed++;
         }
-        if (!success && !preempted && !out.stopping &&
-            rules::counts_in_a_row(st.failures, inv.started, st.last_counted)) {
+        // A worker that leased its shards and then did not answer in time was reached: the
+        // endpoint is up, and its shards back off on their own (a crash each). It is what a step
+        // longer than the budget does, so it is said as that, not as the endpoint's failure.
+        bool leased_timed_out = timed_out && inv.leased && !ok && !out.stopping;
+        if (leased_timed_out) {
+          st.m.last_error =
+              "its worker leased the shards and did not answer within budget + "
+              "grace (" +
+              std::to_string(rules::answer_deadline_ms(st.cfg.budget_ms, st.cfg.grace_ms)) +
+              " ms): a step may take longer than the budget (budget_ms " +
+              std::to_string(st.cfg.budget_ms) + ")";
+          st.m.last_error_ms = static_cast<int64_t>(proto::unix_ms());
+          logging::warn_limited(
+              "invocation timed out after its lease",
+              fmt::format("endpoint invocation timed out after its worker leased the shards: a "
+                          "step may take longer than the budget endpoint={} url={} invocation={} "
+                          "shards={} error={}",
+                          st.index, logging::display_url(st.cfg.url),
+                          proto::format_invocation_id(proto::invocation_id{id}), inv.shards.size(),
+                          logging::quoted(st.m.last_error)));
+        } else if (!success && !preempted && !out.stopping &&
+                   rules::counts_in_a_row(st.failures, inv.started, st.last_counted)) {
           st.failures++;
           st.m.backoffs++;
           st.last_counted = self->clock().now();
@@ -216,6 +238,7 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
                                 " ms)"
               : status != 0 ? "answered HTTP " + std::to_string(status) + answer_excerpt(out.body)
                             : error;
+          st.m.last_error_ms = static_cast<int64_t>(proto::unix_ms());
           auto now = self->clock().now();
           if (now - st.logged >= std::chrono::seconds(10)) {  // at most every 10 s
             st.logged = now;
@@ -263,6 +286,7 @@ actor_stats stats_of(endpoint_ptr self) {
   auto now = self->clock().now();
   actor_stats a{"endpoint", st.index};
   a.state = st.not_before > now                           ? "backoff"
+            : st.failures > 0                             ? "failing"
             : st.invocations.size() >= st.cfg.concurrency ? "full"
                                                           : "ok";
   a.mailbox = self->mailbox().size();
@@ -285,6 +309,7 @@ actor_stats stats_of(endpoint_ptr self) {
   a.num("backoffs", st.m.backoffs);
   a.num("steps", st.m.steps);
   a.text("lastError", st.m.last_error);
+  a.num("lastErrorAtMs", static_cast<uint64_t>(st.m.last_error_ms));
   a.histograms.push_back(st.m.duration);
   return a;
 }

@@ -18,6 +18,20 @@ inline constexpr ms failure_base{100}, failure_cap{30000};
 /// A shard handed back with its budget spent and no step done: 1 s doubling to 300 s.
 inline constexpr ms no_progress_base{1000}, no_progress_cap{300000};
 
+/// While an endpoint backs off, shards a call waits for are still sent now and then: one
+/// invocation at a time, once nothing was sent to it or ended for probe_every (a half-open
+/// circuit). So a handler that
+/// came back serves the next call within a second or so, not after the rest of a backoff that
+/// may outlast the call's parking (`park_ms`, 30 s: the cap with its jitter is 36 s).
+inline constexpr ms probe_every{1000};
+
+/// Whether an endpoint backing off may be sent a probe now: a call waits in its queue, no probe
+/// of it is in flight, and its last invocation was sent or ended at least probe_every ago.
+template <class TimePoint>
+bool may_probe(bool call_waiting, bool probe_in_flight, TimePoint last_activity, TimePoint now) {
+  return call_waiting && !probe_in_flight && now - last_activity >= probe_every;
+}
+
 /// Shards that become ready for a timer, a handback, recovery or code wait this long for others
 /// to group with them: timers armed together fire over a spread, and without the window a storm
 /// of them would leave as many small invocations. Calls and messages never wait.

@@ -57,6 +57,11 @@ struct endpoint_slot {
   uint32_t in_flight = 0;
   time_point not_before{};
   std::deque<uint32_t> ready;  ///< shard ids; entries whose queued_in differs are stale
+  /// A shard was queued for a call since the last probe looked (rules::may_probe): only then
+  /// does a backing-off endpoint's queue get read for one.
+  bool call_queued = false;
+  uint64_t probe = 0;          ///< the invocation sent to it while it backs off, 0 = none
+  time_point last_activity{};  ///< its last invocation sent or ended
 };
 
 /// What the stats count a shard as: its state, or invoking (which overrides it).
@@ -168,15 +173,67 @@ void request_gather(scheduler_ptr self) {
 void enqueue(scheduler_ptr self, uint32_t shard) {
   auto& st = self->state;
   auto& x = st.shards[shard];
-  if (x.state != shard_status::ready || x.invoking || x.withheld || x.queued_in == x.endpoint)
-    return;
+  if (x.state != shard_status::ready || x.invoking || x.withheld) return;
   if (x.endpoint < 0 || static_cast<size_t>(x.endpoint) >= st.endpoints.size()) return;
+  if (x.queued_in == x.endpoint) {  // queued already: a call it now waits for may probe
+    if ((x.reasons & proto::reason_call) &&
+        st.endpoints[x.endpoint].not_before > self->clock().now()) {
+      st.endpoints[x.endpoint].call_queued = true;
+      request_dispatch(self);
+    }
+    return;
+  }
+  if (x.reasons & proto::reason_call) st.endpoints[x.endpoint].call_queued = true;
   x.queued_in = x.endpoint;
   st.endpoints[x.endpoint].ready.push_back(shard);
   if (x.reasons & (proto::reason_call | proto::reason_message))
     request_dispatch(self);
   else
     request_gather(self);
+}
+
+/// Sends invocation `id` of endpoint `e` for `group`.
+void send_invocation(scheduler_ptr self, size_t e, uint64_t id,
+                     const std::vector<uint32_t>& group) {
+  auto& st = self->state;
+  auto& ep = st.endpoints[e];
+  uint8_t reasons = 0;
+  for (auto s : group) {
+    auto& x = st.shards[s];
+    reasons |= x.reasons;
+    change(st, x, [&] { x.invoking = true; });
+    x.invocation = id;
+  }
+  st.owner[id] = static_cast<uint32_t>(e);
+  ep.in_flight++;
+  ep.last_activity = self->clock().now();
+  self->send(ep.actor, invoke_atom::value, id, group, reasons);
+}
+
+/// Endpoint `e` backs off: the shards calls wait for (at most max_shards of them) go in one
+/// invocation if rules::may_probe allows; the rest wait for the backoff's end.
+void probe(scheduler_ptr self, size_t e, time_point now) {
+  auto& st = self->state;
+  auto& ep = st.endpoints[e];
+  if (!rules::may_probe(ep.call_queued, ep.probe != 0, ep.last_activity, now)) {
+    if (ep.call_queued && ep.probe == 0) arm(self, ep.last_activity + rules::probe_every);
+    return;
+  }
+  ep.call_queued = false;
+  std::vector<uint32_t> calls;
+  for (auto s : ep.ready) {
+    auto& x = st.shards[s];
+    if (x.queued_in != static_cast<int16_t>(e) || !(x.reasons & proto::reason_call) ||
+        x.state != shard_status::ready || x.invoking || x.withheld ||
+        x.endpoint != static_cast<int16_t>(e))
+      continue;
+    x.queued_in = -1;  // its entry is stale now (and a second one for it is skipped)
+    calls.push_back(s);
+    if (calls.size() >= ep.cfg.max_shards) break;
+  }
+  if (calls.empty()) return;
+  ep.probe = proto::random_invocation_id().value();
+  send_invocation(self, e, ep.probe, calls);
 }
 
 /// Groups each endpoint's ready shards into invocations, as many as its free slots allow.
@@ -188,6 +245,7 @@ void dispatch(scheduler_ptr self) {
     auto& ep = st.endpoints[e];
     if (ep.ready.empty() || ep.in_flight >= ep.cfg.concurrency) continue;
     if (ep.not_before > now) {
+      probe(self, e, now);
       arm(self, ep.not_before);
       continue;
     }
@@ -204,19 +262,8 @@ void dispatch(scheduler_ptr self) {
           x.endpoint == static_cast<int16_t>(e))
         picked.push_back(s);
     }
-    for (auto& group : rules::group(picked, free, ep.cfg.max_shards)) {
-      uint64_t id = proto::random_invocation_id().value();
-      uint8_t reasons = 0;
-      for (auto s : group) {
-        auto& x = st.shards[s];
-        reasons |= x.reasons;
-        change(st, x, [&] { x.invoking = true; });
-        x.invocation = id;
-      }
-      st.owner[id] = static_cast<uint32_t>(e);
-      ep.in_flight++;
-      self->send(ep.actor, invoke_atom::value, id, group, reasons);
-    }
+    for (auto& group : rules::group(picked, free, ep.cfg.max_shards))
+      send_invocation(self, e, proto::random_invocation_id().value(), group);
   }
 }
 
@@ -380,6 +427,8 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
         st.owner.erase(end.invocation);
         auto& ep = st.endpoints[end.endpoint];
         ep.in_flight--;
+        if (ep.probe == end.invocation) ep.probe = 0;
+        ep.last_activity = self->clock().now();
         ep.not_before = self->clock().now() + ms{static_cast<int64_t>(end.backoff_ms)};
         for (auto s : end.shards) {
           auto& x = st.shards[s];

@@ -215,7 +215,8 @@ function renderEndpoints(endpoints, invokerRuns) {
     text(tr.insertCell(), e.url);
     const health = tr.insertCell();
     health.className = "health-" + e.state;
-    text(health, e.state === "backoff" ? "backing off (" + e.backoffMs + " ms, " + e.failuresInARow + " in a row)" : e.state);
+    text(health, e.state === "backoff" ? "backing off (" + e.backoffMs + " ms, " + e.failuresInARow + " in a row)"
+      : e.state === "failing" ? "failing (" + e.failuresInARow + " in a row)" : e.state);
     const bar = tr.insertCell();
     const track = document.createElement("span");
     track.className = "bar track";
@@ -228,8 +229,8 @@ function renderEndpoints(endpoints, invokerRuns) {
     text(tr.insertCell(), e.invocations);
     text(tr.insertCell(), e.failed + e.timedOut + e.unleased);
     const err = tr.insertCell();
-    if (e.state !== "backoff") err.className = "muted";  // an old error: it has recovered since
-    text(err, e.lastError || "");
+    if (e.state !== "backoff" && e.state !== "failing") err.className = "muted";  // recovered since
+    text(err, e.lastError ? e.lastError + (e.lastErrorAtMs ? " (" + new Date(e.lastErrorAtMs).toLocaleTimeString() + ")" : "") : "");
   }
 }
 

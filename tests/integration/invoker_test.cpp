@@ -261,6 +261,35 @@ TEST_CASE("an endpoint that refuses connections backs off, with the error in the
   CHECK(m.find("onnect") != std::string::npos);  // curl's "Couldn't connect to server"
 }
 
+TEST_CASE("a call for an endpoint deep in its backoff is sent as soon as the handler is back, not "
+          "when the backoff ends") {
+  uint16_t port = free_port();  // nothing listens there yet
+  temp_dir secrets;
+  temp_dir tmp;
+  server_process server(tmp.path() / "data", endpoint_toml(port, secrets));
+  REQUIRE(server.start().empty());
+  // 7 failures in a row (about 6 s): the backoff is now 6.4 s ± 20 %.
+  auto m =
+      await_metrics(server, [](const std::string& m) { return field(m, "failuresInARow") >= 7; });
+  REQUIRE(field(m, "failuresInARow") >= 7);
+  handler_process handler({}, port);  // echo mode: answers every relayed call
+  auto left = field(metrics(server), "backoffMs");
+  REQUIRE_MESSAGE(left >= 3500, m);
+  auto c = client_peer(server);
+  auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(c.conn.send(proto::call{proto::request_head{9, proto::shard_id{1}, proto::epoch_t{0}},
+                                  "start", "steps", record("{}"), 30000}));
+  auto res = c.expect<proto::call_result>(30s);
+  auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(res.status == 0);
+  // The probe goes once nothing was sent or ended for a second; the backoff had 3.5 s or more.
+  CHECK_MESSAGE(took < std::chrono::milliseconds(left - 1000),
+                "took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                        << " ms with " << left << " ms of backoff left");
+  auto hlog = handler_log(handler, 1);
+  CHECK_MESSAGE(hlog.find("shards [1] reasons [call") != std::string::npos, hlog);
+}
+
 TEST_CASE("routing by types: a start goes to the endpoint that has its code") {
   handler_process typed;
   handler_process general;

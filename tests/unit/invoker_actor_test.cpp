@@ -352,6 +352,55 @@ TEST_CASE("a failed or timed-out invocation is fenced at once and the endpoint b
   CHECK(f.http.requests.size() == 3);
 }
 
+TEST_CASE("a worker that leased its shards and did not answer in time is fenced and counted "
+          "timed out as a step longer than the budget, without backing off its endpoint") {
+  fixture f;
+  auto id = f.last_id();
+  f.bind(id, 7, true);
+  f.answer(id, 0, true);  // curl: no answer within budget + grace, after the lease
+  REQUIRE(f.fenced.sessions.size() == 1);
+  CHECK(f.fenced.sessions[0] == 7);
+  auto j = f.invoker_json();
+  CHECK(j.find("\"failed\":0,\"timedOut\":1") != std::string::npos);
+  CHECK(j.find("\"failuresInARow\":0,\"backoffMs\":0") != std::string::npos);
+  CHECK_MESSAGE(j.find("\"lastError\":\"its worker leased the shards and did not answer within "
+                       "budget + grace (1500 ms): a step may take longer than the budget "
+                       "(budget_ms 1000)\",\"lastErrorAtMs\":") != std::string::npos,
+                j);
+  // The shards (still due: the stub tells them of no lease) are sent again at once: their own
+  // crash backoff applies once a lease ends, the endpoint's does not.
+  CHECK(f.http.requests.size() == 2);
+}
+
+TEST_CASE("while its endpoint backs off, shards calls wait for are sent as one probe at a time, at "
+          "most once a second, and the other due shards wait for the backoff's end") {
+  fixture f;                      // 4 shards, one endpoint: the start-up POST carries them all
+  for (int i = 0; i < 10; ++i) {  // 10 failures in a row: 100 ms doubling to the 30-s cap
+    f.answer(f.last_id(), 500);
+    if (i < 9) f.advance(40s);
+  }
+  REQUIRE(f.http.requests.size() == 10);
+  f.advance(20s);  // (the backoff is at least 24 s)
+  CHECK(f.http.requests.size() == 10);
+  f.due(2, proto::reason_call, "steps");
+  REQUIRE(f.http.requests.size() == 11);  // the probe, at once
+  CHECK(f.shards_of(10) == std::vector<uint32_t>{2});
+  CHECK((f.body(10).reasons & proto::reason_call) != 0);
+  f.due(3, proto::reason_call, "steps");
+  CHECK(f.http.requests.size() == 11);  // one probe at a time
+  f.answer(f.last_id(), 500);           // it fails: shard 2 waits again, with shard 3
+  CHECK(f.http.requests.size() == 11);
+  f.advance(999ms);
+  CHECK(f.http.requests.size() == 11);  // at most once a second
+  f.advance(1ms);
+  REQUIRE(f.http.requests.size() == 12);
+  CHECK(f.shards_of(11) == std::vector<uint32_t>{2, 3});
+  // The probe is served: the endpoint is up, and the shards due for recovery go at once.
+  f.served(f.last_id(), 9);
+  REQUIRE(f.http.requests.size() == 13);
+  CHECK(f.shards_of(12) == std::vector<uint32_t>{0, 1});
+}
+
 TEST_CASE("a POST never sent (no connection free in time) is a failure with its reason that adds "
           "nothing to the endpoint's latency") {
   fixture f;

@@ -127,3 +127,13 @@ TEST_CASE("earliest_timer keeps only the earliest pending tick and ignores stale
   CHECK_FALSE(t.fire(earlier));      // once
   CHECK(t.arm(now + ms{300}) != 0);  // nothing pending: a later time arms
 }
+
+TEST_CASE("an endpoint backing off is probed for a waiting call only when none is in flight and "
+          "nothing was sent to it or ended for a second") {
+  using tp = std::chrono::steady_clock::time_point;
+  tp t0{std::chrono::seconds(100)};
+  CHECK(may_probe(true, false, t0, t0 + std::chrono::seconds(1)));
+  CHECK_FALSE(may_probe(true, false, t0, t0 + ms{999}));
+  CHECK_FALSE(may_probe(true, true, t0, t0 + std::chrono::seconds(5)));    // one probe at a time
+  CHECK_FALSE(may_probe(false, false, t0, t0 + std::chrono::seconds(5)));  // nobody waits
+}
