@@ -215,6 +215,8 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
               " ms): a step may take longer than the budget (budget_ms " +
               std::to_string(st.cfg.budget_ms) + ")";
           st.m.last_error_ms = static_cast<int64_t>(proto::unix_ms());
+          st.failures = 0;  // it was reached: as after a success, a backoff it had is over
+          st.not_before = {};
           logging::warn_limited(
               "invocation timed out after its lease",
               fmt::format("endpoint invocation timed out after its worker leased the shards: a "

@@ -20,9 +20,9 @@ inline constexpr ms no_progress_base{1000}, no_progress_cap{300000};
 
 /// While an endpoint backs off, shards a call waits for are still sent now and then: one
 /// invocation at a time, once nothing was sent to it or ended for probe_every (a half-open
-/// circuit). So a handler that
-/// came back serves the next call within a second or so, not after the rest of a backoff that
-/// may outlast the call's parking (`park_ms`, 30 s: the cap with its jitter is 36 s).
+/// circuit). So a handler that came back serves the next call within a second or so, not after
+/// the rest of a backoff that may outlast the call's parking (`park_ms`, 30 s: the cap with its
+/// jitter is 36 s).
 inline constexpr ms probe_every{1000};
 
 /// Whether an endpoint backing off may be sent a probe now: a call waits in its queue, no probe

@@ -211,7 +211,9 @@ void send_invocation(scheduler_ptr self, size_t e, uint64_t id,
 }
 
 /// Endpoint `e` backs off: the shards calls wait for (at most max_shards of them) go in one
-/// invocation if rules::may_probe allows; the rest wait for the backoff's end.
+/// invocation if rules::may_probe allows; the rest wait for the backoff's end. The queue is
+/// read whole and kept without its stale entries and the shards sent, so probes that fail (and
+/// keep the backoff going) do not grow it.
 void probe(scheduler_ptr self, size_t e, time_point now) {
   auto& st = self->state;
   auto& ep = st.endpoints[e];
@@ -221,16 +223,20 @@ void probe(scheduler_ptr self, size_t e, time_point now) {
   }
   ep.call_queued = false;
   std::vector<uint32_t> calls;
+  std::deque<uint32_t> kept;
   for (auto s : ep.ready) {
     auto& x = st.shards[s];
-    if (x.queued_in != static_cast<int16_t>(e) || !(x.reasons & proto::reason_call) ||
-        x.state != shard_status::ready || x.invoking || x.withheld ||
-        x.endpoint != static_cast<int16_t>(e))
-      continue;
-    x.queued_in = -1;  // its entry is stale now (and a second one for it is skipped)
-    calls.push_back(s);
-    if (calls.size() >= ep.cfg.max_shards) break;
+    if (x.queued_in != static_cast<int16_t>(e)) continue;  // stale
+    if (calls.size() < ep.cfg.max_shards && (x.reasons & proto::reason_call) &&
+        x.state == shard_status::ready && !x.invoking && !x.withheld &&
+        x.endpoint == static_cast<int16_t>(e)) {
+      x.queued_in = -1;  // (a second entry for it is skipped)
+      calls.push_back(s);
+    } else {
+      kept.push_back(s);
+    }
   }
+  ep.ready.swap(kept);
   if (calls.empty()) return;
   ep.probe = proto::random_invocation_id().value();
   send_invocation(self, e, ep.probe, calls);

@@ -287,7 +287,7 @@ std::string render_metrics(const server::inspect_reply& actors, const server::in
              "Failed invocations that made the endpoint back off.", double(e.number("backoffs")),
              ep);
     w.metric("endpoint_backoff_seconds", "gauge",
-             "Time left before the endpoint takes new invocations.",
+             "Time left of the endpoint's backoff (a call waiting is still sent as a probe).",
              double(e.number("backoffMs")) / 1000.0, ep);
     if (auto* h = histogram_of(e, "invocation_duration_seconds"))
       w.hist("invocation_duration_seconds", "From POST sent to its answer.", *h, ep);

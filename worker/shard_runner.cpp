@@ -654,9 +654,7 @@ uint64_t shard_runner::next_wake_ms() const {
   if (!started_) return at;
   for (auto& [id, run] : runs_)
     if (run->live && run->wait != run_state::wait_kind::none) at = std::min(at, run->wait_due);
-  // (Leaving, parked runs are work the next holder does at once: an invoked worker's IDLE says
-  // BUSY for them, so the shard is handed back.)
-  if (parked_ > 0 && (leaving_ || !backlogged())) at = std::min(at, env_.now_ms());
+  if (parked_ > 0 && !backlogged() && !leaving_) at = std::min(at, env_.now_ms());
   for (auto& w : result_waits_)
     at = std::min(at, w.deadline_ms);
   for (auto& [id, m] : outbox_)

@@ -46,7 +46,7 @@ const std::vector<std::string>& state_words() {
     for (auto st : all_shard_states)  // shards (shard_state.hpp)
       words.emplace_back(state_name(st));
     for (const char* other : {// endpoints, log, gateway
-                              "ok", "full", "failed",
+                              "ok", "full", "failing", "failed",
                               // sessions
                               "handshake", "worker", "invoked", "client",
                               // directory, scheduler, cluster

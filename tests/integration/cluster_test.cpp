@@ -419,8 +419,10 @@ TEST_CASE("a message for a node that is down is held by the sender's node and ar
 
   REQUIRE(c.nodes[2]->start() == "");
   REQUIRE(await([&] { return count_of(c.nodes[0]->log(), "cluster peer up node=c") == 2; }));
-  CHECK(c.nodes[0]->log().find("cluster sent messages held while the peer was not up node=c "
-                               "messages=1") != std::string::npos);
+  CHECK(await([&] {
+    return c.nodes[0]->log().find("cluster sent messages held while the peer was not up node=c "
+                                  "messages=1") != std::string::npos;
+  }));
   CHECK(cluster_row().value("messagesHeld", 1) == 0);
   auto waited = must(client.result(waiter, 30000));
   CHECK_MESSAGE(waited.body.value("status", "") == "completed", waited.body.dump());

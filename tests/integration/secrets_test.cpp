@@ -117,6 +117,15 @@ TEST_CASE("a secret file other users of the machine may read is warned about at 
   out = describe("closed.token");
   CHECK_MESSAGE(out.find("warning") == std::string::npos, out);
   CHECK_MESSAGE(out.find("cannot connect to 127.0.0.1:1") != std::string::npos, out);
+  // (The warning comes before the files are used: any file stands in for a certificate here.)
+  out = test::run_process({test::fusee_binary(), "describe", "nobody", "--server", "127.0.0.1:1",
+                           "--cert-file", at("closed.token"), "--key-file", at("open.token")},
+                          at("key.out"), 30s)
+            .second;
+  CHECK_MESSAGE(out.find("fusee describe: warning: TLS key file " + at("open.token") +
+                         " may be read by every user of this machine (mode 0644)") !=
+                    std::string::npos,
+                out);
   server.stop();
   auto log = server.log();
   CHECK_MESSAGE(log.find("token file " + at("open.token") +

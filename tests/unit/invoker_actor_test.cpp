@@ -66,6 +66,11 @@ caf::behavior stats_asker(caf::event_based_actor* self, scheduler_actor schedule
   return {[](caf::ok_atom) {}};
 }
 
+std::vector<uint32_t> sorted(std::vector<uint32_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
 endpoint_settings endpoint(std::string url, std::vector<std::string> types,
                            uint32_t concurrency = 16, uint32_t max_shards = 0) {
   endpoint_settings e;
@@ -208,6 +213,13 @@ struct fixture {
                          endpoint_index(http.requests[i].url));
     sched.run();
     answer(id, 200);
+  }
+  /// The entries of the endpoints' ready queues, stale ones included (the scheduler's stats).
+  double ready_entries() {
+    actor_stats a;
+    sys.spawn(stats_asker, scheduler, &a);
+    sched.run();
+    return a.find("readyQueueEntries") ? a.find("readyQueueEntries")->number : -1;
   }
   /// The scheduler's counts of shards by state, as its stats say: idle is what is left.
   std::map<std::string, double> counts() {
@@ -353,15 +365,18 @@ TEST_CASE("a failed or timed-out invocation is fenced at once and the endpoint b
 }
 
 TEST_CASE("a worker that leased its shards and did not answer in time is fenced and counted "
-          "timed out as a step longer than the budget, without backing off its endpoint") {
+          "timed out as a step longer than the budget, and ends its endpoint's backoff") {
   fixture f;
+  f.answer(f.last_id(), 500);  // a failure first: the endpoint backs off 100 ms ± 20 %
+  f.advance(121ms);
+  REQUIRE(f.http.requests.size() == 2);
   auto id = f.last_id();
   f.bind(id, 7, true);
   f.answer(id, 0, true);  // curl: no answer within budget + grace, after the lease
   REQUIRE(f.fenced.sessions.size() == 1);
   CHECK(f.fenced.sessions[0] == 7);
   auto j = f.invoker_json();
-  CHECK(j.find("\"failed\":0,\"timedOut\":1") != std::string::npos);
+  CHECK(j.find("\"failed\":1,\"timedOut\":1") != std::string::npos);
   CHECK(j.find("\"failuresInARow\":0,\"backoffMs\":0") != std::string::npos);
   CHECK_MESSAGE(j.find("\"lastError\":\"its worker leased the shards and did not answer within "
                        "budget + grace (1500 ms): a step may take longer than the budget "
@@ -369,7 +384,7 @@ TEST_CASE("a worker that leased its shards and did not answer in time is fenced 
                 j);
   // The shards (still due: the stub tells them of no lease) are sent again at once: their own
   // crash backoff applies once a lease ends, the endpoint's does not.
-  CHECK(f.http.requests.size() == 2);
+  CHECK(f.http.requests.size() == 3);
 }
 
 TEST_CASE("while its endpoint backs off, shards calls wait for are sent as one probe at a time, at "
@@ -394,11 +409,20 @@ TEST_CASE("while its endpoint backs off, shards calls wait for are sent as one p
   CHECK(f.http.requests.size() == 11);  // at most once a second
   f.advance(1ms);
   REQUIRE(f.http.requests.size() == 12);
-  CHECK(f.shards_of(11) == std::vector<uint32_t>{2, 3});
+  CHECK(sorted(f.shards_of(11)) == std::vector<uint32_t>{2, 3});
+  // Probes that keep failing (each keeps the backoff at its cap) leave no entries behind in the
+  // endpoint's queue: shards 0 and 1 wait there, and 2 and 3 between probes.
+  for (int i = 0; i < 5; ++i) {
+    f.answer(f.last_id(), 500);
+    f.advance(1s);
+    REQUIRE(f.http.requests.size() == static_cast<size_t>(13 + i));
+    CHECK(sorted(f.shards_of(12 + i)) == std::vector<uint32_t>{2, 3});
+    CHECK(f.ready_entries() <= 4);
+  }
   // The probe is served: the endpoint is up, and the shards due for recovery go at once.
   f.served(f.last_id(), 9);
-  REQUIRE(f.http.requests.size() == 13);
-  CHECK(f.shards_of(12) == std::vector<uint32_t>{0, 1});
+  REQUIRE(f.http.requests.size() == 18);
+  CHECK(sorted(f.shards_of(17)) == std::vector<uint32_t>{0, 1});
 }
 
 TEST_CASE("a POST never sent (no connection free in time) is a failure with its reason that adds "

@@ -1235,7 +1235,7 @@ TEST_CASE(
 }
 
 TEST_CASE("a step parked for the backlog does not run once its shard is leaving, nor keeps the "
-          "shard from being quiet, but makes it due at once: the next holder runs it") {
+          "shard from being quiet: the next holder runs it") {
   rig t;
   t.bound_records(4);
   t.start_loop(1, "l", 10);
@@ -1247,7 +1247,6 @@ TEST_CASE("a step parked for the backlog does not run once its shard is leaving,
   t.runner->tick();
   CHECK(t.b.of("l", "loop") == 3);
   CHECK(t.runner->quiet());
-  CHECK(t.runner->next_wake_ms() <= t.env.now);  // an invoked worker's IDLE says BUSY
   // The next holder goes on from the journal: the three steps are not run again.
   t.settings.max_records_ahead = 4096;
   t.recover(t.journal);
@@ -1320,7 +1319,6 @@ TEST_CASE("a run cancelled while its step is parked leaves the shard quiet once 
   t.runner->tick();
   CHECK(t.b.of("l", "loop") == 3);
   CHECK(t.runner->quiet());
-  CHECK(t.runner->next_wake_ms() <= t.env.now);  // an invoked worker's IDLE says BUSY
   CHECK(t.runner->next_wake_ms() == UINT64_MAX);  // nothing to wake for
 }
 
