@@ -117,6 +117,9 @@ struct revoke_answer {
 
 struct directory_state {
   node_settings cfg;
+  /// What is wrong with each endpoint that has trouble (endpoint_trouble), said to calls that
+  /// expire while parked.
+  std::map<uint32_t, std::string> endpoint_trouble;
   lease_log* log = nullptr;
   std::vector<lease_slot> slots;
   /// Bit s set <=> slot s has no holder and nothing in the log (kept by refresh_free()), so
@@ -912,6 +915,12 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
     refresh_free(st, s);
   }
   return {
+      [=](endpoint_trouble& t) {
+        if (t.text.empty())
+          self->state.endpoint_trouble.erase(t.endpoint);
+        else
+          self->state.endpoint_trouble[t.endpoint] = std::move(t.text);
+      },
       [=](fence_request& f) {
         // An invocation ended: the leases it holds are revoked (grants still in the log are
         // revoked when they arrive); the connection stays.
@@ -1030,9 +1039,19 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         auto& q = found->second;
         for (auto i = q.begin(); i != q.end(); ++i)
           if (i->seq == e.seq) {
+            std::string why;  // the invoker's trouble, if any: two endpoints' at most
+            size_t told = 0;
+            for (auto& [index, text] : self->state.endpoint_trouble) {
+              if (told++ == 2) {
+                why += "; ...";
+                break;
+              }
+              why += (why.empty() ? " (the invoker's " : "; ") + text;
+            }
+            if (!why.empty()) why += ")";
             answer_error(self, i->client, i->request_id, proto::call_status::parked_too_long,
                          "no holder took shard " + std::to_string(e.shard) +
-                             " while the call was parked");
+                             " while the call was parked" + why);
             q.erase(i);
             self->state.parked_total--;
             self->state.calls_expired++;

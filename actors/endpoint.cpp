@@ -55,6 +55,7 @@ struct endpoint_state {
   clock_type::time_point last_counted{};  ///< when the last failure that counted was seen
   clock_type::time_point not_before{};
   clock_type::time_point logged{};
+  std::string told_trouble;  ///< what the directory last heard (endpoint_trouble)
   endpoint_metrics m;
   std::mt19937_64 rng{std::random_device{}()};
   static inline const char* name = "endpoint";
@@ -93,6 +94,20 @@ std::string endpoint_json(const endpoint_state& st, clock_type::time_point now) 
 }
 
 actor_stats stats_of(endpoint_ptr self);
+
+/// Tells the directory what is wrong with the endpoint now ("" for nothing), if that changed.
+void tell_trouble(endpoint_ptr self, std::string text) {
+  auto& st = self->state;
+  if (text == st.told_trouble) return;
+  st.told_trouble = text;
+  self->send(st.directory, endpoint_trouble{st.index, std::move(text)});
+}
+
+/// "endpoint 0 (http://...): <last error>", for the directory.
+std::string trouble_text(const endpoint_state& st) {
+  return "endpoint " + std::to_string(st.index) + " (" + logging::display_url(st.cfg.url) +
+         "): " + st.m.last_error;
+}
 
 endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, endpoint_settings cfg,
                                           std::string server_address, uint32_t close_grace_ms,
@@ -217,6 +232,7 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
           st.m.last_error_ms = static_cast<int64_t>(proto::unix_ms());
           st.failures = 0;  // it was reached: as after a success, a backoff it had is over
           st.not_before = {};
+          tell_trouble(self, trouble_text(st));
           logging::warn_limited(
               "invocation timed out after its lease",
               fmt::format("endpoint invocation timed out after its worker leased the shards: a "
@@ -241,6 +257,7 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
               : status != 0 ? "answered HTTP " + std::to_string(status) + answer_excerpt(out.body)
                             : error;
           st.m.last_error_ms = static_cast<int64_t>(proto::unix_ms());
+          tell_trouble(self, trouble_text(st));
           auto now = self->clock().now();
           if (now - st.logged >= std::chrono::seconds(10)) {  // at most every 10 s
             st.logged = now;
@@ -254,6 +271,7 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
         } else if (success) {  // the endpoint answers: whatever was sent when, it is up
           st.failures = 0;
           st.not_before = {};
+          tell_trouble(self, "");
         }
         // Fencing: after a 2xx the worker gets close_grace_ms to leave by itself; otherwise now.
         if (inv.session != 0) {

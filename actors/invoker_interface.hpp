@@ -156,8 +156,22 @@ typename Inspector::result_type inspect(Inspector& f, fence_request& x) {
   return f(caf::meta::type_name("fusee.fence_request"), x.session);
 }
 
+/// What is wrong with an endpoint, for the calls that expire while parked for a holder: its last
+/// error while its invocations fail (or a worker of it timed out after leasing), "" once one
+/// succeeds. Sent when it changes.
+struct endpoint_trouble {
+  uint32_t endpoint = 0;
+  std::string text;  ///< "endpoint 0 (http://...): answered HTTP 401: ..." or ""
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, endpoint_trouble& x) {
+  return f(caf::meta::type_name("fusee.endpoint_trouble"), x.endpoint, x.text);
+}
+
 /// The part of the directory the endpoints talk to.
-using fence_actor = caf::typed_actor<caf::reacts_to<fence_request>>;
+using fence_actor = caf::typed_actor<caf::reacts_to<fence_request>,      ///< fence a worker
+                                     caf::reacts_to<endpoint_trouble>>;  ///< an endpoint's state
 
 /// A wake record at rest, without its actor (wake_records.hpp keeps these 32 bytes): all a record
 /// knows but the types of waiting starts and of runs its last holder had no code for (a record

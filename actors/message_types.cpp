@@ -53,6 +53,7 @@ void add_server_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<invocation_leased>("fusee.invocation_leased");
   cfg.add_message_type<invocation_ended>("fusee.invocation_ended");
   cfg.add_message_type<fence_request>("fusee.fence_request");
+  cfg.add_message_type<endpoint_trouble>("fusee.endpoint_trouble");
   cfg.add_message_type<http_result>("fusee.http_result");
   cfg.add_message_type<std::vector<endpoint_actor>>("fusee.endpoint_actor_list");
   // introspection (these cross the middleman: `fusee inspect`)

@@ -293,6 +293,27 @@ TEST_CASE("a call for an endpoint deep in its backoff is sent as soon as the han
   CHECK_MESSAGE(hlog.find("shards [1] reasons [call") != std::string::npos, hlog);
 }
 
+TEST_CASE("a call that expires while parked because the endpoint fails says what the endpoint "
+          "answered") {
+  uint16_t port = free_port();  // nothing listens there
+  temp_dir secrets;
+  temp_dir tmp;
+  server_process server(tmp.path() / "data", endpoint_toml(port, secrets));
+  REQUIRE(server.start().empty());
+  await_metrics(server, [](const std::string& m) { return field(m, "failuresInARow") >= 1; });
+  auto c = client_peer(server);
+  REQUIRE(c.conn.send(proto::call{proto::request_head{9, proto::shard_id{1}, proto::epoch_t{0}},
+                                  "start", "steps", record("{}"), 1000}));
+  auto res = c.expect<proto::call_result>(30s);
+  CHECK(res.status == static_cast<uint8_t>(proto::call_status::parked_too_long));
+  auto body = std::string(res.body.begin(), res.body.end());
+  CHECK_MESSAGE(body.find("no holder took shard 1 while the call was parked (the invoker's "
+                          "endpoint 0 (http://127.0.0.1:" +
+                          std::to_string(port) + "/invoke): ") != std::string::npos,
+                body);
+  CHECK_MESSAGE(body.find("onnect") != std::string::npos, body);  // curl's words
+}
+
 TEST_CASE("routing by types: a start goes to the endpoint that has its code") {
   handler_process typed;
   handler_process general;

@@ -37,10 +37,12 @@ struct fake_sender : http_sender {
 /// Stands in for the directory: records which sessions were fenced.
 struct fenced_log {
   std::vector<uint64_t> sessions;
+  std::vector<std::string> trouble;  ///< endpoint_trouble texts, in order
 };
 
 fence_actor::behavior_type directory_stub(fence_actor::pointer, fenced_log* log) {
-  return {[=](const fence_request& f) { log->sessions.push_back(f.session); }};
+  return {[=](const fence_request& f) { log->sessions.push_back(f.session); },
+          [=](const endpoint_trouble& t) { log->trouble.push_back(t.text); }};
 }
 
 /// Plays the directory's part in binding an invoked worker: asks the scheduler (the endpoint
@@ -423,6 +425,21 @@ TEST_CASE("while its endpoint backs off, shards calls wait for are sent as one p
   f.served(f.last_id(), 9);
   REQUIRE(f.http.requests.size() == 18);
   CHECK(sorted(f.shards_of(17)) == std::vector<uint32_t>{0, 1});
+}
+
+TEST_CASE("an endpoint tells the directory its trouble when it changes: its last error while it "
+          "fails, nothing once an invocation succeeds") {
+  fixture f;
+  f.answer(f.last_id(), 500);
+  REQUIRE(f.fenced.trouble.size() == 1);
+  CHECK(f.fenced.trouble[0] == "endpoint 0 (http://ep/invoke): answered HTTP 500");
+  f.advance(121ms);
+  f.answer(f.last_id(), 500);  // the same text: not told again
+  CHECK(f.fenced.trouble.size() == 1);
+  f.advance(241ms);
+  f.served(f.last_id(), 7);
+  REQUIRE(f.fenced.trouble.size() == 2);
+  CHECK(f.fenced.trouble[1].empty());
 }
 
 TEST_CASE("a POST never sent (no connection free in time) is a failure with its reason that adds "
