@@ -95,6 +95,12 @@ std::string endpoint_json(const endpoint_state& st, clock_type::time_point now) 
 
 actor_stats stats_of(endpoint_ptr self);
 
+/// "budget + grace (N ms)", the time a POST has for its answer.
+std::string answer_deadline_text(const endpoint_state& st) {
+  return "budget + grace (" +
+         std::to_string(rules::answer_deadline_ms(st.cfg.budget_ms, st.cfg.grace_ms)) + " ms)";
+}
+
 /// Tells the directory what is wrong with the endpoint now ("" for nothing), if that changed.
 void tell_trouble(endpoint_ptr self, std::string text) {
   auto& st = self->state;
@@ -103,10 +109,14 @@ void tell_trouble(endpoint_ptr self, std::string text) {
   self->send(st.directory, endpoint_trouble{st.index, std::move(text)});
 }
 
-/// "endpoint 0 (http://...): <last error>", for the directory.
-std::string trouble_text(const endpoint_state& st) {
-  return "endpoint " + std::to_string(st.index) + " (" + logging::display_url(st.cfg.url) +
-         "): " + st.m.last_error;
+/// `error` becomes the endpoint's last error (with its time), and the directory hears of it as
+/// "endpoint 0 (http://...): <error>".
+void set_last_error(endpoint_ptr self, std::string error) {
+  auto& st = self->state;
+  st.m.last_error = std::move(error);
+  st.m.last_error_ms = static_cast<int64_t>(proto::unix_ms());
+  tell_trouble(self, "endpoint " + std::to_string(st.index) + " (" +
+                         logging::display_url(st.cfg.url) + "): " + st.m.last_error);
 }
 
 endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, endpoint_settings cfg,
@@ -223,16 +233,12 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
         // longer than the budget does, so it is said as that, not as the endpoint's failure.
         bool leased_timed_out = timed_out && inv.leased && !ok && !out.stopping;
         if (leased_timed_out) {
-          st.m.last_error =
-              "its worker leased the shards and did not answer within budget + "
-              "grace (" +
-              std::to_string(rules::answer_deadline_ms(st.cfg.budget_ms, st.cfg.grace_ms)) +
-              " ms): a step may take longer than the budget (budget_ms " +
-              std::to_string(st.cfg.budget_ms) + ")";
-          st.m.last_error_ms = static_cast<int64_t>(proto::unix_ms());
+          set_last_error(self, "its worker leased the shards and did not answer within " +
+                                   answer_deadline_text(st) +
+                                   ": a step may take longer than the budget (budget_ms " +
+                                   std::to_string(st.cfg.budget_ms) + ")");
           st.failures = 0;  // it was reached: as after a success, a backoff it had is over
           st.not_before = {};
-          tell_trouble(self, trouble_text(st));
           logging::warn_limited(
               "invocation timed out after its lease",
               fmt::format("endpoint invocation timed out after its worker leased the shards: a "
@@ -248,16 +254,12 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
           st.last_counted = self->clock().now();
           auto d = rules::backoff(st.failures, rules::failure_base, rules::failure_cap, st.rng());
           st.not_before = self->clock().now() + d;
-          st.m.last_error =
-              ok          ? "answered " + std::to_string(status) + " but never leased its shards"
-              : timed_out ? "no answer within budget + grace (" +
-                                std::to_string(
-                                    rules::answer_deadline_ms(st.cfg.budget_ms, st.cfg.grace_ms)) +
-                                " ms)"
-              : status != 0 ? "answered HTTP " + std::to_string(status) + answer_excerpt(out.body)
-                            : error;
-          st.m.last_error_ms = static_cast<int64_t>(proto::unix_ms());
-          tell_trouble(self, trouble_text(st));
+          set_last_error(self,
+                         ok ? "answered " + std::to_string(status) + " but never leased its shards"
+                         : timed_out ? "no answer within " + answer_deadline_text(st)
+                         : status != 0
+                             ? "answered HTTP " + std::to_string(status) + answer_excerpt(out.body)
+                             : error);
           auto now = self->clock().now();
           if (now - st.logged >= std::chrono::seconds(10)) {  // at most every 10 s
             st.logged = now;

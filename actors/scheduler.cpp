@@ -168,6 +168,12 @@ void request_gather(scheduler_ptr self) {
   self->delayed_send(self, rules::gather_window, gather_atom::value);
 }
 
+/// Whether shard `x`, met in endpoint `e`'s queue, may go in an invocation of `e` now.
+bool sendable(const shard_entry& x, size_t e) {
+  return x.state == shard_status::ready && !x.invoking && !x.withheld &&
+         x.endpoint == static_cast<int16_t>(e);
+}
+
 /// Puts a ready shard that is not in an invocation into its endpoint's queue (once); a call or a
 /// message dispatches at once, anything else after the gather window.
 void enqueue(scheduler_ptr self, uint32_t shard) {
@@ -175,17 +181,15 @@ void enqueue(scheduler_ptr self, uint32_t shard) {
   auto& x = st.shards[shard];
   if (x.state != shard_status::ready || x.invoking || x.withheld) return;
   if (x.endpoint < 0 || static_cast<size_t>(x.endpoint) >= st.endpoints.size()) return;
+  auto& ep = st.endpoints[x.endpoint];
+  bool call = x.reasons & proto::reason_call;
+  if (call) ep.call_queued = true;
   if (x.queued_in == x.endpoint) {  // queued already: a call it now waits for may probe
-    if ((x.reasons & proto::reason_call) &&
-        st.endpoints[x.endpoint].not_before > self->clock().now()) {
-      st.endpoints[x.endpoint].call_queued = true;
-      request_dispatch(self);
-    }
+    if (call && ep.not_before > self->clock().now()) request_dispatch(self);
     return;
   }
-  if (x.reasons & proto::reason_call) st.endpoints[x.endpoint].call_queued = true;
   x.queued_in = x.endpoint;
-  st.endpoints[x.endpoint].ready.push_back(shard);
+  ep.ready.push_back(shard);
   if (x.reasons & (proto::reason_call | proto::reason_message))
     request_dispatch(self);
   else
@@ -227,9 +231,7 @@ void probe(scheduler_ptr self, size_t e, time_point now) {
   for (auto s : ep.ready) {
     auto& x = st.shards[s];
     if (x.queued_in != static_cast<int16_t>(e)) continue;  // stale
-    if (calls.size() < ep.cfg.max_shards && (x.reasons & proto::reason_call) &&
-        x.state == shard_status::ready && !x.invoking && !x.withheld &&
-        x.endpoint == static_cast<int16_t>(e)) {
+    if (calls.size() < ep.cfg.max_shards && (x.reasons & proto::reason_call) && sendable(x, e)) {
       x.queued_in = -1;  // (a second entry for it is skipped)
       calls.push_back(s);
     } else {
@@ -264,9 +266,7 @@ void dispatch(scheduler_ptr self) {
       auto& x = st.shards[s];
       if (x.queued_in != static_cast<int16_t>(e)) continue;  // stale entry
       x.queued_in = -1;
-      if (x.state == shard_status::ready && !x.invoking && !x.withheld &&
-          x.endpoint == static_cast<int16_t>(e))
-        picked.push_back(s);
+      if (sendable(x, e)) picked.push_back(s);
     }
     for (auto& group : rules::group(picked, free, ep.cfg.max_shards))
       send_invocation(self, e, proto::random_invocation_id().value(), group);

@@ -130,6 +130,13 @@ struct cluster3 {
                      "cluster_listen = \"127.0.0.1:" + std::to_string(free_port()) + "\"");
   }
 
+  /// Node i's `cluster` actor row (/v1/actors?kind=cluster), or {} without one.
+  json cluster_row(size_t i) const {
+    auto [st, body] = http_get(nodes[i]->admin_port(), "/v1/actors?kind=cluster");
+    auto rows = json::parse(body)["rows"];
+    return st == 200 && !rows.empty() ? rows[0] : json::object();
+  }
+
   /// Node i logged `times` links up to each other node.
   bool linked(size_t i, size_t times = 1) const {
     return await([&] {
@@ -370,11 +377,7 @@ TEST_CASE("kill -9 of node c: calls for c's shards fail fast naming c, a and b k
   }
 
   // The reminder's message for c is held by a (c down) until c is back; its sender resends it.
-  REQUIRE(await([&] {
-    auto [st, body] = http_get(c.nodes[0]->admin_port(), "/v1/actors?kind=cluster");
-    auto rows = json::parse(body)["rows"];
-    return st == 200 && !rows.empty() && rows[0].value("messagesHeld", 0) == 1;
-  }));
+  REQUIRE(await([&] { return c.cluster_row(0).value("messagesHeld", 0) == 1; }));
 
   REQUIRE(c.nodes[2]->start() == "");
   REQUIRE(await([&] { return count_of(c.nodes[0]->log(), "cluster peer up node=c") == 2; }));
@@ -409,13 +412,8 @@ TEST_CASE("a message for a node that is down is held by the sender's node and ar
                                  {"signal", "go"},
                                  {"message", "held by a"}}))
               .ok());
-  auto cluster_row = [&] {
-    auto [st, body] = http_get(c.nodes[0]->admin_port(), "/v1/actors?kind=cluster");
-    auto rows = json::parse(body)["rows"];
-    return st == 200 && !rows.empty() ? rows[0] : json::object();
-  };
-  REQUIRE(await([&] { return cluster_row().value("messagesHeld", 0) == 1; }));
-  CHECK(cluster_row().value("messagesDropped", 0) == 0);
+  REQUIRE(await([&] { return c.cluster_row(0).value("messagesHeld", 0) == 1; }));
+  CHECK(c.cluster_row(0).value("messagesDropped", 0) == 0);
 
   REQUIRE(c.nodes[2]->start() == "");
   REQUIRE(await([&] { return count_of(c.nodes[0]->log(), "cluster peer up node=c") == 2; }));
@@ -423,7 +421,7 @@ TEST_CASE("a message for a node that is down is held by the sender's node and ar
     return c.nodes[0]->log().find("cluster sent messages held while the peer was not up node=c "
                                   "messages=1") != std::string::npos;
   }));
-  CHECK(cluster_row().value("messagesHeld", 1) == 0);
+  CHECK(c.cluster_row(0).value("messagesHeld", 1) == 0);
   auto waited = must(client.result(waiter, 30000));
   CHECK_MESSAGE(waited.body.value("status", "") == "completed", waited.body.dump());
   CHECK(waited.body["result"]["signal"].value("message", "") == "held by a");
