@@ -54,6 +54,7 @@ struct worker {
   uint64_t hello_id = 0;
   bool answered = false;  ///< LEASE sent
   bool fenced = false;    ///< its invocation ended: it holds nothing more
+  bool overran = false;   ///< fenced because its invocation ran out budget + grace (lease_end)
   std::vector<proto::grant_entry> initial;
   std::set<uint32_t> held;
   std::set<uint32_t> released;  ///< given back by RELEASE: never offered again to this worker
@@ -496,10 +497,12 @@ std::optional<lease_end> end_of(self_ptr self, uint32_t shard, const worker* hol
   std::optional<lease_end> end;
   if (st.wake) {
     end.emplace();
-    if (reported)
+    if (reported) {
       *end = r->second.end;
-    else
+    } else {
       end->crashed = true;
+      end->overran = holder != nullptr && holder->overran;
+    }
     end->invoked = holder != nullptr && holder->invocation != 0;
     if (reported && end->invoked && holder->endpoint)
       self->send(holder->endpoint, shard_reported{end->steps, end->open_us});
@@ -929,6 +932,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
         if (w == st.workers.end()) return;
         auto& wk = w->second;
         wk.fenced = true;
+        wk.overran = f.overran;
         if (wk.held.empty()) return;
         proto::revoked r{0, held_leases(st, wk), "the invocation ended"};
         // The log hears of the revocation before the worker does, so anything the worker sends
@@ -1241,6 +1245,7 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
           std::optional<lease_end> end;
           if (auto e = st.ended.find(r.token); e != st.ended.end()) {
             end = std::move(e->second);
+            end->wrote = r.wrote;
             st.ended.erase(e);
           }
           if (failed) {  // the lease ended here, but the shard stays busy

@@ -280,7 +280,7 @@ endpoint_actor::behavior_type endpoint_fn(endpoint_ptr self, uint32_t index, end
           if (ok)
             self->delayed_send(self, ms{st.close_grace_ms}, fencelater_atom::value, inv.session);
           else
-            self->send(st.directory, fence_request{inv.session});
+            self->send(st.directory, fence_request{inv.session, leased_timed_out});
         }
         st.invocations.erase(i);
         auto wait =

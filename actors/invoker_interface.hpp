@@ -32,12 +32,18 @@ struct lease_end {
   /// False when this node ended the lease (a withholding): an unreported end is then not the
   /// invoked worker's crash (no backoff).
   bool holders_fault = true;
+  /// Unreported, because the holder's invocation ran out budget + grace after its worker leased
+  /// its shards (the endpoint fenced it): a step may be longer than the budget.
+  bool overran = false;
+  /// Whether any record was appended under the lease (the log says, at the revocation); true
+  /// when not known.
+  bool wrote = true;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, lease_end& x) {
   return f(caf::meta::type_name("fusee.lease_end"), x.flags, x.due_in_ms, x.reported_at, x.steps,
-           x.open_us, x.types, x.crashed, x.invoked, x.holders_fault);
+           x.open_us, x.types, x.crashed, x.invoked, x.holders_fault, x.overran, x.wrote);
 }
 
 /// The times the invoker's messages carry (shard_status::ready_at, resting_record): the actor
@@ -58,7 +64,9 @@ inline caf::actor_clock::time_point clock_at(int64_t ns) {
 /// million timers fire at once).
 struct shard_status {
   enum : uint8_t { idle = 0, waiting = 1, backoff = 2, ready = 3 };
-  enum : uint8_t { no_event = 0, handback = 1, crash = 2, no_progress = 3 };
+  /// `stalled`: a crash (no report) that was also no progress (lease_end::overran, nothing
+  /// written).
+  enum : uint8_t { no_event = 0, handback = 1, crash = 2, no_progress = 3, stalled = 4 };
   uint32_t shard = 0;
   uint8_t state = idle;
   uint8_t reasons = 0;
@@ -149,11 +157,13 @@ typename Inspector::result_type inspect(Inspector& f, invocation_ended& x) {
 /// worker on `session` still holds is revoked; the connection stays open.
 struct fence_request {
   session_id session = 0;
+  /// The invocation ran out budget + grace after its worker leased its shards (lease_end).
+  bool overran = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, fence_request& x) {
-  return f(caf::meta::type_name("fusee.fence_request"), x.session);
+  return f(caf::meta::type_name("fusee.fence_request"), x.session, x.overran);
 }
 
 /// What is wrong with an endpoint, for the calls that expire while parked for a holder: its last

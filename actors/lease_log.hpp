@@ -45,11 +45,14 @@ struct revocation {
 struct revocation_done {
   uint64_t token = 0;
   uint32_t shard = 0;
+  /// A record was appended under the revoked lease (true when the lease was not the shard's
+  /// last grant: not known).
+  bool wrote = true;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, revocation_done& x) {
-  return f(x.token, x.shard);
+  return f(x.token, x.shard, x.wrote);
 }
 
 class lease_log {

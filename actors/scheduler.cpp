@@ -401,6 +401,10 @@ scheduler_actor::behavior_type scheduler_fn(scheduler_ptr self, node_settings cf
           st.handbacks++;
           st.no_progress++;
           break;
+        case shard_status::stalled:
+          st.crashes++;
+          st.no_progress++;
+          break;
         default:
           break;
         }

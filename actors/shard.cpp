@@ -101,6 +101,20 @@ uint8_t on_lease_end(shard_ptr self, const lease_end& e) {
     become_due(st, now, proto::reason_recovery);
     if (e.invoked && e.holders_fault) {
       st.failures++;
+      if (e.overran && !e.wrote) {
+        // Its invocation ran out budget + grace and nothing reached the shard: as a budget spent
+        // without a step (below), it backs off as no progress, not as a crash.
+        auto d =
+            rules::backoff(st.failures, rules::no_progress_base, rules::no_progress_cap, st.rng());
+        st.not_before = now + d;
+        logging::warn_limited(
+            "no progress after time-out",
+            fmt::format("a shard's invocation did not answer within budget + grace and nothing "
+                        "was written to the shard; a step may take longer than the budget "
+                        "shard={} failures={} next_try_ms={}",
+                        st.shard, st.failures, static_cast<long long>(d.count())));
+        return shard_status::stalled;
+      }
       st.not_before =
           now + rules::backoff(st.failures, rules::failure_base, rules::failure_cap, st.rng());
     }

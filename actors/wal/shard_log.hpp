@@ -13,9 +13,10 @@
 namespace fusee::server::wal {
 
 struct shard_log {
-  proto::epoch_t epoch{};  ///< last granted
-  session_id holder = 0;   ///< live lease, 0 = none
-  uint64_t last_lsn = 0;   ///< last queued
+  proto::epoch_t epoch{};    ///< last granted
+  session_id holder = 0;     ///< live lease, 0 = none
+  uint64_t last_lsn = 0;     ///< last queued
+  uint64_t granted_lsn = 0;  ///< last_lsn when `epoch` was granted (did its holder write?)
   uint64_t durable_lsn = 0;
   uint64_t ckpt_lsn = 0;
   section_index index;  ///< by first_lsn, one entry per records section

@@ -491,6 +491,7 @@ struct wal_writer::impl {
     auto& st = shards[s];
     st.epoch = epoch_t{epoch};
     st.holder = session;
+    st.granted_lsn = st.last_lsn;
     max_granted = std::max(max_granted, epoch);
     return grant_done{token, session, s, epoch, st.last_lsn};
   }
@@ -667,11 +668,13 @@ struct wal_writer::impl {
         }
       } else if (auto* rv = std::get_if<wal_revoke>(&e)) {
         uint32_t s = rv->shard.value();
+        bool wrote = true;
         if (s < shards.size()) {
           auto& st = shards[s];
           if (st.epoch == rv->epoch && (rv->holder == 0 || st.holder == rv->holder)) st.holder = 0;
+          if (st.epoch == rv->epoch) wrote = st.last_lsn > st.granted_lsn;
         }
-        revokes.push_back(revocation_done{rv->token, s});
+        revokes.push_back(revocation_done{rv->token, s, wrote});
       } else if (admitted_after_commit(e)) {
         after_commit.push_back(&e);
       }

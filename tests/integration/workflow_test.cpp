@@ -162,6 +162,42 @@ TEST_CASE("a sleeping workflow is resumed by a timer invocation and no invocatio
   CHECK(r["result"]["steps"].size() == 2);
 }
 
+TEST_CASE("a step longer than budget + grace is fenced each time: the try that wrote nothing is a "
+          "crash and no progress, and the endpoint is no failure") {
+  temp_dir dir;
+  handler_process handler{{"--mode", "workflows"}};
+  server_process server(dir.path() / "data", endpoint_config(dir.path(), handler.port,
+                                                             "budget_ms = 1000\ngrace_ms = 300\n"));
+  REQUIRE(server.start() == "");
+  auto invoker = [&] {
+    auto [st, body] = http_request("GET", server.admin_port(), "/v1/invoker");
+    REQUIRE_MESSAGE(st == 200, body);
+    return json::parse(body);
+  };
+  // The start-up invocation first, so that the slow run's shard is invoked on its own.
+  REQUIRE(await([&] {
+    auto j = invoker();
+    return j["endpoints"][0]["succeeded"].get<int>() >= 1 && j["invokingShards"].get<int>() == 0;
+  }));
+  // (A durable sleep before the step, so that the start is answered and written before the step
+  // holds the worker's thread.)
+  auto [st, body] = http_request("POST", server.http_port(), "/v1/workflows/steps/slow",
+                                 R"({"steps":1,"step_ms":3000,"sleep_each_ms":100})");
+  REQUIRE_MESSAGE(st == 201, body);
+  // The first try wrote the start (a crash); the next recovers the run, runs the step again and
+  // is fenced with nothing written.
+  json j;
+  REQUIRE(await([&] {
+    j = invoker();
+    return j["noProgress"].get<int>() >= 1;
+  }));
+  CHECK(j["crashes"].get<int>() >= 2);
+  CHECK(j["endpoints"][0]["timedOut"].get<int>() >= 2);
+  CHECK(j["endpoints"][0]["failed"].get<int>() == 0);  // the endpoint itself was up
+  CHECK(server.log().find("a shard's invocation did not answer within budget + grace and nothing "
+                          "was written to the shard") != std::string::npos);
+}
+
 TEST_CASE("kill -9 of a worker mid-workflow lets a standby recover the shard and no completed step "
           "body runs twice") {
   traced_dir dir;

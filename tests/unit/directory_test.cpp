@@ -238,6 +238,7 @@ struct fixture {
   std::deque<connection> conns;  // stable addresses: the stubs hold pointers
   session_id next_id = 1;
   bool log_failed_told = false;
+  std::set<uint32_t> unwritten;  ///< shards whose revoked lease the log says wrote nothing
 
   explicit fixture(uint32_t shards = 4, uint32_t park_ms = 30000, uint32_t retire_idle_ms = 60000,
                    std::function<void(node_settings&)> tweak = {}) {
@@ -332,7 +333,7 @@ struct fixture {
         made.grants.push_back(grant_done{e.token, e.session, e.shard,
                                          fail_grants ? 0 : ++log.epochs[e.shard], durable_lsn});
       else
-        revoked.revoked.push_back(revocation_done{e.token, e.shard});
+        revoked.revoked.push_back(revocation_done{e.token, e.shard, !unwritten.count(e.shard)});
     }
     log.queued = std::move(later);
     if (!made.grants.empty()) caf::anon_send(dir, std::move(made));
@@ -865,6 +866,30 @@ TEST_CASE("an invocation that ends while its grants are in the log leaves no lea
   auto& b = f.worker();  // and the shards are free again
   f.commit();
   CHECK(b.last<proto::lease>().grants.size() == 4);
+}
+
+TEST_CASE("an invocation fenced for running out budget + grace after its lease tells each shard's "
+          "record so, with whether the log saw anything written under the lease") {
+  invoked_fixture f;
+  auto& a = f.invoked_holding(77, {0, 1});
+  f.unwritten = {0};
+  caf::anon_send(f.dir, fence_request{a.id, true});
+  f.run();
+  f.commit();  // the revocations
+  REQUIRE(f.wake[0].ended.size() == 1);
+  REQUIRE(f.wake[1].ended.size() == 1);
+  auto& e0 = f.wake[0].ended[0];
+  auto& e1 = f.wake[1].ended[0];
+  CHECK((e0.crashed && e0.invoked && e0.overran && !e0.wrote));
+  CHECK((e1.crashed && e1.invoked && e1.overran && e1.wrote));
+  // An invocation that ended otherwise (a 5xx, a crash) is no overrun.
+  auto& b = f.invoked_holding(78, {2});
+  caf::anon_send(f.dir, fence_request{b.id});
+  f.run();
+  f.commit();
+  REQUIRE(f.wake[2].ended.size() == 1);
+  CHECK(f.wake[2].ended[0].crashed);
+  CHECK_FALSE(f.wake[2].ended[0].overran);
 }
 
 TEST_CASE("once the log failed, the invoker is told to stop, once, with the failure (no invoked "

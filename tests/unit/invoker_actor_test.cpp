@@ -37,11 +37,15 @@ struct fake_sender : http_sender {
 /// Stands in for the directory: records which sessions were fenced.
 struct fenced_log {
   std::vector<uint64_t> sessions;
+  std::vector<bool> overran;         ///< fence_request::overran, by session's position
   std::vector<std::string> trouble;  ///< endpoint_trouble texts, in order
 };
 
 fence_actor::behavior_type directory_stub(fence_actor::pointer, fenced_log* log) {
-  return {[=](const fence_request& f) { log->sessions.push_back(f.session); },
+  return {[=](const fence_request& f) {
+            log->sessions.push_back(f.session);
+            log->overran.push_back(f.overran);
+          },
           [=](const endpoint_trouble& t) { log->trouble.push_back(t.text); }};
 }
 
@@ -352,6 +356,7 @@ TEST_CASE("a failed or timed-out invocation is fenced at once and the endpoint b
   f.answer(id, 0, true);  // curl: no answer within budget + grace
   REQUIRE(f.fenced.sessions.size() == 1);
   CHECK(f.fenced.sessions[0] == 7);
+  CHECK_FALSE(f.fenced.overran[0]);  // it never leased: not a step's length
   // The shards are still due; the endpoint's first backoff is 100 ms ± 20 %.
   CHECK(f.http.requests.size() == 1);
   f.advance(79ms);
@@ -377,6 +382,7 @@ TEST_CASE("a worker that leased its shards and did not answer in time is fenced 
   f.answer(id, 0, true);  // curl: no answer within budget + grace, after the lease
   REQUIRE(f.fenced.sessions.size() == 1);
   CHECK(f.fenced.sessions[0] == 7);
+  CHECK(f.fenced.overran[0]);  // its shards' lease ends say so (lease_end::overran)
   auto j = f.invoker_json();
   CHECK(j.find("\"failed\":1,\"timedOut\":1") != std::string::npos);
   CHECK(j.find("\"failuresInARow\":0,\"backoffMs\":0") != std::string::npos);
@@ -897,6 +903,35 @@ TEST_CASE("a handback with the budget spent and no step backs off from 1 s (no p
   f.lease_ended(0, progress);
   f.advance(rules::gather_window);
   CHECK(f.http.requests.size() == 3);
+}
+
+TEST_CASE("a lease whose invocation ran out budget + grace with nothing written is a crash and no "
+          "progress, backing off from 1 s, while one that wrote backs off as a crash") {
+  fixture f{settings(1, {endpoint("http://a/invoke", {})})};
+  f.settle();
+  lease_end overran;
+  overran.crashed = true;
+  overran.invoked = true;
+  overran.overran = true;
+  overran.wrote = false;
+  f.lease_ended(0, overran);  // 1 s ± 20 %, then the gather window
+  CHECK(f.invoker_json().find("\"crashes\":1,\"noProgress\":1") != std::string::npos);
+  f.advance(799ms);
+  CHECK(f.http.requests.empty());
+  f.advance(402ms);
+  f.advance(rules::gather_window);
+  REQUIRE(f.http.requests.size() == 1);
+  CHECK(f.body(0).reasons == proto::reason_recovery);
+  f.served(f.last_id(), 1);
+  lease_end wrote = overran;  // the step overran after others were written: a crash
+  wrote.wrote = true;
+  f.lease_ended(0, wrote);  // second failure in a row, as a crash: 200 ms ± 20 %
+  CHECK(f.invoker_json().find("\"crashes\":2,\"noProgress\":1") != std::string::npos);
+  f.advance(159ms);
+  CHECK(f.http.requests.size() == 1);
+  f.advance(82ms);
+  f.advance(rules::gather_window);
+  CHECK(f.http.requests.size() == 2);
 }
 
 TEST_CASE("a shard due only for calls that all expired is idle again: nothing goes out for it "

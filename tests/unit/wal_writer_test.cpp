@@ -76,6 +76,7 @@ struct recording_sink : wal_sink {
   }
   size_t revoked = 0;
   std::vector<uint64_t> revoked_tokens;      ///< in the order reported
+  std::vector<bool> revoked_wrote;           ///< each revocation's `wrote`, in the same order
   size_t revoked_calls = 0;                  ///< on_revoked calls (one per batch with revocations)
   std::vector<std::string> revoke_failures;  ///< each on_revoked call's failure ("" = through)
   void on_revoked(std::vector<revocation_done> rs, std::string failure) override {
@@ -84,6 +85,7 @@ struct recording_sink : wal_sink {
     for (auto& r : rs) {
       events.push_back("revoked " + std::to_string(r.shard));
       revoked_tokens.push_back(r.token);
+      revoked_wrote.push_back(r.wrote);
     }
     revoked += rs.size();
     revoked_calls++;
@@ -645,6 +647,32 @@ TEST_CASE("revocations given to the log together are reported together and in or
   CHECK(sink.revoke_failures == std::vector<std::string>{""});  // through the log
   CHECK(sink.refused[0].first == 20);
   CHECK(sink.refused[0].second.code == proto::err_code::stale_epoch);
+}
+
+TEST_CASE("a revocation says whether its lease appended anything, not whether the shard holds "
+          "records, and an old epoch's is not known (said as written)") {
+  temp_dir tmp;
+  recording_sink sink;
+  auto wal = open_log(tmp.path, 4, &sink);
+  lease_log& log = *wal;
+  wal->submit(wal_grant{1, 7, shard_id{0}});
+  wal->submit(wal_grant{2, 7, shard_id{1}});
+  REQUIRE(sink.await([&] { return sink.granted.size() == 2; }));
+  REQUIRE(sink.granted[0].shard == 0);  // in the order asked
+  auto e0 = sink.granted[0].epoch, e1 = sink.granted[1].epoch;
+  wal->submit(app(7, 20, 0, e0, 1, "a step"));
+  REQUIRE(sink.await([&] { return sink.durable.size() == 1; }));
+  log.revoke(
+      {revocation{10, shard_id{0}, epoch_t{e0}, 7}, revocation{11, shard_id{1}, epoch_t{e1}, 7}});
+  REQUIRE(sink.await([&] { return sink.revoked == 2; }));
+  CHECK(sink.revoked_wrote == std::vector<bool>{true, false});
+  // Shard 0 again, to another worker that writes nothing: its records are from the lease before.
+  wal->submit(wal_grant{3, 8, shard_id{0}});
+  REQUIRE(sink.await([&] { return sink.granted.size() == 3; }));
+  log.revoke({revocation{12, shard_id{0}, epoch_t{sink.granted[2].epoch}, 8},
+              revocation{13, shard_id{0}, epoch_t{e0}, 7}});  // long over: not known
+  REQUIRE(sink.await([&] { return sink.revoked == 4; }));
+  CHECK(sink.revoked_wrote == std::vector<bool>{true, false, false, true});
 }
 
 TEST_CASE("more entries than one hold of the queue's lock takes are each queued once, in order") {
