@@ -74,16 +74,20 @@ http_reply api_reply(const std::string& method, uint8_t status, const std::strin
     if (code == "too_large") http = 500;  // the answer could not be carried back
     if (!code.empty()) return json_reply(http, body);
     // A worker of another implementation may leave the code out, or send no {"error": ...}.
-    return json_reply(http,
-                      with_code(body, "failed")
-                          .value_or(proto::json_error("the worker refused: " + body, "failed")));
+    auto failed = proto::call_status_code(call_status::failed);
+    return json_reply(
+        http,
+        with_code(body, failed).value_or(proto::json_error("the worker refused: " + body, failed)));
   }
   case call_status::parked_too_long:
-    return json_reply(503, with_code(body, "no_holder").value_or(body));
   case call_status::holder_lost:
-    return json_reply(503, with_code(body, "holder_lost").value_or(body));
+    return json_reply(
+        503,
+        with_code(body, proto::call_status_code(static_cast<call_status>(status))).value_or(body));
   case call_status::bad_request:
-    return json_reply(400, with_code(body, "bad_request").value_or(body));
+    return json_reply(
+        400,
+        with_code(body, proto::call_status_code(static_cast<call_status>(status))).value_or(body));
   }
   return json_reply(
       502, proto::json_error("unknown call status " + std::to_string(status), "bad_status"));

@@ -115,6 +115,12 @@ int main(int argc, char** argv) {
                   "$FUSEE_TLS_SERVER_NAME)");
   };
 
+  // Where a worker or client command dials: the flag, else $FUSEE_SERVER, else the default.
+  auto server_option = [](CLI::App* c, std::string& server) {
+    c->add_option("--server", server, "host:port of the server (default " + server + ")")
+        ->envname("FUSEE_SERVER");
+  };
+
   // The worker library's window of APPENDs (worker_options::max_appends_in_flight).
   auto add_window_option = [](CLI::App* c, uint32_t& window) {
     c->add_option("--max-appends-in-flight", window,
@@ -154,7 +160,7 @@ int main(int argc, char** argv) {
   int64_t call_shard = -1;
   uint32_t call_park_ms = 0;
   auto* call = app.add_subcommand("call", "send one call to a shard's holder and print the answer");
-  call->add_option("--server", call_server, "host:port of the server");
+  server_option(call, call_server);
   call->add_option("--shard", call_shard, "the shard to call")
       ->check(CLI::Range(int64_t{0}, int64_t{UINT32_MAX}));
   call->add_option("--workflow", call_workflow,
@@ -168,7 +174,7 @@ int main(int argc, char** argv) {
 
   fusee::app::worker_command wcfg;
   auto* worker = app.add_subcommand("worker", "a long-lived worker running the demo workflows");
-  worker->add_option("--server", wcfg.server, "host:port of the server");
+  server_option(worker, wcfg.server);
   worker->add_option("--name", wcfg.name, "this worker's name (in the server's logs)");
   worker->add_option("--max-shards", wcfg.max_shards, "hold at most this many shards (0: all)");
   add_window_option(worker, wcfg.max_appends_in_flight);
@@ -187,7 +193,7 @@ int main(int argc, char** argv) {
 
   fusee::app::client_command ccfg;
   auto client_options = [&](CLI::App* c) {
-    c->add_option("--server", ccfg.server, "host:port of the server");
+    server_option(c, ccfg.server);
     c->add_option("--park-ms", ccfg.park_ms,
                   "longest to wait for a worker to hold the shard (0: the server's limit)");
   };
@@ -220,7 +226,8 @@ int main(int argc, char** argv) {
   fusee::app::inspect_command icmd;
   auto* inspect = app.add_subcommand(
       "inspect", "show a node's actors: shards, endpoints, sessions, the log, the invoker");
-  inspect->add_option("--node", icmd.node, "the node's inspect_listen address (host:port)");
+  inspect->add_option("--node", icmd.node,
+                      "the node's inspect_listen address (host:port; default " + icmd.node + ")");
   inspect->add_flag("--json", icmd.json, "print the inspector's answer as JSON");
   inspect->add_flag("--watch", icmd.watch, "refresh every --interval-ms until Ctrl-C");
   inspect->add_flag("--cluster", icmd.cluster,

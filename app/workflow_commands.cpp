@@ -84,6 +84,10 @@ int run_client_command(const client_command& cmd) {
     std::fprintf(stderr, "%s %s: %s\n", tool, cmd.method.c_str(), r.err().message.c_str());
     return exit_of(r.err());
   }
+  // The server's own errors (no holder, holder lost, bad request) get the code the HTTP API
+  // gives them; a worker's carry their own.
+  if (!r->ok() && r->body.is_object() && r->body.contains("error") && !r->body.contains("code"))
+    r->body["code"] = r->code();
   std::printf("%s\n", r->body.dump().c_str());
   if (r->ok()) return 0;
   if (r->status == proto::call_status::failed) return 1;

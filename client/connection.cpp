@@ -257,12 +257,20 @@ proto::result<proto::any_message> first_answer(connection& c, const char* to,
     if (left <= 0ms) break;
     r = c.receive(std::min(left, slice));
   }
+  const std::string port = "the server's port for workers and clients (`listen`, listen= in its "
+                           "ready file)";
+  // The first bytes are no frame: unless they said what they are (HTTP), another listener's.
+  if (!r && r.err().code == err_code::bad_frame &&
+      r.err().message.find("HTTP") == std::string::npos)
+    return error{err_code::bad_frame,
+                 r.err().message + "; the answer to " + to + " is not Fusee's protocol: is this " +
+                     port +
+                     ", not another of its listeners (inspect_listen and cluster_listen speak "
+                     "CAF's)?"};
   // Only silence and a plain close before any byte: a TLS alert, a bad frame or an earlier frame
   // (AUTH's) says more than a guess would.
   if (r || c.received_any() || !(c.timed_out() || (c.closed() && r.err().code == err_code::io)))
     return r;
-  const std::string port = "the server's port for workers and clients (`listen`, listen= in its "
-                           "ready file)";
   if (c.timed_out())
     return error{err_code::io, std::string{"no answer to "} + to + " in " +
                                    std::to_string(timeout.count()) +

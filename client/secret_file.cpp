@@ -2,15 +2,21 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
 namespace fusee::client {
 
 proto::result<std::string> read_secret_file(const std::string& path, const std::string& what) {
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
-  if (!in) return proto::error{proto::err_code::io, what + " " + path + " cannot be read"};
+  if (!in)  // (a missing file and one this user may not read call for different fixes)
+    return proto::error{proto::err_code::io,
+                        what + " " + path + " cannot be read" +
+                            (errno ? std::string{": "} + std::strerror(errno) : std::string{})};
   std::string secret{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r'))
     secret.pop_back();

@@ -503,6 +503,22 @@ constexpr auto decoders =
 
 }  // namespace
 
+std::string_view call_status_code(call_status status) {
+  switch (status) {
+  case call_status::ok:
+    return "";
+  case call_status::failed:
+    return "failed";
+  case call_status::parked_too_long:
+    return "no_holder";
+  case call_status::holder_lost:
+    return "holder_lost";
+  case call_status::bad_request:
+    return "bad_request";
+  }
+  return "";
+}
+
 std::string kind_name(uint8_t k) {
   switch (static_cast<kind>(k)) {
   case kind::hello:

@@ -83,6 +83,11 @@ enum class call_status : uint8_t {
   bad_request = 4,
 };
 
+/// The `code` an answer of `status` carries when its body has none (the HTTP API's and the
+/// command line's errors): "failed", "no_holder", "holder_lost", "bad_request"; "" for ok and for
+/// a status this version does not know.
+std::string_view call_status_code(call_status status);
+
 // -- shared pieces ----------------------------------------------------------------------------
 
 /// Starts every request body. `shard = no_shard, epoch = 0` for requests about no single shard.

@@ -8,7 +8,7 @@ namespace fusee::worker {
 std::string call_answer::code() const {
   if (body.is_object())
     if (auto it = body.find("code"); it != body.end() && it->is_string()) return *it;
-  return {};
+  return std::string{proto::call_status_code(status)};
 }
 
 std::string call_answer::error() const {

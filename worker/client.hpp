@@ -19,7 +19,8 @@ struct call_answer {
   proto::call_status status = proto::call_status::ok;
   json body;
   bool ok() const { return status == proto::call_status::ok; }
-  /// The "code" of an application error ("not_found", "conflict", ...), empty otherwise.
+  /// The "code" of an application error ("not_found", "conflict", ...), else the server's for
+  /// its status ("no_holder", "holder_lost", "bad_request", "failed"), empty for ok.
   std::string code() const;
   /// The "error" text of a refusal, empty for ok.
   std::string error() const;

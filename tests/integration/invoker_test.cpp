@@ -312,6 +312,14 @@ TEST_CASE("a call that expires while parked because the endpoint fails says what
                           std::to_string(port) + "/invoke): ") != std::string::npos,
                 body);
   CHECK_MESSAGE(body.find("onnect") != std::string::npos, body);  // curl's words
+  // The command line prints it with the code the HTTP API gives it.
+  auto [rc, out] = run_process({fusee_binary(), "describe", "any", "--park-ms", "500", "--server",
+                                "127.0.0.1:" + std::to_string(server.port())},
+                               tmp.path() / "describe.out", 30s);
+  CHECK(rc == 2);
+  CHECK_MESSAGE(out.find("{\"code\":\"no_holder\",\"error\":\"no holder took shard ") !=
+                    std::string::npos,
+                out);
 }
 
 TEST_CASE("routing by types: a start goes to the endpoint that has its code") {
