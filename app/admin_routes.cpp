@@ -44,12 +44,14 @@ http_reply no_inspector() {
 http_reply query_route(caf::actor_system& sys, const admin_context& ctx, const http_exchange& ex,
                        const char* kind) {
   auto args = ex.query;
-  if (kind) {
-    if (args.count("kind") && args["kind"] != kind)
-      return json(400, proto::json_error(std::string("this route lists ") + kind +
-                                         " actors only; use /v1/actors?kind=" + args["kind"]));
-    args["kind"] = kind;
+  if (kind && args.count("kind") && args["kind"] != kind) {
+    // (An unknown kind is named as that: the kinds' list says what there is.)
+    if (auto other = server::parse_query({{"kind", args["kind"]}}); !other)
+      return json(400, proto::json_error(other.err().message));
+    return json(400, proto::json_error(std::string("this route lists ") + kind +
+                                       " actors only; use /v1/actors?kind=" + args["kind"]));
   }
+  if (kind) args["kind"] = kind;
   auto q = server::parse_query(args);
   if (!q) return json(400, proto::json_error(q.err().message));
   auto r = ask(sys, ctx.inspector, *q);

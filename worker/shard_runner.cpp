@@ -786,6 +786,14 @@ json shard_runner::describe(const run_state& run) const {
 
 void shard_runner::handle_call(uint64_t relay, const std::string& method, proto::byte_view raw) {
   static const char* methods = "start, signal, result, describe, cancel";
+  auto unknown_method = [&] {
+    reply(relay, false,
+          call_error("bad_request", "unknown method '" + method + "'; methods: " + methods));
+  };
+  // Named before its arguments are looked at (every method below takes an "id").
+  if (method != "start" && method != "signal" && method != "result" && method != "describe" &&
+      method != "cancel")
+    return unknown_method();
   json args = json::parse(raw.begin(), raw.end(), nullptr, false);
   if (args.is_discarded() || !args.is_object())
     return reply(
@@ -916,8 +924,7 @@ void shard_runner::handle_call(uint64_t relay, const std::string& method, proto:
     }
     return reply(relay, true, status_of(*run));
   }
-  reply(relay, false,
-        call_error("bad_request", "unknown method '" + method + "'; methods: " + methods));
+  unknown_method();
 }
 
 void shard_runner::handle_message(uint32_t from, uint64_t from_epoch, uint64_t outbox,

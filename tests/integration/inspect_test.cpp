@@ -248,7 +248,12 @@ TEST_CASE("bad introspection requests get clear errors: admin server and fusee i
   CHECK(s0 == 404);
   CHECK(b0.find("no shard 4 on this node (it has 4)") != std::string::npos);
   CHECK(http_get(admin, "/v1/shards/two").first == 400);
-  CHECK(http_get(admin, "/v1/endpoints?kind=shard").first == 400);
+  auto [s5, b5] = http_get(admin, "/v1/endpoints?kind=shard");
+  CHECK(s5 == 400);
+  CHECK(b5.find("lists endpoint actors only; use /v1/actors?kind=shard") != std::string::npos);
+  auto [s6, b6] = http_get(admin, "/v1/shards?kind=wombat");  // no route to send it to
+  CHECK(s6 == 400);
+  CHECK(b6.find("unknown kind \\\"wombat\\\"") != std::string::npos);
   CHECK(http_request("POST", admin, "/metrics").first == 405);
   CHECK(http_request("HEAD", admin, "/metrics").first == 200);
   auto [s2, b2] = http_get(admin, "/v1/shards?limit=9999");

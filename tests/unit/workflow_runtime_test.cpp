@@ -769,6 +769,9 @@ TEST_CASE("start is idempotent by id and another type is a conflict and unknown 
         "odd, pair, parent, sender, spin, starter, waiter");
   t.call(5, "frobnicate", {{"id", "w"}});
   CHECK(t.answer(5)["code"] == "bad_request");
+  t.call(51, "frobnicate", json::object());  // named as unknown before its missing id
+  CHECK(t.answer(51)["error"] ==
+        "unknown method 'frobnicate'; methods: start, signal, result, describe, cancel");
   t.call(6, "result", {{"id", "zz"}});
   CHECK(t.answer(6)["code"] == "not_found");
   t.runner->on_call(7, "start", text("not json"));
