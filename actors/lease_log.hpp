@@ -45,8 +45,8 @@ struct revocation {
 struct revocation_done {
   uint64_t token = 0;
   uint32_t shard = 0;
-  /// A record was appended under the revoked lease (true when the lease was not the shard's
-  /// last grant: not known).
+  /// A record was appended under the revoked lease (a checkpoint, load or read is none); true
+  /// when the lease was not the shard's last grant (not known).
   bool wrote = true;
 };
 

@@ -110,8 +110,9 @@ uint8_t on_lease_end(shard_ptr self, const lease_end& e) {
         logging::warn_limited(
             "no progress after time-out",
             fmt::format("a shard's invocation did not answer within budget + grace and nothing "
-                        "was written to the shard; a step may take longer than the budget "
-                        "shard={} failures={} next_try_ms={}",
+                        "was written to the shard; a step of it, or of another shard of the "
+                        "invocation, may take longer than the budget shard={} failures={} "
+                        "next_try_ms={}",
                         st.shard, st.failures, static_cast<long long>(d.count())));
         return shard_status::stalled;
       }

@@ -108,7 +108,9 @@ const row_metric scheduler_metrics[] = {
     {"shard_crashes_total", "counter",
      "Leases that ended without a report (crash, revocation, silence).", "crashes"},
     {"shard_no_progress_total", "counter",
-     "Invocations that spent their budget without finishing a step.", "noProgress"},
+     "Leases that spent their invocation's budget without finishing a step, or ran out budget + "
+     "grace with nothing written.",
+     "noProgress"},
     {"invocations_in_flight", "gauge", "Invocations sent and not yet ended.",
      "invocationsInFlight"},
 };

@@ -87,7 +87,7 @@ int run_client_command(const client_command& cmd) {
   // The server's own errors (no holder, holder lost, bad request) get the code the HTTP API
   // gives them; a worker's carry their own.
   if (!r->ok() && r->body.is_object() && r->body.contains("error") && !r->body.contains("code"))
-    r->body["code"] = r->code();
+    if (auto code = r->code(); !code.empty()) r->body["code"] = code;
   std::printf("%s\n", r->body.dump().c_str());
   if (r->ok()) return 0;
   if (r->status == proto::call_status::failed) return 1;

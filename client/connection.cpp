@@ -47,6 +47,7 @@ connection& connection::operator=(connection&& other) noexcept {
     closed_ = other.closed_;
     timed_out_ = other.timed_out_;
     received_any_ = other.received_any_;
+    framed_any_ = other.framed_any_;
     decoder_ = std::move(other.decoder_);
     other.fd_ = -1;
     other.ssl_ = nullptr;
@@ -161,7 +162,10 @@ proto::result<proto::any_message> connection::receive(std::chrono::milliseconds 
   for (;;) {
     auto f = decoder_.next();
     if (!f) return f.err();
-    if (*f) return proto::decode_response((*f)->kind, (*f)->body);
+    if (*f) {
+      framed_any_ = true;
+      return proto::decode_response((*f)->kind, (*f)->body);
+    }
     if (closed_) return error{err_code::io, "connection closed by the server"};
     // Past the deadline the socket is still looked at once (receive(0ms) takes what has come).
     auto left = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -259,9 +263,10 @@ proto::result<proto::any_message> first_answer(connection& c, const char* to,
   }
   const std::string port = "the server's port for workers and clients (`listen`, listen= in its "
                            "ready file)";
-  // The first bytes are no frame: unless they said what they are (HTTP), another listener's.
-  if (!r && r.err().code == err_code::bad_frame &&
-      r.err().message.find("HTTP") == std::string::npos)
+  // The first bytes are no frame (bad magic before any frame came; a bad checksum is a Fusee
+  // frame gone wrong): unless they said what they are (HTTP), another listener's.
+  if (!r && r.err().code == err_code::bad_frame && !c.framed_any() &&
+      r.err().message.starts_with("bad magic") && r.err().message.find("HTTP") == std::string::npos)
     return error{err_code::bad_frame,
                  r.err().message + "; the answer to " + to + " is not Fusee's protocol: is this " +
                      port +

@@ -57,6 +57,8 @@ public:
   bool closed() const { return closed_; }
   /// True once any byte came from the peer.
   bool received_any() const { return received_any_; }
+  /// True once a whole frame came from the peer (it speaks Fusee's protocol).
+  bool framed_any() const { return framed_any_; }
   /// Bytes received and not yet returned by receive() (a frame may be waiting without the
   /// socket being readable).
   size_t buffered() const { return decoder_.buffered(); }
@@ -82,6 +84,7 @@ private:
   bool closed_ = false;
   bool timed_out_ = false;
   bool received_any_ = false;
+  bool framed_any_ = false;
   proto::frame_decoder decoder_;
 };
 

@@ -1,23 +1,45 @@
 #include "client/secret_file.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <iterator>
+#include <system_error>
 
 namespace fusee::client {
 
+namespace {
+constexpr size_t max_secret_file_bytes = 64 * 1024;
+}
+
 proto::result<std::string> read_secret_file(const std::string& path, const std::string& what) {
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in)  // (a missing file and one this user may not read call for different fixes)
-    return proto::error{proto::err_code::io,
-                        what + " " + path + " cannot be read" +
-                            (errno ? std::string{": "} + std::strerror(errno) : std::string{})};
-  std::string secret{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  // (A missing file and one this user may not read call for different fixes: say which.)
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return proto::error{proto::err_code::io, what + " " + path + " cannot be read: " +
+                                                 std::generic_category().message(errno)};
+  std::string secret;
+  char buf[4096];
+  for (;;) {
+    auto n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {  // a directory, say
+      auto why = std::generic_category().message(errno);
+      ::close(fd);
+      return proto::error{proto::err_code::io, what + " " + path + " cannot be read: " + why};
+    }
+    if (n == 0) break;
+    secret.append(buf, static_cast<size_t>(n));
+    if (secret.size() > max_secret_file_bytes) {  // (/dev/zero, a log file named by mistake)
+      ::close(fd);
+      return proto::error{proto::err_code::io, what + " " + path + " holds more than " +
+                                                   std::to_string(max_secret_file_bytes) +
+                                                   " bytes: not a secret file"};
+    }
+  }
+  ::close(fd);
   while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r'))
     secret.pop_back();
   if (secret.empty()) return proto::error{proto::err_code::io, what + " " + path + " is empty"};

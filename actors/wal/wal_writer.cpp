@@ -672,7 +672,7 @@ struct wal_writer::impl {
         if (s < shards.size()) {
           auto& st = shards[s];
           if (st.epoch == rv->epoch && (rv->holder == 0 || st.holder == rv->holder)) st.holder = 0;
-          if (st.epoch == rv->epoch) wrote = st.last_lsn > st.granted_lsn;
+          if (st.epoch == rv->epoch) wrote = st.last_lsn != st.granted_lsn;
         }
         revokes.push_back(revocation_done{rv->token, s, wrote});
       } else if (admitted_after_commit(e)) {

@@ -445,13 +445,19 @@ TEST_CASE("a usage error (unknown option, missing required option) exits 2 namin
   CHECK_MESSAGE(out.find("--shard: Value -1 not in range") != std::string::npos, out);
 }
 
-TEST_CASE("a worker or client command without --server dials $FUSEE_SERVER") {
+TEST_CASE("a client command or fusee call without --server dials $FUSEE_SERVER") {
   temp_dir tmp;
-  ::setenv("FUSEE_SERVER", "127.0.0.1:1", 1);
-  auto [rc, out] = run_process({fusee_binary(), "describe", "nobody"}, tmp.path() / "d.out", 30s);
-  auto [wrc, wout] = run_process({fusee_binary(), "call", "--shard", "1", "--method", "x"},
-                                 tmp.path() / "c.out", 30s);
-  ::unsetenv("FUSEE_SERVER");
+  struct server_env {  // set for the commands below only, also when a check throws
+    server_env() { ::setenv("FUSEE_SERVER", "127.0.0.1:1", 1); }
+    ~server_env() { ::unsetenv("FUSEE_SERVER"); }
+  };
+  auto [rc, out, wrc, wout] = [&] {
+    server_env env;
+    auto [a, b] = run_process({fusee_binary(), "describe", "nobody"}, tmp.path() / "d.out", 30s);
+    auto [c, d] = run_process({fusee_binary(), "call", "--shard", "1", "--method", "x"},
+                              tmp.path() / "c.out", 30s);
+    return std::tuple{a, b, c, d};
+  }();
   CHECK(rc == 2);
   CHECK_MESSAGE(out.find("cannot connect to 127.0.0.1:1") != std::string::npos, out);
   CHECK(wrc == 2);

@@ -75,7 +75,10 @@ def main():
     work = tempfile.mkdtemp(prefix="fusee-tutorial-")
     os.symlink(os.path.join(source, "Makefile"), os.path.join(work, "Makefile"))
     os.symlink(build, os.path.join(work, "build"))
-    env = dict(os.environ, BUILD_DIR=build)
+    # The tutorial's commands dial its own ports, without a token: a developer's FUSEE_SERVER or
+    # FUSEE_TOKEN_FILE (say) must not send them elsewhere.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FUSEE_")}
+    env["BUILD_DIR"] = build
     background, failures, ran = [], 0, 0
     last_output = None
     try:
