@@ -32,7 +32,8 @@ connection::~connection() {
 connection::connection(connection&& other) noexcept
     : fd_(other.fd_), ssl_(other.ssl_), ssl_mu_(std::move(other.ssl_mu_)),
       binding_(std::move(other.binding_)), closed_(other.closed_), timed_out_(other.timed_out_),
-      received_any_(other.received_any_), decoder_(std::move(other.decoder_)) {
+      received_any_(other.received_any_), framed_any_(other.framed_any_),
+      decoder_(std::move(other.decoder_)) {
   other.fd_ = -1;
   other.ssl_ = nullptr;
 }

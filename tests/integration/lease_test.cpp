@@ -493,6 +493,7 @@ TEST_CASE("a client dialling the HTTP API's or the inspector's port is told it i
   REQUIRE(client::client_hello(c, "right-port", 10s));
   auto moved = std::move(c);
   CHECK(moved.received_any());
+  CHECK(moved.framed_any());  // (a later bad frame is then no other listener's)
 }
 
 TEST_CASE("a cluster map in the config is checked at start naming gaps, overlaps and unknown "
