@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 #include <variant>
 
 #include "actors/cluster/shard_owners.hpp"
@@ -121,6 +122,9 @@ struct directory_state {
   /// What is wrong with each endpoint that has trouble (endpoint_trouble), said to calls that
   /// expire while parked.
   std::map<uint32_t, std::string> endpoint_trouble;
+  /// Shards whose last lease ended because its invocation ran out budget + grace after the lease
+  /// (lease_end::overran): they back off, which calls that expire while parked for them are told.
+  std::unordered_set<uint32_t> overran;
   lease_log* log = nullptr;
   std::vector<lease_slot> slots;
   /// Bit s set <=> slot s has no holder and nothing in the log (kept by refresh_free()), so
@@ -1053,6 +1057,10 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
               why += (why.empty() ? " (the invoker's " : "; ") + text;
             }
             if (!why.empty()) why += ")";
+            if (self->state.overran.count(e.shard))
+              why = " (its last invocation did not answer within budget + grace: the shard backs "
+                    "off, a step may take longer than the budget)" +
+                    why;
             answer_error(self, i->client, i->request_id, proto::call_status::parked_too_long,
                          "no holder took shard " + std::to_string(e.shard) +
                              " while the call was parked" + why);
@@ -1247,6 +1255,10 @@ directory_actor::behavior_type directory_fn(self_ptr self, node_settings cfg, le
             end = std::move(e->second);
             end->wrote = r.wrote;
             st.ended.erase(e);
+            if (end->overran)
+              st.overran.insert(r.shard);
+            else
+              st.overran.erase(r.shard);
           }
           if (failed) {  // the lease ended here, but the shard stays busy
             answer_parked_log_failed(self, r.shard);      // (once the directory heard of it)

@@ -890,6 +890,21 @@ TEST_CASE("an invocation fenced for running out budget + grace after its lease t
   REQUIRE(f.wake[2].ended.size() == 1);
   CHECK(f.wake[2].ended[0].crashed);
   CHECK_FALSE(f.wake[2].ended[0].overran);
+  // A call that expires parked for a shard that overran says why nobody took it.
+  auto& client = f.connect();
+  f.call(client, 5, 1, 100);
+  f.call(client, 6, 2, 100);
+  f.sched.advance_time(100ms);
+  f.run();
+  auto answers = client.all<proto::call_result>();
+  REQUIRE(answers.size() == 2);
+  auto text = [](const proto::call_result& r) { return std::string(r.body.begin(), r.body.end()); };
+  CHECK_MESSAGE(text(answers[0])
+                        .find("no holder took shard 1 while the call was parked (its last "
+                              "invocation did not answer within budget + grace") !=
+                    std::string::npos,
+                text(answers[0]));
+  CHECK_MESSAGE(text(answers[1]).find("budget") == std::string::npos, text(answers[1]));
 }
 
 TEST_CASE("once the log failed, the invoker is told to stop, once, with the failure (no invoked "
