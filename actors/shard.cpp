@@ -92,6 +92,16 @@ void become_due(shard_state& st, time_point now, uint8_t reasons) {
   st.reasons |= reasons;
 }
 
+/// No progress (its `failures` counted already): backs off from 1 s to 300 s, and says `what`
+/// happened (one warning a minute under `key` for all shards: a handler bug can stall every shard
+/// at once; each shard's count shows as failuresInARow in the views).
+void back_off_no_progress(shard_state& st, time_point now, const char* key, std::string_view what) {
+  auto d = rules::backoff(st.failures, rules::no_progress_base, rules::no_progress_cap, st.rng());
+  st.not_before = now + d;
+  logging::warn_limited(key, fmt::format("{} shard={} failures={} next_try_ms={}", what, st.shard,
+                                         st.failures, static_cast<long long>(d.count())));
+}
+
 /// The lease ended: what the holder reported decides when the shard is next due, and why.
 uint8_t on_lease_end(shard_ptr self, const lease_end& e) {
   auto& st = self->state;
@@ -104,16 +114,10 @@ uint8_t on_lease_end(shard_ptr self, const lease_end& e) {
       if (e.overran && !e.wrote) {
         // Its invocation ran out budget + grace and nothing reached the shard: as a budget spent
         // without a step (below), it backs off as no progress, not as a crash.
-        auto d =
-            rules::backoff(st.failures, rules::no_progress_base, rules::no_progress_cap, st.rng());
-        st.not_before = now + d;
-        logging::warn_limited(
-            "no progress after time-out",
-            fmt::format("a shard's invocation did not answer within budget + grace and nothing "
-                        "was written to the shard; a step of it, or of another shard of the "
-                        "invocation, may take longer than the budget shard={} failures={} "
-                        "next_try_ms={}",
-                        st.shard, st.failures, static_cast<long long>(d.count())));
+        back_off_no_progress(st, now, "no progress after time-out",
+                             "a shard's invocation did not answer within budget + grace and "
+                             "nothing was written to the shard; a step of it, or of another shard "
+                             "of the invocation, may take longer than the budget");
         return shard_status::stalled;
       }
       st.not_before =
@@ -127,16 +131,9 @@ uint8_t on_lease_end(shard_ptr self, const lease_end& e) {
     become_due(st, now, proto::reason_handback);
     if ((e.flags & proto::idle_expired) && e.steps == 0) {
       st.failures++;
-      auto d =
-          rules::backoff(st.failures, rules::no_progress_base, rules::no_progress_cap, st.rng());
-      st.not_before = now + d;
-      // (once a minute for all shards: a handler bug can stall every shard at once; each
-      // shard's count shows as failuresInARow in the views)
-      logging::warn_limited(
-          "no progress",
-          fmt::format("a shard reached its invocation budget without finishing a step; a step may "
-                      "take longer than the budget shard={} failures={} next_try_ms={}",
-                      st.shard, st.failures, static_cast<long long>(d.count())));
+      back_off_no_progress(st, now, "no progress",
+                           "a shard reached its invocation budget without finishing a step; a "
+                           "step may take longer than the budget");
       return shard_status::no_progress;
     }
     st.failures = 0;

@@ -44,6 +44,7 @@ std::optional<std::string> with_code(const std::string& body, std::string_view c
 
 http_reply api_reply(const std::string& method, uint8_t status, const std::string& body) {
   using proto::call_status;
+  auto server_code = proto::call_status_code(static_cast<call_status>(status));  // "" for ok
   switch (static_cast<call_status>(status)) {
   case call_status::ok: {
     // A start that made a new run is 201; everything else that worked is 200.
@@ -74,20 +75,15 @@ http_reply api_reply(const std::string& method, uint8_t status, const std::strin
     if (code == "too_large") http = 500;  // the answer could not be carried back
     if (!code.empty()) return json_reply(http, body);
     // A worker of another implementation may leave the code out, or send no {"error": ...}.
-    auto failed = proto::call_status_code(call_status::failed);
-    return json_reply(
-        http,
-        with_code(body, failed).value_or(proto::json_error("the worker refused: " + body, failed)));
+    return json_reply(http,
+                      with_code(body, server_code)
+                          .value_or(proto::json_error("the worker refused: " + body, server_code)));
   }
   case call_status::parked_too_long:
   case call_status::holder_lost:
-    return json_reply(
-        503,
-        with_code(body, proto::call_status_code(static_cast<call_status>(status))).value_or(body));
+    return json_reply(503, with_code(body, server_code).value_or(body));
   case call_status::bad_request:
-    return json_reply(
-        400,
-        with_code(body, proto::call_status_code(static_cast<call_status>(status))).value_or(body));
+    return json_reply(400, with_code(body, server_code).value_or(body));
   }
   return json_reply(
       502, proto::json_error("unknown call status " + std::to_string(status), "bad_status"));
